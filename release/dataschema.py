@@ -1,0 +1,294 @@
+"""Typed configuration from YAML: frozen dataclasses are the single source of truth.
+
+`read_document` turns a YAML document into an instance of a dataclass, reporting every problem
+with its file, line and dotted key; `json_schema` turns the same dataclass into a JSON Schema.
+Supported field types: `str`, `int`, `bool`, `float`, `Literal[...]`, `X | None`,
+`tuple[X, ...]`, `Mapping[str, X]` and nested dataclasses. Keys starting with `x-` are left for
+YAML anchors and tooling, as in docker-compose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import yaml
+from yaml.constructor import SafeConstructor
+
+from release.errors import MatrixError, Problem
+
+EXTENSION_PREFIX = "x-"
+
+
+def spec(doc: str, **kwargs: Any) -> Any:
+    """A dataclass field with a description used for the JSON Schema and error messages."""
+    return dataclasses.field(metadata={"doc": doc}, **kwargs)
+
+
+class _Invalid:
+    """Marks a value that failed conversion; the problem is already recorded."""
+
+
+INVALID = _Invalid()
+
+_SCALAR_NAMES = {str: "a string", int: "an integer", bool: "true or false", float: "a number"}
+
+
+def _describe(tp: Any) -> str:
+    origin = get_origin(tp)
+    if tp in _SCALAR_NAMES:
+        return _SCALAR_NAMES[tp]
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if origin is tuple:
+        return "a list"
+    if origin in (Mapping, dict) or dataclasses.is_dataclass(tp):
+        return "a mapping"
+    return str(tp)
+
+
+def _is_optional(tp: Any) -> tuple[bool, Any]:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1 and len(get_args(tp)) == 2:
+            return True, args[0]
+    return False, tp
+
+
+class DocumentReader:
+    """Converts composed YAML nodes into dataclass instances, collecting problems."""
+
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.problems: list[Problem] = []
+        self.lines: dict[str, int] = {}
+        self._constructor = SafeConstructor()
+
+    def problem(self, node: yaml.Node | None, key: str, message: str) -> _Invalid:
+        line = node.start_mark.line + 1 if node is not None else None
+        self.problems.append(Problem(self.file, line, key, message))
+        return INVALID
+
+    def read(self, node: yaml.Node, tp: Any, key: str) -> Any:
+        self.lines[key] = node.start_mark.line + 1
+        optional, inner = _is_optional(tp)
+        if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
+            if optional:
+                return None
+            return self.problem(node, key, f"expected {_describe(inner)}, got nothing")
+        tp = inner
+        origin = get_origin(tp)
+        if dataclasses.is_dataclass(tp):
+            return self._read_dataclass(node, typing.cast(type, tp), key)
+        if origin is tuple:
+            return self._read_sequence(node, get_args(tp)[0], key)
+        if origin in (Mapping, dict):
+            return self._read_mapping(node, get_args(tp)[1], key)
+        return self._read_scalar(node, tp, key)
+
+    def _read_scalar(self, node: yaml.Node, tp: Any, key: str) -> Any:
+        if not isinstance(node, yaml.ScalarNode):
+            kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
+            return self.problem(node, key, f"expected {_describe(tp)}, got {kind}")
+        value = self._constructor.construct_object(node)
+        if get_origin(tp) is Literal:
+            allowed = get_args(tp)
+            if value in allowed:
+                return value
+            hint = _suggest(str(value), [str(a) for a in allowed])
+            return self.problem(node, key, f"{value!r} is not {_describe(tp)}{hint}")
+        if tp is str:
+            if isinstance(value, str):
+                return value
+            if isinstance(value, float):
+                return self.problem(
+                    node,
+                    key,
+                    f"expected a string; YAML read {node.value} as the number {value!r}: "
+                    f'quote it ("{node.value}")',
+                )
+            if isinstance(value, (int, bool)):
+                return self.problem(
+                    node, key, f'expected a string, got {node.value}: quote it ("{node.value}")'
+                )
+        elif (tp is bool and isinstance(value, bool)) or (
+            tp is int and isinstance(value, int) and not isinstance(value, bool)
+        ):
+            return value
+        elif tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        return self.problem(node, key, f"expected {_describe(tp)}, got {node.value!r}")
+
+    def _read_sequence(self, node: yaml.Node, item: Any, key: str) -> Any:
+        if not isinstance(node, yaml.SequenceNode):
+            return self.problem(
+                node,
+                key,
+                f"expected a list of {_describe(item)}s".replace("a string", "string").replace(
+                    "a mapping", "mapping"
+                ),
+            )
+        values = [self.read(child, item, f"{key}[{i}]") for i, child in enumerate(node.value)]
+        if any(v is INVALID for v in values):
+            return INVALID
+        return tuple(values)
+
+    def _mapping_items(self, node: yaml.MappingNode, key: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
+        items: list[tuple[str, yaml.Node, yaml.Node]] = []
+        seen: dict[str, int] = {}
+        for knode, vnode in node.value:
+            name = knode.value if isinstance(knode, yaml.ScalarNode) else None
+            dotted = f"{key}.{name}" if key else str(name)
+            if not isinstance(name, str) or knode.tag != "tag:yaml.org,2002:str":
+                self.problem(knode, dotted, "keys must be strings")
+                continue
+            if name in seen:
+                self.problem(knode, dotted, f"duplicate key (first defined on line {seen[name]})")
+                continue
+            seen[name] = knode.start_mark.line + 1
+            if name.startswith(EXTENSION_PREFIX):
+                continue
+            items.append((name, knode, vnode))
+        return items
+
+    def _read_mapping(self, node: yaml.Node, item: Any, key: str) -> Any:
+        if not isinstance(node, yaml.MappingNode):
+            return self.problem(node, key, "expected a mapping")
+        result: dict[str, Any] = {}
+        for name, _knode, vnode in self._mapping_items(node, key):
+            result[name] = self.read(vnode, item, f"{key}.{name}" if key else name)
+        if any(v is INVALID for v in result.values()):
+            return INVALID
+        return result
+
+    def _read_dataclass(self, node: yaml.Node, cls: type, key: str) -> Any:
+        if not isinstance(node, yaml.MappingNode):
+            return self.problem(node, key, f"expected a mapping with keys {_field_list(cls)}")
+        hints = get_type_hints(cls, vars(sys.modules[cls.__module__]))
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        bad = False
+        for name, knode, vnode in self._mapping_items(node, key):
+            dotted = f"{key}.{name}" if key else name
+            if name not in fields:
+                hint = _suggest(name, list(fields))
+                self.problem(knode, dotted, f"unknown key{hint or f'; known keys: {_field_list(cls)}'}")
+                bad = True
+                continue
+            value = self.read(vnode, hints[name], dotted)
+            bad = bad or value is INVALID
+            values[name] = value
+        for name, f in fields.items():
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if required and name not in values:
+                dotted = f"{key}.{name}" if key else name
+                self.problem(node, dotted, f"missing required key ({f.metadata.get('doc', '')})")
+                bad = True
+        if bad:
+            return INVALID
+        return cls(**values)
+
+
+def _field_list(cls: type) -> str:
+    return ", ".join(f.name for f in dataclasses.fields(cls))
+
+
+def _suggest(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def suggest(word: str, choices: list[str]) -> str:
+    """'; did you mean X?' for the closest choice, or an empty string."""
+    return _suggest(word, choices)
+
+
+def compose(text: str, file: str) -> yaml.Node:
+    """Parse YAML into a node tree, turning syntax errors into a located `MatrixError`."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        message = f"invalid YAML: {exc.problem or exc.context}"
+        raise MatrixError([Problem(file, line, "", message)]) from None
+    except yaml.YAMLError as exc:
+        raise MatrixError([Problem(file, None, "", f"invalid YAML: {exc}")]) from None
+    if node is None:
+        raise MatrixError([Problem(file, 1, "", "the file is empty")])
+    return node
+
+
+# ---------------------------------------------------------------------------- JSON Schema
+
+
+def json_schema(cls: type, *, title: str, schema_id: str) -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) for a dataclass model, with `$defs` per nested class."""
+    defs: dict[str, Any] = {}
+    _schema_for(cls, defs)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": schema_id,
+        "title": title,
+        **defs.pop(cls.__name__),
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def _schema_for(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    optional, inner = _is_optional(tp)
+    if optional:
+        return {"anyOf": [_schema_for(inner, defs), {"type": "null"}]}
+    origin = get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        cls = typing.cast(type, tp)
+        if cls.__name__ not in defs:
+            defs[cls.__name__] = {}  # placeholder against recursion
+            hints = get_type_hints(cls, vars(sys.modules[cls.__module__]))
+            props: dict[str, Any] = {}
+            required: list[str] = []
+            for f in dataclasses.fields(cls):
+                prop = dict(_schema_for(hints[f.name], defs))
+                if "doc" in f.metadata:
+                    prop["description"] = f.metadata["doc"]
+                if f.default is not dataclasses.MISSING:
+                    prop["default"] = _json_default(f.default)
+                elif f.default_factory is not dataclasses.MISSING:
+                    prop["default"] = _json_default(f.default_factory())
+                else:
+                    required.append(f.name)
+                props[f.name] = prop
+            entry: dict[str, Any] = {"type": "object"}
+            if cls.__doc__:
+                entry["description"] = " ".join(cls.__doc__.split())
+            entry["properties"] = props
+            if required:
+                entry["required"] = required
+            entry["patternProperties"] = {f"^{EXTENSION_PREFIX}": {}}
+            entry["additionalProperties"] = False
+            defs[cls.__name__] = entry
+        return {"$ref": f"#/$defs/{cls.__name__}"}
+    if origin is tuple:
+        return {"type": "array", "items": _schema_for(get_args(tp)[0], defs)}
+    if origin in (Mapping, dict):
+        return {"type": "object", "additionalProperties": _schema_for(get_args(tp)[1], defs)}
+    if origin is Literal:
+        return {"enum": list(get_args(tp))}
+    simple = {str: "string", bool: "boolean", int: "integer", float: "number"}
+    return {"type": simple[tp]}
+
+
+def _json_default(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: _json_default(v) for k, v in dataclasses.asdict(value).items()}
+    if isinstance(value, tuple):
+        return [_json_default(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _json_default(v) for k, v in value.items()}
+    return value

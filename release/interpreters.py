@@ -1,0 +1,72 @@
+"""Find CPython interpreters by version without the user exporting anything.
+
+Order: `python3.X` on PATH (pyenv shims skipped: they fail unless PYENV_VERSION names them),
+then pyenv's version directories (`$PYENV_ROOT/versions/3.X.*`, newest patch first), then
+`/usr/bin` and `/usr/local/bin`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+from release.errors import ToolchainError
+
+
+def _pyenv_root() -> Path:
+    return Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+
+
+def _patch_key(path: Path) -> tuple[int, ...]:
+    match = re.match(r"^(\d+)\.(\d+)\.(\d+)$", path.name)
+    return tuple(int(p) for p in match.groups()) if match else (-1,)
+
+
+def find_interpreter(version: str) -> Path | None:
+    name = f"python{version}"
+    shims = str(_pyenv_root() / "shims")
+    for entry in os.environ.get("PATH", "").split(os.pathsep):
+        if not entry or entry.rstrip("/") == shims:
+            continue
+        found = shutil.which(name, path=entry)
+        if found:
+            return Path(found)
+    versions = _pyenv_root() / "versions"
+    if versions.is_dir():
+        candidates = sorted(
+            (p for p in versions.glob(f"{version}.*") if _patch_key(p) != (-1,)),
+            key=_patch_key,
+            reverse=True,
+        )
+        for candidate in candidates:
+            exe = candidate / "bin" / name
+            if exe.exists():
+                return exe
+    for directory in ("/usr/local/bin", "/usr/bin"):
+        exe = Path(directory) / name
+        if exe.exists():
+            return exe
+    return None
+
+
+def require_interpreter(version: str) -> Path:
+    found = find_interpreter(version)
+    if found is None:
+        msg = (
+            f"no Python {version} interpreter found (looked on PATH, in {_pyenv_root()}/versions "
+            f"and /usr/bin): install it, e.g. `pyenv install {version}`"
+        )
+        raise ToolchainError(msg)
+    return found
+
+
+def interpreter_dirs(versions: tuple[str, ...]) -> list[str]:
+    """Directories to put on PATH so that nox finds `python3.X` for each version."""
+    dirs: list[str] = []
+    for version in versions:
+        exe = find_interpreter(version)
+        if exe is not None and str(exe.parent) not in dirs:
+            dirs.append(str(exe.parent))
+    return dirs
