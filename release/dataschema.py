@@ -96,7 +96,10 @@ class DocumentReader:
         if not isinstance(node, yaml.ScalarNode):
             kind = "a list" if isinstance(node, yaml.SequenceNode) else "a mapping"
             return self.problem(node, key, f"expected {_describe(tp)}, got {kind}")
-        value = self._constructor.construct_object(node)
+        try:
+            value = self._constructor.construct_object(node)
+        except Exception:  # PyYAML's constructors raise assorted errors for a bad explicit tag
+            return self.problem(node, key, f"cannot read {node.value!r} as {node.tag}")
         if get_origin(tp) is Literal:
             allowed = get_args(tp)
             if value in allowed:
