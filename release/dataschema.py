@@ -102,7 +102,7 @@ class DocumentReader:
             return self.problem(node, key, f"cannot read {node.value!r} as {node.tag}")
         if get_origin(tp) is Literal:
             allowed = get_args(tp)
-            if value in allowed:
+            if any(value == a and type(value) is type(a) for a in allowed):  # true == 1, 1.0 == 1
                 return value
             hint = _suggest(str(value), [str(a) for a in allowed])
             return self.problem(node, key, f"{value!r} is not {_describe(tp)}{hint}")
