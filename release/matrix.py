@@ -329,14 +329,14 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
                 )
             owners[canon] = name
         for i, pattern in enumerate(v.exclude):
-            for own in m.engine.own_libraries:
-                if _globs_overlap(pattern, own):
-                    add(
-                        f"{key}.exclude[{i}]",
-                        f"{pattern!r} would also exclude the engine's own "
-                        f"library {own!r} (engine.own_libraries): name the runtime's soname instead",
-                    )
-            if pattern.startswith(("libpython", "lib" + m.engine.import_name)):
+            overlaps = [own for own in m.engine.own_libraries if _globs_overlap(pattern, own)]
+            for own in overlaps:
+                add(
+                    f"{key}.exclude[{i}]",
+                    f"{pattern!r} would also exclude the engine's own "
+                    f"library {own!r} (engine.own_libraries): name the runtime's soname instead",
+                )
+            if not overlaps and pattern.startswith(("libpython", "lib" + m.engine.import_name)):
                 add(f"{key}.exclude[{i}]", f"{pattern!r} would exclude the engine's own library")
         if v.device_code and not v.architectures:
             add(f"{key}.architectures", "device_code is true: list the architectures it carries")
