@@ -1,0 +1,165 @@
+"""`release cibuildwheel-config`: the cibuildwheel settings a variant of the matrix produces."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import tomlkit
+
+from release import cibw, cli
+from release.errors import UsageError
+from release.matrix import LoadedMatrix, load, loads
+
+ROOT = Path(__file__).resolve().parents[2]
+BACKENDS = ROOT / "packaging" / "backends"
+
+
+@pytest.fixture(scope="module")
+def loaded() -> LoadedMatrix:
+    return load(ROOT / "matrix.yaml")
+
+
+def _with_extra_settings(tmp_path: Path) -> LoadedMatrix:
+    """The real matrix with a variant that has env, config settings and awkward values."""
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    extra = (
+        "  odd:\n"
+        "    distribution: xfer-engine-odd\n"
+        "    backend: rocm\n"
+        "    cmake_defines: {XFER_BACKEND: hip, XFER_FLAGS: \"-O2 -g0\"}\n"
+        "    config_settings: {build-dir: \"build/{wheel_tag}\"}\n"
+        "    env: {ROCM_PATH: /opt/rocm, NOTE: \"it's $HOME \\\"quoted\\\"\"}\n"
+        "\n"
+    )
+    text = text.replace("\nimages:\n", "\n" + extra + "images:\n", 1)
+    return loads(text, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
+
+
+def test_rocm_options_follow_the_matrix(loaded: LoadedMatrix) -> None:
+    opts = cibw.cibuildwheel_options(loaded, "rocm", ("3.12",))
+    assert opts["build"] == "cp312-manylinux_x86_64"
+    assert opts["archs"] == "x86_64"
+    assert opts["manylinux-x86_64-image"] == "manylinux_2_28"
+    assert opts["build-frontend"] == "build"
+    assert opts["skip"] == "*-musllinux_*"
+    assert opts["before-all"] == "bash scripts/install-rocm.sh"
+    assert opts["repair-wheel-command"] == (
+        "python -m release repair --variant rocm --dest-dir {dest_dir} {wheel}"
+    )
+    assert opts["config-settings"] == "cmake.define.XFER_BACKEND=hip"
+    assert opts["environment"] == "SKBUILD_CMAKE_DEFINE='XFER_BACKEND=hip'"
+    assert opts["test-command"] == "python -c 'import xfer'"
+
+
+def test_all_pythons_by_default_in_matrix_order(loaded: LoadedMatrix) -> None:
+    opts = cibw.cibuildwheel_options(loaded, "cuda", ())
+    expected = [f"cp{py.replace('.', '')}-manylinux_x86_64" for py in loaded.matrix.python]
+    assert opts["build"].split() == expected
+    picked = cibw.cibuildwheel_options(loaded, "cuda", ("3.13", "3.10"))
+    assert picked["build"] == "cp310-manylinux_x86_64 cp313-manylinux_x86_64"
+
+
+def test_cpu_installs_no_toolchain(loaded: LoadedMatrix) -> None:
+    opts = cibw.cibuildwheel_options(loaded, "cpu", ())
+    assert "before-all" not in opts
+    assert opts["config-settings"] == "cmake.define.XFER_BACKEND=cpu"
+
+
+@pytest.mark.parametrize("variant", ["cpu", "cuda", "rocm", "musa"])
+def test_before_all_is_the_backend_install_command(loaded: LoadedMatrix, variant: str) -> None:
+    backend = loaded.backend(loaded.variant(variant))
+    opts = cibw.cibuildwheel_options(loaded, variant, ())
+    if backend.toolkit is None:
+        assert "before-all" not in opts
+    else:
+        assert opts["before-all"] == f"bash scripts/install-{backend.name}.sh"
+    assert f"--variant {variant} " in opts["repair-wheel-command"]
+
+
+def test_env_names_are_cibuildwheel_variables(loaded: LoadedMatrix) -> None:
+    env = cibw.cibuildwheel_env(loaded, "rocm", ("3.12",))
+    assert env["CIBW_BUILD"] == "cp312-manylinux_x86_64"
+    assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == "manylinux_2_28"
+    assert env["CIBW_BEFORE_ALL"] == "bash scripts/install-rocm.sh"
+    assert env["CIBW_REPAIR_WHEEL_COMMAND"].startswith("python -m release repair --variant rocm")
+    assert env["CIBW_CONFIG_SETTINGS"] == "cmake.define.XFER_BACKEND=hip"
+    assert all(name.startswith("CIBW_") for name in env)
+
+
+def test_options_are_valid_for_cibuildwheel(loaded: LoadedMatrix) -> None:
+    """Every key and value type is accepted by the schema cibuildwheel ships."""
+    jsonschema = pytest.importorskip("jsonschema")
+    package = pytest.importorskip("cibuildwheel")
+    schema_file = Path(package.__file__).parent / "resources" / "cibuildwheel.schema.json"
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    for variant in loaded.matrix.variants:
+        jsonschema.validate(cibw.cibuildwheel_options(loaded, variant, ()), schema)
+
+
+def test_awkward_values_survive_cibuildwheel_parsers(tmp_path: Path) -> None:
+    """`environment` goes through cibuildwheel's bashlex evaluator, `config-settings` through shlex."""
+    environment = pytest.importorskip("cibuildwheel.environment")
+    odd = _with_extra_settings(tmp_path)
+    opts = cibw.cibuildwheel_options(odd, "odd", ())
+    parsed = environment.parse_environment(opts["environment"]).as_dictionary({})
+    assert parsed == {
+        "ROCM_PATH": "/opt/rocm",
+        "NOTE": 'it\'s $HOME "quoted"',
+        "SKBUILD_CMAKE_DEFINE": "XFER_BACKEND=hip;XFER_FLAGS=-O2 -g0",
+    }
+    pairs = dict(token.split("=", 1) for token in shlex.split(opts["config-settings"]))
+    assert pairs == {
+        "cmake.define.XFER_BACKEND": "hip",
+        "cmake.define.XFER_FLAGS": "-O2 -g0",
+        "build-dir": "build/{wheel_tag}",
+    }
+
+
+@pytest.mark.parametrize("value", ["plain", "A=B", "a b", "", "it's", '"$x" `y` \\ z'])
+def test_quote_round_trips_through_bashlex(value: str) -> None:
+    environment = pytest.importorskip("cibuildwheel.environment")
+    parsed = environment.parse_environment(f"K={cibw.quote(value)}").as_dictionary({})
+    assert parsed == {"K": value}
+
+
+def test_toml_is_a_tool_cibuildwheel_table(loaded: LoadedMatrix) -> None:
+    opts = cibw.cibuildwheel_options(loaded, "rocm", ())
+    doc = tomlkit.parse(cibw.render(opts, "toml")).unwrap()
+    assert doc == {"tool": {"cibuildwheel": opts}}
+
+
+def test_env_format_is_one_variable_a_line(loaded: LoadedMatrix) -> None:
+    opts = cibw.cibuildwheel_options(loaded, "rocm", ())
+    lines = cibw.render(opts, "env").splitlines()
+    assert dict(line.split("=", 1) for line in lines) == cibw.cibuildwheel_env(loaded, "rocm", ())
+
+
+def test_unknown_python_and_variant_are_usage_errors(loaded: LoadedMatrix) -> None:
+    with pytest.raises(UsageError, match=r"Python 3\.9 is not in the matrix"):
+        cibw.cibuildwheel_options(loaded, "rocm", ("3.9",))
+    with pytest.raises(UsageError, match="did you mean 'rocm'"):
+        cibw.cibuildwheel_options(loaded, "roc", ())
+
+
+def _command(loaded: LoadedMatrix, *argv: str) -> int:
+    parser = argparse.ArgumentParser()
+    cibw.add_arguments(parser)
+    return cibw.run(parser.parse_args(argv), loaded)
+
+
+def test_command_prints_each_format(loaded: LoadedMatrix, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _command(loaded, "--variant", "rocm", "--format", "json") == 0
+    assert json.loads(capsys.readouterr().out)["before-all"] == "bash scripts/install-rocm.sh"
+    two_pythons = ("--python", "3.12", "--python", "3.13")
+    assert _command(loaded, "--variant", "cpu", *two_pythons, "--format", "env") == 0
+    assert "CIBW_BUILD=cp312-manylinux_x86_64 cp313-manylinux_x86_64\n" in capsys.readouterr().out
+    assert _command(loaded, "--variant", "cpu") == 0
+    assert capsys.readouterr().out.startswith("[tool.cibuildwheel]\n")
+
+
+def test_command_is_registered() -> None:
+    assert cli.COMMANDS["cibuildwheel-config"][0] == "cibw"
