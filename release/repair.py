@@ -1,0 +1,132 @@
+"""Repair: `auditwheel repair` with the variant's runtime excluded, so it is bound, not vendored.
+
+The platform tag is the matrix floor when this host can meet it; otherwise the best tag the host
+allows, and the result says so (a local wheel, not a release wheel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.errors import BuildError, UsageError
+from release.matrix import LoadedMatrix
+from release.toolchain import check_patchelf, tool_path
+
+_TOO_RECENT = "too-recent versioned symbols"
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    wheel: Path
+    platform: str
+    floor: str
+    floor_met: bool
+    excludes: tuple[str, ...]
+
+    @property
+    def note(self) -> str:
+        if self.floor_met:
+            return f"tagged {self.platform} (the matrix floor)"
+        return (
+            f"this host allows {self.platform}, not the matrix floor {self.floor}: a valid local wheel, "
+            "not a release wheel (release builds run in the manylinux_2_28 image)"
+        )
+
+
+def repair_excludes(loaded: LoadedMatrix, variant_name: str) -> tuple[str, ...]:
+    """Runtime libraries and declared system libraries: NEEDED stays, nothing is grafted."""
+    variant = loaded.variant(variant_name)
+    return tuple(dict.fromkeys(variant.exclude + loaded.matrix.platform.system_libraries))
+
+
+def _auditwheel(wheel: Path, out: Path, plat: str, excludes: tuple[str, ...], env: dict[str, str]) -> str:
+    cmd = [sys.executable, "-m", "auditwheel", "repair", "--plat", plat, "--strip", "-w", str(out)]
+    if plat != "auto":
+        cmd.append("--only-plat")
+    for pattern in excludes:
+        cmd += ["--exclude", pattern]
+    cmd.append(str(wheel))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise _RepairFailed(proc.stdout + proc.stderr)
+    return proc.stdout + proc.stderr
+
+
+class _RepairFailed(Exception):
+    pass
+
+
+def repair_wheel(
+    wheel: Path,
+    *,
+    loaded: LoadedMatrix,
+    variant_name: str,
+    dest_dir: Path,
+    excludes: tuple[str, ...] | None = None,
+) -> RepairResult:
+    """Repair `wheel` into `dest_dir`; `excludes=None` means the variant's own excludes."""
+    check_patchelf()
+    floor = loaded.matrix.platform.floor
+    chosen = repair_excludes(loaded, variant_name) if excludes is None else excludes
+    env = {**os.environ, "PATH": tool_path()}
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="repair-") as tmp:
+        out = Path(tmp)
+        try:
+            _auditwheel(wheel, out, floor, chosen, env)
+            floor_met = True
+        except _RepairFailed as exc:
+            if _TOO_RECENT not in str(exc):
+                raise BuildError(_explain(wheel, str(exc))) from None
+            try:
+                _auditwheel(wheel, out, "auto", chosen, env)
+            except _RepairFailed as again:
+                raise BuildError(_explain(wheel, str(again))) from None
+            floor_met = False
+        produced = sorted(out.glob("*.whl"))
+        if len(produced) != 1:
+            msg = f"auditwheel repair of {wheel.name} produced {len(produced)} wheels, expected one"
+            raise BuildError(msg)
+        target = dest_dir / produced[0].name
+        shutil.move(str(produced[0]), target)
+    platform = target.name[:-4].split("-")[-1]
+    return RepairResult(wheel=target, platform=platform, floor=floor, floor_met=floor_met, excludes=chosen)
+
+
+def _explain(wheel: Path, output: str) -> str:
+    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
+    missing = re.search(r'required library "([^"]+)" could not be located', output)
+    if missing:
+        return (
+            f"auditwheel repair of {wheel.name}: {missing.group(1)} is NEEDED but not found on this host; "
+            "if it is a GPU runtime or system library, add it to the variant's exclude or "
+            "platform.system_libraries in the matrix"
+        )
+    tail = lines[-1] if lines else "no output"
+    return f"auditwheel repair of {wheel.name} failed: {tail}"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("wheel", type=Path, help="the wheel to repair")
+    parser.add_argument("--variant", required=True, help="variant whose runtime excludes apply")
+    parser.add_argument("--dest-dir", "-w", type=Path, default=Path("wheelhouse"), help="output directory")
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
+    if loaded is None:
+        msg = "repair needs a matrix file (--matrix)"
+        raise UsageError(msg)
+    if not args.wheel.is_file():
+        msg = f"{args.wheel}: no such wheel"
+        raise UsageError(msg)
+    result = repair_wheel(args.wheel, loaded=loaded, variant_name=args.variant, dest_dir=args.dest_dir)
+    print(f"repaired {result.wheel} ({result.note}); excluded: {', '.join(result.excludes) or 'nothing'}")
+    return 0

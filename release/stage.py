@@ -1,0 +1,113 @@
+"""Staging: a per-variant copy of the engine project that carries the variant's name and metadata.
+
+The source tree is never modified. The staged `pyproject.toml` is rewritten with tomlkit, so its
+structure and comments survive; only `[project]` keys change. The mislabelled-wheel guard checks
+every built wheel's own METADATA against the variant before it can leave the build.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import shutil
+import zipfile
+from pathlib import Path
+
+import tomlkit
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+from tomlkit.items import Table
+
+from release.errors import BuildError
+from release.matrix import LoadedMatrix, Metadata, Variant
+
+# Never copied into a staged tree: build output and caches of any kind.
+IGNORED = (".git", "build", "_skbuild", "dist", "wheelhouse", "__pycache__", "*.egg-info", ".nox", ".venv")
+
+
+def variant_metadata(loaded: LoadedMatrix, variant: Variant) -> Metadata:
+    """The engine's common metadata with the variant's overlay on top (non-empty values win)."""
+    base = loaded.matrix.engine.metadata
+    over = variant.metadata or Metadata()
+    classifiers = tuple(dict.fromkeys(base.classifiers + over.classifiers))
+    return Metadata(
+        description=over.description or base.description,
+        keywords=over.keywords or base.keywords,
+        classifiers=classifiers,
+    )
+
+
+def rewrite_pyproject(text: str, *, name: str, version: str, metadata: Metadata) -> str:
+    """Return `text` with `[project]` naming this variant; everything else is kept as it was."""
+    doc = tomlkit.parse(text)
+    project = doc.get("project")
+    if not isinstance(project, Table):
+        msg = "pyproject.toml has no [project] table (PEP 621): the toolkit needs one to name variants"
+        raise BuildError(msg)
+    project["name"] = name
+    project["version"] = version
+    dynamic = project.get("dynamic")
+    if dynamic is not None:
+        kept = [d for d in dynamic if d not in ("name", "version")]
+        if kept:
+            project["dynamic"] = kept
+        else:
+            del project["dynamic"]
+    if metadata.description:
+        project["description"] = metadata.description
+    if metadata.keywords:
+        project["keywords"] = list(metadata.keywords)
+    if metadata.classifiers:
+        project["classifiers"] = list(metadata.classifiers)
+    return tomlkit.dumps(doc)
+
+
+def stage_project(loaded: LoadedMatrix, variant_name: str, version: str, dest: Path) -> Path:
+    """Copy the engine project to `dest` and rewrite its `pyproject.toml` for the variant."""
+    variant = loaded.variant(variant_name)
+    source = loaded.engine_dir
+    pyproject = source / "pyproject.toml"
+    if not pyproject.is_file():
+        msg = f"{pyproject} not found: engine.source in {loaded.path.name} must be a PEP 517 project"
+        raise BuildError(msg)
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
+    staged = dest / "pyproject.toml"
+    text = rewrite_pyproject(
+        pyproject.read_text(encoding="utf-8"),
+        name=variant.distribution,
+        version=version,
+        metadata=variant_metadata(loaded, variant),
+    )
+    staged.write_text(text, encoding="utf-8")
+    return dest
+
+
+def check_wheel_identity(wheel: Path, *, distribution: str, version: str) -> None:
+    """The mislabelled-wheel guard: file name and METADATA must both name the variant."""
+    try:
+        name, wheel_version, _build, _tags = parse_wheel_filename(wheel.name)
+    except ValueError as exc:
+        msg = f"{wheel.name}: not a valid wheel file name ({exc})"
+        raise BuildError(msg) from None
+    with zipfile.ZipFile(wheel) as zf:
+        meta_files = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
+        if len(meta_files) != 1:
+            msg = f"{wheel.name}: expected one .dist-info/METADATA, found {len(meta_files)}"
+            raise BuildError(msg)
+        headers = email.parser.BytesHeaderParser().parsebytes(zf.read(meta_files[0]))
+    problems = []
+    expected = canonicalize_name(distribution)
+    for where, actual in (("file name", name), ("METADATA Name", headers.get("Name", ""))):
+        if canonicalize_name(str(actual)) != expected:
+            problems.append(f"{where} says {actual!r}, the variant is {distribution!r}")
+    for where, actual_version in (
+        ("file name", str(wheel_version)),
+        ("METADATA Version", headers.get("Version", "")),
+    ):
+        if Version(str(actual_version)) != Version(version):
+            problems.append(f"{where} says version {actual_version}, expected {version}")
+    if problems:
+        wheel.unlink(missing_ok=True)
+        msg = f"mislabelled wheel {wheel.name} removed: " + "; ".join(problems)
+        raise BuildError(msg)
