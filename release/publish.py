@@ -1,0 +1,587 @@
+"""`python -m release publish`: preflight the whole set, then upload it idempotently.
+
+Preflight is all or nothing: every variant x Python of the matrix must be in
+`wheelhouse/<variant>/`, named and versioned as the tag says, with a passing release-mode verify
+report whose sha256 is the file's, and `twine check --strict` must pass; otherwise nothing is
+uploaded and every problem is listed. The upload asks the index (simple API) what it holds: a
+file with the same sha256 is skipped, a different one is a conflict that stops the run before
+any upload, the rest go up one file per twine call, with bounded retries that re-check the index
+first (an upload that landed before the connection dropped is recognised, not repeated).
+
+Credentials come from the environment only: `TWINE_USERNAME`/`TWINE_PASSWORD`, or
+`PYPI_API_TOKEN` (username `__token__`), or trusted publishing in GitHub Actions, which twine
+(>= 6.1) performs itself when `ACTIONS_ID_TOKEN_REQUEST_URL` is set and no password is given.
+Secrets are removed from everything this command prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from email.parser import HeaderParser
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+from packaging.version import Version
+
+from release import index, table
+from release.errors import PublishError, ReleaseError, UsageError
+from release.matrix import LoadedMatrix
+from release.plan import BuildStep, build_steps
+from release.version import route, tag_from_env, version_from_tag
+
+REPORT_SUFFIX = ".verify.json"
+DEFAULT_TRIES = 4
+# twine prints e.g. "HTTPError: 403 Forbidden from http://127.0.0.1:8080/"
+_HTTP_STATUS = re.compile(r"\b(\d{3}) [A-Za-z][A-Za-z ]*? from \S+|HTTPError: (\d{3})")
+_FATAL_TWINE = ("InvalidDistribution", "InvalidConfiguration", "InvalidPyPIUploadURL", "Credential not found")
+
+Runner = Callable[[Sequence[str], Mapping[str, str]], tuple[int, str]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One wheel of the expected set, found and checked by preflight."""
+
+    step: str
+    variant: str
+    project: str
+    path: Path
+    sha256: str
+
+    @property
+    def filename(self) -> str:
+        return self.path.name
+
+
+@dataclass
+class Outcome:
+    candidate: Candidate
+    status: str
+    note: str = ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Secrets
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Who uploads, and the child environment twine gets; `secrets` are redacted from output."""
+
+    username: str | None
+    env: Mapping[str, str] = field(repr=False)
+    secrets: tuple[str, ...] = field(repr=False)
+    trusted_publishing: bool = False
+
+    @property
+    def available(self) -> bool:
+        return bool(self.env.get("TWINE_PASSWORD")) or self.trusted_publishing
+
+    @property
+    def who(self) -> str:
+        if self.username:
+            return self.username
+        return "trusted publishing" if self.trusted_publishing else "(no username)"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str], username: str | None = None) -> Credentials:
+        env = dict(environ)
+        token = env.get("PYPI_API_TOKEN")
+        if token and not env.get("TWINE_PASSWORD"):
+            env["TWINE_USERNAME"] = "__token__"
+            env["TWINE_PASSWORD"] = token
+        if username:
+            env["TWINE_USERNAME"] = username
+        env["TWINE_NON_INTERACTIVE"] = "1"
+        secrets = tuple(
+            s
+            for s in (env.get("TWINE_PASSWORD"), token, env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN"))
+            if s and len(s) >= 3
+        )
+        trusted = bool(env.get("ACTIONS_ID_TOKEN_REQUEST_URL")) and not env.get("TWINE_PASSWORD")
+        user = env.get("TWINE_USERNAME") or ("__token__" if trusted else None)
+        return cls(username=user, env=env, secrets=secrets, trusted_publishing=trusted)
+
+    def redact(self, text: str) -> str:
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return re.sub(r"(://[^/\s:@]+:)[^/\s@]+@", r"\1***@", text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Preflight
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _wheel_metadata(path: Path) -> tuple[str, str]:
+    """(Name, Version) from the wheel's `*.dist-info/METADATA`."""
+    with zipfile.ZipFile(path) as zf:
+        names = [n for n in zf.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+        if len(names) != 1:
+            msg = "no single *.dist-info/METADATA"
+            raise ValueError(msg)
+        headers = HeaderParser().parsestr(zf.read(names[0]).decode("utf-8"))
+    return headers.get("Name", ""), headers.get("Version", "")
+
+
+def _check_report(wheel: Path, sha: str, variant: str, distribution: str) -> list[str]:
+    report_path = wheel.with_name(wheel.name + REPORT_SUFFIX)
+    where = f"{wheel.parent.name}/{report_path.name}"
+    if not report_path.is_file():
+        return [
+            f"{wheel.parent.name}/{wheel.name}: no verify report {report_path.name} "
+            "(run `python -m release verify --release` on it)"
+        ]
+    try:
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [f"{where}: not a readable JSON report ({exc})"]
+    if not isinstance(report, dict):
+        return [f"{where}: not a verify report (a JSON object)"]
+    problems = []
+    if report.get("wheel") != wheel.name:
+        problems.append(f"{where}: reports on {report.get('wheel')!r}, not on {wheel.name}")
+    if report.get("release_mode") is not True:
+        problems.append(f"{where}: not a release-mode report (run `python -m release verify --release`)")
+    if report.get("ok") is not True:
+        rules_list = report.get("rules", [])
+        failed = [r.get("id") for r in rules_list if isinstance(r, dict) and r.get("status") == "fail"]
+        rules = f" (failed rules: {', '.join(str(r) for r in failed)})" if failed else ""
+        problems.append(f"{where}: verification did not pass{rules}")
+    if report.get("sha256") != sha:
+        problems.append(f"{where}: sha256 does not match the wheel (it was changed after verification)")
+    reported_dist = report.get("distribution")
+    if isinstance(reported_dist, str) and canonicalize_name(reported_dist) != canonicalize_name(distribution):
+        problems.append(f"{where}: verified as {reported_dist}, not {distribution}")
+    if report.get("variant") not in (None, variant):
+        problems.append(f"{where}: verified as variant {report.get('variant')!r}, not {variant!r}")
+    return problems
+
+
+def _file_name_stem(distribution: str, version: str, step: BuildStep) -> str:
+    return f"{canonicalize_name(distribution).replace('-', '_')}-{version}-{step.python_tag}-*.whl"
+
+
+def collect(loaded: LoadedMatrix, wheelhouse: Path, version: str) -> tuple[list[Candidate], list[str]]:
+    """The expected set found in `wheelhouse`, and every problem with it (without twine)."""
+    matrix = loaded.matrix
+    problems: list[str] = []
+    found: list[Candidate] = []
+    steps = build_steps(matrix)
+    wanted_version = Version(version)
+    if not wheelhouse.is_dir():
+        return [], [f"{wheelhouse}: no such directory (build the wheels first: nox -s build_<variant>)"]
+
+    for entry in sorted(wheelhouse.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir() and entry.name not in matrix.variants:
+            if any(entry.rglob("*.whl")):
+                problems.append(f"{entry.name}/: not a variant of {loaded.path.name}, but holds wheels")
+        elif entry.is_file():
+            problems.append(f"{entry.name}: unexpected file outside the <variant>/ directories")
+
+    for variant_name, variant in matrix.variants.items():
+        directory = wheelhouse / variant_name
+        variant_steps = {s.python_tag: s for s in steps if s.variant == variant_name}
+        seen: dict[str, list[Path]] = {}
+        files = sorted(directory.iterdir()) if directory.is_dir() else []
+        for path in files:
+            rel = f"{variant_name}/{path.name}"
+            if path.name.endswith(REPORT_SUFFIX):
+                if not path.with_name(path.name[: -len(REPORT_SUFFIX)]).is_file():
+                    problems.append(f"{rel}: a verify report without its wheel")
+                continue
+            if path.is_dir() or not path.name.endswith(".whl"):
+                problems.append(f"{rel}: unknown file (only wheels and their {REPORT_SUFFIX} belong here)")
+                continue
+            try:
+                name, file_version, _build, tags = parse_wheel_filename(path.name)
+            except InvalidWheelFilename as exc:
+                problems.append(f"{rel}: not a valid wheel file name ({exc})")
+                continue
+            if name != canonicalize_name(variant.distribution):
+                problems.append(
+                    f"{rel}: distribution {name} is not {variant.distribution}, the distribution of "
+                    f"variant {variant_name!r}"
+                )
+                continue
+            if file_version != wanted_version:
+                problems.append(f"{rel}: version {file_version} does not match the tag's version {version}")
+                continue
+            interpreters = {t.interpreter for t in tags}
+            matching = [tag for tag in interpreters if tag in variant_steps]
+            if not matching:
+                problems.append(
+                    f"{rel}: built for {', '.join(sorted(interpreters))}, which the matrix does not list "
+                    f"(python: {', '.join(matrix.python)})"
+                )
+                continue
+            try:
+                meta_name, meta_version = _wheel_metadata(path)
+            except (OSError, ValueError, zipfile.BadZipFile, UnicodeDecodeError) as exc:
+                problems.append(f"{rel}: unreadable wheel ({exc})")
+                continue
+            if canonicalize_name(meta_name) != name or meta_version != str(file_version):
+                problems.append(f"{rel}: its METADATA says {meta_name} {meta_version}: the file was renamed")
+                continue
+            sha = sha256_of(path)
+            report_problems = _check_report(path, sha, variant_name, variant.distribution)
+            problems.extend(report_problems)
+            for tag in matching:
+                seen.setdefault(tag, []).append(path)
+            if not report_problems:
+                step = variant_steps[matching[0]]
+                found.append(Candidate(step.identifier, variant_name, variant.distribution, path, sha))
+        for tag, step in variant_steps.items():
+            paths = seen.get(tag, [])
+            if not paths:
+                problems.append(
+                    f"{variant_name}/: missing {step.identifier} (Python {step.python}): no "
+                    f"{_file_name_stem(variant.distribution, version, step)}"
+                )
+            elif len(paths) > 1:
+                problems.append(
+                    f"{variant_name}/: {len(paths)} wheels for {step.identifier}: "
+                    f"{', '.join(p.name for p in paths)} (keep one)"
+                )
+    return found, problems
+
+
+def twine_check(paths: Sequence[Path]) -> list[str]:
+    """`twine check --strict` on all files in one call; the problems it reports."""
+    if not paths:
+        return []
+    cmd = [sys.executable, "-m", "twine", "check", "--strict", *(str(p) for p in paths)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode == 0:
+        return []
+    lines = [
+        line.strip()
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if line.strip() and not line.rstrip().endswith("PASSED")
+    ]
+    return ["twine check --strict failed:\n    " + "\n    ".join(lines)]
+
+
+def preflight(
+    loaded: LoadedMatrix,
+    wheelhouse: Path,
+    version: str,
+    *,
+    checker: Callable[[Sequence[Path]], list[str]] = twine_check,
+) -> list[Candidate]:
+    """The complete, checked set; `PublishError` listing every problem otherwise."""
+    found, problems = collect(loaded, wheelhouse, version)
+    wheels = sorted(wheelhouse.glob("*/*.whl")) if wheelhouse.is_dir() else []
+    problems.extend(checker(wheels))
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        msg = (
+            f"preflight of {wheelhouse} for {version} found {len(problems)} problem(s); "
+            f"nothing was uploaded:\n{lines}"
+        )
+        raise PublishError(msg)
+    return sorted(found, key=lambda c: (c.variant, c.step))
+
+
+# ---------------------------------------------------------------------------------------------
+# Upload
+
+
+def classify(index_files: Mapping[str, str | None], candidate: Candidate) -> tuple[str, str]:
+    """("upload" | "skip" | "conflict", note) for one file given the index listing."""
+    if candidate.filename not in index_files:
+        return "upload", ""
+    remote = index_files[candidate.filename]
+    if remote is None:
+        return "skip", "the index gives no sha256: assumed identical"
+    if remote == candidate.sha256:
+        return "skip", ""
+    return "conflict", f"index sha256 {remote[:12]}…, local {candidate.sha256[:12]}…"
+
+
+def run_process(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
+    proc = subprocess.run(list(cmd), capture_output=True, text=True, env=dict(env), check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _http_status(output: str) -> int | None:
+    for match in _HTTP_STATUS.finditer(output):
+        code = match.group(1) or match.group(2)
+        if code:
+            return int(code)
+    return None
+
+
+@dataclass
+class Uploader:
+    repository: str
+    index_url: str
+    credentials: Credentials
+    runner: Runner = run_process
+    tries: int = DEFAULT_TRIES
+    backoff: float = 1.0
+    sleep: Callable[[float], None] = time.sleep
+    log: Callable[[str], None] = print
+
+    def list(self, project: str) -> dict[str, str | None]:
+        return index.list_files(self.index_url, project)
+
+    def listing(self, projects: Iterable[str]) -> dict[str, dict[str, str | None]]:
+        """Each project's files on the index, retrying an unreachable index like an upload."""
+        result = {}
+        for project in sorted(set(projects)):
+            for attempt in range(1, self.tries + 1):
+                try:
+                    result[project] = self.list(project)
+                    break
+                except index.IndexUnavailable as exc:
+                    if attempt == self.tries:
+                        raise
+                    self._wait(attempt, str(exc))
+        return result
+
+    def _wait(self, attempt: int, why: str) -> None:
+        delay = self.backoff * 2 ** (attempt - 1)
+        why = self.credentials.redact(why)
+        self.log(f"  try {attempt}/{self.tries} failed: {why}; retrying in {delay:g}s")
+        self.sleep(delay)
+
+    def _refused(self, status: int, uploaded: int) -> PublishError:
+        before = f"{uploaded} file(s) were uploaded before this" if uploaded else "nothing was uploaded"
+        msg = (
+            f"the index refused the credentials (HTTP {status}) for {self.credentials.who} at "
+            f"{index.redact_url(self.repository)}; {before}. Check TWINE_USERNAME/TWINE_PASSWORD "
+            "(or PYPI_API_TOKEN, or the trusted publisher configured on the index)"
+        )
+        return PublishError(msg)
+
+    def upload(self, candidate: Candidate, uploaded_so_far: int = 0) -> Outcome:
+        cmd = [
+            sys.executable, "-m", "twine", "upload",
+            "--repository-url", self.repository,
+            "--non-interactive", "--disable-progress-bar",
+            str(candidate.path),
+        ]  # fmt: skip
+        last = ""
+        recheck = False
+        for attempt in range(1, self.tries + 1):
+            if recheck:
+                try:
+                    present = self.list(candidate.project)
+                except index.IndexUnavailable as exc:
+                    last = str(exc)
+                    if attempt < self.tries:
+                        self._wait(attempt, last)
+                    continue
+                status, note = classify(present, candidate)
+                if status == "skip":
+                    return Outcome(candidate, "uploaded", "confirmed on the index after an interrupted try")
+                if status == "conflict":
+                    return Outcome(candidate, "conflict", note)
+            rc, output = self.runner(cmd, self.credentials.env)
+            output = self.credentials.redact(output)
+            if rc == 0:
+                return Outcome(candidate, "uploaded")
+            code = _http_status(output)
+            if code in (401, 403):
+                raise self._refused(code, uploaded_so_far)
+            last = _last_lines(output)
+            recheck = True
+            if code is not None and 400 <= code < 500 and code not in (400, 408, 409, 429):
+                break
+            if code is None and any(marker in output for marker in _FATAL_TWINE):
+                break
+            if code in (400, 409) and "exist" not in output.lower():
+                break
+            if code in (400, 409):
+                continue  # "already exists": the re-check at the top of the loop decides
+            if attempt < self.tries:
+                self._wait(attempt, last)
+        msg = f"{candidate.filename}: upload failed ({last})"
+        raise PublishError(msg)
+
+
+def _last_lines(output: str, count: int = 3) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return " | ".join(lines[-count:]) or "no output"
+
+
+STATUS_TEXT = {
+    "upload": "would upload",
+    "skip": "skipped (already there)",
+    "conflict": "conflict",
+    "uploaded": "uploaded",
+    "failed": "failed",
+    "pending": "not attempted",
+}
+
+
+def summary(outcomes: Sequence[Outcome], *, dry_run: bool = False) -> str:
+    rows = []
+    for o in outcomes:
+        status = STATUS_TEXT[o.status]
+        if dry_run and o.status == "skip":
+            status = "would skip (already there)"
+        rows.append((o.candidate.filename, o.candidate.sha256[:12], status, o.note))
+    return table.render(("file", "sha256", "status", "note"), rows)
+
+
+def publish(candidates: Sequence[Candidate], uploader: Uploader, *, dry_run: bool = False) -> list[Outcome]:
+    """Skip what is there, refuse conflicts before any upload, upload the rest in order."""
+    log = uploader.log
+    redact = uploader.credentials.redact
+    listing = uploader.listing(c.project for c in candidates)
+    outcomes = [Outcome(c, *classify(listing[c.project], c)) for c in candidates]
+    conflicts = [o for o in outcomes if o.status == "conflict"]
+    if conflicts:
+        log(summary(outcomes, dry_run=True))
+        names = "\n".join(f"  - {o.candidate.filename}: {o.note}" for o in conflicts)
+        msg = (
+            f"{len(conflicts)} file(s) already on {uploader.index_url} with different content; "
+            f"nothing was uploaded (a published file can never be replaced: bump the version):\n{names}"
+        )
+        raise PublishError(msg)
+    todo = [o for o in outcomes if o.status == "upload"]
+    if dry_run:
+        log(summary(outcomes, dry_run=True))
+        log(
+            f"\ndry run: {len(todo)} file(s) would be uploaded to {index.redact_url(uploader.repository)}, "
+            f"{len(outcomes) - len(todo)} already there"
+        )
+        return outcomes
+    if todo and not uploader.credentials.available:
+        msg = (
+            f"no credentials to upload {len(todo)} file(s): set TWINE_USERNAME and TWINE_PASSWORD, "
+            "or PYPI_API_TOKEN, or run in GitHub Actions with `id-token: write` (trusted publishing)"
+        )
+        raise PublishError(msg)
+    for o in todo:
+        o.status = "pending"
+    for done, o in enumerate(todo):
+        log(f"uploading {o.candidate.filename}")
+        try:
+            result = uploader.upload(o.candidate, done)
+        except ReleaseError as exc:
+            o.status, o.note = "failed", redact(str(exc))[:80]
+            log(summary(outcomes))
+            msg = (
+                f"{redact(str(exc))}\n{done} file(s) uploaded in this run; re-run the same command to "
+                "complete the set (files already on the index are skipped)"
+            )
+            raise PublishError(msg) from None
+        o.status, o.note = result.status, result.note
+        if o.status == "conflict":
+            log(summary(outcomes))
+            msg = f"{o.candidate.filename} appeared on the index with different content: {o.note}"
+            raise PublishError(msg)
+    log(summary(outcomes))
+    uploaded = sum(o.status == "uploaded" for o in outcomes)
+    skipped = sum(o.status == "skip" for o in outcomes)
+    if uploaded == 0:
+        log(f"\nnothing to upload: all {skipped} file(s) were already on {uploader.index_url}")
+    else:
+        log(f"\n{uploaded} uploaded, {skipped} skipped (already there)")
+    return outcomes
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tag", help="the release tag, e.g. v0.3.13 (default: the pushed tag in GitHub Actions)"
+    )
+    parser.add_argument(
+        "--repository",
+        metavar="URL",
+        help="upload URL (default: publish.repository, or publish.prerelease_repository for pre-releases)",
+    )
+    parser.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="simple-API URL of that index (derived for PyPI, TestPyPI and pypiserver)",
+    )
+    parser.add_argument("--wheelhouse", metavar="DIR", help="default: wheelhouse/ beside the matrix")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="say what would be uploaded and skipped; upload nothing"
+    )
+    parser.add_argument(
+        "--username", help="upload user (default: TWINE_USERNAME, or __token__ with PYPI_API_TOKEN)"
+    )
+    parser.add_argument(
+        "--tries", type=int, default=DEFAULT_TRIES, help="tries per file (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--backoff", type=float, default=1.0, metavar="SECONDS", help="first retry delay, doubled each try"
+    )
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    credentials = Credentials.from_env(os.environ, username=args.username)
+    try:
+        return _run(args, loaded, credentials)
+    except PublishError as exc:
+        raise PublishError(credentials.redact(str(exc))) from None
+    except UsageError as exc:
+        raise UsageError(credentials.redact(str(exc))) from None
+
+
+def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credentials) -> int:
+    matrix = loaded.matrix
+    tag = args.tag or tag_from_env()
+    if not tag:
+        msg = "publish needs a release tag: pass --tag v1.2.3 (in GitHub Actions the pushed tag is used)"
+        raise UsageError(msg)
+    if args.tries < 1:
+        msg = "--tries must be at least 1"
+        raise UsageError(msg)
+    version = version_from_tag(tag, matrix.publish.tag_pattern)
+    repository = args.repository or route(matrix, version)
+    if repository is None:
+        print(f"{tag}: {version} is a pre-release and publish.prerelease is skip: nothing is published")
+        return 0
+    index.check_transport(repository, "repository")
+    index_url = args.index_url or index.simple_url_for(repository)
+    index.check_transport(index_url, "index")
+    wheelhouse = Path(args.wheelhouse) if args.wheelhouse else loaded.root / "wheelhouse"
+
+    candidates = preflight(loaded, wheelhouse, version)
+    print(
+        f"preflight passed: {len(candidates)} wheels of {len(matrix.variants)} variant(s) for {version}\n"
+        f"{'dry run: ' if args.dry_run else ''}publishing to {index.redact_url(repository)} "
+        f"(index {index.redact_url(index_url)}) as {credentials.who}"
+    )
+    uploader = Uploader(
+        repository=repository,
+        index_url=index_url,
+        credentials=credentials,
+        tries=args.tries,
+        backoff=args.backoff,
+        log=lambda text: print(credentials.redact(text), flush=True),
+    )
+    try:
+        publish(candidates, uploader, dry_run=args.dry_run)
+    except index.IndexUnavailable as exc:
+        msg = f"{exc}; nothing more was uploaded: re-run when the index answers"
+        raise PublishError(msg) from None
+    return 0

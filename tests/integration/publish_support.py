@@ -1,0 +1,361 @@
+"""Helpers for the publish tests: a real index (pypiserver), tiny wheels, a fault-injecting proxy.
+
+The tiny wheels are valid (METADATA, WHEEL, RECORD with hashes) and carry the manylinux tag of
+a tiny matrix, so preflight, `twine check --strict`, the upload and the index treat them like the
+real ones; their `.verify.json` reports are written directly (they contain no ELF file to verify).
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import zipfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = "publisher"
+PASSWORD = "s3cret-Pa55-for-tests"
+FLOOR = "manylinux_2_34_x86_64"
+VARIANTS = {"cpu": ("xfer-engine-cpu", "cpu"), "rocm": ("xfer-engine-rocm", "rocm")}
+PYTHONS = ("3.10", "3.13")
+
+TINY_MATRIX = """\
+schema_version: 1
+engine:
+  source: engine
+  import_name: xfer
+  version: "{version}"
+python: [{pythons}]
+platform:
+  floor: {floor}
+variants:
+{variants}
+publish:
+  tag_pattern: "v*"
+  repository: "http://127.0.0.1:9/"
+  prerelease: skip
+"""
+
+
+def write_matrix(directory: Path, *, version: str = "0.1.0", pythons: Sequence[str] = PYTHONS) -> Path:
+    variants = "\n".join(
+        f"  {name}:\n    distribution: {dist}\n    backend: {backend}"
+        for name, (dist, backend) in VARIANTS.items()
+    )
+    text = TINY_MATRIX.format(
+        version=version, pythons=", ".join(f'"{p}"' for p in pythons), floor=FLOOR, variants=variants
+    )
+    path = directory / "matrix.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def wheel_name(distribution: str, version: str, python: str, platform: str = FLOOR) -> str:
+    tag = "cp" + python.replace(".", "")
+    return f"{distribution.replace('-', '_')}-{version}-{tag}-{tag}-{platform}.whl"
+
+
+def make_wheel(
+    directory: Path,
+    distribution: str,
+    version: str,
+    python: str,
+    *,
+    platform: str = FLOOR,
+    payload: bytes = b"",
+    filename: str | None = None,
+) -> Path:
+    """A tiny valid wheel; `filename` lets a test lie about what is inside."""
+    tag = "cp" + python.replace(".", "")
+    stem = distribution.replace("-", "_")
+    dist_info = f"{stem}-{version}.dist-info"
+    metadata = (
+        f"Metadata-Version: 2.1\nName: {distribution}\nVersion: {version}\n"
+        f"Summary: tiny test wheel\nDescription-Content-Type: text/markdown\n\n"
+        f"# {distribution}\n\nA tiny wheel for the publish tests.\n"
+    )
+    wheel_meta = (
+        f"Wheel-Version: 1.0\nGenerator: publish-tests\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-{platform}\n"
+    )
+    files = {
+        "xfer_tiny/__init__.py": f"VARIANT = {distribution!r}\nPYTHON = {python!r}\n".encode() + payload,
+        f"{dist_info}/METADATA": metadata.encode(),
+        f"{dist_info}/WHEEL": wheel_meta.encode(),
+    }
+    record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in files.items())
+    record += f"{dist_info}/RECORD,,\n"
+    files[f"{dist_info}/RECORD"] = record.encode()
+    path = directory / (filename or wheel_name(distribution, version, python, platform))
+    directory.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for name, data in files.items():
+            info = zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, data)
+    return path
+
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_report(
+    wheel: Path, variant: str, distribution: str, *, ok: bool = True, release: bool = True
+) -> Path:
+    """A release-mode verify report as `release verify --release` writes it."""
+    version = wheel.name.split("-")[1]
+    report = {
+        "schema_version": 1,
+        "wheel": wheel.name,
+        "sha256": sha256_file(wheel),
+        "variant": variant,
+        "distribution": distribution,
+        "version": version,
+        "tags": [wheel.name.removesuffix(".whl").split("-", 2)[2]],
+        "release_mode": release,
+        "ok": ok,
+        "releasable": ok and release,
+        "rules": [{"id": "platform-floor", "status": "pass" if ok else "fail", "message": "test"}],
+    }
+    path = wheel.with_name(wheel.name + ".verify.json")
+    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return path
+
+
+def make_wheelhouse(directory: Path, *, version: str = "0.1.0", pythons: Sequence[str] = PYTHONS) -> Path:
+    """`<directory>/<variant>/` with one wheel and report per variant x Python."""
+    for variant, (dist, _backend) in VARIANTS.items():
+        for py in pythons:
+            wheel = make_wheel(directory / variant, dist, version, py)
+            write_report(wheel, variant, dist)
+    return directory
+
+
+def expected_files(wheelhouse: Path) -> dict[str, str]:
+    return {p.name: sha256_file(p) for p in sorted(wheelhouse.glob("*/*.whl"))}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.05)
+    msg = f"nothing answered on 127.0.0.1:{port} within {timeout}s"
+    raise TimeoutError(msg)
+
+
+@dataclass
+class IndexServer:
+    """pypiserver on 127.0.0.1 with upload authentication; restartable on the same dir and port."""
+
+    workdir: Path
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def packages(self) -> Path:
+        return self.workdir / "packages"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def simple(self) -> str:
+        return f"http://127.0.0.1:{self.port}/simple/"
+
+    def start(self) -> None:
+        from passlib.apache import HtpasswdFile
+
+        self.packages.mkdir(parents=True, exist_ok=True)
+        htpasswd = self.workdir / "htpasswd.txt"
+        if not htpasswd.exists():
+            ht = HtpasswdFile(str(htpasswd), new=True)
+            ht.set_password(USER, PASSWORD)
+            ht.save()
+        log = (self.workdir / "server.log").open("ab")
+        cmd = [
+            sys.executable, "-m", "pypiserver", "run",
+            "-p", str(self.port), "-P", str(htpasswd), "-a", "update",
+            "--host", "127.0.0.1", "--disable-fallback", str(self.packages),
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        try:
+            wait_for_port(self.port)
+        except TimeoutError:
+            self.stop()
+            raise
+
+    def kill(self) -> None:
+        """Die without warning, like a server that crashed."""
+        if self.proc is not None and self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc = None
+
+    def files(self) -> dict[str, str]:
+        """What the index holds on disk: file name -> sha256."""
+        return {p.name: sha256_file(p) for p in sorted(self.packages.glob("*.whl"))}
+
+    def listing(self) -> dict[str, str | None]:
+        """What the index says over its simple API, for every project on it."""
+        from release import index
+
+        projects = {p.name.split("-", 1)[0] for p in self.packages.glob("*.whl")}
+        listed: dict[str, str | None] = {}
+        for project in sorted(projects):
+            listed.update(index.list_files(self.simple, project))
+        return listed
+
+
+@pytest.fixture
+def index_server(tmp_path: Path) -> Iterator[IndexServer]:
+    server = IndexServer(tmp_path / "index")
+    server.workdir.mkdir()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        server.kill()
+
+
+class FaultProxy:
+    """A TCP proxy on 127.0.0.1 that breaks the first upload (a POST) it carries.
+
+    `cut_after`: close both ends once that many request bytes went through (the server never
+    gets the whole file). `drop_response`: forward the whole request, then close the client's
+    end without the answer (the file landed, the client does not know).
+    """
+
+    def __init__(
+        self, target_port: int, *, cut_after: int | None = None, drop_response: bool = False
+    ) -> None:
+        self.target_port = target_port
+        self.cut_after = cut_after
+        self.drop_response = drop_response
+        self.faults = 0
+        self._armed = True
+        self._lock = threading.Lock()
+        self._listener = socket.socket()
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = int(self._listener.getsockname()[1])
+        self._closed = False
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def close(self) -> None:
+        self._closed = True
+        with contextlib.suppress(OSError):
+            self._listener.close()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _take_fault(self, first: bytes) -> bool:
+        with self._lock:
+            if self._armed and first.startswith(b"POST"):
+                self._armed = False
+                self.faults += 1
+                return True
+            return False
+
+    def _serve(self, client: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        first = client.recv(65536)
+        faulty = self._take_fault(first)
+        done = threading.Event()
+
+        def pump_back() -> None:
+            with contextlib.suppress(OSError):
+                while data := upstream.recv(65536):
+                    if faulty and self.drop_response:
+                        break
+                    client.sendall(data)
+            done.set()
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
+
+        threading.Thread(target=pump_back, daemon=True).start()
+        sent = 0
+        data = first
+        with contextlib.suppress(OSError):
+            while data:
+                if faulty and self.cut_after is not None and sent + len(data) >= self.cut_after:
+                    upstream.sendall(data[: max(self.cut_after - sent, 0)])
+                    break
+                upstream.sendall(data)
+                sent += len(data)
+                data = client.recv(65536)
+        if faulty and self.cut_after is not None:
+            for sock in (client, upstream):
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+        else:
+            done.wait(timeout=30)
+        for sock in (client, upstream):
+            sock.close()
+
+
+def run_release(
+    *args: str, matrix: Path, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`python -m release --matrix M …` with the toolkit on the path and test credentials."""
+    full_env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("TWINE_", "PYPI_", "GITHUB_", "ACTIONS_"))
+    }
+    full_env.update({"TWINE_USERNAME": USER, "TWINE_PASSWORD": PASSWORD, "PYTHONPATH": str(ROOT)})
+    full_env.update(env or {})
+    cmd = [sys.executable, "-m", "release", "--matrix", str(matrix), *args]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=full_env, cwd=ROOT, timeout=timeout, check=False
+    )
