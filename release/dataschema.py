@@ -76,7 +76,7 @@ class DocumentReader:
         return INVALID
 
     def read(self, node: yaml.Node, tp: Any, key: str) -> Any:
-        self.lines[key] = node.start_mark.line + 1
+        self.lines.setdefault(key, node.start_mark.line + 1)
         optional, inner = _is_optional(tp)
         if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
             if optional:
@@ -155,6 +155,7 @@ class DocumentReader:
                 self.problem(knode, dotted, f"duplicate key (first defined on line {seen[name]})")
                 continue
             seen[name] = knode.start_mark.line + 1
+            self.lines[dotted] = seen[name]  # checks on a named entry point at its name
             if name.startswith(EXTENSION_PREFIX):
                 continue
             items.append((name, knode, vnode))
