@@ -1,0 +1,79 @@
+"""Shared fixtures for integration tests: real builds, once per test session."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST_FLOOR = "manylinux_2_34_x86_64"  # what a Debian 12 host build can honestly claim
+HOST_PYTHONS = ["3.10", "3.13"]
+HOST_VARIANTS = ["cpu", "rocm"]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.integration)
+
+
+def toolkit(
+    *args: str,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    check: bool = True,
+    timeout: float = 1800,
+) -> subprocess.CompletedProcess[str]:
+    """Run `python -m release ARGS` as a user would; on failure show its output."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "release", *args],
+        cwd=cwd or ROOT,
+        text=True,
+        capture_output=True,
+        env={**os.environ, **(env or {})},
+        timeout=timeout,
+        check=False,
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(
+            f"python -m release {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+        )
+    return proc
+
+
+def write_host_matrix(
+    directory: Path,
+    *,
+    floor: str = HOST_FLOOR,
+    pythons: list[str] | None = None,
+    variants: list[str] | None = None,
+) -> Path:
+    """A copy of the real matrix that this host can meet, pointing at the real engine."""
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    data["engine"]["source"] = str(ROOT / data["engine"]["source"])
+    data["platform"]["floor"] = floor
+    data["python"] = pythons or HOST_PYTHONS
+    keep = variants or HOST_VARIANTS
+    data["variants"] = {k: v for k, v in data["variants"].items() if k in keep}
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "matrix.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def host_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
+    """(matrix, wheelhouse) with cpu and rocm wheels for Python 3.10 and 3.13, built for real once."""
+    directory = tmp_path_factory.mktemp("host-release")
+    matrix = write_host_matrix(directory)
+    wheelhouse = directory / "wheelhouse"
+    for variant in HOST_VARIANTS:
+        toolkit("--matrix", str(matrix), "build", "--variant", variant, "--wheelhouse", str(wheelhouse))
+    yield matrix, wheelhouse
