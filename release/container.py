@@ -49,7 +49,8 @@ def run_cibuildwheel(
     env["CIBW_CONTAINER_ENGINE"] = engine
     env["SOURCE_DATE_EPOCH"] = source_date_epoch(loaded.root)
     say(
-        f"[{variant_name}] cibuildwheel in the manylinux image through {engine} for Python {', '.join(pythons)}"
+        f"[{variant_name}] cibuildwheel in the manylinux image through {engine} "
+        f"for Python {', '.join(pythons)}"
     )
     proc = subprocess.run(
         cibuildwheel_command(staged.relative_to(loaded.root), wheelhouse),
