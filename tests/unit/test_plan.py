@@ -1,0 +1,180 @@
+"""Planning expands the matrix into build and smoke steps with selectable identifiers."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from release import cli, matrix, plan
+from release.errors import UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+MATRIX_FILE = ROOT / "matrix.yaml"
+VARIANTS = ("cpu", "cuda", "rocm", "musa")
+TAGS = ("cp310", "cp311", "cp312", "cp313")
+
+
+@pytest.fixture(scope="module")
+def loaded() -> matrix.LoadedMatrix:
+    return matrix.load(MATRIX_FILE)
+
+
+def _ids(steps: tuple[plan.BuildStep, ...] | tuple[plan.SmokeStep, ...]) -> list[str]:
+    return [s.identifier for s in steps]
+
+
+def test_sixteen_build_steps(loaded: matrix.LoadedMatrix) -> None:
+    steps = plan.build_steps(loaded.matrix)
+    assert len(steps) == 16
+    assert sorted(_ids(steps)) == sorted(f"{t}-{v}-manylinux_x86_64" for v in VARIANTS for t in TAGS)
+    rocm312 = next(s for s in steps if s.identifier == "cp312-rocm-manylinux_x86_64")
+    assert rocm312 == plan.BuildStep(
+        identifier="cp312-rocm-manylinux_x86_64",
+        variant="rocm",
+        python="3.12",
+        python_tag="cp312",
+        backend="rocm",
+        distribution="xfer-engine-rocm",
+        platform="manylinux_2_28_x86_64",
+    )
+
+
+def test_platform_family_drops_the_glibc_version() -> None:
+    assert plan.platform_family("manylinux_2_28_x86_64") == "manylinux_x86_64"
+    assert plan.platform_family("musllinux_1_2_aarch64") == "musllinux_aarch64"
+    assert plan.python_tag("3.13") == "cp313"
+
+
+@pytest.mark.parametrize(
+    ("patterns", "expected"),
+    [
+        ("cp312-*", [f"cp312-{v}-manylinux_x86_64" for v in VARIANTS]),
+        ("cp31{2,3}-rocm-*", ["cp312-rocm-manylinux_x86_64", "cp313-rocm-manylinux_x86_64"]),
+        ("*-cpu-* cp310-cuda-*", ["cp310-cpu-manylinux_x86_64", "cp311-cpu-manylinux_x86_64",
+                                  "cp312-cpu-manylinux_x86_64", "cp313-cpu-manylinux_x86_64",
+                                  "cp310-cuda-manylinux_x86_64"]),
+        ("cp310-musa-manylinux_x86_64", ["cp310-musa-manylinux_x86_64"]),
+        ("cp3?[01]-rocm-*", ["cp310-rocm-manylinux_x86_64", "cp311-rocm-manylinux_x86_64"]),
+    ],
+)
+def test_select(loaded: matrix.LoadedMatrix, patterns: str, expected: list[str]) -> None:
+    assert _ids(plan.select(plan.build_steps(loaded.matrix), patterns)) == expected
+
+
+def test_select_nothing_keeps_every_step(loaded: matrix.LoadedMatrix) -> None:
+    steps = plan.build_steps(loaded.matrix)
+    assert plan.select(steps, None) == steps
+    assert plan.select(steps, "") == steps
+
+
+def test_a_pattern_matching_nothing_is_a_usage_error(loaded: matrix.LoadedMatrix) -> None:
+    with pytest.raises(UsageError) as info:
+        plan.select(plan.build_steps(loaded.matrix), "cp39-*")
+    message = str(info.value)
+    assert "'cp39-*' matches no step" in message
+    assert "identifiers look like cp310-cpu-manylinux_x86_64" in message
+    assert info.value.exit_code == 2
+
+
+def test_cli_select_matching_nothing_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--matrix", str(MATRIX_FILE), "plan", "--select", "cp27-*"]) == 2
+    out, err = capsys.readouterr()
+    assert "matches no step" in err
+    assert "Traceback" not in out + err
+
+
+def _json_plan(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, object]:
+    assert cli.main(["--matrix", str(MATRIX_FILE), "plan", "--json", *args]) == 0
+    out = capsys.readouterr().out
+    assert len(out.strip().splitlines()) == 1, "GitHub Actions reads the matrix from one line"
+    data: dict[str, object] = json.loads(out)
+    return data
+
+
+def _assert_actions_matrix(data: dict[str, object]) -> list[dict[str, object]]:
+    assert list(data) == ["include"]
+    include = data["include"]
+    assert isinstance(include, list)
+    for entry in include:
+        assert isinstance(entry, dict)
+        for value in entry.values():
+            if isinstance(value, list):
+                assert all(isinstance(v, (str, int, bool)) for v in value)
+            else:
+                assert isinstance(value, (str, int, bool))
+    return include
+
+
+def test_json_plan_is_a_github_actions_matrix(capsys: pytest.CaptureFixture[str]) -> None:
+    include = _assert_actions_matrix(_json_plan(capsys))
+    assert len(include) == 16
+    assert {e["identifier"] for e in include} == {
+        f"{t}-{v}-manylinux_x86_64" for v in VARIANTS for t in TAGS
+    }
+    assert {"variant", "python", "distribution", "backend"} <= set(include[0])
+
+
+def test_json_plan_honours_select(capsys: pytest.CaptureFixture[str]) -> None:
+    include = _assert_actions_matrix(_json_plan(capsys, "--select", "cp31{2,3}-rocm-*"))
+    assert [(e["variant"], e["python"]) for e in include] == [("rocm", "3.12"), ("rocm", "3.13")]
+
+
+def test_smoke_plan(loaded: matrix.LoadedMatrix, capsys: pytest.CaptureFixture[str]) -> None:
+    steps = plan.smoke_steps(loaded.matrix)
+    expected = {
+        (image, tier, "3.12")
+        for image in ("vllm-rocm", "sglang-rocm")
+        for tier in ("mi300x", "mi355x", "mi300x-pd")
+    }
+    assert {(s.image, s.hardware, s.python) for s in steps} == expected
+    assert len(steps) == 6
+    assert {s.variant for s in steps} == {"rocm"}
+    assert "cp312-rocm-vllm-rocm-mi355x" in _ids(steps)
+    pd = next(s for s in steps if s.hardware == "mi300x-pd")
+    assert pd.nodes == 2
+    assert pd.runner == ("self-hosted", "linux", "x64", "rocm", "mi300x")
+
+    include = _assert_actions_matrix(_json_plan(capsys, "--smoke"))
+    assert {(e["image"], e["hardware"], e["python"]) for e in include} == expected
+    assert all(isinstance(e["runner"], list) for e in include)
+
+
+def test_plan_table_lists_every_step(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--matrix", str(MATRIX_FILE), "plan"]) == 0
+    out = capsys.readouterr().out
+    assert "16 build steps from matrix.yaml" in out
+    assert "cp312-rocm-manylinux_x86_64" in out
+    assert cli.main(["--matrix", str(MATRIX_FILE), "plan", "--smoke"]) == 0
+    assert "6 smoke jobs" in capsys.readouterr().out
+
+
+NEW_VARIANT = """\
+  xpu:
+    distribution: xfer-engine-xpu
+    backend: cpu
+"""
+
+
+def test_a_new_variant_adds_four_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = MATRIX_FILE.read_text(encoding="utf-8")
+    assert text.count("\nimages:\n") == 1
+    text = text.replace("\nimages:\n", "\n" + NEW_VARIANT + "\nimages:\n")
+    copy = matrix.loads(text, path=MATRIX_FILE)
+    steps = plan.build_steps(copy.matrix)
+    assert len(steps) == 20
+    assert _ids(plan.select(steps, "*-xpu-*")) == [f"{t}-xpu-manylinux_x86_64" for t in TAGS]
+
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert cli.main(["--matrix", str(path), "plan", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["include"]) == 20
+
+
+def test_the_python_list_drives_the_steps() -> None:
+    text = MATRIX_FILE.read_text(encoding="utf-8")
+    old = 'python: ["3.10", "3.11", "3.12", "3.13"]'
+    assert text.count(old) == 1
+    fewer = matrix.loads(text.replace(old, 'python: ["3.12"]'), path=MATRIX_FILE)
+    assert _ids(plan.build_steps(fewer.matrix)) == [f"cp312-{v}-manylinux_x86_64" for v in VARIANTS]
