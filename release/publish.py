@@ -396,7 +396,7 @@ class Uploader:
                 if status == "skip":
                     return Outcome(candidate, "uploaded", "confirmed on the index after an interrupted try")
                 if status == "conflict":
-                    return Outcome(candidate, "conflict", note)
+                    return Outcome(candidate, "conflict", f"after an interrupted try: {note}")
             rc, output = self.runner(cmd, self.credentials.env)
             output = self.credentials.redact(output)
             if rc == 0:
@@ -491,7 +491,11 @@ def publish(candidates: Sequence[Candidate], uploader: Uploader, *, dry_run: boo
         o.status, o.note = result.status, result.note
         if o.status == "conflict":
             log(summary(outcomes))
-            msg = f"{o.candidate.filename} appeared on the index with different content: {o.note}"
+            msg = (
+                f"{o.candidate.filename}: the index now holds a different file under this name "
+                f"({o.note}); an index that keeps partial uploads does this. Nothing is overwritten: "
+                "remove that file on the index, then re-run"
+            )
             raise PublishError(msg)
     log(summary(outcomes))
     uploaded = sum(o.status == "uploaded" for o in outcomes)

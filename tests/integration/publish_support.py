@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import hashlib
+import io
 import json
 import os
 import signal
@@ -20,9 +21,10 @@ import threading
 import time
 import urllib.request
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -140,11 +142,17 @@ def write_report(
     return path
 
 
-def make_wheelhouse(directory: Path, *, version: str = "0.1.0", pythons: Sequence[str] = PYTHONS) -> Path:
-    """`<directory>/<variant>/` with one wheel and report per variant x Python."""
+def make_wheelhouse(
+    directory: Path, *, version: str = "0.1.0", pythons: Sequence[str] = PYTHONS, payload_size: int = 0
+) -> Path:
+    """`<directory>/<variant>/` with one wheel and report per variant x Python.
+
+    `payload_size` adds that many incompressible bytes so a proxy can cut a file in the middle.
+    """
     for variant, (dist, _backend) in VARIANTS.items():
         for py in pythons:
-            wheel = make_wheel(directory / variant, dist, version, py)
+            payload = b"#" + os.urandom(payload_size // 2).hex().encode() + b"\n" if payload_size else b""
+            wheel = make_wheel(directory / variant, dist, version, py, payload=payload)
             write_report(wheel, variant, dist)
     return directory
 
@@ -172,12 +180,55 @@ def wait_for_port(port: int, timeout: float = 20.0) -> None:
     raise TimeoutError(msg)
 
 
+def complete_bodies(app: Callable[..., Any]) -> Callable[..., Any]:
+    """WSGI middleware: refuse a request whose body ended before its Content-Length.
+
+    pypiserver 2.4 (bottle 0.12) stores whatever part of a file arrived before the connection
+    dropped; PyPI does not (it checks the digests twine sends). With this the test index behaves
+    like PyPI; `IndexServer(strict=False)` keeps pypiserver's own behaviour.
+    """
+
+    def wrapped(environ: dict[str, Any], start_response: Callable[..., Any]) -> Any:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        if length:
+            body = b""
+            stream = environ["wsgi.input"]
+            while len(body) < length:
+                chunk = stream.read(min(length - len(body), 1 << 16))
+                if not chunk:
+                    start_response("400 Bad Request", [("Content-Type", "text/plain")])
+                    return [b"incomplete request body"]
+                body += chunk
+            environ["wsgi.input"] = io.BytesIO(body)
+        return app(environ, start_response)
+
+    return wrapped
+
+
+def serve(argv: Sequence[str]) -> None:
+    """`python -m tests.integration.publish_support serve ARGS`: pypiserver with complete_bodies."""
+    from pypiserver import __main__ as pypiserver_main
+    from pypiserver import bottle_wrapper
+
+    original = bottle_wrapper.run
+
+    def run(app: Any = None, **kwargs: Any) -> Any:
+        return original(app=complete_bodies(app), **kwargs)
+
+    bottle_wrapper.run = run
+    pypiserver_main.main(["run", *argv])
+
+
 @dataclass
 class IndexServer:
-    """pypiserver on 127.0.0.1 with upload authentication; restartable on the same dir and port."""
+    """pypiserver on 127.0.0.1 with upload authentication; restartable on the same dir and port.
+
+    `strict` (the default) refuses truncated uploads like PyPI does (see `complete_bodies`).
+    """
 
     workdir: Path
     port: int = field(default_factory=free_port)
+    strict: bool = True
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -202,12 +253,22 @@ class IndexServer:
             ht.set_password(USER, PASSWORD)
             ht.save()
         log = (self.workdir / "server.log").open("ab")
+        launcher = (
+            ["-m", "tests.integration.publish_support", "serve"]
+            if self.strict
+            else ["-m", "pypiserver", "run"]
+        )
         cmd = [
-            sys.executable, "-m", "pypiserver", "run",
+            sys.executable, *launcher,
             "-p", str(self.port), "-P", str(htpasswd), "-a", "update",
             "--host", "127.0.0.1", "--disable-fallback", str(self.packages),
         ]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        env = dict(
+            os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+        )
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env, cwd=ROOT
+        )
         log.close()
         try:
             wait_for_port(self.port)
@@ -347,7 +408,7 @@ class FaultProxy:
 
 
 def run_release(
-    *args: str, matrix: Path, env: dict[str, str] | None = None, timeout: float = 120
+    *args: str, matrix: Path, env: dict[str, str] | None = None, timeout: float = 120, debug: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """`python -m release --matrix M …` with the toolkit on the path and test credentials."""
     full_env = {
@@ -355,7 +416,11 @@ def run_release(
     }
     full_env.update({"TWINE_USERNAME": USER, "TWINE_PASSWORD": PASSWORD, "PYTHONPATH": str(ROOT)})
     full_env.update(env or {})
-    cmd = [sys.executable, "-m", "release", "--matrix", str(matrix), *args]
+    cmd = [sys.executable, "-m", "release", "--matrix", str(matrix), *(["--debug"] if debug else []), *args]
     return subprocess.run(
         cmd, capture_output=True, text=True, env=full_env, cwd=ROOT, timeout=timeout, check=False
     )
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
+    serve(sys.argv[2:])

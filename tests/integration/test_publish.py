@@ -1,0 +1,353 @@
+"""`python -m release publish` against a real index (pypiserver), with faults injected.
+
+Every fault case ends by comparing the index (on disk and over the simple API) with the
+expected files and their sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.publish_support import (
+    USER,
+    FaultProxy,
+    IndexServer,
+    expected_files,
+    index_server,
+    make_wheel,
+    make_wheelhouse,
+    run_release,
+    sha256_file,
+    wheel_name,
+    write_matrix,
+    write_report,
+)
+
+pytestmark = pytest.mark.integration
+__all__ = ["index_server"]  # the fixture, imported so pytest sees it
+
+FAST = ("--tries", "3", "--backoff", "0.2")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, Path]:
+    """A tiny matrix (cpu, rocm x 3.10, 3.13) and its complete wheelhouse."""
+    matrix = write_matrix(tmp_path)
+    wheelhouse = make_wheelhouse(tmp_path / "wheelhouse")
+    return matrix, wheelhouse
+
+
+def publish(
+    matrix: Path,
+    repository: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    tag: str = "v0.1.0",
+    debug: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    wheelhouse = str(matrix.parent / "wheelhouse")
+    return run_release(
+        "publish", "--tag", tag, "--repository", repository, "--wheelhouse", wheelhouse,
+        *extra, matrix=matrix, env=env, debug=debug,
+    )  # fmt: skip
+
+
+def assert_index_is(server: IndexServer, expected: dict[str, str]) -> None:
+    assert server.files() == expected
+    assert server.listing() == expected
+
+
+def test_publish_once_then_rerun_uploads_nothing(
+    project: tuple[Path, Path], index_server: IndexServer
+) -> None:
+    matrix, wheelhouse = project
+    first = publish(matrix, index_server.url)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count(" uploaded") >= 4
+    assert_index_is(index_server, expected_files(wheelhouse))
+
+    again = publish(matrix, index_server.url)
+    assert again.returncode == 0, again.stderr
+    assert "uploading" not in again.stdout
+    assert again.stdout.count("skipped (already there)") == 4
+    assert "nothing to upload: all 4 file(s) were already on" in again.stdout
+    assert_index_is(index_server, expected_files(wheelhouse))
+
+
+def test_dry_run_says_what_and_where_without_uploading(
+    project: tuple[Path, Path], index_server: IndexServer
+) -> None:
+    matrix, wheelhouse = project
+    one = sorted(wheelhouse.glob("cpu/*.whl"))[0]
+    shutil.copy(one, index_server.packages / one.name)
+    result = publish(matrix, index_server.url, "--dry-run", env={"TWINE_PASSWORD": ""})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("would upload") == 3
+    assert f"{one.name}" in result.stdout
+    assert "would skip (already there)" in result.stdout
+    assert f"3 file(s) would be uploaded to {index_server.url}, 1 already there" in result.stdout
+    assert index_server.files() == {one.name: sha256_file(one)}
+
+
+def test_server_killed_mid_run_then_rerun_completes(
+    project: tuple[Path, Path], index_server: IndexServer
+) -> None:
+    matrix, wheelhouse = project
+    expected = expected_files(wheelhouse)
+    killed = threading.Event()
+
+    def kill_after_first_upload() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            on_disk = index_server.files() if index_server.packages.exists() else {}
+            if any(expected.get(name) == sha for name, sha in on_disk.items()):
+                index_server.kill()
+                killed.set()
+                return
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=kill_after_first_upload, daemon=True)
+    watcher.start()
+    interrupted = publish(matrix, index_server.url, *FAST)
+    watcher.join(timeout=5)
+    assert killed.is_set()
+    assert interrupted.returncode == 8
+    assert "re-run" in interrupted.stderr
+    landed = index_server.files()
+    assert 1 <= len(landed) < 4
+    assert all(expected[name] == sha for name, sha in landed.items())
+
+    index_server.start()  # same directory, same port
+    rerun = publish(matrix, index_server.url, *FAST)
+    assert rerun.returncode == 0, rerun.stderr
+    rows = {line.split()[0]: line for line in rerun.stdout.splitlines() if ".whl  " in line}
+    for name in expected:
+        assert ("skipped (already there)" in rows[name]) == (name in landed), rows[name]
+    assert_index_is(index_server, expected)
+
+
+def test_connection_cut_in_the_middle_of_a_file(tmp_path: Path, index_server: IndexServer) -> None:
+    matrix = write_matrix(tmp_path)
+    wheelhouse = make_wheelhouse(tmp_path / "wheelhouse", payload_size=200_000)
+    proxy = FaultProxy(index_server.port, cut_after=100_000)
+    try:
+        result = publish(matrix, proxy.url, "--index-url", index_server.simple, *FAST)
+    finally:
+        proxy.close()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert proxy.faults == 1
+    assert "try 1/3 failed" in result.stdout
+    assert_index_is(index_server, expected_files(wheelhouse))
+
+
+def test_upload_landed_but_answer_lost_is_recognised(
+    project: tuple[Path, Path], index_server: IndexServer
+) -> None:
+    matrix, wheelhouse = project
+    proxy = FaultProxy(index_server.port, drop_response=True)
+    try:
+        result = publish(matrix, proxy.url, "--index-url", index_server.simple, *FAST)
+    finally:
+        proxy.close()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert proxy.faults == 1
+    assert "confirmed on the index after an interrupted try" in result.stdout
+    assert "conflict" not in result.stdout
+    assert_index_is(index_server, expected_files(wheelhouse))
+
+
+def test_index_that_keeps_partial_uploads_is_never_overwritten(tmp_path: Path) -> None:
+    """pypiserver itself (without the strict wrapper) stores the part that arrived."""
+    matrix = write_matrix(tmp_path)
+    wheelhouse = make_wheelhouse(tmp_path / "wheelhouse", payload_size=200_000)
+    server = IndexServer(tmp_path / "index", strict=False)
+    server.workdir.mkdir()
+    server.start()
+    proxy = FaultProxy(server.port, cut_after=100_000)
+    try:
+        result = publish(matrix, proxy.url, "--index-url", server.simple, *FAST)
+        partial = server.files()
+    finally:
+        proxy.close()
+        server.stop()
+    first = sorted(expected_files(wheelhouse))[0]
+    assert result.returncode == 8
+    assert f"{first}: the index now holds a different file under this name" in result.stderr
+    assert list(partial) == [first]
+    assert partial[first] != expected_files(wheelhouse)[first]
+
+
+def test_conflicting_file_on_index_stops_before_any_upload(
+    project: tuple[Path, Path], index_server: IndexServer
+) -> None:
+    matrix, _ = project
+    name = wheel_name("xfer-engine-rocm", "0.1.0", "3.13")
+    other = make_wheel(
+        index_server.workdir / "other", "xfer-engine-rocm", "0.1.0", "3.13", payload=b"# other\n"
+    )
+    shutil.copy(other, index_server.packages / name)
+    result = publish(matrix, index_server.url)
+    assert result.returncode == 8
+    assert name in result.stderr
+    assert "nothing was uploaded" in result.stderr
+    assert_index_is(index_server, {name: sha256_file(other)})
+
+
+def test_missing_python_uploads_nothing(project: tuple[Path, Path], index_server: IndexServer) -> None:
+    matrix, wheelhouse = project
+    missing = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.13")
+    missing.unlink()
+    Path(str(missing) + ".verify.json").unlink()
+    result = publish(matrix, index_server.url)
+    assert result.returncode == 8
+    assert "missing cp313-rocm-manylinux_x86_64 (Python 3.13)" in result.stderr
+    assert index_server.files() == {}
+
+
+def test_wheel_renamed_to_another_variant_uploads_nothing(
+    project: tuple[Path, Path], index_server: IndexServer
+) -> None:
+    matrix, wheelhouse = project
+    cpu = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.10")
+    rocm = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.10")
+    shutil.copy(cpu, rocm)
+    write_report(rocm, "rocm", "xfer-engine-rocm")  # even with a matching report
+    result = publish(matrix, index_server.url)
+    assert result.returncode == 8
+    assert f"rocm/{rocm.name}: its METADATA says xfer-engine-cpu 0.1.0: the file was renamed" in result.stderr
+    assert index_server.files() == {}
+
+
+def test_tag_that_does_not_match_the_wheels(project: tuple[Path, Path], index_server: IndexServer) -> None:
+    matrix, _ = project
+    result = publish(matrix, index_server.url, tag="v0.2.0")
+    assert result.returncode == 8
+    assert result.stderr.count("does not match the tag's version 0.2.0") == 4
+    assert result.stderr.count("missing cp3") == 4
+    assert index_server.files() == {}
+
+
+def test_every_problem_is_listed_at_once(project: tuple[Path, Path], index_server: IndexServer) -> None:
+    matrix, wheelhouse = project
+    (wheelhouse / "cpu" / "notes.txt").write_text("stray")
+    bad = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.13")
+    write_report(bad, "cpu", "xfer-engine-cpu", ok=False)
+    unverified = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.10")
+    Path(str(unverified) + ".verify.json").unlink()
+    nodesc = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.13")
+    _rewrite_without_description(nodesc)  # twine check --strict refuses a missing long description
+    write_report(nodesc, "rocm", "xfer-engine-rocm")
+    result = publish(matrix, index_server.url)
+    assert result.returncode == 8
+    err = result.stderr
+    assert "cpu/notes.txt: unknown file" in err
+    assert f"cpu/{bad.name}.verify.json: verification did not pass (failed rules: platform-floor)" in err
+    assert f"rocm/{unverified.name}: no verify report" in err
+    assert "twine check --strict failed" in err
+    assert index_server.files() == {}
+
+
+def _rewrite_without_description(wheel: Path) -> None:
+    import zipfile
+
+    tmp = wheel.with_suffix(".tmp")
+    with zipfile.ZipFile(wheel) as src, zipfile.ZipFile(tmp, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("/METADATA"):
+                data = data.split(b"Description-Content-Type")[0]
+            dst.writestr(info, data)
+    tmp.replace(wheel)
+
+
+def test_wrong_password_is_a_clear_message_and_uploads_nothing(
+    project: tuple[Path, Path], index_server: IndexServer
+) -> None:
+    matrix, _ = project
+    wrong = "wr0ng-Passw0rd-xyz"
+    result = publish(matrix, index_server.url, env={"TWINE_PASSWORD": wrong})
+    assert result.returncode == 8
+    assert f"the index refused the credentials (HTTP 403) for {USER} at {index_server.url}" in result.stderr
+    assert "nothing was uploaded" in result.stderr
+    assert wrong not in result.stdout + result.stderr
+    assert index_server.files() == {}
+
+
+def test_token_from_pypi_api_token_is_never_printed(
+    project: tuple[Path, Path], index_server: IndexServer
+) -> None:
+    matrix, _ = project
+    token = "pypi-AgEIcHlwaS5vcmcCJGFiY2RlZg-not-a-real-token"
+    env = {"TWINE_USERNAME": "", "TWINE_PASSWORD": "", "PYPI_API_TOKEN": token}
+    result = publish(matrix, index_server.url, env=env, debug=True)
+    assert result.returncode == 8
+    assert "for __token__ at" in result.stderr
+    assert token not in result.stdout + result.stderr
+
+
+def test_plain_http_elsewhere_is_refused(project: tuple[Path, Path]) -> None:
+    matrix, _ = project
+    result = publish(matrix, "http://example.org/legacy/", "--index-url", "http://example.org/simple/")
+    assert result.returncode == 2
+    assert "refusing plain-HTTP repository http://example.org/legacy/" in result.stderr
+
+
+def test_end_to_end_with_built_wheels(
+    request: pytest.FixtureRequest, index_server: IndexServer, tmp_path: Path
+) -> None:
+    """The real wheels of the lead's `host_wheelhouse` fixture: publish, install, selftest."""
+    try:
+        matrix_path, wheelhouse = request.getfixturevalue("host_wheelhouse")
+    except pytest.FixtureLookupError:
+        pytest.skip("tests/integration/conftest.py does not provide host_wheelhouse yet")
+    matrix_path, wheelhouse = Path(matrix_path), Path(wheelhouse)
+    expected = expected_files(wheelhouse)
+    args = ("publish", "--tag", "v0.1.0", "--repository", index_server.url, "--wheelhouse", str(wheelhouse))
+    first = run_release(*args, matrix=matrix_path, timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert_index_is(index_server, expected)
+    again = run_release(*args, matrix=matrix_path, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"nothing to upload: all {len(expected)} file(s) were already on" in again.stdout
+
+    from release import matrix as matrix_mod
+    from release.interpreters import require_interpreter
+
+    loaded = matrix_mod.load(matrix_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    for name, variant in loaded.matrix.variants.items():
+        for py in loaded.matrix.python:
+            venv = tmp_path / f"venv-{name}-{py}"
+            subprocess.run([str(require_interpreter(py)), "-m", "venv", str(venv)], check=True, env=env)
+            python = str(venv / "bin" / "python")
+            install = subprocess.run(
+                [python, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",
+                 "--index-url", index_server.simple, f"{variant.distribution}==0.1.0"],
+                capture_output=True, text=True, env=env, check=False,
+            )  # fmt: skip
+            assert install.returncode == 0, install.stdout + install.stderr
+            selftest = subprocess.run(
+                [python, "-m", loaded.matrix.engine.import_name, "selftest", "--json"],
+                capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
+            )  # fmt: skip
+            assert selftest.returncode == 0, f"{name} {py}: {selftest.stdout}{selftest.stderr}"
+            assert json.loads(selftest.stdout)["ok"] is True
+
+
+def test_twine_is_the_one_this_interpreter_runs() -> None:
+    """Trusted publishing needs twine >= 6.1 (it mints the token itself in GitHub Actions)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "twine", "--version"], capture_output=True, text=True, check=True
+    )
+    major, minor = (int(x) for x in out.stdout.split("twine version ")[1].split(".")[:2])
+    assert (major, minor) >= (6, 1)
