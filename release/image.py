@@ -345,6 +345,8 @@ def run_command(
         err += f"\ntimed out after {timeout:.0f}s"
     except FileNotFoundError as exc:
         code, out, err = 127, "", f"{exc.filename}: not found"
+    except OSError as exc:
+        code, out, err = 126, "", f"{exc.filename}: {exc.strerror}"
     return Result(tuple(shown or argv), code, out, err, time.monotonic() - started)
 
 

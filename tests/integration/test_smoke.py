@@ -1,0 +1,304 @@
+"""`release smoke` end to end: fresh venvs, the simulated images, the minbase image, conflicts.
+
+Two kinds of wheels: small hand-made ones (a package that loads libamdhip64 with ctypes), which
+prove the smoke machinery on its own, and the real engine wheels from `host_wheelhouse`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from release.image import distribution_libdir
+from release.interpreters import find_interpreter
+from release.matrix import load
+from release.smoke import smoke_variant
+
+from .conftest import ROOT, toolkit
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(os.geteuid() != 0, reason="simulated images need root (mount namespaces)"),
+]
+
+HIP = distribution_libdir() / "libamdhip64.so.5"
+needs_hip = pytest.mark.skipif(not HIP.exists(), reason="Debian's HIP runtime is not installed")
+PY = "3.12" if find_interpreter("3.12") else f"{sys.version_info[0]}.{sys.version_info[1]}"
+
+FAKE_INIT = """
+import ctypes
+try:
+    _hip = ctypes.CDLL("libamdhip64.so.5")
+except OSError:
+    raise ImportError(
+        "fakexfer (fake-engine-rocm) needs the HIP runtime libamdhip64.so.5, which the loader cannot find:"
+        " install it or pick fake-engine-cpu"
+    ) from None
+"""
+FAKE_MAIN = """import json
+
+def master():
+    print("fake-master 0.1.0")
+
+if __name__ == "__main__":
+    print(json.dumps({"ok": %s}))
+"""
+
+
+def make_wheel(directory: Path, *, dist: str, python: str, init: str, ok: bool = True) -> Path:
+    """A minimal wheel for `fakexfer`, written by hand (no build backend, no process)."""
+    tag = "cp" + python.replace(".", "")
+    norm = dist.replace("-", "_")
+    info = f"{norm}-0.1.0.dist-info"
+    files = {
+        "fakexfer/__init__.py": init,
+        "fakexfer/__main__.py": FAKE_MAIN % ("True" if ok else "False"),
+        f"{info}/entry_points.txt": "[console_scripts]\nfake-master = fakexfer.__main__:master\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1.0\n",
+        f"{info}/WHEEL": (
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-linux_x86_64\n"
+        ),
+    }
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(text.encode())}")
+    record.append(f"{info}/RECORD,,")
+    directory.mkdir(parents=True, exist_ok=True)
+    wheel = directory / f"{norm}-0.1.0-{tag}-{tag}-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return wheel
+
+
+def fake_matrix(directory: Path, *, ok: bool = True) -> Path:
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    data["engine"].update(
+        source=str(ROOT / "engine"),
+        import_name="fakexfer",
+        scripts=["fake-master"],
+        smoke={
+            "commands": [["fake-master", "--version"], ["{python}", "-m", "fakexfer", "selftest", "--json"]]
+        },
+    )
+    data["python"] = [PY]
+    data["variants"] = {k: v for k, v in data["variants"].items() if k in ("cpu", "rocm")}
+    data["variants"]["cpu"]["distribution"] = "fake-engine-cpu"
+    data["variants"]["rocm"]["distribution"] = "fake-engine-rocm"
+    path = directory / "matrix.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    make_wheel(directory / "wheelhouse" / "rocm", dist="fake-engine-rocm", python=PY, init=FAKE_INIT, ok=ok)
+    make_wheel(directory / "wheelhouse" / "cpu", dist="fake-engine-cpu", python=PY, init="", ok=ok)
+    return path
+
+
+@needs_hip
+def test_fake_rocm_wheel_in_every_simulated_layout(tmp_path: Path) -> None:
+    loaded = load(fake_matrix(tmp_path))
+    images = ["host", "rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent"]
+    lines: list[str] = []
+    outcomes = smoke_variant(
+        loaded, "rocm", wheelhouse=tmp_path / "wheelhouse", python=PY, images=images, log=lines.append
+    )
+    by_image = {o.image: o for o in outcomes}
+    assert sorted(by_image) == sorted(images)
+    assert all(o.ok for o in outcomes), "\n".join(lines)
+    location = {
+        o.image: next(s.detail for s in o.steps if s.name == "runtime location")
+        for o in outcomes
+        if o.expect == "pass"
+    }
+    assert Path(location["rocm-distro"]).parent.resolve() == distribution_libdir().resolve()
+    assert location["rocm-opt-prefix"] == "/opt/rocm-6.4.1/lib/libamdhip64.so.5.2.21153"
+    assert location["rocm-ld-library-path"] == "/opt/rocm/lib/libamdhip64.so.5.2.21153"
+    refused = next(s for s in by_image["rocm-absent"].steps if s.name == "import fakexfer refused")
+    assert refused.detail.startswith("ImportError: fakexfer (fake-engine-rocm) needs the HIP runtime")
+
+
+@needs_hip
+def test_a_bare_loader_error_fails_the_absent_image(tmp_path: Path) -> None:
+    matrix = fake_matrix(tmp_path)
+    bare = 'import ctypes\nctypes.CDLL("libamdhip64.so.5")\n'
+    (tmp_path / "wheelhouse" / "rocm").joinpath(
+        next((tmp_path / "wheelhouse" / "rocm").iterdir()).name
+    ).unlink()
+    make_wheel(tmp_path / "wheelhouse" / "rocm", dist="fake-engine-rocm", python=PY, init=bare)
+    outcomes = smoke_variant(
+        load(matrix),
+        "rocm",
+        wheelhouse=tmp_path / "wheelhouse",
+        python=PY,
+        images=["rocm-absent"],
+        log=lambda _line: None,
+    )
+    (outcome,) = outcomes
+    assert not outcome.ok
+    assert outcome.error.startswith("import fakexfer refused: bare loader error: OSError: libamdhip64.so.5:")
+
+
+def test_cli_reports_a_failing_selftest_with_exit_7_and_the_output_tail(tmp_path: Path) -> None:
+    matrix = fake_matrix(tmp_path, ok=False)
+    proc = toolkit(
+        "--matrix", str(matrix), "smoke", "--variant", "cpu", "--python", PY, "--image", "host", check=False
+    )
+    assert proc.returncode == 7, proc.stdout + proc.stderr
+    assert "python -m fakexfer selftest --json ... FAILED" in proc.stdout
+    assert '  | {"ok": false}' in proc.stdout
+    assert "error: 1 smoke check(s) failed:" in proc.stderr
+    assert "reported ok: false" in proc.stderr
+
+
+def test_cli_json_output(tmp_path: Path) -> None:
+    matrix = fake_matrix(tmp_path)
+    proc = toolkit("--matrix", str(matrix), "smoke", "--variant", "cpu", "--image", "host", "--json")
+    data = json.loads(proc.stdout)
+    assert data["schema_version"] == 1
+    assert data["ok"] is True
+    (result,) = data["results"]
+    assert result["image"] == "host"
+    assert (
+        result["wheel"]
+        == f"fake_engine_cpu-0.1.0-cp{PY.replace('.', '')}-cp{PY.replace('.', '')}-linux_x86_64.whl"
+    )
+    names = [s["name"] for s in result["steps"]]
+    assert names[-2:] == [
+        "fake-master --version",
+        "{python} -m fakexfer selftest --json".replace("{python}", "python"),
+    ]
+    assert f"[{PY} host] import fakexfer ... ok" in proc.stderr
+
+
+def test_minbase_image_with_the_fake_cpu_wheel(tmp_path: Path) -> None:
+    if not shutil.which("debootstrap") and not Path("/usr/sbin/debootstrap").exists():
+        pytest.skip("debootstrap is not installed")
+    matrix = fake_matrix(tmp_path)
+    proc = toolkit("--matrix", str(matrix), "smoke", "--variant", "cpu", "--image", "clean-minbase")
+    assert "clean-minbase" in proc.stdout
+    assert "1/1 passed" in proc.stdout
+
+
+# -- the real engine wheels ----------------------------------------------------------------------
+
+
+def _engine_ready() -> bool:
+    return (ROOT / "engine" / "python" / "xfer" / "__init__.py").exists()
+
+
+needs_engine = pytest.mark.skipif(not _engine_ready(), reason="the engine's Python package is not there yet")
+
+
+@needs_engine
+@needs_hip
+def test_rocm_wheel_passes_in_distro_and_prefix_layouts_and_refuses_without_runtime(
+    host_wheelhouse: tuple[Path, Path],
+) -> None:
+    matrix, wheelhouse = host_wheelhouse
+    for wheel in (wheelhouse / "rocm").glob("*.whl"):
+        with zipfile.ZipFile(wheel) as archive:
+            assert not [n for n in archive.namelist() if "libamdhip64" in n], "the wheel vendors the runtime"
+    proc = toolkit(
+        "--matrix",
+        str(matrix),
+        "smoke",
+        "--variant",
+        "rocm",
+        "--wheelhouse",
+        str(wheelhouse),
+        "--json",
+        "--image",
+        "rocm-distro",
+        "--image",
+        "rocm-opt-prefix",
+        "--image",
+        "rocm-ld-library-path",
+        "--image",
+        "rocm-absent",
+        check=False,
+    )
+    data = json.loads(proc.stdout)
+    assert proc.returncode == 0, proc.stderr
+    results = data["results"]
+    assert {r["python"] for r in results} == {"3.10", "3.13"}
+    for r in results:
+        steps = {s["name"]: s for s in r["steps"]}
+        if r["image"] == "rocm-distro":
+            assert (
+                Path(steps["runtime location"]["detail"]).parent.resolve() == distribution_libdir().resolve()
+            )
+        elif r["image"] == "rocm-opt-prefix":
+            assert steps["runtime location"]["detail"].startswith("/opt/rocm-6.4.1/lib/libamdhip64.so.5")
+        elif r["image"] == "rocm-ld-library-path":
+            assert steps["runtime location"]["detail"].startswith("/opt/rocm/lib/libamdhip64.so.5")
+        else:
+            message = steps["import xfer refused"]["detail"]
+            assert "libamdhip64" in message
+            assert "cannot open shared object file" not in message
+
+
+@needs_engine
+def test_cpu_wheel_imports_and_selftests_in_minbase(host_wheelhouse: tuple[Path, Path]) -> None:
+    matrix, wheelhouse = host_wheelhouse
+    proc = toolkit(
+        "--matrix",
+        str(matrix),
+        "smoke",
+        "--variant",
+        "cpu",
+        "--wheelhouse",
+        str(wheelhouse),
+        "--image",
+        "clean-minbase",
+        "--json",
+    )
+    data = json.loads(proc.stdout)
+    assert data["ok"] is True
+    for r in data["results"]:
+        assert [s["name"] for s in r["steps"]][-1] == "python -m xfer selftest --json"
+
+
+@needs_engine
+def test_second_variant_in_one_venv_is_refused_naming_both(
+    host_wheelhouse: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _matrix, wheelhouse = host_wheelhouse
+    (cpu,) = sorted((wheelhouse / "cpu").glob("*cp313*.whl"))
+    (rocm,) = sorted((wheelhouse / "rocm").glob("*cp313*.whl"))
+    interpreter = find_interpreter("3.13")
+    assert interpreter is not None
+    venv = tmp_path / "venv"
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PIP_CONFIG_FILE": "/dev/null",
+        "PIP_NO_INPUT": "1",
+        "HOME": str(tmp_path),
+    }
+    subprocess.run([str(interpreter), "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index"]
+    subprocess.run([*pip, str(cpu)], check=True, env=env)
+    subprocess.run([*pip, str(rocm)], check=True, env=env)
+    proc = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import xfer"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last == CONFLICT_MESSAGE, last
+
+
+CONFLICT_MESSAGE = "TO BE FILLED FROM engine/python/xfer/__init__.py"
