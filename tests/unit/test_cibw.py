@@ -30,9 +30,9 @@ def _with_extra_settings(tmp_path: Path) -> LoadedMatrix:
         "  odd:\n"
         "    distribution: xfer-engine-odd\n"
         "    backend: rocm\n"
-        "    cmake_defines: {XFER_BACKEND: hip, XFER_FLAGS: \"-O2 -g0\"}\n"
-        "    config_settings: {build-dir: \"build/{wheel_tag}\"}\n"
-        "    env: {ROCM_PATH: /opt/rocm, NOTE: \"it's $HOME \\\"quoted\\\"\"}\n"
+        '    cmake_defines: {XFER_BACKEND: hip, XFER_FLAGS: "-O2 -g0"}\n'
+        '    config_settings: {build-dir: "build/{wheel_tag}"}\n'
+        '    env: {ROCM_PATH: /opt/rocm, NOTE: "it\'s $HOME \\"quoted\\""}\n'
         "\n"
     )
     text = text.replace("\nimages:\n", "\n" + extra + "images:\n", 1)

@@ -1,0 +1,321 @@
+"""The GitHub workflows take every name from matrix.yaml and follow the hardening rules.
+
+Parsing only: schema validation and zizmor run as processes in tests/integration/test_workflows.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from release import plan
+from release.matrix import LoadedMatrix, Matrix, load, loads
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
+NAMES = ("release.yml", "ci.yml", "hardware.yml")
+# The brief's variants, whatever matrix.yaml holds today, and any CPython minor of this era.
+BACKEND_WORDS = ("cpu", "cuda", "rocm", "musa")
+PYTHON_LITERAL = re.compile(r"(?<![\w.])(?:3\.1[0-9]|cp31[0-9])(?![\w])")
+SHA_PIN = re.compile(r"^[\w.-]+/[\w.-]+(?:/[\w./-]+)?@[0-9a-f]{40}$")
+HOSTED_RUNNERS = {"ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04"}
+
+
+def read(name: str) -> dict[Any, Any]:
+    doc = yaml.safe_load((WORKFLOWS / name).read_text(encoding="utf-8"))
+    assert isinstance(doc, dict)
+    return doc
+
+
+def triggers(doc: dict[Any, Any]) -> dict[str, Any]:
+    """`on:` (YAML 1.1 reads the bare key as True)."""
+    on = doc.get("on", doc.get(True))
+    assert isinstance(on, dict)
+    return on
+
+
+def steps(doc: dict[Any, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for job_name, job in doc["jobs"].items():
+        for step in job.get("steps", []):
+            yield job_name, step
+
+
+def strings(node: object, path: str = "") -> Iterator[tuple[str, str]]:
+    """Every key and string value with its dotted path (comments are not part of the data)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(key, str):
+                yield f"{path}.{key}#key", key
+            yield from strings(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from strings(item, f"{path}[{i}]")
+    elif isinstance(node, str):
+        yield path, node
+
+
+def forbidden_words(matrix: Matrix) -> set[str]:
+    """Names that must flow from the plan JSON, never be written in a workflow."""
+    words: set[str] = set(BACKEND_WORDS)
+    for name, variant in matrix.variants.items():
+        words |= {name, variant.distribution, variant.backend}
+    for name, image in matrix.images.items():
+        words.add(name)
+        if image.container:
+            words.add(image.container)
+    for name, tier in matrix.hardware.items():
+        words |= {name, tier.gpu, tier.architecture, *tier.runner}
+    family, major, minor, _arch = matrix.platform.floor.split("_", 3)
+    words |= {matrix.platform.floor, f"{family}_{major}_{minor}"}
+    return words
+
+
+def literal_names(doc: dict[Any, Any], matrix: Matrix) -> list[str]:
+    """Where a workflow names a variant, a Python, an image or a runner label literally."""
+    found = []
+    patterns = {
+        w: re.compile(rf"(?<![\w-]){re.escape(w)}(?![\w-])", re.IGNORECASE) for w in forbidden_words(matrix)
+    }
+    for where, text in strings(doc):
+        if where == ".env.TOOLKIT_PYTHON":
+            continue  # the one Python allowed: the toolkit's own interpreter on the runner
+        found += [f"{where}: {text!r} names {w!r}" for w, p in patterns.items() if p.search(text)]
+        if PYTHON_LITERAL.search(text):
+            found.append(f"{where}: {text!r} names a Python version")
+    return found
+
+
+def matrix_keys(name: str) -> set[str]:
+    """The `matrix.<key>` names a workflow's expressions read."""
+    text = (WORKFLOWS / name).read_text(encoding="utf-8")
+    return {
+        key for expr in re.findall(r"\$\{\{(.*?)\}\}", text) for key in re.findall(r"\bmatrix\.(\w+)", expr)
+    }
+
+
+@pytest.fixture(scope="module")
+def loaded() -> LoadedMatrix:
+    return load(ROOT / "matrix.yaml")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_workflow_names_what_matrix_yaml_holds(name: str, loaded: LoadedMatrix) -> None:
+    assert literal_names(read(name), loaded.matrix) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("jobs", "build", "runs-on"), ["self-hosted", "mi300x"]),
+        (("jobs", "build", "env", "VARIANT"), "rocm"),
+        (("jobs", "build", "env", "PYTHON"), "3.12"),
+        (("jobs", "smoke-image", "container", "image"), "docker.io/rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"),
+        (("jobs", "build", "steps", 0, "name"), "build the CPU wheel"),
+    ],
+)
+def test_the_literal_check_bites(path: tuple[Any, ...], value: object, loaded: LoadedMatrix) -> None:
+    doc = read("release.yml")
+    node: Any = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    assert literal_names(doc, loaded.matrix)
+
+
+def test_toolkit_python_is_the_only_exception(loaded: LoadedMatrix) -> None:
+    for name in NAMES:
+        doc = read(name)
+        assert doc["env"]["TOOLKIT_PYTHON"] in loaded.matrix.python
+        doc["env"]["OTHER_PYTHON"] = doc["env"]["TOOLKIT_PYTHON"]
+        assert literal_names(doc, loaded.matrix) == [
+            f".env.OTHER_PYTHON: {doc['env']['OTHER_PYTHON']!r} names a Python version"
+        ]
+
+
+def test_tag_filter_is_the_matrix_tag_pattern(loaded: LoadedMatrix) -> None:
+    on = triggers(read("release.yml"))
+    assert on["push"]["tags"] == [loaded.matrix.publish.tag_pattern]
+    assert set(on) == {"push", "workflow_dispatch"}
+    inputs = on["workflow_dispatch"]["inputs"]
+    assert inputs["tag"]["required"] is True
+    assert inputs["variant"]["required"] is False
+
+
+def test_hardware_triggers() -> None:
+    on = triggers(read("hardware.yml"))
+    assert set(on) == {"schedule", "release", "workflow_dispatch"}
+    assert on["release"]["types"] == ["published"]
+    # release.yml starts hardware.yml once its GitHub Release exists (GITHUB_TOKEN events do not).
+    runs = [s["run"] for _, s in steps(read("release.yml")) if "run" in s]
+    assert any("gh workflow run hardware.yml" in r for r in runs)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_actions_are_pinned_by_commit_with_a_version_comment(name: str) -> None:
+    text = (WORKFLOWS / name).read_text(encoding="utf-8")
+    uses = [step["uses"] for _, step in steps(read(name)) if "uses" in step]
+    assert uses
+    for ref in uses:
+        assert SHA_PIN.match(ref), ref
+        assert re.search(rf"uses: {re.escape(ref)} # v\d", text), f"{ref} lacks its `# vX` comment"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_checkouts_keep_no_credentials(name: str) -> None:
+    checkouts = [s for _, s in steps(read(name)) if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkouts
+    for step in checkouts:
+        assert step["with"]["persist-credentials"] is False
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_permissions_are_least_privilege(name: str) -> None:
+    doc = read(name)
+    assert doc["permissions"] in ({}, {"contents": "read"})
+    for job_name, job in doc["jobs"].items():
+        perms = job.get("permissions")
+        assert isinstance(perms, dict), f"{name}: job {job_name} declares no permissions"
+        if perms.get("id-token"):
+            assert (name, job_name) == ("release.yml", "publish-pypi")
+        if perms.get("contents") == "write":
+            assert (name, job_name) == ("release.yml", "github-release")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_no_expression_inside_run_scripts(name: str) -> None:
+    doc = read(name)
+    for job_name, step in steps(doc):
+        assert "${{" not in step.get("run", ""), f"{name}: {job_name}: pass values through env:"
+    for where, text in strings(doc.get("env", {}), ".env"):
+        if "\n" in text:  # scripts kept in env and run with bash -c
+            assert "${{" not in text, where
+
+
+@pytest.mark.parametrize(
+    ("name", "job", "output"),
+    [
+        ("release.yml", "build", "build"),
+        ("release.yml", "smoke", "build"),
+        ("release.yml", "smoke-image", "images"),
+        ("ci.yml", "build", "build"),
+        ("hardware.yml", "device", "single"),
+        ("hardware.yml", "prefill", "pair"),
+        ("hardware.yml", "decode", "pair"),
+    ],
+)
+def test_job_matrices_come_from_the_plan_job(name: str, job: str, output: str) -> None:
+    spec = read(name)["jobs"][job]
+    assert spec["needs"] == "plan" or "plan" in spec["needs"]
+    assert spec["strategy"]["matrix"] == f"${{{{ fromJSON(needs.plan.outputs.{output}) }}}}"
+    runs_on = spec["runs-on"]
+    assert runs_on in HOSTED_RUNNERS or runs_on == "${{ matrix.runner }}"
+
+
+def test_plan_jobs_run_the_toolkit() -> None:
+    release_runs = " ".join(s.get("run", "") for s in read("release.yml")["jobs"]["plan"]["steps"])
+    assert "python -m release plan --json" in release_runs
+    assert "python -m release plan --smoke --json" in release_runs
+    hardware_runs = " ".join(s.get("run", "") for s in read("hardware.yml")["jobs"]["plan"]["steps"])
+    assert "python -m release plan --smoke --json" in hardware_runs
+
+
+def test_hardware_runs_on_the_planned_runner_labels() -> None:
+    doc = read("hardware.yml")
+    for job in ("device", "prefill", "decode"):
+        assert doc["jobs"][job]["runs-on"] == "${{ matrix.runner }}"
+    device_script = doc["env"]["IN_IMAGE"]
+    assert "selftest" in device_script
+    assert "--device" in device_script
+    flags = doc["env"]["DEVICE_FLAGS_OF_HOST"]
+    assert "--device=/dev/kfd --device=/dev/dri --group-add video" in flags
+
+
+def test_build_job_uses_the_toolkit_configuration() -> None:
+    build = read("release.yml")["jobs"]["build"]
+    runs = [s.get("run", "") for s in build["steps"]]
+    assert any("cibuildwheel-config" in r and "--format env" in r and "GITHUB_ENV" in r for r in runs)
+    assert any("python -m release build" in r and "--container" in r for r in runs)
+    assert any("python -m release verify --release" in r for r in runs)
+    upload = next(s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["with"]["name"] == "${{ matrix.identifier }}"
+
+
+def test_publish_uses_trusted_publishing() -> None:
+    doc = read("release.yml")
+    job = doc["jobs"]["publish-pypi"]
+    assert set(job["needs"]) >= {"build", "smoke", "smoke-image"}
+    assert job["environment"]["name"] == "pypi"
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    runs = " ".join(s.get("run", "") for s in job["steps"])
+    assert 'python -m release publish --tag "$TAG" --dry-run' in runs
+    assert "release.version import route" in runs
+    publish = next(s for s in job["steps"] if s.get("uses", "").startswith("pypa/gh-action-pypi-publish@"))
+    assert publish["with"]["attestations"] is True
+    assert "password" not in publish["with"]
+    gh = doc["jobs"]["github-release"]
+    assert gh["needs"] == ["plan", "publish-pypi"]
+    assert gh["permissions"] == {"contents": "write"}
+
+
+def _plan_json(loaded: LoadedMatrix, capsys: pytest.CaptureFixture[str], *, smoke: bool = False) -> list[Any]:
+    args = argparse.Namespace(select=None, json=True, smoke=smoke)
+    assert plan.run(args, loaded) == 0
+    include = json.loads(capsys.readouterr().out)["include"]
+    assert isinstance(include, list)
+    return include
+
+
+def test_a_new_variant_gets_jobs_without_a_workflow_edit(
+    tmp_path: Path, loaded: LoadedMatrix, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    extra = (
+        "  rocm7:\n"
+        "    distribution: xfer-engine-rocm7\n"
+        "    backend: rocm\n"
+        '    toolkit: "7.0"\n'
+        "    cmake_defines: {XFER_BACKEND: hip}\n"
+        '    exclude: ["libamdhip64.so*", "libhsa-runtime64.so*"]\n'
+        "    images: [vllm-rocm]\n"
+        "    hardware: [mi355x]\n"
+        "\n"
+    )
+    grown = loads(
+        text.replace("\nimages:\n", "\n" + extra + "images:\n", 1),
+        path=tmp_path / "matrix.yaml",
+        backends_dir=ROOT / "packaging" / "backends",
+    )
+    before = _plan_json(loaded, capsys)
+    after = _plan_json(grown, capsys)
+    added = [s for s in after if s not in before]
+    assert [s["identifier"] for s in added] == [
+        f"cp{py.replace('.', '')}-rocm7-manylinux_x86_64" for py in loaded.matrix.python
+    ]
+    assert {s["variant"] for s in added} == {"rocm7"}
+    # Every key the build jobs read from `matrix.` is in each entry.
+    used = matrix_keys("release.yml")
+    assert used - {"runner", "container", "image", "artifact"} <= set(added[0])
+    smoke_added = [s for s in _plan_json(grown, capsys, smoke=True) if s["variant"] == "rocm7"]
+    assert [(s["image"], s["hardware"]) for s in smoke_added] == [("vllm-rocm", "mi355x")]
+    # The workflows themselves need no edit: the new names are not in them and they still pass.
+    for name in NAMES:
+        assert literal_names(read(name), grown.matrix) == []
+
+
+def test_hardware_entries_carry_what_the_jobs_read(
+    loaded: LoadedMatrix, capsys: pytest.CaptureFixture[str]
+) -> None:
+    entries = _plan_json(loaded, capsys, smoke=True)
+    assert entries
+    used = matrix_keys("hardware.yml")
+    for entry in entries:
+        assert used <= set(entry)
+        assert isinstance(entry["runner"], list)
+    assert {e["nodes"] for e in entries} == {1, 2}
