@@ -1,0 +1,139 @@
+"""xfer: a transfer engine for moving buffers (host or GPU memory) between processes.
+
+Before the compiled extension is loaded this module checks two things, so that
+a broken install fails with a sentence instead of a bare loader error:
+
+* the GPU runtime library this variant was built against (recorded in
+  ``_build_info``) can be loaded, and
+* no second ``xfer-engine*`` variant is installed beside this one (they share
+  the import package ``xfer`` and would overwrite each other's files).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+from importlib import metadata
+
+from . import _build_info
+
+__version__ = _build_info.VERSION
+BACKEND = _build_info.BACKEND
+
+_WHEELS = {
+    "cpu": ("xfer-engine-cpu", "no GPU"),
+    "cuda": ("xfer-engine", "NVIDIA GPUs, CUDA"),
+    "hip": ("xfer-engine-rocm", "AMD GPUs, ROCm/HIP"),
+    "musa": ("xfer-engine-musa", "Moore Threads GPUs, MUSA"),
+}
+
+_RUNTIME_HELP = {
+    "cuda": "install the CUDA runtime (the CUDA toolkit, or `pip install nvidia-cuda-runtime`) "
+    "or make its lib directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
+    "hip": "install ROCm (the HIP runtime, e.g. `apt install libamdhip64-5` or a ROCm release under "
+    "/opt/rocm) or make its lib directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
+    "musa": "install the Moore Threads MUSA runtime (under /usr/local/musa) or make its lib directory "
+    "visible to the loader (ldconfig / LD_LIBRARY_PATH)",
+}
+
+
+def _canonical(name: str) -> str:
+    return name.lower().replace("_", "-").replace(".", "-")
+
+
+def _installed_variants() -> list[str]:
+    """Names of installed distributions that provide the import package ``xfer``."""
+    found: dict[str, str] = {}
+    try:
+        for name in metadata.packages_distributions().get("xfer", []):
+            found[_canonical(name)] = name
+    except Exception:  # a broken foreign distribution must not break the import
+        pass
+    for dist in metadata.distributions():
+        name = dist.metadata.get("Name") or ""
+        if _canonical(name).startswith("xfer-engine"):
+            found[_canonical(name)] = name
+    return sorted(found.values())
+
+
+def _distribution() -> str | None:
+    """The installed distribution this copy of ``xfer`` belongs to, if any."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name in _installed_variants():
+        try:
+            dist = metadata.distribution(name)
+            init = dist.locate_file("xfer/__init__.py")
+            if os.path.dirname(os.path.abspath(str(init))) == here:
+                return name
+        except Exception:
+            continue
+    return None
+
+
+def _check_single_variant() -> None:
+    variants = _installed_variants()
+    if len(variants) <= 1:
+        return
+    msg = (
+        f"xfer: several variants of the engine are installed in this environment: {', '.join(variants)}. "
+        "They share the import package 'xfer' and overwrite each other's files, so which one you get is "
+        f"undefined. Keep exactly one: `pip uninstall {' '.join(variants)}` and then reinstall the one "
+        "for your hardware (xfer-engine-cpu: no GPU, xfer-engine: CUDA, xfer-engine-rocm: ROCm, "
+        "xfer-engine-musa: MUSA)."
+    )
+    if os.environ.get("XFER_ALLOW_MULTIPLE_VARIANTS") == "1":
+        import warnings
+
+        warnings.warn(msg + " (continuing: XFER_ALLOW_MULTIPLE_VARIANTS=1)", RuntimeWarning, stacklevel=3)
+        return
+    raise ImportError(msg)
+
+
+def _wheel_dirs(soname: str) -> list[str]:
+    """lib directories of runtime wheels (nvidia-cuda-runtime) in sys.path."""
+    out = []
+    if soname.startswith("libcudart"):
+        for base in sys.path:
+            for sub in ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib"):
+                cand = os.path.join(base, sub, soname)
+                if os.path.exists(cand):
+                    out.append(cand)
+    return out
+
+
+def _check_runtime() -> None:
+    backend = _build_info.BACKEND
+    for soname in _build_info.RUNTIME_SONAMES:
+        try:
+            ctypes.CDLL(soname, mode=ctypes.RTLD_GLOBAL)
+            continue
+        except OSError as exc:
+            error = exc
+        for cand in _wheel_dirs(soname):
+            try:
+                ctypes.CDLL(cand, mode=ctypes.RTLD_GLOBAL)
+                break
+            except OSError:
+                pass
+        else:
+            dist = _distribution() or _build_info.DEFAULT_DISTRIBUTION
+            wheel, hardware = _WHEELS.get(backend, (dist, backend))
+            others = ", ".join(f"`{w}` ({hw})" for b, (w, hw) in _WHEELS.items() if b != backend)
+            msg = (
+                f"xfer: the installed variant {dist} (backend {backend}, built for {hardware}) needs the "
+                f"runtime library {soname}, which the dynamic loader cannot find ({error}). "
+                f"To use this variant, {_RUNTIME_HELP.get(backend, 'install its runtime')}. "
+                f"Otherwise install the wheel for your hardware instead: `pip uninstall {dist}` and then "
+                f"`pip install xfer-engine-cpu` for no GPU; other variants: {others}."
+            )
+            raise ImportError(msg)
+
+
+_check_single_variant()
+_check_runtime()
+
+from ._xfer import XferError  # noqa: E402
+from ._engine import Engine  # noqa: E402
+
+__all__ = ["BACKEND", "Engine", "XferError", "__version__"]

@@ -1,0 +1,49 @@
+"""python -m xfer {selftest,bench,version}"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m xfer", description="xfer transfer engine tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    st = sub.add_parser("selftest", help="master + two engines on 127.0.0.1, verified transfers both ways")
+    st.add_argument("--json", action="store_true", help="print one JSON object")
+    st.add_argument("--device", action="store_true", help="also move GPU buffers (torch if importable)")
+    st.add_argument("--size", type=float, default=4.0, help="MiB per transfer (default 4)")
+    b = sub.add_parser("bench", help="loopback throughput beside a plain TCP socket")
+    b.add_argument("--total-mib", type=int, default=1024)
+    b.add_argument("--block-mib", type=int, default=4)
+    b.add_argument("--json", action="store_true")
+    sub.add_parser("version", help="print version and backend")
+    args = parser.parse_args(argv)
+
+    if args.command == "version":
+        from . import _build_info
+
+        print(f"xfer {_build_info.VERSION} (backend {_build_info.BACKEND})")
+        return 0
+    if args.command == "selftest":
+        from ._selftest import print_report, run
+
+        report = run(size_mib=args.size, device=args.device)
+        if args.json:
+            print(json.dumps(report, indent=2, sort_keys=True))
+        else:
+            print_report(report)
+        return 0 if report["ok"] else 1
+    from ._bench import print_report as print_bench, run as run_bench
+
+    result = run_bench(total_mib=args.total_mib, block_mib=args.block_mib)
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print_bench(result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
