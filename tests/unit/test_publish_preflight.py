@@ -1,0 +1,135 @@
+"""Preflight: the whole expected set, every problem at once, no process started."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from release import matrix as matrix_mod
+from release.errors import PublishError
+from release.publish import collect, preflight
+from tests.integration.publish_support import (
+    make_wheel,
+    make_wheelhouse,
+    wheel_name,
+    write_matrix,
+    write_report,
+)
+
+
+def no_twine(paths: Sequence[Path]) -> list[str]:
+    return []
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> tuple[matrix_mod.LoadedMatrix, Path]:
+    loaded = matrix_mod.load(write_matrix(tmp_path))
+    return loaded, make_wheelhouse(tmp_path / "wheelhouse")
+
+
+def test_complete_set_passes(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+    loaded, wheelhouse = setup
+    found = preflight(loaded, wheelhouse, "0.1.0", checker=no_twine)
+    assert [c.step for c in found] == [
+        "cp310-cpu-manylinux_x86_64",
+        "cp313-cpu-manylinux_x86_64",
+        "cp310-rocm-manylinux_x86_64",
+        "cp313-rocm-manylinux_x86_64",
+    ]
+    assert {c.project for c in found} == {"xfer-engine-cpu", "xfer-engine-rocm"}
+
+
+def test_every_problem_is_reported_together(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+    loaded, wheelhouse = setup
+    rocm313 = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.13")
+    rocm313.unlink()  # its report stays behind, orphaned
+    cpu310 = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.10")
+    write_report(cpu310, "cpu", "xfer-engine-cpu", release=False)
+    cpu313 = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.13")
+    cpu313.write_bytes(cpu313.read_bytes() + b"\0")  # changed after verification
+    (wheelhouse / "cpu" / "build.log").write_text("x")
+    (wheelhouse / "stray.whl").write_text("x")
+    extra = make_wheel(wheelhouse / "rocm", "xfer-engine-rocm", "0.1.0", "3.12")
+    write_report(extra, "rocm", "xfer-engine-rocm")
+    calls: list[list[Path]] = []
+
+    def twine(paths: Sequence[Path]) -> list[str]:
+        calls.append(list(paths))
+        return ["twine check --strict failed: something"]
+
+    with pytest.raises(PublishError) as info:
+        preflight(loaded, wheelhouse, "0.1.0", checker=twine)
+    text = str(info.value)
+    assert "nothing was uploaded" in text
+    for needle in (
+        f"rocm/{rocm313.name}.verify.json: a verify report without its wheel",
+        "rocm/: missing cp313-rocm-manylinux_x86_64 (Python 3.13): no xfer_engine_rocm-0.1.0-cp313-*.whl",
+        f"cpu/{cpu310.name}.verify.json: not a release-mode report",
+        f"cpu/{cpu313.name}.verify.json: sha256 does not match the wheel",
+        "cpu/build.log: unknown file",
+        "stray.whl: unexpected file outside the <variant>/ directories",
+        f"rocm/{extra.name}: built for cp312, which the matrix does not list",
+        "twine check --strict failed",
+    ):
+        assert needle in text
+    assert len(calls) == 1  # one twine call for all files
+    assert len(calls[0]) == 4
+
+
+def test_version_must_match_the_tag(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+    loaded, wheelhouse = setup
+    _, problems = collect(loaded, wheelhouse, "0.2.0")
+    assert sum("does not match the tag's version 0.2.0" in p for p in problems) == 4
+    assert sum("missing" in p for p in problems) == 4
+
+
+def test_renamed_wheel_is_caught_by_its_metadata(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+    loaded, wheelhouse = setup
+    cpu = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.10")
+    rocm = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.10")
+    shutil.copy(cpu, rocm)
+    write_report(rocm, "rocm", "xfer-engine-rocm")
+    _, problems = collect(loaded, wheelhouse, "0.1.0")
+    assert problems == [
+        f"rocm/{rocm.name}: its METADATA says xfer-engine-cpu 0.1.0: the file was renamed",
+        "rocm/: missing cp310-rocm-manylinux_x86_64 (Python 3.10): no xfer_engine_rocm-0.1.0-cp310-*.whl",
+    ]
+
+
+def test_wheel_in_the_wrong_variant_directory(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+    loaded, wheelhouse = setup
+    cpu = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.10")
+    shutil.move(str(cpu), wheelhouse / "rocm" / cpu.name)
+    _, problems = collect(loaded, wheelhouse, "0.1.0")
+    assert any("distribution xfer-engine-cpu is not xfer-engine-rocm" in p for p in problems)
+    assert any(p.startswith("cpu/: missing cp310-cpu") for p in problems)
+
+
+def test_two_wheels_for_one_step(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+    loaded, wheelhouse = setup
+    other = make_wheel(
+        wheelhouse / "cpu", "xfer-engine-cpu", "0.1.0", "3.10", platform="manylinux_2_28_x86_64"
+    )
+    write_report(other, "cpu", "xfer-engine-cpu")
+    _, problems = collect(loaded, wheelhouse, "0.1.0")
+    assert len(problems) == 1
+    assert "2 wheels for cp310-cpu-manylinux_x86_64" in problems[0]
+
+
+def test_failed_verification_names_the_rules(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+    loaded, wheelhouse = setup
+    wheel = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.10")
+    write_report(wheel, "rocm", "xfer-engine-rocm", ok=False)
+    _, problems = collect(loaded, wheelhouse, "0.1.0")
+    assert problems == [
+        f"rocm/{wheel.name}.verify.json: verification did not pass (failed rules: platform-floor)"
+    ]
+
+
+def test_missing_wheelhouse(tmp_path: Path) -> None:
+    loaded = matrix_mod.load(write_matrix(tmp_path))
+    with pytest.raises(PublishError, match="no such directory"):
+        preflight(loaded, tmp_path / "nowhere", "0.1.0", checker=no_twine)
