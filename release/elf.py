@@ -23,6 +23,7 @@ ELF_MAGIC = b"\x7fELF"
 # GPU architecture names as they appear inside code objects and fat binaries:
 # AMD (gfx942, gfx90a), NVIDIA (sm_90, sm_90a), Moore Threads (mp_21).
 _ARCH = re.compile(rb"(?<![A-Za-z0-9_])(gfx\d{3,4}[a-z]?|sm_\d{2,3}[a-z]?|mp_\d{2})(?![0-9])")
+_IDENTITY = (".text", ".gnu.hash", ".hash")
 _VERSIONED = re.compile(r"^([A-Z][A-Z_]*?)_(\d+(?:\.\d+)*)$")
 
 
@@ -47,7 +48,8 @@ class ElfInfo:
     device_sections: tuple[str, ...]
     architectures: tuple[str, ...]
     code_sha256: str
-    """sha256 of `.text`, or of the whole file when it has no code: equal for copies under two names."""
+    """sha256 of `.text` and the symbol hash table (`.gnu.hash`/`.hash`: a fingerprint of the exported
+    names), or of the whole file when it has no code. Renaming a copy (file name, SONAME) keeps it."""
 
     def max_version(self, prefix: str) -> str | None:
         """The newest version with this prefix required (`GLIBC` -> '2.34'), or None."""
@@ -124,7 +126,8 @@ def _inspect(path: str, data: bytes, device_sections: Collection[str]) -> ElfInf
     debug: list[str] = []
     device: list[str] = []
     architectures: set[str] = set()
-    text_hash: str | None = None
+    code = hashlib.sha256()
+    has_code = False
     for section in elf.iter_sections():
         name = section.name
         if isinstance(section, DynamicSection):
@@ -146,8 +149,9 @@ def _inspect(path: str, data: bytes, device_sections: Collection[str]) -> ElfInf
         elif name in device_sections and section["sh_type"] != "SHT_NOBITS" and section["sh_size"] > 0:
             device.append(name)
             architectures.update(find_architectures(section.data()))
-        elif name == ".text" and section["sh_type"] != "SHT_NOBITS" and section["sh_size"] > 0:
-            text_hash = hashlib.sha256(section.data()).hexdigest()
+        elif name in _IDENTITY and section["sh_type"] != "SHT_NOBITS" and section["sh_size"] > 0:
+            code.update(name.encode() + b"\0" + section.data())
+            has_code = has_code or name == ".text"
     return ElfInfo(
         path=path,
         size=len(data),
@@ -160,7 +164,7 @@ def _inspect(path: str, data: bytes, device_sections: Collection[str]) -> ElfInf
         debug_sections=tuple(debug),
         device_sections=tuple(device),
         architectures=tuple(sorted(architectures)),
-        code_sha256=text_hash or hashlib.sha256(data).hexdigest(),
+        code_sha256=code.hexdigest() if has_code else hashlib.sha256(data).hexdigest(),
     )
 
 

@@ -1,0 +1,559 @@
+"""`release verify` rule by rule, on small wheels built here with the real compiler.
+
+One good ROCm wheel passes every rule; each case changes one thing and must make exactly the
+named rule fire. Libraries are tiny C files compiled with `gcc -shared -fPIC`; the ROCm runtime
+is a stand-in built here with the soname `libamdhip64.so.5` (never the real one).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from release import matrix as matrix_mod
+from release.verify import RULE_IDS, SCHEMA_FILE, verify_wheel
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+MATRIX = """\
+schema_version: 1
+engine:
+  source: engine
+  import_name: xfer
+  version: "0.1.0"
+python: ["3.12", "3.13"]
+platform:
+  floor: manylinux_2_28_x86_64
+  system_libraries: ["libdeclared_standin.so.*"]
+variants:
+  cpu:
+    distribution: xfer-engine-cpu
+    backend: cpu
+  rocm:
+    distribution: xfer-engine-rocm
+    backend: rocm
+    exclude: ["libamdhip64.so*", "libhsa-runtime64.so*"]
+    architectures: [gfx942, gfx950]
+    device_code: false
+  rocmdev:
+    distribution: xfer-engine-rocmdev
+    backend: rocm
+    exclude: ["libamdhip64.so*", "libhsa-runtime64.so*"]
+    architectures: [gfx942, gfx950]
+    device_code: true
+"""
+
+GUARDED_INIT = b'''\
+"""The engine's import package (test wheel)."""
+from importlib.metadata import distributions
+
+_mine = [d for d in distributions() if (d.metadata["Name"] or "").startswith("xfer-engine")]
+if len(_mine) > 1:
+    raise ImportError("two xfer-engine variants are installed")
+'''
+UNGUARDED_INIT = b'"""No guard at all."""\nfrom ._xfer import *\n'
+
+SOURCES = {
+    # Test stand-in for the ROCm runtime: only its soname matters.
+    "hip_standin.c": "int xfer_test_hip_standin_get_device_count(void) { return 0; }\n",
+    "ext_rocm.c": (
+        "int xfer_test_hip_standin_get_device_count(void);\n"
+        "int PyInit__xfer(void) { return xfer_test_hip_standin_get_device_count(); }\n"
+    ),
+    "ext_plain.c": "int PyInit__xfer(void) { return 42; }\n",
+    "core.c": "int xfer_test_core(int x) { return x * 3 + 1; }\n",
+    "dup.c": "long xfer_test_dup(long x) { return x * 7 - 5; }\n",
+    "debug.c": "int xfer_test_debug(int x) { int y = x + 2; return y * y; }\n",
+    "runpath.c": "int xfer_test_runpath(int x) { return x - 9; }\n",
+    "device.c": "int xfer_test_device(int x) { return x ^ 0x5a; }\n",
+    "undeclared_standin.c": "int xfer_test_undeclared(void) { return 11; }\n",
+    "declared_standin.c": "int xfer_test_declared(void) { return 12; }\n",
+    "uses_undeclared.c": (
+        "int xfer_test_undeclared(void);\nint xfer_test_uses(void) { return xfer_test_undeclared(); }\n"
+    ),
+    "uses_declared.c": (
+        "int xfer_test_declared(void);\nint xfer_test_uses2(void) { return xfer_test_declared(); }\n"
+    ),
+    "new_glibc.c": (
+        "#include <pthread.h>\n#include <dlfcn.h>\n"
+        "static void *run(void *p) { return p; }\n"
+        "int xfer_test_new_glibc(void) { pthread_t t; if (pthread_create(&t, 0, run, 0)) return -1;\n"
+        '  return pthread_join(t, 0) + (dlsym(RTLD_DEFAULT, "x") != 0); }\n'
+    ),
+}
+
+
+def _gcc(out: Path, source: Path, *extra: str) -> Path:
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O1", "-o", str(out), str(source), *extra], check=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """Every ELF file the cases use, compiled once."""
+    if shutil.which("gcc") is None or shutil.which("objcopy") is None:
+        pytest.skip("gcc and objcopy are needed to build the test libraries")
+    d = tmp_path_factory.mktemp("libs")
+    for name, text in SOURCES.items():
+        (d / name).write_text(text)
+    hip = _gcc(d / "libamdhip64.so.5", d / "hip_standin.c", "-Wl,-soname,libamdhip64.so.5")
+    _gcc(
+        d / "libundeclared_standin.so.1", d / "undeclared_standin.c", "-Wl,-soname,libundeclared_standin.so.1"
+    )
+    _gcc(d / "libdeclared_standin.so.1", d / "declared_standin.c", "-Wl,-soname,libdeclared_standin.so.1")
+    link = ["-Wl,--no-as-needed", f"-L{d}"]
+    built = {
+        "hip_standin": hip,
+        "ext_rocm": _gcc(
+            d / "_xfer_rocm.so",
+            d / "ext_rocm.c",
+            *link,
+            "-l:libamdhip64.so.5",
+            "-Wl,-rpath,$ORIGIN/../xfer_engine_rocm.libs",
+        ),
+        "ext_plain": _gcc(d / "_xfer_plain.so", d / "ext_plain.c"),
+        "core": _gcc(d / "libxfercore.so", d / "core.c", "-Wl,-soname,libxfercore-1a2b3c4d.so.0", "-s"),
+        "dup": _gcc(d / "libdup.so", d / "dup.c", "-Wl,-soname,libdup.so.1"),
+        "dup_renamed": _gcc(d / "libdup2.so", d / "dup.c", "-Wl,-soname,libdup-9f8e7d6c.so.1"),
+        "debug": _gcc(d / "libdebug.so", d / "debug.c", "-g"),
+        "runpath": _gcc(d / "librunpath.so", d / "runpath.c", "-Wl,--enable-new-dtags,-rpath,/tmp/build/lib"),
+        "uses_undeclared": _gcc(
+            d / "libuses.so", d / "uses_undeclared.c", *link, "-l:libundeclared_standin.so.1"
+        ),
+        "uses_declared": _gcc(d / "libuses2.so", d / "uses_declared.c", *link, "-l:libdeclared_standin.so.1"),
+        "new_glibc": _gcc(d / "libnewglibc.so", d / "new_glibc.c"),
+    }
+    for arches, key in (("gfx942", "device_942"), ("gfx942 gfx950", "device_all")):
+        payload = d / f"{key}.bin"
+        payload.write_bytes(
+            b"__CLANG_OFFLOAD_BUNDLE__"
+            + b"".join(f"\0hipv4-amdgcn-amd-amdhsa--{a}\0".encode() for a in arches.split())
+            + b"\0" * 64
+        )
+        lib = _gcc(d / f"lib{key}.so", d / "device.c")
+        subprocess.run(["objcopy", "--add-section", f".hip_fatbin={payload}", str(lib)], check=True)
+        built[key] = lib
+    return {k: v.read_bytes() for k, v in built.items()}
+
+
+@dataclass
+class WheelSpec:
+    """A wheel to build: files by member path, with their unix modes."""
+
+    distribution: str = "xfer_engine_rocm"
+    version: str = "0.1.0"
+    tag: str = "cp312-cp312-manylinux_2_28_x86_64"
+    files: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    metadata_name: str | None = None
+
+    def build(self, directory: Path) -> Path:
+        dist_info = f"{self.distribution}-{self.version}.dist-info"
+        name = self.metadata_name or self.distribution.replace("_", "-")
+        files = dict(self.files)
+        files[f"{dist_info}/METADATA"] = (
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {self.version}\n".encode(),
+            0o644,
+        )
+        files[f"{dist_info}/WHEEL"] = (
+            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {self.tag}\n".encode(),
+            0o644,
+        )
+        record = []
+        path = directory / f"{self.distribution}-{self.version}-{self.tag}.whl"
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+            for member, (data, mode) in files.items():
+                info = zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0))
+                info.external_attr = (0o100000 | mode) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, data)
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                record.append(f"{member},sha256={digest},{len(data)}")
+            record.append(f"{dist_info}/RECORD,,")
+            zf.writestr(f"{dist_info}/RECORD", "\n".join(record) + "\n")
+        return path
+
+
+def good_rocm(libs: dict[str, bytes]) -> WheelSpec:
+    """A ROCm wheel that passes every rule."""
+    return WheelSpec(
+        files={
+            "xfer/__init__.py": (GUARDED_INIT, 0o644),
+            "xfer/_xfer.cpython-312-x86_64-linux-gnu.so": (libs["ext_rocm"], 0o755),
+            "xfer_engine_rocm.libs/libxfercore-1a2b3c4d.so.0": (libs["core"], 0o755),
+            "xfer_engine_rocm-0.1.0.data/scripts/xfer-run": (b'#!/bin/sh\nexec python -m xfer "$@"\n', 0o755),
+        }
+    )
+
+
+def _add(key: str, member: str, mode: int = 0o755) -> Callable[[WheelSpec, dict[str, bytes]], None]:
+    def change(spec: WheelSpec, libs: dict[str, bytes]) -> None:
+        spec.files[member] = (libs[key], mode)
+
+    return change
+
+
+def _set(**values: object) -> Callable[[WheelSpec, dict[str, bytes]], None]:
+    def change(spec: WheelSpec, libs: dict[str, bytes]) -> None:
+        for key, value in values.items():
+            setattr(spec, key, value)
+
+    return change
+
+
+def _chain(
+    *changes: Callable[[WheelSpec, dict[str, bytes]], None],
+) -> Callable[[WheelSpec, dict[str, bytes]], None]:
+    def change(spec: WheelSpec, libs: dict[str, bytes]) -> None:
+        for c in changes:
+            c(spec, libs)
+
+    return change
+
+
+def _file(member: str, data: bytes, mode: int) -> Callable[[WheelSpec, dict[str, bytes]], None]:
+    def change(spec: WheelSpec, libs: dict[str, bytes]) -> None:
+        spec.files[member] = (data, mode)
+
+    return change
+
+
+def _drop(member: str) -> Callable[[WheelSpec, dict[str, bytes]], None]:
+    def change(spec: WheelSpec, libs: dict[str, bytes]) -> None:
+        del spec.files[member]
+
+    return change
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    change: Callable[[WheelSpec, dict[str, bytes]], None]
+    rule: str
+    status: str
+    variant: str | None = None
+    release: bool = False
+    expected_version: str | None = None
+    paths: tuple[str, ...] = ()
+
+
+EXT = "xfer/_xfer.cpython-312-x86_64-linux-gnu.so"
+LIBS = "xfer_engine_rocm.libs"
+
+CASES = [
+    Case(
+        "vendored runtime stand-in",
+        _add("hip_standin", f"{LIBS}/libamdhip64.so.5"),
+        "vendored-runtime",
+        "fail",
+        paths=(f"{LIBS}/libamdhip64.so.5",),
+    ),
+    Case(
+        "vendored runtime renamed by repair",
+        _add("hip_standin", f"{LIBS}/libamdhip64-0a1b2c3d.so.5"),
+        "vendored-runtime",
+        "fail",
+        paths=(f"{LIBS}/libamdhip64-0a1b2c3d.so.5",),
+    ),
+    Case("extension without the runtime NEEDED", _add("ext_plain", EXT), "missing-runtime-needed", "fail"),
+    Case(
+        "same library under two names",
+        _chain(_add("dup", f"{LIBS}/libdup.so.1"), _add("dup_renamed", f"{LIBS}/libdup-9f8e7d6c.so.1")),
+        "duplicate-library",
+        "fail",
+        paths=(f"{LIBS}/libdup.so.1", f"{LIBS}/libdup-9f8e7d6c.so.1"),
+    ),
+    Case(
+        "same soname twice",
+        _chain(_add("dup", f"{LIBS}/libdup.so.1"), _add("dup", "xfer/libdup.so.1")),
+        "duplicate-library",
+        "fail",
+    ),
+    Case(
+        "unstripped -g library",
+        _add("debug", f"{LIBS}/libdebug.so"),
+        "debug-info",
+        "fail",
+        paths=(f"{LIBS}/libdebug.so",),
+    ),
+    Case(
+        "absolute RUNPATH /tmp/build/lib",
+        _add("runpath", f"{LIBS}/librunpath.so"),
+        "build-path-rpath",
+        "fail",
+        paths=(f"{LIBS}/librunpath.so",),
+    ),
+    Case(
+        "GLIBC_2.34 symbols in a manylinux_2_17 wheel",
+        _chain(_add("new_glibc", f"{LIBS}/libnewglibc.so"), _set(tag="cp312-cp312-manylinux_2_17_x86_64")),
+        "platform-floor",
+        "fail",
+        paths=(f"{LIBS}/libnewglibc.so",),
+    ),
+    Case(
+        "GLIBC_2.34 symbols fit a manylinux_2_34 tag, newer than the floor: warning",
+        _chain(_add("new_glibc", f"{LIBS}/libnewglibc.so"), _set(tag="cp312-cp312-manylinux_2_34_x86_64")),
+        "platform-floor",
+        "warn",
+    ),
+    Case(
+        "tag newer than the floor with --release",
+        _set(tag="cp312-cp312-manylinux_2_34_x86_64"),
+        "platform-floor",
+        "fail",
+        release=True,
+    ),
+    Case("linux_x86_64 tag", _set(tag="cp312-cp312-linux_x86_64"), "platform-floor", "warn"),
+    Case(
+        "NEEDED on an undeclared library",
+        _add("uses_undeclared", f"{LIBS}/libuses.so"),
+        "external-dependency",
+        "fail",
+        paths=(f"{LIBS}/libuses.so",),
+    ),
+    Case(
+        ".hip_fatbin with gfx942 in a device_code: false variant",
+        _add("device_942", f"{LIBS}/libdev.so"),
+        "device-code",
+        "fail",
+        paths=(f"{LIBS}/libdev.so",),
+    ),
+    Case(
+        "declared gfx950 missing from the code objects",
+        _chain(_add("device_942", f"{LIBS}/libdev.so"), _set(distribution="xfer_engine_rocmdev")),
+        "device-code",
+        "fail",
+    ),
+    Case(
+        "wrong distribution name for the variant",
+        _set(distribution="xfer_engine_rokm"),
+        "wheel-name",
+        "fail",
+        variant="rocm",
+    ),
+    Case("distribution that is no variant's", _set(distribution="xfer_engine_rokm"), "wheel-name", "fail"),
+    Case(
+        "python tag outside the matrix", _set(tag="cp311-cp311-manylinux_2_28_x86_64"), "wheel-name", "fail"
+    ),
+    Case(
+        "version other than the release tag",
+        lambda s, libs: None,
+        "wheel-name",
+        "fail",
+        expected_version="v0.2.0",
+    ),
+    Case("METADATA name differs from the file name", _set(metadata_name="xfer-engine"), "wheel-name", "fail"),
+    Case(
+        "script without its run bit",
+        _file("xfer_engine_rocm-0.1.0.data/scripts/xfer-run", b"#!/bin/sh\necho hi\n", 0o644),
+        "non-executable-script",
+        "fail",
+        paths=("xfer_engine_rocm-0.1.0.data/scripts/xfer-run",),
+    ),
+    Case(
+        "__init__.py without the guard",
+        _file("xfer/__init__.py", UNGUARDED_INIT, 0o644),
+        "variant-conflict",
+        "fail",
+    ),
+    Case("no __init__.py at all", _drop("xfer/__init__.py"), "variant-conflict", "fail"),
+    # Must not fire:
+    Case(
+        "declared system library", _add("uses_declared", f"{LIBS}/libuses2.so"), "external-dependency", "pass"
+    ),
+    Case(
+        "declared architectures present",
+        _chain(_add("device_all", f"{LIBS}/libdev.so"), _set(distribution="xfer_engine_rocmdev")),
+        "device-code",
+        "pass",
+    ),
+    Case(
+        "the release tag matches the version",
+        lambda s, libs: None,
+        "wheel-name",
+        "pass",
+        expected_version="v0.1.0",
+    ),
+    Case("strip removed the debug info", _add("core", f"{LIBS}/libother.so"), "debug-info", "pass"),
+]
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory) -> matrix_mod.LoadedMatrix:
+    d = tmp_path_factory.mktemp("project")
+    (d / "engine").mkdir()
+    (d / "matrix.yaml").write_text(MATRIX)
+    return matrix_mod.load(d / "matrix.yaml", backends_dir=ROOT / "packaging" / "backends")
+
+
+def _report(spec: WheelSpec, tmp_path: Path, loaded: matrix_mod.LoadedMatrix | None, **kw: object) -> dict:
+    wheel = spec.build(tmp_path)
+    return verify_wheel(wheel, loaded=loaded, **kw).to_json()  # type: ignore[arg-type]
+
+
+def _status(report: dict, rule: str) -> dict:
+    return next(r for r in report["rules"] if r["id"] == rule)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
+def test_rule(case: Case, libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path) -> None:
+    spec = good_rocm(libs)
+    case.change(spec, libs)
+    report = _report(
+        spec,
+        tmp_path,
+        loaded,
+        variant=case.variant,
+        release=case.release,
+        expected_version=case.expected_version,
+    )
+    result = _status(report, case.rule)
+    assert result["status"] == case.status, result
+    for path in case.paths:
+        assert path in result["paths"], result
+    if case.status == "fail":
+        assert report["ok"] is False
+        # The change makes only the named rule fail.
+        others = [r["id"] for r in report["rules"] if r["status"] == "fail" and r["id"] != case.rule]
+        assert others == [], report["rules"]
+
+
+@pytest.mark.parametrize("rule", RULE_IDS)
+def test_good_wheel_passes(
+    rule: str, libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    report = _report(good_rocm(libs), tmp_path, loaded)
+    assert _status(report, rule)["status"] == "pass"
+    assert report["ok"] is True
+    assert report["releasable"] is True
+    assert report["runtime_bound"] == ["libamdhip64.so.5"]
+
+
+def test_cpu_variant_needs_no_runtime(
+    libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    spec = WheelSpec(
+        distribution="xfer_engine_cpu",
+        files={
+            "xfer/__init__.py": (GUARDED_INIT, 0o644),
+            EXT: (libs["ext_plain"], 0o755),
+        },
+    )
+    report = _report(spec, tmp_path, loaded)
+    assert report["variant"] == "cpu"
+    assert _status(report, "missing-runtime-needed")["status"] == "not-applicable"
+    assert _status(report, "vendored-runtime")["status"] == "pass"
+    assert report["ok"] is True
+
+
+def test_without_matrix_rules_are_not_applicable(libs: dict[str, bytes], tmp_path: Path) -> None:
+    report = _report(good_rocm(libs), tmp_path, None)
+    statuses = {r["id"]: r["status"] for r in report["rules"]}
+    for rule in (
+        "vendored-runtime",
+        "missing-runtime-needed",
+        "device-code",
+        "wheel-name",
+        "variant-conflict",
+    ):
+        assert statuses[rule] == "not-applicable", rule
+    for rule in (
+        "duplicate-library",
+        "debug-info",
+        "build-path-rpath",
+        "platform-floor",
+        "external-dependency",
+    ):
+        assert statuses[rule] == "pass", rule
+    # The runtime is still recognized from the toolkit's backend data.
+    assert report["runtime_bound"] == ["libamdhip64.so.5"]
+    assert report["variant"] is None and report["matrix"] is None
+
+
+def test_elf_files_in_report(libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path) -> None:
+    spec = good_rocm(libs)
+    _add("new_glibc", f"{LIBS}/libnewglibc.so")(spec, libs)
+    _add("runpath", f"{LIBS}/librunpath.so")(spec, libs)
+    report = _report(spec, tmp_path, loaded)
+    files = {e["path"]: e for e in report["elf_files"]}
+    assert files[EXT]["needed"][0] == "libamdhip64.so.5"
+    assert files[EXT]["runpath"] == ["$ORIGIN/../xfer_engine_rocm.libs"]
+    assert files[f"{LIBS}/libxfercore-1a2b3c4d.so.0"]["soname"] == "libxfercore-1a2b3c4d.so.0"
+    assert files[f"{LIBS}/libnewglibc.so"]["max_glibc"] == "2.34"
+    assert files[f"{LIBS}/librunpath.so"]["runpath"] == ["/tmp/build/lib"]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "release", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+
+
+def test_cli_json_validates_and_exit_codes(
+    libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA_FILE.read_text())
+    spec = good_rocm(libs)
+    spec.tag = "cp312-cp312-manylinux_2_34_x86_64"
+    wheel = spec.build(tmp_path)
+    matrix = str(loaded.path)
+
+    normal = _cli("--matrix", matrix, "verify", str(wheel), "--json", cwd=tmp_path)
+    assert normal.returncode == 0, normal.stderr
+    report = json.loads(normal.stdout)
+    jsonschema.validate(report, schema)
+    assert report["ok"] is True and report["releasable"] is False
+    assert _status(report, "platform-floor")["status"] == "warn"
+    assert "not releasable" in _status(report, "platform-floor")["message"]
+
+    release = _cli("--matrix", matrix, "verify", str(wheel), "--json", "--release", cwd=tmp_path)
+    assert release.returncode == 6, release.stderr
+    report = json.loads(release.stdout)
+    jsonschema.validate(report, schema)
+    assert report["release_mode"] is True
+    assert _status(report, "platform-floor")["status"] == "fail"
+    assert "platform-floor" in release.stderr
+
+    readable = _cli("--matrix", matrix, "verify", str(wheel), cwd=tmp_path)
+    assert readable.returncode == 0
+    assert "WARN  platform-floor" in readable.stdout
+    assert "runtime bound: libamdhip64.so.5" in readable.stdout
+
+    # No matrix at all (none in the working directory): matrix rules say n/a.
+    bare = _cli("verify", str(wheel), "--json", "--write-reports", cwd=tmp_path)
+    assert bare.returncode == 0, bare.stderr
+    report = json.loads(bare.stdout)
+    jsonschema.validate(report, schema)
+    assert _status(report, "wheel-name")["status"] == "not-applicable"
+    written = json.loads((tmp_path / (wheel.name + ".verify.json")).read_text())
+    assert written["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
+
+
+def test_cli_fails_with_exit_6(
+    libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    spec = good_rocm(libs)
+    _add("hip_standin", f"{LIBS}/libamdhip64.so.5")(spec, libs)
+    wheel = spec.build(tmp_path)
+    result = _cli("--matrix", str(loaded.path), "verify", str(wheel), cwd=tmp_path)
+    assert result.returncode == 6
+    assert "FAIL  vendored-runtime" in result.stdout
+    assert f"{LIBS}/libamdhip64.so.5" in result.stdout
+    assert "vendored-runtime" in result.stderr
