@@ -320,7 +320,7 @@ class Sandbox:
         script = stage.with_suffix(".sh")
         script.write_text(self.script(stage), encoding="utf-8")
         command = [_tool("unshare"), "--mount", "--propagation", "private", "/bin/sh", str(script), *argv]
-        return run_command(command, env=env, timeout=timeout, shown=argv)
+        return run_command(command, env=env, timeout=timeout, shown=argv, cwd=self.workdir)
 
 
 def run_command(
@@ -329,13 +329,14 @@ def run_command(
     env: Mapping[str, str] | None = None,
     timeout: float = 600,
     shown: Sequence[str] | None = None,
+    cwd: Path | None = None,
 ) -> Result:
     """Run a command, capturing its output; a timeout is reported as exit 124."""
     started = time.monotonic()
     try:
         proc = subprocess.run(
             list(argv), env=dict(env) if env is not None else None, capture_output=True, text=True,
-            timeout=timeout, check=False,
+            timeout=timeout, check=False, cwd=cwd,
         )
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:

@@ -77,7 +77,8 @@ print(json.dumps({"mapped": mapped, "dirs": sorted({os.path.realpath(os.path.dir
                   "expected": os.path.realpath(sys.argv[3])}))
 """
 
-_BARE_LOADER_ERROR = re.compile(r"\S+\.so[.\d]*: cannot open shared object file")
+# The loader's own words as the whole message: what the user must never be left with.
+_BARE_LOADER_ERROR = re.compile(r"^\w*(?:Error|Exception): \S+\.so[.\d]*: cannot open shared object file")
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,7 @@ class Smoke:
 
     def _run(self, argv: Sequence[str], timeout: float = 600) -> Result:
         if self.sandbox is None:
-            return run_command(argv, env=self.env, timeout=timeout)
+            return run_command(argv, env=self.env, timeout=timeout, cwd=self.workdir)
         return self.sandbox.run(argv, env=self.env, timeout=timeout)
 
     def _step(self, name: str, result: Result | None, ok: bool, detail: str = "") -> None:
@@ -350,7 +351,7 @@ class Smoke:
             self._step(f"import {name} refused", result, False, f"bare loader error: {message}")
         if stems and not any(stem in message for stem in stems):
             self._step(f"import {name} refused", result, False, f"the message does not name {stems[0]}")
-        self._step(f"import {name} refused", result, True, message[:160])
+        self._step(f"import {name} refused", result, True, message)
 
     def check_runtime_location(self) -> None:
         if not self.runtime_sonames or self.runtime_dir is None:

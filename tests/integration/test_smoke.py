@@ -243,8 +243,9 @@ def test_rocm_wheel_passes_in_distro_and_prefix_layouts_and_refuses_without_runt
             assert steps["runtime location"]["detail"].startswith("/opt/rocm/lib/libamdhip64.so.5")
         else:
             message = steps["import xfer refused"]["detail"]
-            assert "libamdhip64" in message
-            assert "cannot open shared object file" not in message
+            assert message.startswith(RUNTIME_MISSING), message
+            assert "To use this variant, install ROCm" in message
+            assert "`pip install xfer-engine-cpu` for no GPU" in message
 
 
 @needs_engine
@@ -301,4 +302,14 @@ def test_second_variant_in_one_venv_is_refused_naming_both(
     assert last == CONFLICT_MESSAGE, last
 
 
-CONFLICT_MESSAGE = "TO BE FILLED FROM engine/python/xfer/__init__.py"
+RUNTIME_MISSING = (
+    "ImportError: xfer: the installed variant xfer-engine-rocm (backend hip, built for AMD GPUs, ROCm/HIP) "
+    "needs the runtime library libamdhip64.so.5, which the dynamic loader cannot find"
+)
+CONFLICT_MESSAGE = (
+    "ImportError: xfer: several variants of the engine are installed in this environment: "
+    "xfer-engine-cpu, xfer-engine-rocm. They share the import package 'xfer' and overwrite each other's "
+    "files, so which one you get is undefined. Keep exactly one: "
+    "`pip uninstall xfer-engine-cpu xfer-engine-rocm` and then reinstall the one for your hardware "
+    "(xfer-engine-cpu: no GPU, xfer-engine: CUDA, xfer-engine-rocm: ROCm, xfer-engine-musa: MUSA)."
+)
