@@ -191,10 +191,15 @@ def run(size_mib: float = 4.0, device: bool = False) -> dict:
             try:
                 import torch  # noqa: PLC0415
 
-                if torch.cuda.is_available() and _build_info.BACKEND in ("cuda", "hip"):
+                if not torch.cuda.is_available():
+                    report["torch"] = f"torch {torch.__version__} sees no GPU"
+                elif _build_info.BACKEND not in ("cuda", "hip"):
+                    report["torch"] = f"torch not used with backend {_build_info.BACKEND}"
+                else:
                     torch_mod = torch
-            except Exception:
-                torch_mod = None
+                    report["torch"] = f"torch {torch.__version__}"
+            except Exception as exc:
+                report["torch"] = f"torch not importable ({type(exc).__name__}: {exc})"
             if a.device_count == 0:
                 report["device_reason"] = "no GPU visible to the engine's runtime"
             else:
