@@ -147,7 +147,7 @@ def _check_report(wheel: Path, sha: str, variant: str, distribution: str) -> lis
     if not report_path.is_file():
         return [
             f"{wheel.parent.name}/{wheel.name}: no verify report {report_path.name} "
-            "(run `python -m release verify --release` on it)"
+            "(run `python -m release verify --release --write-reports` on it)"
         ]
     try:
         report = json.loads(report_path.read_text(encoding="utf-8"))
@@ -159,7 +159,9 @@ def _check_report(wheel: Path, sha: str, variant: str, distribution: str) -> lis
     if report.get("wheel") != wheel.name:
         problems.append(f"{where}: reports on {report.get('wheel')!r}, not on {wheel.name}")
     if report.get("release_mode") is not True:
-        problems.append(f"{where}: not a release-mode report (run `python -m release verify --release`)")
+        problems.append(
+            f"{where}: not a release-mode report (run `python -m release verify --release --write-reports`)"
+        )
     if report.get("ok") is not True:
         rules_list = report.get("rules", [])
         failed = [r.get("id") for r in rules_list if isinstance(r, dict) and r.get("status") == "fail"]

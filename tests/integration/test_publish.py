@@ -306,10 +306,17 @@ def test_end_to_end_with_built_wheels(
 ) -> None:
     """The real wheels of the lead's `host_wheelhouse` fixture: publish, install, selftest."""
     try:
-        matrix_path, wheelhouse = request.getfixturevalue("host_wheelhouse")
+        matrix_path, host_wheelhouse = request.getfixturevalue("host_wheelhouse")
     except pytest.FixtureLookupError:
         pytest.skip("tests/integration/conftest.py does not provide host_wheelhouse yet")
-    matrix_path, wheelhouse = Path(matrix_path), Path(wheelhouse)
+    matrix_path = Path(matrix_path)
+    # A copy: the session's wheelhouse is shared; the release flow verifies it in release mode.
+    wheelhouse = tmp_path / "wheelhouse"
+    shutil.copytree(host_wheelhouse, wheelhouse)
+    verify = run_release(
+        "verify", "--release", "--write-reports", str(wheelhouse), matrix=matrix_path, timeout=300
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
     expected = expected_files(wheelhouse)
     args = ("publish", "--tag", "v0.1.0", "--repository", index_server.url, "--wheelhouse", str(wheelhouse))
     first = run_release(*args, matrix=matrix_path, timeout=300)
@@ -351,3 +358,10 @@ def test_twine_is_the_one_this_interpreter_runs() -> None:
     )
     major, minor = (int(x) for x in out.stdout.split("twine version ")[1].split(".")[:2])
     assert (major, minor) >= (6, 1)
+
+
+def test_prerelease_skipped_as_the_matrix_says(project: tuple[Path, Path]) -> None:
+    matrix, _ = project  # the tiny matrix says prerelease: skip
+    result = run_release("publish", "--tag", "v0.2.0rc1", matrix=matrix)
+    assert result.returncode == 0, result.stderr
+    assert "0.2.0rc1 is a pre-release and publish.prerelease is skip: nothing is published" in result.stdout
