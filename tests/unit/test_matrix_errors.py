@@ -200,7 +200,7 @@ CASES = [
     bad("schema-version-bool", sub("schema_version: 1\n", "schema_version: true\n"),
         "schema_version:", "schema_version", "True is not one of 1"),
     bad("yaml-syntax-error", sub("  floor: manylinux_2_28_x86_64 ", "  floor: manylinux_2_28_x86_64: x "),
-        "  floor:", "", "invalid YAML: mapping values are not allowed here"),
+        "  floor:", "", "invalid YAML: mapping values are not allowed"),
     bad("unclosed-bracket", minimal('python: ["3.12"]', 'python: ["3.12"'),
         6, "", "invalid YAML"),
     bad("two-documents", REAL + "---\nschema_version: 1\n",
