@@ -1,0 +1,74 @@
+"""`python -m release` and `nox` as real processes, the way a maintainer and CI run them."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = ("cpu", "cuda", "rocm", "musa")
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+
+
+def run(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, text=True, capture_output=True, timeout=timeout, check=False
+    )
+
+
+def test_plan_json_lists_sixteen_steps() -> None:
+    proc = run("-m", "release", "plan", "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert list(data) == ["include"]
+    ids = {step["identifier"] for step in data["include"]}
+    assert len(data["include"]) == 16
+    assert ids == {f"cp{p.replace('.', '')}-{v}-manylinux_x86_64" for v in VARIANTS for p in PYTHONS}
+
+
+def test_plan_select() -> None:
+    proc = run("-m", "release", "--matrix", str(ROOT / "matrix.yaml"), "plan", "--select", "cp31{2,3}-rocm-*")
+    assert proc.returncode == 0, proc.stderr
+    assert "2 build steps" in proc.stdout
+
+
+def test_nox_lists_sessions_generated_from_the_matrix() -> None:
+    proc = run("-m", "nox", "-l", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sessions = set(re.findall(r"^[*-] (\S+)", proc.stdout, flags=re.MULTILINE))
+    builds = {s for s in sessions if s.startswith("build_")}
+    assert builds == {f"build_{v}-{p}" for v in VARIANTS for p in PYTHONS}
+    assert len(builds) == 16
+    assert {"plan", "tests", "lint"} <= sessions
+
+
+def test_a_corrupted_matrix_exits_3_with_its_line(tmp_path: Path) -> None:
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    assert text.count("    backend: rocm\n") == 1
+    bad = text.replace("    backend: rocm\n", "    backend: rcom\n")
+    line = bad.splitlines().index("    backend: rcom") + 1
+    path = tmp_path / "matrix.yaml"
+    path.write_text(bad, encoding="utf-8")
+    proc = run("-m", "release", "--matrix", str(path), "plan")
+    assert proc.returncode == 3
+    message = "variants.rocm.backend: unknown backend 'rcom'; did you mean 'rocm'?"
+    assert f"matrix.yaml:{line}: {message}" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_text("schema_version: 2\n", encoding="utf-8")
+    quiet = run("-m", "release", "--matrix", str(path), "plan")
+    loud = run("-m", "release", "--debug", "--matrix", str(path), "plan")
+    assert quiet.returncode == loud.returncode == 3
+    assert "Traceback" not in quiet.stderr
+    assert "Traceback (most recent call last)" in loud.stderr
+    assert "matrix.yaml:1: schema_version:" in loud.stderr
