@@ -218,19 +218,19 @@ def edited_text(draw: st.DrawFn) -> str:
     return "".join(lines)
 
 
-@fuzz(200)
+@fuzz(150)
 @given(doc=values)
 def test_random_structures(doc: object, fuzzer: Fuzzer) -> None:
     fuzzer.check(_dump(doc))
 
 
-@fuzz(120)  # a full parse of the real matrix each: the slow ones
+@fuzz(100)  # a full parse of the real matrix each: the slow ones
 @given(text=mutated_matrices())
 def test_random_edits_of_the_real_matrix(text: str, fuzzer: Fuzzer) -> None:
     fuzzer.check(text)
 
 
-@fuzz(150)
+@fuzz(100)
 @given(text=edited_text() | st.text(text_chars, max_size=200))
 def test_random_text(text: str, fuzzer: Fuzzer) -> None:
     fuzzer.check(text)
