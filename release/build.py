@@ -338,11 +338,15 @@ def build_variant(
     return results
 
 
+def _size(size: int) -> str:
+    return f"{size / 1e6:.2f} MB" if size >= 1e6 else f"{size / 1e3:.1f} KB"
+
+
 def summary(results: list[WheelResult]) -> str:
     rows = [
         (
             r.wheel.name,
-            f"{r.size / 1e6:.2f} MB",
+            _size(r.size),
             r.platform,
             ", ".join(r.runtime_bound) or "-",
             r.verify_summary,

@@ -7,15 +7,19 @@ allows, and the result says so (a local wheel, not a release wheel).
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.elf import ElfReadError, inspect_elf, is_elf
 from release.errors import BuildError, UsageError
 from release.matrix import LoadedMatrix
 from release.toolchain import check_patchelf, tool_path
@@ -64,6 +68,63 @@ class _RepairFailed(Exception):
     pass
 
 
+def _portable(entry: str) -> bool:
+    return entry.startswith(("$ORIGIN", "${ORIGIN}"))
+
+
+def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[Path, list[str]]:
+    """Remove RPATH/RUNPATH entries that point outside the wheel (build or interpreter paths).
+
+    Interpreters built with an rpath (pyenv's, for one) hand it to every extension they build;
+    the loader would search the build machine's directories on the user's machine. Returns the
+    cleaned wheel (a new file in `out_dir`, or `wheel` itself when nothing needed cleaning) and
+    what was removed. Entry order, timestamps and RECORD stay consistent.
+    """
+    changed: dict[str, bytes] = {}
+    removed: list[str] = []
+    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory(prefix="rpath-") as tmp:
+        for info in zf.infolist():
+            data = zf.read(info)
+            if not is_elf(data[:4]):
+                continue
+            try:
+                elf = inspect_elf(info.filename, data)
+            except ElfReadError:
+                continue
+            entries = elf.rpath + elf.runpath
+            foreign = [e for e in entries if e and not _portable(e)]
+            if not foreign:
+                continue
+            kept = [e for e in entries if e and _portable(e)]
+            scratch = Path(tmp) / "elf"
+            scratch.write_bytes(data)
+            action = ["--set-rpath", ":".join(kept)] if kept else ["--remove-rpath"]
+            subprocess.run(["patchelf", *action, str(scratch)], env=env, check=True, capture_output=True)
+            changed[info.filename] = scratch.read_bytes()
+            removed.extend(f"{info.filename}: {e}" for e in foreign)
+        if not changed:
+            return wheel, []
+        target = out_dir / wheel.name
+        with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as out:
+            for info in zf.infolist():
+                data = changed.get(info.filename, zf.read(info))
+                if info.filename.endswith(".dist-info/RECORD"):
+                    data = _rewrite_record(data, changed)
+                out.writestr(info, data)
+    return target, removed
+
+
+def _rewrite_record(record: bytes, changed: dict[str, bytes]) -> bytes:
+    lines = []
+    for line in record.decode("utf-8").splitlines():
+        name = line.rsplit(",", 2)[0]
+        if name in changed:
+            digest = base64.urlsafe_b64encode(hashlib.sha256(changed[name]).digest()).rstrip(b"=").decode()
+            line = f"{name},sha256={digest},{len(changed[name])}"
+        lines.append(line)
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
 def repair_wheel(
     wheel: Path,
     *,
@@ -79,7 +140,9 @@ def repair_wheel(
     env = {**os.environ, "PATH": tool_path()}
     dest_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="repair-") as tmp:
-        out = Path(tmp)
+        out = Path(tmp) / "out"
+        out.mkdir()
+        wheel, _removed = drop_build_rpaths(wheel, Path(tmp), env)
         try:
             _auditwheel(wheel, out, floor, chosen, env)
             floor_met = True
