@@ -120,8 +120,9 @@ def _rewrite_record(record: bytes, changed: dict[str, bytes]) -> bytes:
         name = line.rsplit(",", 2)[0]
         if name in changed:
             digest = base64.urlsafe_b64encode(hashlib.sha256(changed[name]).digest()).rstrip(b"=").decode()
-            line = f"{name},sha256={digest},{len(changed[name])}"
-        lines.append(line)
+            lines.append(f"{name},sha256={digest},{len(changed[name])}")
+        else:
+            lines.append(line)
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
