@@ -7,11 +7,15 @@ hash) and the device code sections a backend names are read: no symbol table is 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import io
 import re
-from collections.abc import Collection, Iterable
+import struct
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
+from typing import IO, cast
 
 from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
@@ -24,6 +28,10 @@ ELF_MAGIC = b"\x7fELF"
 # AMD (gfx942, gfx90a), NVIDIA (sm_90, sm_90a), Moore Threads (mp_21).
 _ARCH = re.compile(rb"(?<![A-Za-z0-9_])(gfx\d{3,4}[a-z]?|sm_\d{2,3}[a-z]?|mp_\d{2})(?![0-9])")
 _IDENTITY = (".text", ".gnu.hash", ".hash")
+_SHT_DYNAMIC = 6
+_SHT_NOBITS = 8
+_SHT_GNU_VERNEED = 0x6FFFFFFE
+_SHT_NUMBERS = {"SHT_DYNAMIC": _SHT_DYNAMIC, "SHT_NOBITS": _SHT_NOBITS, "SHT_GNU_verneed": _SHT_GNU_VERNEED}
 _VERSIONED = re.compile(r"^([A-Z][A-Z_]*?)_(\d+(?:\.\d+)*)$")
 
 
@@ -94,10 +102,13 @@ def find_architectures(data: bytes) -> tuple[str, ...]:
     return tuple(sorted({m.group(1).decode("ascii") for m in _ARCH.finditer(data)}))
 
 
-def inspect_elf(path: str, data: bytes, *, device_sections: Collection[str] = ()) -> ElfInfo:
-    """Read one ELF file held in memory; raise `ElfReadError` when it is malformed."""
+def inspect_elf(path: str, data: bytes | SparseImage, *, device_sections: Collection[str] = ()) -> ElfInfo:
+    """Read one ELF file held in memory (whole, or the pieces of a `SparseImage`: a read outside
+    them raises `MissingRange`); raise `ElfReadError` when it is malformed."""
     try:
         return _inspect(path, data, device_sections)
+    except MissingRange:
+        raise
     except (ELFError, ValueError, KeyError, IndexError, UnicodeDecodeError) as exc:
         msg = f"{path}: not a readable ELF file ({exc})"
         raise ElfReadError(msg) from None
@@ -108,13 +119,45 @@ def inspect_elf(path: str, data: bytes, *, device_sections: Collection[str] = ()
         raise
 
 
+def _whole_hash(data: bytes | SparseImage) -> str:
+    if isinstance(data, SparseImage):
+        data.seek(0)
+        return hashlib.sha256(data.read()).hexdigest()
+    return hashlib.sha256(data).hexdigest()
+
+
 def _tag_string(tag: object, attribute: str) -> str:
     """The string value pyelftools attaches to a dynamic tag (`needed`, `soname`, `rpath`…)."""
     return str(getattr(tag, attribute, ""))
 
 
-def _inspect(path: str, data: bytes, device_sections: Collection[str]) -> ElfInfo:
-    elf = ELFFile(io.BytesIO(data))
+def _section_table(elf: ELFFile, stream: IO[bytes]) -> list[tuple[int, str, int, int]]:
+    """(index, name, sh_type, sh_size) of every section, from one read of the section header
+    table (pyelftools builds an object per header; only the few sections used are built here)."""
+    count = elf.num_sections()
+    shstrndx = elf["e_shstrndx"]
+    entsize = elf["e_shentsize"]
+    fmt = ("<" if elf.little_endian else ">") + ("IIQQQQIIQQ" if elf.elfclass == 64 else "IIIIIIIIII")
+    if not count or not isinstance(shstrndx, int) or entsize != struct.calcsize(fmt):
+        return [(i, s.name, _SHT_NUMBERS.get(s["sh_type"], -1), s["sh_size"])
+                for i, s in enumerate(elf.iter_sections())]
+    stream.seek(elf["e_shoff"])
+    headers = list(struct.iter_unpack(fmt, stream.read(count * entsize)))
+    names_header = headers[shstrndx]
+    stream.seek(names_header[4])
+    names = stream.read(names_header[5])
+    table = []
+    for index, header in enumerate(headers):
+        start = header[0]
+        end = names.find(b"\0", start)
+        name = names[start : end if end >= 0 else len(names)].decode("utf-8", errors="replace")
+        table.append((index, name, header[1], header[5]))
+    return table
+
+
+def _inspect(path: str, data: bytes | SparseImage, device_sections: Collection[str]) -> ElfInfo:
+    stream = io.BytesIO(data) if isinstance(data, bytes) else cast("IO[bytes]", data)
+    elf = ELFFile(stream)
     executable = elf.header["e_type"] == "ET_EXEC" or any(
         seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments()
     )
@@ -128,9 +171,11 @@ def _inspect(path: str, data: bytes, device_sections: Collection[str]) -> ElfInf
     architectures: set[str] = set()
     code = hashlib.sha256()
     has_code = False
-    for section in elf.iter_sections():
-        name = section.name
-        if isinstance(section, DynamicSection):
+    for index, name, sh_type, size in _section_table(elf, stream):
+        if sh_type == _SHT_DYNAMIC:
+            section = elf.get_section(index)
+            if not isinstance(section, DynamicSection):
+                continue
             for tag in section.iter_tags():
                 kind = tag.entry.d_tag
                 if kind == "DT_NEEDED":
@@ -141,20 +186,23 @@ def _inspect(path: str, data: bytes, device_sections: Collection[str]) -> ElfInf
                     rpath.extend(p for p in _tag_string(tag, "rpath").split(":") if p)
                 elif kind == "DT_RUNPATH":
                     runpath.extend(p for p in _tag_string(tag, "runpath").split(":") if p)
-        elif isinstance(section, GNUVerNeedSection):
+        elif sh_type == _SHT_GNU_VERNEED:
+            section = elf.get_section(index)
+            if not isinstance(section, GNUVerNeedSection):
+                continue
             for verneed, auxiliaries in section.iter_versions():
                 requirements.extend((str(verneed.name), str(aux.name)) for aux in auxiliaries)
         elif name.startswith((".debug_", ".zdebug_")):
             debug.append(name)
-        elif name in device_sections and section["sh_type"] != "SHT_NOBITS" and section["sh_size"] > 0:
+        elif name in device_sections and sh_type != _SHT_NOBITS and size > 0:
             device.append(name)
-            architectures.update(find_architectures(section.data()))
-        elif name in _IDENTITY and section["sh_type"] != "SHT_NOBITS" and section["sh_size"] > 0:
-            code.update(name.encode() + b"\0" + section.data())
+            architectures.update(find_architectures(elf.get_section(index).data()))
+        elif name in _IDENTITY and sh_type != _SHT_NOBITS and size > 0:
+            code.update(name.encode() + b"\0" + elf.get_section(index).data())
             has_code = has_code or name == ".text"
     return ElfInfo(
         path=path,
-        size=len(data),
+        size=len(data) if isinstance(data, bytes) else data.size,
         executable=executable,
         needed=tuple(needed),
         soname=soname,
@@ -164,7 +212,7 @@ def _inspect(path: str, data: bytes, device_sections: Collection[str]) -> ElfInf
         debug_sections=tuple(debug),
         device_sections=tuple(device),
         architectures=tuple(sorted(architectures)),
-        code_sha256=code.hexdigest() if has_code else hashlib.sha256(data).hexdigest(),
+        code_sha256=code.hexdigest() if has_code else _whole_hash(data),
     )
 
 
@@ -213,11 +261,20 @@ class Policy:
     name: str
     libc: tuple[int, int]
     libraries: frozenset[str]
-    symbol_versions: dict[str, dict[str, tuple[int, ...]]]
-    """arch -> version prefix (GLIBC, GLIBCXX, CXXABI, GCC…) -> newest version allowed."""
+    symbol_versions: Mapping[str, Mapping[str, Sequence[str]]]
+    """arch -> version prefix (GLIBC, GLIBCXX, CXXABI, GCC…) -> the versions allowed."""
 
     def max_allowed(self, arch: str, prefix: str) -> tuple[int, ...] | None:
-        return self.symbol_versions.get(arch, {}).get(prefix)
+        """The newest version with this prefix the policy allows on this architecture."""
+        allowed = self.symbol_versions.get(arch, {}).get(prefix)
+        if allowed is None:
+            return None
+        return _newest(tuple(allowed))
+
+
+@cache
+def _newest(versions: tuple[str, ...]) -> tuple[int, ...]:
+    return max((parse_version(v) for v in versions), default=())
 
 
 def policies_from_json(document: object) -> tuple[Policy, ...]:
@@ -230,18 +287,12 @@ def policies_from_json(document: object) -> tuple[Policy, ...]:
         match = re.match(r"^manylinux_(\d+)_(\d+)$", name)
         if not match:
             continue
-        versions: dict[str, dict[str, tuple[int, ...]]] = {}
-        for arch, prefixes in (entry.get("symbol_versions") or {}).items():
-            versions[arch] = {
-                prefix: max((parse_version(v) for v in allowed), default=())
-                for prefix, allowed in prefixes.items()
-            }
         result.append(
             Policy(
                 name=name,
                 libc=(int(match.group(1)), int(match.group(2))),
                 libraries=frozenset(entry.get("lib_whitelist") or ()),
-                symbol_versions=versions,
+                symbol_versions=entry.get("symbol_versions") or {},
             )
         )
     return tuple(sorted(result, key=lambda p: p.libc))
@@ -254,3 +305,78 @@ def policy_for(policies: Iterable[Policy], libc: tuple[int, int]) -> Policy | No
         if policy.libc <= libc and (best is None or policy.libc > best.libc):
             best = policy
     return best
+
+
+# --- reading part of a large file ----------------------------------------------------------------
+
+PF_X = 0x1
+HEAD_BYTES = 1 << 20
+TAIL_BYTES = 1 << 16
+
+
+class MissingRange(Exception):
+    """A read touched bytes of a `SparseImage` that were not kept."""
+
+
+class SparseImage:
+    """A read-only file made of the kept pieces of a larger one (for pyelftools): a large library
+    streamed out of a zip keeps its headers, dynamic section, code and section table, not its data."""
+
+    def __init__(self, size: int, pieces: Iterable[tuple[int, bytes]]) -> None:
+        self.size = size
+        self._starts: list[int] = []
+        self._pieces: list[bytes] = []
+        run_start, run = -1, bytearray()
+        for offset, data in sorted(pieces, key=lambda p: p[0]):
+            if run_start >= 0 and offset == run_start + len(run):
+                run += data
+                continue
+            if run_start >= 0:
+                self._starts.append(run_start)
+                self._pieces.append(bytes(run))
+            run_start, run = offset, bytearray(data)
+        if run_start >= 0:
+            self._starts.append(run_start)
+            self._pieces.append(bytes(run))
+        self._pos = 0
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: self.size}[whence]
+        self._pos = base + offset
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def read(self, n: int = -1) -> bytes:
+        start = self._pos
+        end = self.size if n < 0 else min(self.size, start + n)
+        if end <= start:
+            return b""
+        i = bisect.bisect_right(self._starts, start) - 1
+        if i < 0 or end > self._starts[i] + len(self._pieces[i]):
+            raise MissingRange(start, end)
+        self._pos = end
+        base = self._starts[i]
+        return self._pieces[i][start - base : end - base]
+
+
+def wanted_ranges(head: bytes, size: int) -> list[tuple[int, int]] | None:
+    """From the first bytes of a 64-bit little-endian ELF file, the byte ranges `inspect_elf`
+    normally reads: the first MiB, the dynamic and interpreter segments, executable segments and
+    the section header table with what precedes it. None when the head does not tell."""
+    if len(head) < 64 or head[4] != 2 or head[5] != 1:
+        return None
+    phoff, shoff = struct.unpack_from("<QQ", head, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
+    if phentsize < 56 or phoff + phnum * phentsize > len(head):
+        return None
+    ranges = [(0, min(size, HEAD_BYTES))]
+    for i in range(phnum):
+        p_type, p_flags, p_offset = struct.unpack_from("<IIQ", head, phoff + i * phentsize)
+        p_filesz = struct.unpack_from("<Q", head, phoff + i * phentsize + 32)[0]
+        if p_type in (2, 3) or (p_type == 1 and p_flags & PF_X):  # PT_DYNAMIC, PT_INTERP, code
+            ranges.append((p_offset, p_offset + p_filesz))
+    if shoff:
+        ranges.append((max(0, shoff - TAIL_BYTES), size))
+    return ranges

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import fnmatch
+import functools
 import hashlib
 import importlib.util
 import itertools
 import json
-import os
+import mmap
 import posixpath
 import re
 import struct
 import sys
-import threading
 import zipfile
 import zlib
 from collections import defaultdict, deque
@@ -27,7 +28,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
-from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -42,8 +42,10 @@ from release.backends import Backend, load_backends
 from release.elf import (
     ElfInfo,
     ElfReadError,
+    MissingRange,
     PlatformTag,
     Policy,
+    SparseImage,
     inspect_elf,
     is_elf,
     parse_platform_tag,
@@ -51,6 +53,7 @@ from release.elf import (
     policies_from_json,
     policy_for,
     split_versioned,
+    wanted_ranges,
 )
 from release.errors import MatrixError, ToolchainError, UsageError, VerifyError
 from release.matrix import LoadedMatrix, Variant
@@ -77,6 +80,9 @@ _LABEL = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "not-applicable": "n/a
 _EXTENSION = re.compile(r"(\.cpython-[^/]*|\.abi3|\.pypy[^/]*)?\.so$")
 _NOT_ELF = (".py", ".pyi", ".pyc", ".txt", ".json", ".h", ".hpp", ".md", ".typed", ".toml", ".cmake")
 _READ_AHEAD = 3
+_STREAM_ABOVE = 8 << 20  # deflated ELF members larger than this are streamed, not held whole
+_STREAM_INPUT = 64 << 10
+_STREAM_OUTPUT = 1 << 20
 _LOADER = ("ld-linux*.so*", "ld64.so*", "libpython3*.so*")
 # Calls of importlib.metadata that can see the other installed distributions.
 _GUARD_CALLS = frozenset({"distributions", "packages_distributions", "distribution", "metadata"})
@@ -102,7 +108,6 @@ class VerifyReport:
     """Everything `release verify` found in one wheel."""
 
     wheel: Path
-    sha256: str
     size: int
     unpacked_size: int
     distribution: str
@@ -115,6 +120,12 @@ class VerifyReport:
     runtime_bound: tuple[str, ...]
     elf_files: tuple[ElfInfo, ...]
     rules: tuple[RuleResult, ...]
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        """sha256 of the wheel file, computed when first asked (the JSON report and publish need
+        it; the readable report does not)."""
+        return _hash_file(self.wheel)
 
     @property
     def ok(self) -> bool:
@@ -225,18 +236,23 @@ def _parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
     return str(name), str(version), tuple(sorted(str(t) for t in tags))
 
 
-def _hash_file(path: Path, out: list[str]) -> None:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 22):
-            digest.update(chunk)
-    out.append(digest.hexdigest())
+def _hash_file(path: Path) -> str:
+    """sha256 of the whole wheel, through a memory map (no copy)."""
+    try:
+        with path.open("rb") as fh:
+            if not path.stat().st_size:
+                return hashlib.sha256(b"").hexdigest()
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                return hashlib.sha256(mapped).hexdigest()
+    except OSError as exc:
+        msg = f"{path}: cannot read the wheel to hash it ({exc.strerror})"
+        raise VerifyError(msg) from None
 
 
 # --- the manylinux policy and backend knowledge --------------------------------------------------
 
 
-@cache
+@functools.cache
 def manylinux_policies() -> tuple[Policy, ...]:
     """auditwheel's manylinux policies, read from its package data (never hard-coded here)."""
     spec = importlib.util.find_spec("auditwheel")
@@ -251,7 +267,7 @@ def manylinux_policies() -> tuple[Policy, ...]:
         raise ToolchainError(msg) from None
 
 
-@cache
+@functools.cache
 def _known_backends() -> tuple[Backend, ...]:
     """The toolkit's own backend data, used to recognize runtimes when there is no matrix."""
     directory = Path(__file__).resolve().parent.parent / "packaging" / "backends"
@@ -780,28 +796,20 @@ def _resolve_variant(
     return None, None
 
 
-def _member_bytes(fd: int, path: Path, info: zipfile.ZipInfo, *, elf_only: bool) -> bytes | None:
-    """A member's content read with `os.pread` and inflated in one call (threads share `fd`; zlib
-    releases the GIL). With `elf_only`, None for a member that is not an ELF file."""
-    header = os.pread(fd, 30, info.header_offset)
-    if len(header) != 30 or header[:4] != b"PK\x03\x04":
-        msg = f"{info.filename}: bad local file header"
-        raise zipfile.BadZipFile(msg)
-    name_len, extra_len = struct.unpack("<HH", header[26:30])
-    start = info.header_offset + 30 + name_len + extra_len
-    if info.flag_bits & 0x1:
-        msg = f"{info.filename}: encrypted members are not supported"
-        raise zipfile.BadZipFile(msg)
+def _member_bytes(view: memoryview, path: Path, info: zipfile.ZipInfo, *, elf_only: bool) -> bytes | None:
+    """A member's content, inflated in one call from the mapped wheel (zlib releases the GIL, so
+    worker threads overlap). With `elf_only`, None for a member that is not an ELF file."""
+    start = _data_start(view, info)
     if info.compress_type == zipfile.ZIP_STORED:
-        if elf_only and not is_elf(os.pread(fd, 4, start)):
+        if elf_only and not is_elf(bytes(view[start : start + 4])):
             return None
-        data = os.pread(fd, info.file_size, start)
+        data = bytes(view[start : start + info.file_size])
     elif info.compress_type == zipfile.ZIP_DEFLATED:
         if elf_only:
             probe = zlib.decompressobj(-15)
-            if not is_elf(probe.decompress(os.pread(fd, min(info.compress_size, 4096), start), 4)):
+            if not is_elf(probe.decompress(view[start : start + min(info.compress_size, 4096)], 4)):
                 return None
-        data = zlib.decompress(os.pread(fd, info.compress_size, start), -15, max(info.file_size, 1))
+        data = zlib.decompress(view[start : start + info.compress_size], -15, max(info.file_size, 1))
     else:
         with zipfile.ZipFile(path) as zf:
             data = zf.read(info)
@@ -811,6 +819,56 @@ def _member_bytes(fd: int, path: Path, info: zipfile.ZipInfo, *, elf_only: bool)
         msg = f"{info.filename}: {len(data)} bytes read, {info.file_size} expected"
         raise zipfile.BadZipFile(msg)
     return data
+
+
+def _data_start(view: memoryview, info: zipfile.ZipInfo) -> int:
+    header = bytes(view[info.header_offset : info.header_offset + 30])
+    if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        msg = f"{info.filename}: bad local file header"
+        raise zipfile.BadZipFile(msg)
+    if info.flag_bits & 0x1:
+        msg = f"{info.filename}: encrypted members are not supported"
+        raise zipfile.BadZipFile(msg)
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    start: int = info.header_offset + 30 + name_len + extra_len
+    return start
+
+
+def _member_image(
+    view: memoryview, path: Path, info: zipfile.ZipInfo
+) -> bytes | SparseImage | None:
+    """An ELF member for inspection, or None if it is not one. A large deflated member is streamed
+    through zlib keeping only the pieces `wanted_ranges` names (headers, dynamic section, code,
+    section table): its bulk data is never held in memory."""
+    if info.compress_type != zipfile.ZIP_DEFLATED or info.file_size < _STREAM_ABOVE:
+        return _member_bytes(view, path, info, elf_only=True)
+    start = _data_start(view, info)
+    end = start + info.compress_size
+    inflater = zlib.decompressobj(-15)
+    pieces: list[tuple[int, bytes]] = []
+    ranges: list[tuple[int, int]] | None = None
+    offset = 0
+    for step in range(start, end, _STREAM_INPUT):
+        pending: bytes | memoryview = view[step : min(end, step + _STREAM_INPUT)]
+        while pending:
+            out = inflater.decompress(pending, _STREAM_OUTPUT)
+            pending = inflater.unconsumed_tail
+            if not out:
+                continue
+            if ranges is None:
+                if not is_elf(out):
+                    return None
+                ranges = wanted_ranges(out, info.file_size)
+                if ranges is None:
+                    return _member_bytes(view, path, info, elf_only=True)
+            stop = offset + len(out)
+            if any(lo < stop and offset < hi for lo, hi in ranges):
+                pieces.append((offset, out))
+            offset = stop
+    if offset != info.file_size:
+        msg = f"{info.filename}: {offset} bytes inflated, {info.file_size} expected"
+        raise zipfile.BadZipFile(msg)
+    return SparseImage(info.file_size, pieces)
 
 
 def _may_be_elf(info: zipfile.ZipInfo) -> bool:
@@ -826,12 +884,14 @@ def _read_wheel(path: Path, device_sections: Sequence[str]) -> _Wheel:
         Member(i.filename, install_path(i.filename), i.file_size, (i.external_attr >> 16) & 0o7777)
         for i in infos
     ]
-    fd = os.open(path, os.O_RDONLY)
+    with path.open("rb") as fh:
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else None
+    view = memoryview(mapped) if mapped is not None else memoryview(b"")
     try:
         metadata: dict[str, str] = {}
         for info in infos:
             if info.filename.endswith(".dist-info/METADATA") and info.filename.count("/") == 1:
-                raw = _member_bytes(fd, path, info, elf_only=False) or b""
+                raw = _member_bytes(view, path, info, elf_only=False) or b""
                 headers = HeaderParser().parsestr(raw.decode("utf-8", errors="replace"))
                 metadata = {k: str(headers[k]) for k in ("Name", "Version") if headers[k] is not None}
         elf_files: list[ElfInfo] = []
@@ -840,8 +900,8 @@ def _read_wheel(path: Path, device_sections: Sequence[str]) -> _Wheel:
         # bounds the memory held for a large wheel.
         with ThreadPoolExecutor(max_workers=2) as pool:
 
-            def submit(info: zipfile.ZipInfo) -> tuple[zipfile.ZipInfo, Future[bytes | None]]:
-                return info, pool.submit(_member_bytes, fd, path, info, elf_only=True)
+            def submit(info: zipfile.ZipInfo) -> tuple[zipfile.ZipInfo, Future[bytes | SparseImage | None]]:
+                return info, pool.submit(_member_image, view, path, info)
 
             pending = deque(submit(info) for info in itertools.islice(candidates, _READ_AHEAD))
             while pending:
@@ -853,21 +913,29 @@ def _read_wheel(path: Path, device_sections: Sequence[str]) -> _Wheel:
                 if data is None:
                     continue
                 try:
-                    elf_files.append(inspect_elf(info.filename, data, device_sections=device_sections))
+                    try:
+                        elf = inspect_elf(info.filename, data, device_sections=device_sections)
+                    except MissingRange:
+                        whole = _member_bytes(view, path, info, elf_only=False) or b""
+                        elf = inspect_elf(info.filename, whole, device_sections=device_sections)
                 except ElfReadError as exc:
                     msg = f"{path.name}: {exc}"
                     raise VerifyError(msg) from None
+                elf_files.append(elf)
                 del data
     except (zipfile.BadZipFile, zlib.error) as exc:
         msg = f"{path.name}: cannot read the wheel ({exc})"
         raise VerifyError(msg) from None
     finally:
-        os.close(fd)
+        view.release()
+        if mapped is not None:
+            with contextlib.suppress(BufferError):
+                mapped.close()
     by_name = {i.filename: i for i in infos}
 
     def read(member: str) -> bytes:
-        with path.open("rb") as fh:
-            return _member_bytes(fh.fileno(), path, by_name[member], elf_only=False) or b""
+        with zipfile.ZipFile(path) as zf:
+            return zf.read(by_name[member])
 
     return _Wheel(path, distribution, version, tags, members, elf_files, read, metadata)
 
@@ -898,9 +966,6 @@ def verify_wheel(
         globs = tuple(dict.fromkeys(g for b in backends for g in b.runtime_libraries))
         sections = tuple(dict.fromkeys(s for b in backends for s in b.device_code_sections))
 
-    digest: list[str] = []
-    hasher = threading.Thread(target=_hash_file, args=(wheel, digest), daemon=True)
-    hasher.start()
     try:
         contents = _read_wheel(wheel, sections)
         ctx = _Context(
@@ -918,15 +983,9 @@ def verify_wheel(
     except (zipfile.BadZipFile, OSError) as exc:
         msg = f"{wheel.name}: cannot read the wheel ({exc})"
         raise VerifyError(msg) from None
-    finally:
-        hasher.join()
-    if not digest:
-        msg = f"{wheel}: cannot read the wheel to hash it"
-        raise VerifyError(msg)
     runtime_bound = sorted({n for e in contents.elf_files for n in e.needed if matches(n, globs)})
     return VerifyReport(
         wheel=wheel,
-        sha256=digest[0],
         size=wheel.stat().st_size,
         unpacked_size=sum(m.size for m in contents.members),
         distribution=contents.distribution,
