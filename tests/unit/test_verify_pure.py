@@ -1,0 +1,250 @@
+"""Pure functions of `release verify` and `release.elf`: no process, no compiler."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from release.elf import (
+    MissingRange,
+    SparseImage,
+    find_architectures,
+    max_required,
+    parse_platform_tag,
+    parse_version,
+    policies_from_json,
+    policy_for,
+    split_versioned,
+    wanted_ranges,
+)
+from release.verify import (
+    RULE_IDS,
+    SCHEMA_FILE,
+    RuleResult,
+    VerifyReport,
+    classify_rpath,
+    has_metadata_guard,
+    install_path,
+    manylinux_policies,
+    matches,
+    render_report,
+)
+
+
+@pytest.mark.parametrize(
+    ("tag", "family", "libc", "arch"),
+    [
+        ("manylinux_2_28_x86_64", "manylinux", (2, 28), "x86_64"),
+        ("manylinux_2_34_aarch64", "manylinux", (2, 34), "aarch64"),
+        ("manylinux2014_x86_64", "manylinux", (2, 17), "x86_64"),
+        ("manylinux2010_x86_64", "manylinux", (2, 12), "x86_64"),
+        ("manylinux1_x86_64", "manylinux", (2, 5), "x86_64"),
+        ("musllinux_1_2_x86_64", "musllinux", (1, 2), "x86_64"),
+        ("linux_x86_64", "linux", None, "x86_64"),
+        ("any", "any", None, ""),
+    ],
+)
+def test_parse_platform_tag(tag: str, family: str, libc: tuple[int, int] | None, arch: str) -> None:
+    parsed = parse_platform_tag(tag)
+    assert (parsed.family, parsed.libc, parsed.arch) == (family, libc, arch)
+
+
+@pytest.mark.parametrize(
+    ("entry", "install", "expected"),
+    [
+        ("$ORIGIN", "xfer/_xfer.so", "inside"),
+        ("$ORIGIN/../xfer_engine_rocm.libs", "xfer/_xfer.so", "inside"),
+        ("${ORIGIN}/lib", "xfer/_xfer.so", "inside"),
+        ("$ORIGIN/../..", "xfer/_xfer.so", "escapes"),
+        ("$ORIGIN/..", "_top.so", "escapes"),
+        ("/tmp/build/lib", "xfer/_xfer.so", "absolute"),
+        ("/opt/rocm/lib", "xfer/_xfer.so", "absolute"),
+        ("build/lib", "xfer/_xfer.so", "relative"),
+        ("$ORIGINAL/x", "xfer/_xfer.so", "relative"),
+        ("$ORIGIN/../lib/python3.12/site-packages/xfer.libs", "<scripts>/xfer-master", "inside"),
+        ("$ORIGIN/../lib", "<scripts>/xfer-master", "escapes"),
+    ],
+)
+def test_classify_rpath(entry: str, install: str, expected: str) -> None:
+    assert classify_rpath(entry, install) == expected
+
+
+@pytest.mark.parametrize(
+    ("member", "expected"),
+    [
+        ("xfer/__init__.py", "xfer/__init__.py"),
+        ("x-1.0.data/platlib/xfer/_x.so", "xfer/_x.so"),
+        ("x-1.0.data/purelib/xfer/a.py", "xfer/a.py"),
+        ("x-1.0.data/scripts/xfer-master", "<scripts>/xfer-master"),
+        ("x-1.0.data/headers/x.h", "<headers>/x.h"),
+    ],
+)
+def test_install_path(member: str, expected: str) -> None:
+    assert install_path(member) == expected
+
+
+@pytest.mark.parametrize(
+    ("name", "patterns", "expected"),
+    [
+        ("libamdhip64.so.5", ["libamdhip64.so*"], True),
+        ("libamdhip64-0a1b2c3d.so.5", ["libamdhip64.so*"], False),
+        ("libamdhip64-0a1b2c3d.so.5", ["libamdhip64*.so*"], True),
+        ("libcudart.so.13", ["libcudart.so*", "libcuda.so*"], True),
+        ("libcudnn.so.9", ["libcudart.so*", "libcuda.so*"], False),
+        ("LIBAMDHIP64.so.5", ["libamdhip64.so*"], False),
+        ("libz.so.1", [], False),
+    ],
+)
+def test_matches(name: str, patterns: list[str], expected: bool) -> None:
+    assert matches(name, patterns) is expected
+
+
+GUARDS = {
+    "from importlib.metadata import distributions\nx = list(distributions())": True,
+    "import importlib.metadata\nimportlib.metadata.distributions()": True,
+    "import importlib.metadata as md\nmd.packages_distributions()": True,
+    "from importlib import metadata\nmetadata.distribution('xfer-engine')": True,
+    "from importlib.metadata import metadata as m\nm('xfer-engine-rocm')": True,
+    "import importlib_metadata\nimportlib_metadata.distributions()": True,
+    "def _guard():\n    from importlib.metadata import distributions as d\n    return d()\n": True,
+    "from importlib.metadata import version\nversion('xfer')": False,
+    "import importlib.metadata": False,
+    "def distributions():\n    return []\ndistributions()": False,
+    "from ._xfer import *": False,
+    "this is not python (": False,
+}
+
+
+@pytest.mark.parametrize(("source", "expected"), list(GUARDS.items()))
+def test_has_metadata_guard(source: str, expected: bool) -> None:
+    assert has_metadata_guard(source) is expected
+
+
+def test_versions() -> None:
+    assert parse_version("2.34") == (2, 34)
+    assert parse_version("3.4.29") > parse_version("3.4.9")
+    assert split_versioned("GLIBCXX_3.4.29") == ("GLIBCXX", "3.4.29")
+    assert split_versioned("GLIBC_PRIVATE") is None
+    reqs = [("libc.so.6", "GLIBC_2.2.5"), ("libc.so.6", "GLIBC_2.34"), ("libstdc++.so.6", "GLIBCXX_3.4.21")]
+    assert max_required(reqs, "GLIBC") == "2.34"
+    assert max_required(reqs, "CXXABI") is None
+
+
+def test_find_architectures() -> None:
+    blob = b"\0hipv4-amdgcn-amd-amdhsa--gfx942\0...sm_90a\0gfx950:xnack-\0notgfx1x\0mp_21\0"
+    assert find_architectures(blob) == ("gfx942", "gfx950", "mp_21", "sm_90a")
+
+
+def test_policies_from_auditwheel_data() -> None:
+    policies = manylinux_policies()
+    names = [p.name for p in policies]
+    assert "manylinux_2_28" in names and "manylinux_2_17" in names
+    p228 = policy_for(policies, (2, 28))
+    assert p228 is not None and p228.name == "manylinux_2_28"
+    assert "libc.so.6" in p228.libraries and "libamdhip64.so.5" not in p228.libraries
+    assert p228.max_allowed("x86_64", "GLIBC") == (2, 28)
+    p234 = policy_for(policies, (2, 34))
+    assert p234 is not None and p234.max_allowed("x86_64", "GLIBC") == (2, 34)
+    assert policy_for(policies, (2, 1)) is None
+
+
+def test_policies_from_json_shape() -> None:
+    doc = [
+        {"name": "linux", "lib_whitelist": []},
+        {
+            "name": "manylinux_2_99",
+            "lib_whitelist": ["libc.so.6"],
+            "symbol_versions": {"x86_64": {"GLIBC": ["2.5", "2.99", "2.10"]}},
+        },
+    ]
+    (only,) = policies_from_json(doc)
+    assert only.libc == (2, 99)
+    assert only.max_allowed("x86_64", "GLIBC") == (2, 99)
+    assert only.max_allowed("aarch64", "GLIBC") is None
+
+
+def _elf_head(phdrs: list[tuple[int, int, int, int]], shoff: int) -> bytes:
+    header = bytearray(64)
+    header[:6] = b"\x7fELF\x02\x01"
+    struct.pack_into("<QQ", header, 0x20, 64, shoff)
+    struct.pack_into("<HH", header, 0x36, 56, len(phdrs))
+    table = bytearray()
+    for p_type, flags, offset, size in phdrs:
+        entry = bytearray(56)
+        struct.pack_into("<IIQ", entry, 0, p_type, flags, offset)
+        struct.pack_into("<Q", entry, 32, size)
+        table += entry
+    return bytes(header + table)
+
+
+def test_wanted_ranges_and_sparse_image() -> None:
+    size = 100 << 20
+    head = _elf_head(
+        [(1, 5, 0x1000, 0x2000), (1, 6, 0x3000, 90 << 20), (2, 6, 0x5000000, 0x200)], shoff=size - 4096
+    )
+    ranges = wanted_ranges(head, size)
+    assert ranges is not None
+    assert (0x1000, 0x3000) in ranges  # code
+    assert (0x5000000, 0x5000200) in ranges  # dynamic
+    assert (size - 4096 - (1 << 16), size) in ranges  # section table and what precedes it
+    assert not any(lo <= 50 << 20 < hi for lo, hi in ranges)  # the bulk data is skipped
+    assert wanted_ranges(b"\x7fELF\x01\x01" + bytes(58), size) is None  # ELF32: read it whole
+
+    image = SparseImage(1000, [(0, b"a" * 10), (10, b"b" * 10), (900, b"z" * 100)])
+    image.seek(5)
+    assert image.read(10) == b"aaaaabbbbb"
+    image.seek(-50, 2)
+    assert image.read() == b"z" * 50
+    image.seek(500)
+    with pytest.raises(MissingRange):
+        image.read(4)
+
+
+def _report(**changes: object) -> VerifyReport:
+    rules = tuple(RuleResult(r, "pass", "fine") for r in RULE_IDS)
+    fields: dict[str, object] = {
+        "wheel": Path("xfer_engine_rocm-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"),
+        "size": 10,
+        "unpacked_size": 30,
+        "distribution": "xfer_engine_rocm",
+        "version": "0.1.0",
+        "tags": ("cp312-cp312-manylinux_2_28_x86_64",),
+        "platform_tags": ("manylinux_2_28_x86_64",),
+        "variant": "rocm",
+        "matrix": "/x/matrix.yaml",
+        "release_mode": False,
+        "runtime_bound": ("libamdhip64.so.5",),
+        "elf_files": (),
+        "rules": rules,
+    }
+    fields.update(changes)
+    return VerifyReport(**fields)  # type: ignore[arg-type]
+
+
+def test_report_json_matches_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(SCHEMA_FILE.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    report = _report()
+    report.__dict__["sha256"] = "0" * 64  # the wheel does not exist here: skip hashing it
+    document = report.to_json()
+    jsonschema.validate(document, schema)
+    assert document["schema_version"] == 1
+    assert document["ok"] is True and document["releasable"] is True
+    broken = dict(document, rules=[{"id": "no-such-rule", "status": "pass", "message": "", "paths": []}] * 11)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema)
+
+
+def test_ok_and_releasable() -> None:
+    warn = tuple(RuleResult(r, "warn" if r == "platform-floor" else "pass", "m") for r in RULE_IDS)
+    report = _report(rules=warn)
+    assert report.ok and not report.releasable
+    fail = tuple(RuleResult(r, "fail" if r == "debug-info" else "not-applicable", "m") for r in RULE_IDS)
+    report = _report(rules=fail)
+    assert not report.ok and not report.releasable
+    text = render_report(report)
+    assert "FAIL  debug-info" in text and "n/a" in text and "runtime bound: libamdhip64.so.5" in text
