@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -12,6 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 from release import matrix as matrix_mod
+from release.dataschema import suggest
 from release.errors import NotImplementedYet, ReleaseError, UsageError
 
 # command -> (module, help). Each module has `add_arguments(parser)` and `run(args, loaded)`.
@@ -32,6 +34,9 @@ MATRIX_OPTIONAL = {"verify", "init", "schema"}
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
+        choice = re.search(r"invalid choice: '([^']*)'", message)
+        if choice:
+            message += suggest(choice.group(1), list(COMMANDS))
         msg = f"{self.prog}: {message}"
         raise UsageError(msg)
 
@@ -45,7 +50,13 @@ def _stage(module: str) -> ModuleType | None:
         raise
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _selected_command(argv: Sequence[str]) -> str | None:
+    """The first word that names a command; only that stage's module is imported."""
+    return next((word for word in argv if word in COMMANDS), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `command`, only that stage is imported and given its options."""
     parser = _Parser(prog="python -m release", description=__doc__)
     parser.add_argument("--matrix", default="matrix.yaml", help="the matrix file (default: %(default)s)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -56,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "schema":
             p.add_argument("--check", action="store_true", help="fail if the committed schema drifted")
             p.add_argument("--write", action="store_true", help="rewrite release/matrix.schema.json")
+            continue
+        if command is not None and name != command:
             continue
         stage = _stage(module)
         if stage is None:
@@ -99,10 +112,11 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    words = list(argv if argv is not None else sys.argv[1:])
+    debug = "--debug" in words
     try:
-        parser = build_parser()
-        args, extra = parser.parse_known_args(argv)
+        parser = build_parser(_selected_command(words))
+        args, extra = parser.parse_known_args(words)
         if extra and not getattr(args, "placeholder", False):
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
         return dispatch(args)
