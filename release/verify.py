@@ -27,9 +27,8 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from packaging.utils import (
     InvalidWheelFilename,
@@ -38,7 +37,6 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from release.backends import Backend, load_backends
 from release.elf import (
     ElfInfo,
     ElfReadError,
@@ -55,8 +53,11 @@ from release.elf import (
     split_versioned,
     wanted_ranges,
 )
-from release.errors import MatrixError, ToolchainError, UsageError, VerifyError
-from release.matrix import LoadedMatrix, Variant
+from release.errors import ToolchainError, UsageError, VerifyError
+
+if TYPE_CHECKING:
+    from release.backends import Backend
+    from release.matrix import LoadedMatrix, Variant
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("verify.schema.json")
@@ -267,14 +268,29 @@ def manylinux_policies() -> tuple[Policy, ...]:
         raise ToolchainError(msg) from None
 
 
+@dataclass(frozen=True)
+class _RuntimeKnowledge:
+    runtime_libraries: tuple[str, ...]
+    device_code_sections: tuple[str, ...]
+
+
 @functools.cache
-def _known_backends() -> tuple[Backend, ...]:
-    """The toolkit's own backend data, used to recognize runtimes when there is no matrix."""
+def _known_backends() -> tuple[_RuntimeKnowledge, ...]:
+    """Runtime globs and device sections from the toolkit's own backend data, used when there is
+    no matrix (read as plain JSON: the matrix loader validates these files)."""
     directory = Path(__file__).resolve().parent.parent / "packaging" / "backends"
-    try:
-        return tuple(load_backends(directory).values())
-    except MatrixError:
-        return ()
+    known = []
+    for file in sorted(directory.glob("*.json")):
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        known.append(
+            _RuntimeKnowledge(
+                tuple(data.get("runtime_libraries") or ()), tuple(data.get("device_code_sections") or ())
+            )
+        )
+    return tuple(known)
 
 
 def matches(name: str, patterns: Iterable[str]) -> bool:
@@ -353,6 +369,18 @@ def has_metadata_guard(source: str) -> bool:
         if isinstance(func, ast.Attribute) and func.attr in _GUARD_CALLS and is_metadata_module(func.value):
             return True
     return False
+
+
+def metadata_fields(text: str, names: Sequence[str]) -> dict[str, str]:
+    """The first value of each named header of a core metadata file (headers end at a blank line)."""
+    found: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            break
+        key, sep, value = line.partition(":")
+        if sep and key in names and key not in found:
+            found[key] = value.strip()
+    return found
 
 
 def _python_tag_version(interpreter: str) -> str | None:
@@ -892,8 +920,7 @@ def _read_wheel(path: Path, device_sections: Sequence[str]) -> _Wheel:
         for info in infos:
             if info.filename.endswith(".dist-info/METADATA") and info.filename.count("/") == 1:
                 raw = _member_bytes(view, path, info, elf_only=False) or b""
-                headers = HeaderParser().parsestr(raw.decode("utf-8", errors="replace"))
-                metadata = {k: str(headers[k]) for k in ("Name", "Version") if headers[k] is not None}
+                metadata = metadata_fields(raw.decode("utf-8", errors="replace"), ("Name", "Version"))
         elf_files: list[ElfInfo] = []
         candidates = iter([i for i in infos if _may_be_elf(i)])
         # Inflate the next members in worker threads while this one is parsed; a small window
@@ -958,7 +985,9 @@ def verify_wheel(
     distribution, _version, _tags = _parse_name(wheel)
     variant_name, chosen = _resolve_variant(distribution, loaded, variant)
     backend = loaded.backend(chosen) if loaded is not None and chosen is not None else None
-    backends = tuple(loaded.backends.values()) if loaded is not None else _known_backends()
+    backends: tuple[Backend | _RuntimeKnowledge, ...] = (
+        tuple(loaded.backends.values()) if loaded is not None else _known_backends()
+    )
     if chosen is not None and backend is not None:
         globs = tuple(dict.fromkeys((*chosen.exclude, *backend.exclude)))
         sections: tuple[str, ...] = backend.device_code_sections
