@@ -27,7 +27,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xfer {_build_info.VERSION} (backend {_build_info.BACKEND})")
         return 0
     if args.command == "selftest":
+        import faulthandler
+
         from ._selftest import print_report, run
+
+        faulthandler.enable()
 
         report = run(size_mib=args.size, device=args.device)
         if args.json:

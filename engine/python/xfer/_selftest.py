@@ -162,6 +162,22 @@ def run(size_mib: float = 4.0, device: bool = False) -> dict:
     if master_path is None:
         report["error"] = "xfer-master not found (not in the scripts directory nor on PATH; set XFER_MASTER)"
         return report
+    torch_mod = None
+    if device:
+        # Import torch before any engine initialises the GPU runtime.
+        try:
+            import torch  # noqa: PLC0415
+
+            if not torch.cuda.is_available():
+                report["torch"] = f"torch {torch.__version__} sees no GPU"
+            elif _build_info.BACKEND not in ("cuda", "hip"):
+                report["torch"] = f"torch not used with backend {_build_info.BACKEND}"
+            else:
+                torch_mod = torch
+                torch.empty(1, device="cuda")  # let torch create its context first
+                report["torch"] = f"torch {torch.__version__}"
+        except Exception as exc:
+            report["torch"] = f"torch not importable ({type(exc).__name__}: {exc})"
     proc, endpoint = start_master(master_path)
     report["master_endpoint"] = endpoint
     a = b = None
@@ -187,19 +203,6 @@ def run(size_mib: float = 4.0, device: bool = False) -> dict:
         ok = host["write"]["verified"] and host["read"]["verified"]
 
         if device:
-            torch_mod = None
-            try:
-                import torch  # noqa: PLC0415
-
-                if not torch.cuda.is_available():
-                    report["torch"] = f"torch {torch.__version__} sees no GPU"
-                elif _build_info.BACKEND not in ("cuda", "hip"):
-                    report["torch"] = f"torch not used with backend {_build_info.BACKEND}"
-                else:
-                    torch_mod = torch
-                    report["torch"] = f"torch {torch.__version__}"
-            except Exception as exc:
-                report["torch"] = f"torch not importable ({type(exc).__name__}: {exc})"
             if a.device_count == 0:
                 report["device_reason"] = "no GPU visible to the engine's runtime"
             else:
