@@ -20,6 +20,7 @@ from release.image import (
     Sandbox,
     distribution_libdir,
     ensure_minbase,
+    host_package,
     missing_libraries,
     runtime_files,
 )
@@ -191,3 +192,16 @@ def test_minbase_image_runs_the_hosts_interpreter(
     assert written.stdout.strip() == "ro"
     assert (tmp_path / "out").read_text() == "hi\n"
     assert not (Path(minbase) / tmp_path.relative_to("/")).exists(), "the cached tree was written to"
+
+
+@needs_root
+def test_a_missing_system_library_is_named_with_its_package(
+    tmp_path: Path, minbase: Path, host_unchanged: None
+) -> None:
+    sim = Simulation(runtime="absent", rootfs="debootstrap-minbase")
+    box = Sandbox("mb", sim, workdir=tmp_path, rootfs=minbase)
+    # minbase has libstdc++6 (apt needs it); remove it from this namespace's overlay only
+    result = box.run(["sh", "-c", "rm -f /usr/lib/x86_64-linux-gnu/libstdc++.so.6*; ldd /usr/bin/apt"])
+    assert missing_libraries(result.output) == ("libstdc++.so.6",)
+    assert host_package("libstdc++.so.6") == "libstdc++6"
+    assert (minbase / "usr/lib/x86_64-linux-gnu/libstdc++.so.6").exists()
