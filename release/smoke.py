@@ -140,7 +140,7 @@ def wheels_for(wheelhouse: Path, variant: Variant, python: str | None) -> list[P
 
 
 def wheel_python(wheel: Path) -> str:
-    """`xfer_engine_cpu-0.1.0-cp312-cp312-….whl` -> `3.12`."""
+    """`engine_cpu-0.1.0-cp312-cp312-….whl` -> `3.12`."""
     _name, _version, _build, tags = parse_wheel_filename(wheel.name)
     for tag in tags:
         match = re.match(r"^cp(\d)(\d+)$", tag.interpreter)
