@@ -1,0 +1,310 @@
+"""Integration tests of the reference engine: real CMake builds, a real wheel
+in a fresh venv, engines in separate processes, and the GPU variants' link
+lines (hip against Debian's HIP 5.2, cuda against the CUDA 13 toolkit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import venv
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+ENGINE = REPO / "engine"
+HIP_HEADER = Path("/usr/include/hip/hip_runtime_api.h")
+CUDA_ROOT = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda-13.0"))
+
+if shutil.which("cmake") is None or shutil.which("c++") is None and shutil.which("g++") is None:
+    pytest.skip("cmake and a C++ compiler are required", allow_module_level=True)
+
+
+def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
+    kw.setdefault("check", True)
+    kw.setdefault("text", True)
+    kw.setdefault("capture_output", True)
+    try:
+        return subprocess.run([str(c) for c in cmd], **kw)
+    except subprocess.CalledProcessError as exc:
+        raise AssertionError(f"{cmd} failed ({exc.returncode}):\n{exc.stdout}\n{exc.stderr}") from exc
+
+
+def _generator() -> list:
+    return ["-G", "Ninja"] if shutil.which("ninja") else []
+
+
+def _launcher() -> list:
+    return ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
+
+
+def _configure_build(src: Path, build: Path, *defs: str, target: str | None = None) -> None:
+    _run(["cmake", "-S", src, "-B", build, *_generator(), *_launcher(), *defs])
+    cmd = ["cmake", "--build", build, "-j", str(os.cpu_count() or 2)]
+    if target:
+        cmd += ["--target", target]
+    _run(cmd)
+
+
+def _needed(path: Path) -> list[str]:
+    out = _run(["readelf", "-d", path]).stdout
+    return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+
+
+def _has_pybind11() -> bool:
+    try:
+        _run([sys.executable, "-m", "pybind11", "--cmakedir"])
+        return True
+    except AssertionError:
+        return False
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def cpu_core(tmp_path_factory) -> dict:
+    """CPU core + C++ tests built once, installed to a prefix (the XFER_CORE_PREFIX contract)."""
+    root = tmp_path_factory.mktemp("cpu-core")
+    build, prefix = root / "build", root / "prefix"
+    _configure_build(ENGINE, build, "-DXFER_BACKEND=cpu", "-DXFER_BUILD_PYTHON=OFF", "-DXFER_BUILD_TESTS=ON",
+                     "-DXFER_VERSION=0.1.0")
+    _run(["cmake", "--install", build, "--prefix", prefix])
+    return {"build": build, "prefix": prefix}
+
+
+@pytest.fixture(scope="module")
+def cpu_wheel(cpu_core, tmp_path_factory) -> Path:
+    """The CPU wheel for the running Python, built against the prebuilt core."""
+    try:
+        import scikit_build_core  # noqa: F401
+    except ImportError:
+        pytest.skip("scikit-build-core is not installed for this Python")
+    if not _has_pybind11():
+        pytest.skip("pybind11 is not installed for this Python")
+    out = tmp_path_factory.mktemp("wheel")
+    env = dict(os.environ, PIP_CONFIG_FILE="/dev/null")
+    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-w", out,
+          "-C", f"cmake.define.XFER_CORE_PREFIX={cpu_core['prefix']}", ENGINE], env=env)
+    wheels = list(out.glob("xfer_engine-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+@pytest.fixture(scope="module")
+def venv_python(cpu_wheel, tmp_path_factory) -> Path:
+    """A fresh venv with only the CPU wheel installed."""
+    root = tmp_path_factory.mktemp("venv")
+    venv.EnvBuilder(with_pip=True, clear=True).create(root)
+    py = root / "bin" / "python"
+    env = dict(os.environ, PIP_CONFIG_FILE="/dev/null", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    _run([py, "-m", "pip", "install", "--no-index", "--no-deps", cpu_wheel], env=env)
+    return py
+
+
+def _clean_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "XFER_"))}
+    env["PIP_CONFIG_FILE"] = "/dev/null"
+    return env
+
+
+# --------------------------------------------------------------------------- C++
+
+
+def test_cpp_unit_tests_pass(cpu_core):
+    res = _run(["ctest", "--output-on-failure", "--timeout", "60"], cwd=cpu_core["build"], check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "100% tests passed" in res.stdout
+
+
+def test_core_prefix_layout(cpu_core):
+    prefix = cpu_core["prefix"]
+    assert (prefix / "bin" / "xfer-master").is_file()
+    assert list(prefix.glob("lib*/libxfer_core.a")) and list(prefix.glob("lib*/libxfer_common.a"))
+    assert (prefix / "include" / "xfer" / "engine.h").is_file()
+    assert list(prefix.glob("lib*/cmake/xfer/xferConfig.cmake"))
+    # The master links no GPU runtime and nothing beyond libc/libstdc++.
+    needed = _needed(prefix / "bin" / "xfer-master")
+    assert not [n for n in needed if n.startswith(("libcuda", "libcudart", "libamdhip", "libhsa", "libmusa"))]
+
+
+# --------------------------------------------------------------------------- wheel in a fresh venv
+
+
+def test_wheel_contents(cpu_wheel):
+    import zipfile
+
+    names = zipfile.ZipFile(cpu_wheel).namelist()
+    assert "xfer/__init__.py" in names and "xfer/_build_info.py" in names
+    assert any(n.startswith("xfer/_xfer") and n.endswith(".so") for n in names)
+    assert any(n.endswith(".data/scripts/xfer-master") for n in names)
+    info = zipfile.ZipFile(cpu_wheel).read("xfer/_build_info.py").decode()
+    assert 'BACKEND = "cpu"' in info and "CORE_PREBUILT = True" in info
+
+
+def test_master_version_from_venv(venv_python):
+    master = venv_python.parent / "xfer-master"
+    out = _run([master, "--version"], env=_clean_env()).stdout
+    assert out.strip() == "xfer-master 0.1.0 (backend cpu)"
+
+
+def test_selftest_json_from_venv(venv_python, tmp_path):
+    res = _run([venv_python, "-m", "xfer", "selftest", "--json"], env=_clean_env(), cwd=tmp_path, timeout=120)
+    report = json.loads(res.stdout)
+    assert report["ok"] is True
+    assert report["backend"] == "cpu" and report["version"] == "0.1.0"
+    assert report["distribution"] == "xfer-engine"
+    assert report["write"]["verified"] and report["write"]["bytes"] > 0
+    assert report["read"]["verified"] and report["read"]["bytes"] > 0
+    assert report["master_exit_code"] == 0
+    assert report["gpu_direct"] is False and report["gpu_direct_reason"]
+
+
+def test_second_variant_is_refused(venv_python, tmp_path):
+    """A fake second xfer-engine-* distribution in the same venv makes import fail."""
+    site = _run([venv_python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"]).stdout.strip()
+    dist = Path(site) / "xfer_engine_rocm-0.1.0.dist-info"
+    dist.mkdir()
+    try:
+        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: xfer-engine-rocm\nVersion: 0.1.0\n")
+        (dist / "RECORD").write_text("xfer/__init__.py,,\n")
+        res = _run([venv_python, "-c", "import xfer"], env=_clean_env(), check=False, cwd=tmp_path)
+        assert res.returncode != 0
+        assert "ImportError" in res.stderr and "xfer-engine-rocm" in res.stderr and "xfer-engine" in res.stderr
+        assert "pip uninstall" in res.stderr
+    finally:
+        shutil.rmtree(dist)
+
+
+SERVER = textwrap.dedent(
+    """
+    import sys, xfer
+    eng = xfer.Engine("server", sys.argv[1])
+    buf = bytearray(b"s" * (1 << 20))
+    eng.register(buf)
+    print("ready", flush=True)
+    sys.stdin.readline()            # wait until the client is done
+    sys.stdout.write(buf[:8].decode() + " " + str(sum(buf)) + "\\n")
+    sys.stdout.flush()
+    eng.close()
+    """
+)
+
+CLIENT = textwrap.dedent(
+    """
+    import sys, xfer
+    eng = xfer.Engine("client", sys.argv[1])
+    region = eng.peer("server")["regions"][0]
+    n = region["length"]
+    back = bytearray(n)
+    eng.register(back)
+    eng.read([(back, "server", region["addr"], n)])
+    assert bytes(back) == b"s" * n, "read mismatch"
+    src = bytearray(b"c" * n)
+    eng.write([(src, "server", region["addr"], n)])
+    try:
+        eng.write([(src, "server", region["addr"] + 1, n)])
+    except RuntimeError as exc:
+        print("refused:", exc)
+    else:
+        raise SystemExit("out-of-bounds write was accepted")
+    eng.close()
+    print("client ok", flush=True)
+    """
+)
+
+
+def test_two_engines_in_separate_processes(venv_python, tmp_path):
+    env = _clean_env()
+    master = subprocess.Popen([venv_python.parent / "xfer-master", "--host", "127.0.0.1", "--port", "0"],
+                              stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        endpoint = master.stdout.readline().split()[-1]
+        server = subprocess.Popen([venv_python, "-c", SERVER, endpoint], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        assert server.stdout.readline().strip() == "ready"
+        client = _run([venv_python, "-c", CLIENT, endpoint], env=env, cwd=tmp_path, timeout=60)
+        assert "client ok" in client.stdout and "refused:" in client.stdout
+        out, _ = server.communicate("done\n", timeout=30)
+        assert out.split() == ["cccccccc", str(ord("c") * (1 << 20))]
+        assert server.returncode == 0
+    finally:
+        master.terminate()
+        assert master.wait(timeout=10) == 0
+
+
+# --------------------------------------------------------------------------- GPU variants: link lines
+
+
+def _module_build(tmp_path_factory, name: str, *defs: str) -> Path:
+    if not _has_pybind11():
+        pytest.skip("pybind11 is not installed for this Python")
+    build = tmp_path_factory.mktemp(name)
+    _configure_build(ENGINE, build, *defs, f"-DPython_EXECUTABLE={sys.executable}", "-DXFER_VERSION=0.1.0")
+    return build
+
+
+@pytest.fixture(scope="module")
+def hip_build(tmp_path_factory) -> Path:
+    if not HIP_HEADER.exists():
+        pytest.skip(f"{HIP_HEADER} not installed (apt install libamdhip64-dev)")
+    return _module_build(tmp_path_factory, "hip", "-DXFER_BACKEND=hip")
+
+
+def _extension(build: Path) -> Path:
+    (so,) = (build / "python" / "xfer").glob("_xfer*.so")
+    return so
+
+
+def test_hip_extension_needs_libamdhip64(hip_build):
+    needed = _needed(_extension(hip_build))
+    assert "libamdhip64.so.5" in needed
+    assert not [n for n in needed if n.startswith(("libhsa-runtime", "libcuda", "libcudart"))]
+    assert not [n for n in _needed(hip_build / "xfer-master") if n.startswith(("libamdhip", "libhsa"))]
+    info = (hip_build / "python" / "xfer" / "_build_info.py").read_text()
+    assert 'RUNTIME_SONAMES = ("libamdhip64.so.5", )' in info
+
+
+def test_hip_build_imports_and_selftests_without_gpu(hip_build, tmp_path):
+    env = _clean_env()
+    env.update(PYTHONPATH=str(hip_build / "python"), XFER_MASTER=str(hip_build / "xfer-master"))
+    res = _run([sys.executable, "-m", "xfer", "selftest", "--json"], env=env, cwd=tmp_path, timeout=120,
+               check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    report = json.loads(res.stdout)
+    assert report["backend"] == "hip" and report["runtime_library"] == "libamdhip64.so.5"
+    assert report["ok"] and report["write"]["verified"] and report["read"]["verified"]
+    assert report["device"] is False and report["gpu_direct"] is False
+
+
+def test_hip_missing_runtime_message(hip_build, tmp_path):
+    """With the runtime soname unresolvable, import names the soname and the wheel to pick."""
+    pkg = tmp_path / "xfer"
+    shutil.copytree(hip_build / "python" / "xfer", pkg)
+    info = pkg / "_build_info.py"
+    info.write_text(info.read_text().replace('"libamdhip64.so.5"', '"libamdhip64.so.5-not-here"'))
+    env = _clean_env()
+    env["PYTHONPATH"] = str(tmp_path)
+    res = _run([sys.executable, "-c", "import xfer"], env=env, check=False, cwd=tmp_path)
+    assert res.returncode != 0
+    assert "ImportError" in res.stderr and "libamdhip64" in res.stderr
+    assert "xfer-engine-cpu" in res.stderr and "ROCm" in res.stderr
+
+
+def test_cuda_extension_links_cudart_not_libcuda(tmp_path_factory):
+    if not (CUDA_ROOT / "include" / "cuda_runtime_api.h").exists():
+        pytest.skip(f"no CUDA toolkit at {CUDA_ROOT}")
+    build = _module_build(tmp_path_factory, "cuda", "-DXFER_BACKEND=cuda", f"-DCUDAToolkit_ROOT={CUDA_ROOT}")
+    needed = _needed(_extension(build))
+    assert "libcudart.so.13" in needed
+    assert not [n for n in needed if n.startswith("libcuda.")]
+    assert not [n for n in _needed(build / "xfer-master") if n.startswith("libcud")]
+    info = (build / "python" / "xfer" / "_build_info.py").read_text()
+    assert 'RUNTIME_SONAMES = ("libcudart.so.13", )' in info
