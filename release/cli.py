@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from release import matrix as matrix_mod
 from release.dataschema import suggest
 from release.errors import NotImplementedYet, ReleaseError, UsageError
 
@@ -79,6 +78,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _schema_command(args: argparse.Namespace) -> int:
+    from release import matrix as matrix_mod  # noqa: PLC0415 (start-up time: imported when needed)
+
     text = json.dumps(matrix_mod.schema(), indent=2) + "\n"
     target = matrix_mod.SCHEMA_FILE
     if args.write:
@@ -104,6 +105,8 @@ def dispatch(args: argparse.Namespace) -> int:
     if stage is None:
         msg = f"`release {args.command}` is not implemented yet"
         raise NotImplementedYet(msg)
+    from release import matrix as matrix_mod  # noqa: PLC0415 (start-up time: imported when needed)
+
     path = Path(args.matrix)
     optional = args.command in MATRIX_OPTIONAL and not path.exists()
     loaded = None if optional else matrix_mod.load(path)

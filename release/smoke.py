@@ -194,7 +194,9 @@ class Smoke:
         *,
         workdir: Path,
         log: Callable[[str], None],
+        inside: bool = False,
     ) -> None:
+        self.inside = inside
         self.loaded = loaded
         self.variant = loaded.variant(variant_name)
         self.backend = loaded.backend(self.variant)
@@ -205,8 +207,12 @@ class Smoke:
         self.workdir = workdir
         self.log = log
         self.outcome = Outcome(
-            wheel=wheel.name, sha256=sha256(wheel), variant=variant_name, python=self.python,
-            image=image_name, expect=image.expect,
+            wheel=wheel.name,
+            sha256=sha256(wheel),
+            variant=variant_name,
+            python=self.python,
+            image=image_name,
+            expect=image.expect,
         )
         self.venv = workdir / "venv"
         self.env = {
@@ -250,6 +256,16 @@ class Smoke:
 
     def prepare(self, interpreter: Path, host_runtime: Sequence[str]) -> None:
         sim = self.image.simulate
+        if self.inside:
+            # Running inside the real image: its declared layout says where the runtime lives.
+            layout = self.image.simulate
+            if layout is not None and layout.runtime == "prefix" and layout.prefix:
+                self.runtime_dir = Path(layout.prefix)
+            elif layout is not None and layout.runtime == "absent":
+                self.runtime_dir = None
+            else:
+                self.runtime_dir = distribution_libdir() if host_runtime else None
+            return
         if self.image_name == HOST_IMAGE or sim is None:
             self.runtime_dir = distribution_libdir() if host_runtime else None
             return
@@ -357,8 +373,12 @@ class Smoke:
         if not self.runtime_sonames or self.runtime_dir is None:
             return
         argv = [
-            str(self.venv / "bin" / "python"), "-c", _MAPPED_RUNTIME,
-            self.loaded.matrix.engine.import_name, ",".join(self.runtime_sonames), str(self.runtime_dir),
+            str(self.venv / "bin" / "python"),
+            "-c",
+            _MAPPED_RUNTIME,
+            self.loaded.matrix.engine.import_name,
+            ",".join(self.runtime_sonames),
+            str(self.runtime_dir),
         ]
         result = self._run(argv)
         if result.returncode != 0:
@@ -382,8 +402,12 @@ class Smoke:
             if result.returncode != 0:
                 self._step(shown, result, False, f"exit {result.returncode}")
             verdict = _json_ok(result.stdout)
-            self._step(shown, result, verdict is not False, "" if verdict is None else "ok: true" if verdict
-                       else "reported ok: false")
+            self._step(
+                shown,
+                result,
+                verdict is not False,
+                "" if verdict is None else "ok: true" if verdict else "reported ok: false",
+            )
 
 
 def _json_ok(stdout: str) -> bool | None:
@@ -422,6 +446,14 @@ def images_for(
     return pairs
 
 
+def _declared_image(loaded: LoadedMatrix, variant: Variant, name: str) -> Image:
+    if name not in variant.images:
+        known = ", ".join(variant.images) or "none"
+        msg = f"--in-image {name!r} is not an image of variant {variant.distribution} (images: {known})"
+        raise UsageError(msg)
+    return loaded.matrix.images[name]
+
+
 def smoke_variant(
     loaded: LoadedMatrix,
     variant_name: str,
@@ -429,6 +461,7 @@ def smoke_variant(
     wheelhouse: Path,
     python: str | None = None,
     images: Sequence[str] | None = None,
+    in_image: str | None = None,
     log: Callable[[str], None] = print,
 ) -> list[Outcome]:
     """Smoke-test every wheel of a variant (for one Python or all) in every chosen image."""
@@ -450,15 +483,27 @@ def smoke_variant(
             version = wheel_python(wheel)
             interpreter = require_interpreter(version)
             has_runtime = bool(host_runtime) or not backend.runtime_libraries
-            for image_name, image in images_for(loaded, variant, images, host_has_runtime=has_runtime):
+            pairs = images_for(loaded, variant, images, host_has_runtime=has_runtime)
+            if in_image is not None:
+                pairs = [(in_image, _declared_image(loaded, variant, in_image))]
+            for image_name, image in pairs:
                 if image.python and version not in image.python:
                     continue
-                if image.simulate is None:
+                if image.simulate is None and in_image is None:
                     log(f"[{version} {image_name}] skipped: no simulation and no container engine here")
                     continue
                 workdir = root / f"{wheel.stem}-{image_name}"
                 workdir.mkdir()
-                smoke = Smoke(loaded, variant_name, wheel, image_name, image, workdir=workdir, log=log)
+                smoke = Smoke(
+                    loaded,
+                    variant_name,
+                    wheel,
+                    image_name,
+                    image,
+                    workdir=workdir,
+                    log=log,
+                    inside=in_image is not None,
+                )
                 outcomes.append(smoke.run(interpreter, host_runtime))
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -488,6 +533,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
     add("--image", action="append", help=f"only this image (repeatable; '{HOST_IMAGE}': a plain fresh venv)")
     add("--json", action="store_true", help="print the results as JSON (progress goes to stderr)")
+    add(
+        "--in-image",
+        metavar="NAME",
+        help="we run inside this declared image (CI containers): a fresh venv here, no simulation; "
+        "the image's `expect` decides what passes",
+    )
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
@@ -505,7 +556,13 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         if not args.variant and not wheels_for(wheelhouse / name, loaded.variant(name), args.python):
             continue
         outcomes += smoke_variant(
-            loaded, name, wheelhouse=wheelhouse, python=args.python, images=args.image, log=log
+            loaded,
+            name,
+            wheelhouse=wheelhouse,
+            python=args.python,
+            images=args.image,
+            in_image=args.in_image,
+            log=log,
         )
     if not outcomes:
         msg = f"no wheels to smoke-test in {wheelhouse}"
@@ -522,5 +579,3 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         msg = f"{len(failed)} smoke check(s) failed:\n" + "\n".join(lines)
         raise SmokeError(msg)
     return 0
-
-

@@ -293,9 +293,20 @@ def _known_backends() -> tuple[_RuntimeKnowledge, ...]:
     return tuple(known)
 
 
+_GRAFT_HASH = re.compile(r"^(?P<stem>.+)-[0-9a-f]{8}(?P<suffix>\.so(?:\.[^/]*)?)$")
+
+
+def original_name(name: str) -> str:
+    """The library's name before auditwheel grafted it (`libamdhip64-1a2b3c4d.so.5` -> `libamdhip64.so.5`)."""
+    match = _GRAFT_HASH.match(name)
+    return match.group("stem") + match.group("suffix") if match else name
+
+
 def matches(name: str, patterns: Iterable[str]) -> bool:
-    """Whether a file name or soname matches one of the globs (case-sensitive, like the loader)."""
-    return any(fnmatch.fnmatchcase(name, p) for p in patterns)
+    """Whether a file name or soname matches one of the globs (case-sensitive, like the loader),
+    also under the name it had before auditwheel grafted it with a hash suffix."""
+    candidates = {name, original_name(name)}
+    return any(fnmatch.fnmatchcase(c, p) for p in patterns for c in candidates)
 
 
 # --- pure helpers the rules use ----------------------------------------------------------------
