@@ -90,7 +90,10 @@ def test_install_path(member: str, expected: str) -> None:
     ("name", "patterns", "expected"),
     [
         ("libamdhip64.so.5", ["libamdhip64.so*"], True),
-        ("libamdhip64-0a1b2c3d.so.5", ["libamdhip64.so*"], False),
+        # auditwheel grafts a vendored library under a hashed name: it is still the runtime
+        ("libamdhip64-0a1b2c3d.so.5", ["libamdhip64.so*"], True),
+        ("libamdhip64-0a1b2c3d.so.5.2.50200", ["libamdhip64.so.5*"], True),
+        ("libamdhip64-notahash.so.5", ["libamdhip64.so*"], False),
         ("libamdhip64-0a1b2c3d.so.5", ["libamdhip64*.so*"], True),
         ("libcudart.so.13", ["libcudart.so*", "libcuda.so*"], True),
         ("libcudnn.so.9", ["libcudart.so*", "libcuda.so*"], False),
