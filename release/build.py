@@ -240,7 +240,10 @@ def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) 
         raise BuildError(msg)
     check_wheel_identity(built[0], distribution=variant.distribution, version=ctx.version)
     say(f"{index} {step.identifier}: repairing (runtime excluded: {', '.join(variant.exclude) or 'none'})")
-    repaired = repair_wheel(built[0], loaded=ctx.loaded, variant_name=ctx.variant, dest_dir=wheelhouse)
+    repaired = repair_wheel(
+        built[0], loaded=ctx.loaded, variant_name=ctx.variant, dest_dir=wheelhouse,
+        source_date_epoch=ctx.env["SOURCE_DATE_EPOCH"],
+    )
     check_wheel_identity(repaired.wheel, distribution=variant.distribution, version=ctx.version)
     return _verify(ctx, step, repaired, started, index)
 

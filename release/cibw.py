@@ -89,7 +89,12 @@ def cibuildwheel_options(loaded: LoadedMatrix, variant_name: str, pythons: tuple
         "build-frontend": "build",
     }
     if backend.toolkit is not None:
-        options["before-all"] = backend.toolkit.install
+        # The install scripts take the toolkit version the matrix releases with.
+        options["before-all"] = " ".join(
+            [backend.toolkit.install, *([variant.toolkit] if variant.toolkit else [])]
+        )
+    # Timestamps of the repaired wheel come from the commit, inside the container too.
+    options["environment-pass"] = "SOURCE_DATE_EPOCH"
     options["before-build"] = "python -m pip install --quiet {project}"
     environment = build_environment(loaded, variant_name)
     if environment:

@@ -133,12 +133,19 @@ def repair_wheel(
     variant_name: str,
     dest_dir: Path,
     excludes: tuple[str, ...] | None = None,
+    source_date_epoch: str | None = None,
 ) -> RepairResult:
-    """Repair `wheel` into `dest_dir`; `excludes=None` means the variant's own excludes."""
+    """Repair `wheel` into `dest_dir`; `excludes=None` means the variant's own excludes.
+
+    `source_date_epoch` (else the environment's) stamps every zip entry, so a rebuild of the
+    same commit gives a byte-identical wheel.
+    """
     check_patchelf()
     floor = loaded.matrix.platform.floor
     chosen = repair_excludes(loaded, variant_name) if excludes is None else excludes
     env = {**os.environ, "PATH": tool_path()}
+    if source_date_epoch is not None:
+        env["SOURCE_DATE_EPOCH"] = source_date_epoch
     dest_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="repair-") as tmp:
         out = Path(tmp) / "out"

@@ -46,7 +46,7 @@ def test_rocm_options_follow_the_matrix(loaded: LoadedMatrix) -> None:
     assert opts["manylinux-x86_64-image"] == "manylinux_2_28"
     assert opts["build-frontend"] == "build"
     assert opts["skip"] == "*-musllinux_*"
-    assert opts["before-all"] == "bash scripts/install-rocm.sh"
+    assert opts["before-all"] == "bash scripts/install-rocm.sh 6.4"
     assert opts["repair-wheel-command"] == (
         "python -m release repair --variant rocm --dest-dir {dest_dir} {wheel}"
     )
@@ -76,7 +76,8 @@ def test_before_all_is_the_backend_install_command(loaded: LoadedMatrix, variant
     if backend.toolkit is None:
         assert "before-all" not in opts
     else:
-        assert opts["before-all"] == f"bash scripts/install-{backend.name}.sh"
+        toolkit = loaded.variant(variant).toolkit
+        assert opts["before-all"] == f"bash scripts/install-{backend.name}.sh {toolkit}"
     assert f"--variant {variant} " in opts["repair-wheel-command"]
 
 
@@ -84,7 +85,8 @@ def test_env_names_are_cibuildwheel_variables(loaded: LoadedMatrix) -> None:
     env = cibw.cibuildwheel_env(loaded, "rocm", ("3.12",))
     assert env["CIBW_BUILD"] == "cp312-manylinux_x86_64"
     assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == "manylinux_2_28"
-    assert env["CIBW_BEFORE_ALL"] == "bash scripts/install-rocm.sh"
+    assert env["CIBW_BEFORE_ALL"] == "bash scripts/install-rocm.sh 6.4"
+    assert env["CIBW_ENVIRONMENT_PASS"] == "SOURCE_DATE_EPOCH"
     assert env["CIBW_REPAIR_WHEEL_COMMAND"].startswith("python -m release repair --variant rocm")
     assert env["CIBW_CONFIG_SETTINGS"] == "cmake.define.XFER_BACKEND=hip"
     assert all(name.startswith("CIBW_") for name in env)
@@ -153,7 +155,7 @@ def _command(loaded: LoadedMatrix, *argv: str) -> int:
 
 def test_command_prints_each_format(loaded: LoadedMatrix, capsys: pytest.CaptureFixture[str]) -> None:
     assert _command(loaded, "--variant", "rocm", "--format", "json") == 0
-    assert json.loads(capsys.readouterr().out)["before-all"] == "bash scripts/install-rocm.sh"
+    assert json.loads(capsys.readouterr().out)["before-all"] == "bash scripts/install-rocm.sh 6.4"
     two_pythons = ("--python", "3.12", "--python", "3.13")
     assert _command(loaded, "--variant", "cpu", *two_pythons, "--format", "env") == 0
     assert "CIBW_BUILD=cp312-manylinux_x86_64 cp313-manylinux_x86_64\n" in capsys.readouterr().out
