@@ -44,7 +44,7 @@ from release.matrix import (
 DEFAULT_FLOOR = "manylinux_2_28_x86_64"
 SKBUILD = "scikit_build_core"
 # CUDA wheels keep the project's own name (what `pip install <name>` has always meant); every
-# other backend adds its name, like xfer-engine / xfer-engine-rocm / xfer-engine-cpu.
+# other backend adds its name, like foo-engine / foo-engine-rocm / foo-engine-cpu.
 BARE_NAME_BACKEND = "cuda"
 # Backend names as CMake projects often spell them.
 _CMAKE_SPELLINGS = {"rocm": ("rocm", "hip", "amd"), "cuda": ("cuda", "nvidia"), "musa": ("musa",)}
@@ -110,7 +110,7 @@ def base_name(project_name: str, backends: Iterable[str]) -> str:
 
 
 def distribution_name(project_name: str, backend: str, backends: Iterable[str] = ()) -> str:
-    """`xfer-engine` + rocm -> `xfer-engine-rocm`; cuda keeps `xfer-engine`; cpu -> `xfer-engine-cpu`."""
+    """`foo` + rocm -> `foo-rocm`; cuda keeps `foo`; cpu -> `foo-cpu`."""
     base = base_name(project_name, {*backends, backend})
     return base if backend == BARE_NAME_BACKEND else f"{base}-{backend}"
 
