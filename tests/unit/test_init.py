@@ -1,0 +1,286 @@
+"""`release init`: the pure parts (names, Python versions, system libraries, CMake switch, refusal to
+overwrite) and the whole command in-process on small projects written here (no process starts)."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from release import cli
+from release import init as init_mod
+from release.errors import UsageError
+from release.matrix import SCHEMA_FILE, load
+
+ROOT = Path(__file__).resolve().parents[2]
+BACKENDS = ("cpu", "cuda", "rocm", "musa")
+
+
+@pytest.mark.parametrize(
+    ("project", "backend", "expected"),
+    [
+        ("xfer-engine", "cuda", "xfer-engine"),
+        ("xfer-engine", "cpu", "xfer-engine-cpu"),
+        ("xfer-engine", "rocm", "xfer-engine-rocm"),
+        ("xfer-engine", "musa", "xfer-engine-musa"),
+        ("kvmove", "standin", "kvmove-standin"),
+        ("kvmove-rocm", "rocm", "kvmove-rocm"),  # a project named for one variant: its stem is kept
+        ("kvmove-rocm", "cuda", "kvmove"),
+        ("kvmove_cuda", "cpu", "kvmove-cpu"),
+        ("cpu", "cpu", "cpu-cpu"),  # nothing left to strip: the name stays whole
+    ],
+)
+def test_distribution_names_follow_the_reference_matrix(project: str, backend: str, expected: str) -> None:
+    assert init_mod.distribution_name(project, backend, BACKENDS) == expected
+
+
+def test_committed_matrix_names_are_what_init_derives() -> None:
+    committed = load(ROOT / "matrix.yaml").matrix
+    cuda = committed.variants["cuda"].distribution
+    for name, variant in committed.variants.items():
+        assert init_mod.distribution_name(cuda, variant.backend, BACKENDS) == variant.distribution, name
+
+
+@pytest.mark.parametrize(
+    ("requires", "expected"),
+    [
+        (None, ("3.10", "3.11", "3.12", "3.13")),
+        (">=3.10", ("3.10", "3.11", "3.12", "3.13")),
+        (">=3.8", ("3.10", "3.11", "3.12", "3.13")),
+        (">=3.11,<3.13", ("3.11", "3.12")),
+        ("!=3.11.*,>=3.10", ("3.10", "3.12", "3.13")),
+        (">=3.12.1", ("3.12", "3.13")),  # a later patch release of 3.12 qualifies
+        ("==3.12.*", ("3.12",)),
+        ("~=3.10", ("3.10", "3.11", "3.12", "3.13")),
+        ("<3.11", ("3.10",)),
+    ],
+)
+def test_pythons_from_requires_python(requires: str | None, expected: tuple[str, ...]) -> None:
+    assert init_mod.pythons_allowed(requires) == expected
+
+
+@pytest.mark.parametrize("requires", [">=3.14", "<3.10", "not a specifier"])
+def test_requires_python_admitting_nothing_is_a_usage_error(requires: str) -> None:
+    with pytest.raises(UsageError, match="requires-python") as info:
+        init_mod.pythons_allowed(requires)
+    assert info.value.exit_code == 2
+
+
+def test_system_libraries_are_needed_minus_policy_runtime_wheel_and_loader() -> None:
+    needed = [
+        "libc.so.6", "libstdc++.so.6", "libnuma.so.1", "libamdhip64.so.5", "libcudart.so.13",
+        "libkvcore.so.1", "ld-linux-x86-64.so.2", "libibverbs.so.1",
+    ]  # fmt: skip
+    found = init_mod.system_libraries(
+        needed,
+        policy_libraries={"libc.so.6", "libstdc++.so.6", "libm.so.6"},
+        runtime_globs=["libamdhip64.so*", "libcudart.so*"],
+        provided={"libkvcore.so.1", "libkvcore-1a2b3c.so.1"},
+    )
+    assert found == ("libibverbs.so.1", "libnuma.so.1")
+
+
+def test_system_libraries_use_auditwheels_manylinux_2_28_policy() -> None:
+    policy = init_mod.policy_libraries("manylinux_2_28_x86_64")
+    assert {"libc.so.6", "libstdc++.so.6", "libz.so.1"} <= policy
+    assert "libnuma.so.1" not in policy
+    found = init_mod.system_libraries(
+        ["libz.so.1", "libnuma.so.1"], policy_libraries=policy, runtime_globs=(), provided=()
+    )
+    assert found == ("libnuma.so.1",)
+
+
+def test_cmake_backend_switch_is_read_from_the_reference_cmakelists() -> None:
+    text = (ROOT / "engine" / "CMakeLists.txt").read_text(encoding="utf-8")
+    variable, values = init_mod.parse_cmake_backend(text)
+    assert variable == "XFER_BACKEND"
+    assert values == ("cpu", "cuda", "hip", "musa")
+    assert [init_mod.cmake_value(b, values) for b in BACKENDS] == ["cpu", "cuda", "hip", "musa"]
+
+
+def test_cmake_switch_spelled_as_an_option_or_absent() -> None:
+    assert init_mod.parse_cmake_backend('option(KV_BACKEND "gpu runtime" OFF)') == ("KV_BACKEND", ())
+    assert init_mod.parse_cmake_backend("project(x LANGUAGES CXX)") == (None, ())
+    assert init_mod.cmake_value("rocm", ()) == "rocm"
+    assert init_mod.cmake_value("rocm", ("none", "rocm")) == "rocm"
+
+
+def test_variants_parse_with_a_suggestion_for_typos() -> None:
+    assert init_mod.parse_variants("cpu, rocm,cpu", BACKENDS) == ("cpu", "rocm")
+    assert init_mod.parse_variants(None, ("rocm", "musa", "cpu", "cuda")) == ("cpu", "cuda", "musa", "rocm")
+    with pytest.raises(UsageError, match=r"unknown backend 'rcom'; did you mean 'rocm'\?"):
+        init_mod.parse_variants("cpu,rcom", BACKENDS)
+    with pytest.raises(UsageError, match="at least one"):
+        init_mod.parse_variants(" , ", BACKENDS)
+
+
+def test_existing_output_is_refused_without_force(tmp_path: Path) -> None:
+    target = tmp_path / "matrix.yaml"
+    init_mod.check_output(target, force=False)  # absent: fine
+    target.write_text("keep me\n", encoding="utf-8")
+    with pytest.raises(UsageError) as info:
+        init_mod.check_output(target, force=False)
+    assert info.value.exit_code == 2
+    assert str(target) in str(info.value) and "--force" in str(info.value)
+    init_mod.check_output(target, force=True)
+
+
+# --- the whole command, in-process -----------------------------------------------------------------
+
+SETUPTOOLS_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=69"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "kvmove"
+version = "0.2.0"
+description = "Moves KV blocks"
+requires-python = ">=3.11"
+
+[project.scripts]
+kvmove-probe = "kvmove.cli:main"
+
+[tool.setuptools]
+packages = ["kvmove", "kvmove.ops"]
+"""
+
+
+def write_project(root: Path, pyproject: str, *, cmake: str | None = None) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    if cmake is not None:
+        (root / "CMakeLists.txt").write_text(cmake, encoding="utf-8")
+    return root
+
+
+def validate(path: Path) -> dict[str, object]:
+    """Loads with the toolkit and validates against the committed JSON Schema."""
+    load(path)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    jsonschema.validate(data, json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+    assert isinstance(data, dict)
+    return data
+
+
+def test_setuptools_project_gets_no_cmake_defines(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    project = write_project(tmp_path / "kvmove", SETUPTOOLS_PYPROJECT)
+    output = tmp_path / "matrix.yaml"
+    code = cli.main(["init", str(project), "--variants", "cpu,rocm", "--output", str(output)])
+    assert code == 0, capsys.readouterr().err
+    text = output.read_text(encoding="utf-8")
+    assert text.startswith("# yaml-language-server: $schema=")
+    data = validate(output)
+    loaded = load(output).matrix
+    assert loaded.engine.source == "kvmove"
+    assert loaded.engine.import_name == "kvmove"
+    assert loaded.engine.version == "0.2.0"
+    assert loaded.engine.scripts == ("kvmove-probe",)
+    assert loaded.python == ("3.11", "3.12", "3.13")
+    assert {n: v.distribution for n, v in loaded.variants.items()} == {
+        "cpu": "kvmove-cpu",
+        "rocm": "kvmove-rocm",
+    }
+    assert loaded.variants["rocm"].exclude == ("libamdhip64.so*", "libhsa-runtime64.so*")
+    assert loaded.variants["cpu"].exclude == ()
+    assert all(not v.cmake_defines for v in loaded.variants.values())
+    assert "cmake_defines" not in text and "prebuild" not in text
+    assert loaded.platform.system_libraries == ()
+    assert data["images"] == {} and data["hardware"] == {}
+    assert "--wheel" in text  # says how to find the system libraries
+
+
+def test_scikit_build_project_gets_its_cmake_switch(tmp_path: Path) -> None:
+    pyproject = """\
+[build-system]
+requires = ["scikit-build-core"]
+build-backend = "scikit_build_core.build"
+
+[project]
+name = "ringbuf-engine"
+version = "1.0.0"
+"""
+    cmake = (
+        'set(RB_BACKEND cpu CACHE STRING "runtime")\n'
+        "set_property(CACHE RB_BACKEND PROPERTY STRINGS cpu hip)\n"
+    )
+    project = write_project(tmp_path / "src" / "ringbuf", pyproject, cmake=cmake)
+    (project / "python" / "ringbuf").mkdir(parents=True)
+    (project / "python" / "ringbuf" / "__init__.py").write_text("", encoding="utf-8")
+    (project / "tests").mkdir()
+    (project / "tests" / "__init__.py").write_text("", encoding="utf-8")
+    output = tmp_path / "release" / "matrix.yaml"
+    assert cli.main(["init", str(project), "--variants", "rocm,cpu", "--output", str(output)]) == 0
+    validate(output)
+    loaded = load(output).matrix
+    assert loaded.engine.source == "../src/ringbuf"
+    assert loaded.engine.import_name == "ringbuf"
+    assert list(loaded.variants) == ["rocm", "cpu"]
+    assert dict(loaded.variants["rocm"].cmake_defines) == {"RB_BACKEND": "hip"}
+    assert dict(loaded.variants["cpu"].cmake_defines) == {"RB_BACKEND": "cpu"}
+    assert loaded.variants["rocm"].distribution == "ringbuf-engine-rocm"
+    assert "# prebuild:" in output.read_text(encoding="utf-8")
+
+
+def test_rerun_without_force_exits_2_and_keeps_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = write_project(tmp_path / "kvmove", SETUPTOOLS_PYPROJECT)
+    output = tmp_path / "matrix.yaml"
+    output.write_text("# mine\n", encoding="utf-8")
+    assert cli.main(["init", str(project), "--output", str(output)]) == 2
+    err = capsys.readouterr().err
+    assert str(output) in err and "--force" in err and "Traceback" not in err
+    assert output.read_text(encoding="utf-8") == "# mine\n"
+    assert cli.main(["init", str(project), "--output", str(output), "--force"]) == 0
+    validate(output)
+
+
+def test_wheel_scripts_packages_and_import_name_override(tmp_path: Path) -> None:
+    project = write_project(
+        tmp_path / "p",
+        '[build-system]\nbuild-backend = "setuptools.build_meta"\n[project]\nname = "Kv.Move"\n',
+    )
+    wheel = tmp_path / "kv_move-1.0-cp312-cp312-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("kvmove/__init__.py", "")
+        zf.writestr("kv_move-1.0.data/scripts/kv-master", "#!/bin/sh\n")
+        zf.writestr(
+            "kv_move-1.0.dist-info/entry_points.txt", "[console_scripts]\nKv-Probe = kvmove.cli:main\n"
+        )
+    facts = init_mod.read_wheels([wheel])
+    assert facts.scripts == ("Kv-Probe", "kv-master")
+    assert facts.packages == ("kvmove",)
+    read = init_mod.read_project(project)
+    assert read.import_name == "kv_move"  # nothing in the tree: the normalized name
+    backends = load(ROOT / "matrix.yaml").backends
+    plan = init_mod.make_plan(
+        read, output=tmp_path / "m.yaml", backends=backends, variants=["cpu"], wheels=facts
+    )
+    assert plan.project.import_name == "kvmove"  # what the wheel ships wins over the guess
+    plan = init_mod.make_plan(
+        read, output=tmp_path / "m.yaml", backends=backends, variants=["cpu"], wheels=facts, import_name="kv"
+    )
+    assert plan.project.import_name == "kv"
+
+
+@pytest.mark.parametrize(
+    ("pyproject", "message"),
+    [
+        ("[build-system]\nrequires = []\n", "no \\[project\\] name"),
+        ("[project\nname = 1", "invalid TOML"),
+    ],
+)
+def test_unusable_pyproject_is_a_usage_error(tmp_path: Path, pyproject: str, message: str) -> None:
+    project = write_project(tmp_path / "p", pyproject)
+    with pytest.raises(UsageError, match=message):
+        init_mod.read_project(project)
+
+
+def test_yaml_scalars_never_change_type() -> None:
+    for value in ("3.10", "yes", "on", "null", "libcudart.so*", "1.0", "a b", "-x", "x: y", "engine"):
+        assert yaml.safe_load(f"k: {init_mod._scalar(value)}") == {"k": value}
