@@ -534,7 +534,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         type=Path,
         default=[],
-        help="a wheel built from the project: its scripts and system libraries are read (repeatable)",
+        help="a wheel built from the project, before repair: its scripts and system libraries are read "
+        "(repeatable)",
     )
     add("--import-name", help="the top-level import package (default: found in the project)")
     add("--output", type=Path, default=Path("matrix.yaml"), help="file to write (default: %(default)s)")
