@@ -102,32 +102,34 @@ def _wheel_dirs(soname: str) -> list[str]:
     return out
 
 
+def _load(path: str) -> bool:
+    # RTLD_LOCAL: the extension's DT_NEEDED entry matches the loaded copy by soname, while other
+    # libraries in the process (torch's) never bind their runtime calls to this copy.
+    try:
+        ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+    except OSError:
+        return False
+    return True
+
+
 def _check_runtime() -> None:
     backend = _build_info.BACKEND
     for soname in _build_info.RUNTIME_SONAMES:
-        try:
-            ctypes.CDLL(soname, mode=ctypes.RTLD_GLOBAL)
+        # A runtime from a pip wheel (nvidia-cuda-runtime, as torch uses) comes first, so the
+        # process holds one copy of it rather than two.
+        if any(_load(cand) for cand in _wheel_dirs(soname)) or _load(soname):
             continue
-        except OSError as exc:
-            error = exc
-        for cand in _wheel_dirs(soname):
-            try:
-                ctypes.CDLL(cand, mode=ctypes.RTLD_GLOBAL)
-                break
-            except OSError:
-                pass
-        else:
-            dist = _distribution() or _build_info.DEFAULT_DISTRIBUTION
-            wheel, hardware = _WHEELS.get(backend, (dist, backend))
-            others = ", ".join(f"`{w}` ({hw})" for b, (w, hw) in _WHEELS.items() if b != backend)
-            msg = (
-                f"xfer: the installed variant {dist} (backend {backend}, built for {hardware}) needs the "
-                f"runtime library {soname}, which the dynamic loader cannot find ({error}). "
-                f"To use this variant, {_RUNTIME_HELP.get(backend, 'install its runtime')}. "
-                f"Otherwise install the wheel for your hardware instead: `pip uninstall {dist}` and then "
-                f"`pip install xfer-engine-cpu` for no GPU; other variants: {others}."
-            )
-            raise ImportError(msg)
+        dist = _distribution() or _build_info.DEFAULT_DISTRIBUTION
+        wheel, hardware = _WHEELS.get(backend, (dist, backend))
+        others = ", ".join(f"`{w}` ({hw})" for b, (w, hw) in _WHEELS.items() if b != backend)
+        msg = (
+            f"xfer: the installed variant {dist} (backend {backend}, built for {hardware}) needs the "
+            f"GPU runtime library {soname}, and no copy of it is installed where the dynamic loader "
+            f"looks. To use this variant, {_RUNTIME_HELP.get(backend, 'install its runtime')}. "
+            f"Otherwise install the wheel for your hardware instead: `pip uninstall {dist}` and then "
+            f"`pip install xfer-engine-cpu` for no GPU; other variants: {others}."
+        )
+        raise ImportError(msg)
 
 
 _check_single_variant()
