@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import venv
 from pathlib import Path
@@ -23,7 +22,7 @@ ENGINE = REPO / "engine"
 HIP_HEADER = Path("/usr/include/hip/hip_runtime_api.h")
 CUDA_ROOT = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda-13.0"))
 
-if shutil.which("cmake") is None or shutil.which("c++") is None and shutil.which("g++") is None:
+if shutil.which("cmake") is None or (shutil.which("c++") is None and shutil.which("g++") is None):
     pytest.skip("cmake and a C++ compiler are required", allow_module_level=True)
 
 
@@ -32,9 +31,10 @@ def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
     kw.setdefault("text", True)
     kw.setdefault("capture_output", True)
     try:
-        return subprocess.run([str(c) for c in cmd], **kw)
+        return subprocess.run([str(c) for c in cmd], **kw)  # noqa: PLW1510 (check is in kw)
     except subprocess.CalledProcessError as exc:
-        raise AssertionError(f"{cmd} failed ({exc.returncode}):\n{exc.stdout}\n{exc.stderr}") from exc
+        msg = f"{cmd} failed ({exc.returncode}):\n{exc.stdout}\n{exc.stderr}"
+        raise AssertionError(msg) from exc
 
 
 def _generator() -> list:
@@ -177,7 +177,8 @@ def test_second_variant_is_refused(venv_python, tmp_path):
         (dist / "RECORD").write_text("xfer/__init__.py,,\n")
         res = _run([venv_python, "-c", "import xfer"], env=_clean_env(), check=False, cwd=tmp_path)
         assert res.returncode != 0
-        assert "ImportError" in res.stderr and "xfer-engine-rocm" in res.stderr and "xfer-engine" in res.stderr
+        assert "ImportError" in res.stderr
+        assert "xfer-engine-rocm" in res.stderr and "xfer-engine" in res.stderr
         assert "pip uninstall" in res.stderr
     finally:
         shutil.rmtree(dist)
