@@ -193,19 +193,37 @@ def builder_python(python: str, staged: Path, venvs: Path, env: Mapping[str, str
     return exe
 
 
+def cmake_defines(ctx: BuildContext) -> dict[str, str]:
+    """The variant's CMake cache variables, plus where the prebuilt core is installed."""
+    defines = dict(sorted(ctx.loaded.variant(ctx.variant).cmake_defines.items()))
+    prebuild = ctx.loaded.matrix.engine.prebuild
+    if ctx.prefix is not None and prebuild is not None:
+        defines[prebuild.prefix_define] = str(ctx.prefix)
+    return defines
+
+
+def uses_scikit_build(project: Path) -> bool:
+    return bool(_pyproject(project).get("build-system", {}).get("build-backend") == SKBUILD_BACKEND)
+
+
 def config_settings(ctx: BuildContext, step: BuildStep) -> list[str]:
-    variant = ctx.loaded.variant(ctx.variant)
-    pyproject = _pyproject(ctx.staged)
+    """PEP 517 config settings; CMake variables travel as scikit-build-core's `cmake.define.*`."""
     settings: dict[str, str] = {}
-    if pyproject.get("build-system", {}).get("build-backend") == SKBUILD_BACKEND:
+    if uses_scikit_build(ctx.staged):
         settings["build-dir"] = str(ctx.work / f"build-{step.python_tag}")
-        for key, value in sorted(variant.cmake_defines.items()):
-            settings[f"cmake.define.{key}"] = value
-        prebuild = ctx.loaded.matrix.engine.prebuild
-        if ctx.prefix is not None and prebuild is not None:
-            settings[f"cmake.define.{prebuild.prefix_define}"] = str(ctx.prefix)
-    settings.update(variant.config_settings)
+        settings.update({f"cmake.define.{k}": v for k, v in cmake_defines(ctx).items()})
+    settings.update(ctx.loaded.variant(ctx.variant).config_settings)
     return [f"-C{key}={value}" for key, value in settings.items()]
+
+
+def cmake_args_env(ctx: BuildContext, env: Mapping[str, str]) -> dict[str, str]:
+    """For other backends (setuptools or meson driving CMake), the CMake variables go in
+    `CMAKE_ARGS`, the variable such builds conventionally read."""
+    defines = cmake_defines(ctx)
+    if uses_scikit_build(ctx.staged) or not defines:
+        return {}
+    args = " ".join(f"-D{k}={v}" for k, v in defines.items())
+    return {"CMAKE_ARGS": f"{env.get('CMAKE_ARGS', '')} {args}".strip()}
 
 
 def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) -> WheelResult:
@@ -218,6 +236,7 @@ def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) 
     log.unlink(missing_ok=True)
     env = dict(ctx.env)
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = env.get("CMAKE_BUILD_PARALLEL_LEVEL", "1")
+    env.update(cmake_args_env(ctx, env))
     say(f"{index} {step.identifier}: building {variant.distribution} {ctx.version} for Python {step.python}")
     _run_logged(
         [

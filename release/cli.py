@@ -27,8 +27,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("init", "write a starter matrix.yaml for a project"),
     "schema": ("", "print the JSON Schema of matrix.yaml (or --check the committed one)"),
 }
-# Commands that work without a matrix file.
-MATRIX_OPTIONAL = {"verify", "init", "schema"}
+# Commands that work without a matrix file, and one that never reads it (it writes one).
+MATRIX_OPTIONAL = {"verify", "schema"}
+NO_MATRIX = {"init"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -109,7 +110,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
     path = Path(args.matrix)
     optional = args.command in MATRIX_OPTIONAL and not path.exists()
-    loaded = None if optional else matrix_mod.load(path)
+    loaded = None if optional or args.command in NO_MATRIX else matrix_mod.load(path)
     result: int = stage.run(args, loaded)
     return result
 

@@ -229,7 +229,7 @@ class Smoke:
         (workdir / "home").mkdir(parents=True, exist_ok=True)
         self.sandbox: Sandbox | None = None
         self.runtime_dir: Path | None = None
-        self.runtime_sonames = tuple(self.backend.requires_runtime_needed)
+        self.runtime_sonames = tuple(loaded.runtime_needed(self.variant))
 
     # -- running ---------------------------------------------------------------------------
 

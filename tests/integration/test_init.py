@@ -84,11 +84,6 @@ def test_init_refuses_to_overwrite_as_a_process(tmp_path: Path) -> None:
     assert output.read_text(encoding="utf-8") == "# mine\n"
 
 
-@pytest.mark.xfail(
-    reason="release/cli.py loads ./matrix.yaml before `init` runs (init is only MATRIX_OPTIONAL), so a "
-    "broken or empty matrix.yaml stops `init --force` from replacing it with exit 3",
-    strict=False,
-)
 def test_init_force_replaces_a_broken_matrix_in_the_current_directory(tmp_path: Path) -> None:
     output = tmp_path / "matrix.yaml"
     output.write_text("", encoding="utf-8")
