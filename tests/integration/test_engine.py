@@ -74,8 +74,14 @@ def cpu_core(tmp_path_factory) -> dict:
     """CPU core + C++ tests built once, installed to a prefix (the XFER_CORE_PREFIX contract)."""
     root = tmp_path_factory.mktemp("cpu-core")
     build, prefix = root / "build", root / "prefix"
-    _configure_build(ENGINE, build, "-DXFER_BACKEND=cpu", "-DXFER_BUILD_PYTHON=OFF", "-DXFER_BUILD_TESTS=ON",
-                     "-DXFER_VERSION=0.1.0")
+    _configure_build(
+        ENGINE,
+        build,
+        "-DXFER_BACKEND=cpu",
+        "-DXFER_BUILD_PYTHON=OFF",
+        "-DXFER_BUILD_TESTS=ON",
+        "-DXFER_VERSION=0.1.0",
+    )
     _run(["cmake", "--install", build, "--prefix", prefix])
     return {"build": build, "prefix": prefix}
 
@@ -91,8 +97,23 @@ def cpu_wheel(cpu_core, tmp_path_factory) -> Path:
         pytest.skip("pybind11 is not installed for this Python")
     out = tmp_path_factory.mktemp("wheel")
     env = dict(os.environ, PIP_CONFIG_FILE="/dev/null")
-    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-w", out,
-          "-C", f"cmake.define.XFER_CORE_PREFIX={cpu_core['prefix']}", ENGINE], env=env)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-build-isolation",
+            "--no-deps",
+            "--no-index",
+            "-w",
+            out,
+            "-C",
+            f"cmake.define.XFER_CORE_PREFIX={cpu_core['prefix']}",
+            ENGINE,
+        ],
+        env=env,
+    )
     wheels = list(out.glob("xfer_engine-*.whl"))
     assert len(wheels) == 1, wheels
     return wheels[0]
@@ -224,12 +245,22 @@ CLIENT = textwrap.dedent(
 
 def test_two_engines_in_separate_processes(venv_python, tmp_path):
     env = _clean_env()
-    master = subprocess.Popen([venv_python.parent / "xfer-master", "--host", "127.0.0.1", "--port", "0"],
-                              stdout=subprocess.PIPE, text=True, env=env)
+    master = subprocess.Popen(
+        [venv_python.parent / "xfer-master", "--host", "127.0.0.1", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         endpoint = master.stdout.readline().split()[-1]
-        server = subprocess.Popen([venv_python, "-c", SERVER, endpoint], stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+        server = subprocess.Popen(
+            [venv_python, "-c", SERVER, endpoint],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
         assert server.stdout.readline().strip() == "ready"
         client = _run([venv_python, "-c", CLIENT, endpoint], env=env, cwd=tmp_path, timeout=60)
         assert "client ok" in client.stdout and "refused:" in client.stdout
@@ -276,8 +307,9 @@ def test_hip_extension_needs_libamdhip64(hip_build):
 def test_hip_build_imports_and_selftests_without_gpu(hip_build, tmp_path):
     env = _clean_env()
     env.update(PYTHONPATH=str(hip_build / "python"), XFER_MASTER=str(hip_build / "xfer-master"))
-    res = _run([sys.executable, "-m", "xfer", "selftest", "--json"], env=env, cwd=tmp_path, timeout=120,
-               check=False)
+    res = _run(
+        [sys.executable, "-m", "xfer", "selftest", "--json"], env=env, cwd=tmp_path, timeout=120, check=False
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     report = json.loads(res.stdout)
     assert report["backend"] == "hip" and report["runtime_library"] == "libamdhip64.so.5"
@@ -309,3 +341,119 @@ def test_cuda_extension_links_cudart_not_libcuda(tmp_path_factory):
     assert not [n for n in _needed(build / "xfer-master") if n.startswith("libcud")]
     info = (build / "python" / "xfer" / "_build_info.py").read_text()
     assert 'RUNTIME_SONAMES = ("libcudart.so.13", )' in info
+
+
+# --------------------------------------------------------------------------- two hosts: prefill and decode
+
+
+class _TwoHosts:
+    """Two network namespaces joined by a veth pair: the project's own test hosts."""
+
+    def __init__(self) -> None:
+        tag = f"{os.getpid() % 100000}"
+        self.a, self.b = f"xfa{tag}", f"xfb{tag}"
+        self.addr_a, self.addr_b = "10.213.7.1", "10.213.7.2"
+
+    def __enter__(self) -> "_TwoHosts":
+        cmds = [
+            ["ip", "netns", "add", self.a],
+            ["ip", "netns", "add", self.b],
+            ["ip", "link", "add", f"v{self.a}", "type", "veth", "peer", "name", f"v{self.b}"],
+            ["ip", "link", "set", f"v{self.a}", "netns", self.a],
+            ["ip", "link", "set", f"v{self.b}", "netns", self.b],
+            ["ip", "-n", self.a, "addr", "add", f"{self.addr_a}/24", "dev", f"v{self.a}"],
+            ["ip", "-n", self.b, "addr", "add", f"{self.addr_b}/24", "dev", f"v{self.b}"],
+        ]
+        cmds += [
+            ["ip", "-n", ns, "link", "set", dev, "up"] for ns in (self.a, self.b) for dev in ("lo", f"v{ns}")
+        ]
+        try:
+            for cmd in cmds:
+                _run(cmd)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for ns in (self.a, self.b):
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+
+    def popen(self, ns: str, argv: list, **kw) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", ns, *map(str, argv)], text=True, **kw)
+
+
+def test_prefill_and_decode_on_two_hosts(venv_python, tmp_path):
+    """The hardware workflow's two-node tier, on two network namespaces: decode on host B reads
+    host A's buffer through the master on host A, checks every byte, and writes back."""
+    env = _clean_env()
+    with _TwoHosts() as hosts:
+        master = hosts.popen(
+            hosts.a, [venv_python.parent / "xfer-master", "--port", "0"], stdout=subprocess.PIPE, env=env
+        )
+        prefill = None
+        try:
+            port = master.stdout.readline().strip().rsplit(":", 1)[1]
+            endpoint = f"{hosts.addr_a}:{port}"
+            prefill = hosts.popen(
+                hosts.a,
+                [
+                    venv_python,
+                    "-m",
+                    "xfer",
+                    "selftest",
+                    "--json",
+                    "--size",
+                    "2",
+                    "--role",
+                    "prefill",
+                    "--master",
+                    endpoint,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=tmp_path,
+            )
+            ready = prefill.stderr.readline()
+            assert ready.startswith("prefill serving 2097152 bytes at 10.213.7.1:"), ready
+            decode = subprocess.run(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    hosts.b,
+                    venv_python,
+                    "-m",
+                    "xfer",
+                    "selftest",
+                    "--json",
+                    "--size",
+                    "2",
+                    "--role",
+                    "decode",
+                    "--master",
+                    endpoint,
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=tmp_path,
+                timeout=60,
+                check=False,
+            )
+            report = json.loads(decode.stdout)
+            assert decode.returncode == 0, decode.stdout + decode.stderr
+            assert report["read"] == {"bytes": 2097152, "verified": True, "sha256": report["read"]["sha256"]}
+            assert report["write"]["verified"] is True
+            prefill.terminate()
+            out, _err = prefill.communicate(timeout=30)
+            served = json.loads(out)
+            assert prefill.returncode == 0, out
+            assert served["received"]["verified"] is True
+            assert served["served_sha256"] == report["read"]["sha256"]
+        finally:
+            for proc in (prefill, master):
+                if proc is not None and proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=10)

@@ -14,6 +14,11 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--json", action="store_true", help="print one JSON object")
     st.add_argument("--device", action="store_true", help="also move GPU buffers (torch if importable)")
     st.add_argument("--size", type=float, default=4.0, help="MiB per transfer (default 4)")
+    st.add_argument("--role", choices=("prefill", "decode"),
+                    help="two machines: prefill serves a buffer, decode reads and writes it (needs --master)")
+    st.add_argument("--master", help="HOST:PORT of an xfer-master both roles reach")
+    st.add_argument("--serve-seconds", type=float, default=1800.0,
+                    help="prefill: serve at most this long before checking what decode wrote (default 1800)")
     b = sub.add_parser("bench", help="loopback throughput beside a plain TCP socket")
     b.add_argument("--total-mib", type=int, default=1024)
     b.add_argument("--block-mib", type=int, default=4)
@@ -33,6 +38,18 @@ def main(argv: list[str] | None = None) -> int:
 
         faulthandler.enable()
 
+        if args.role:
+            if not args.master:
+                parser.error("--role needs --master HOST:PORT")
+            from . import _pair
+
+            n = max(1, int(args.size * (1 << 20)))
+            if args.role == "prefill":
+                report = _pair.prefill(args.master, n, args.device, args.serve_seconds, ready=sys.stderr)
+            else:
+                report = _pair.decode(args.master, n, args.device)
+            print(json.dumps(report, indent=2, sort_keys=True))
+            return 0 if report["ok"] else 1
         report = run(size_mib=args.size, device=args.device)
         if args.json:
             print(json.dumps(report, indent=2, sort_keys=True))
