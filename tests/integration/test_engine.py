@@ -354,7 +354,7 @@ class _TwoHosts:
         self.a, self.b = f"xfa{tag}", f"xfb{tag}"
         self.addr_a, self.addr_b = "10.213.7.1", "10.213.7.2"
 
-    def __enter__(self) -> "_TwoHosts":
+    def __enter__(self) -> _TwoHosts:
         cmds = [
             ["ip", "netns", "add", self.a],
             ["ip", "netns", "add", self.b],
