@@ -181,7 +181,7 @@ def _time(cmd: list[str], runs: int, env: dict[str, str], cwd: Path) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3, help="timed runs per command (default: %(default)s)")
+    parser.add_argument("--runs", type=int, default=5, help="timed runs per command (default: %(default)s)")
     parser.add_argument("--keep", type=Path, help="build the wheel in this directory and keep it")
     args = parser.parse_args()
     for tool in ("gcc", "g++"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import json
 import re
@@ -12,7 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from release.dataschema import suggest
 from release.errors import NotImplementedYet, ReleaseError, UsageError
 
 # command -> (module, help). Each module has `add_arguments(parser)` and `run(args, loaded)`.
@@ -36,7 +36,8 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         choice = re.search(r"invalid choice: '([^']*)'", message)
         if choice:
-            message += suggest(choice.group(1), list(COMMANDS))
+            close = difflib.get_close_matches(choice.group(1), list(COMMANDS), n=1, cutoff=0.6)
+            message += f"; did you mean {close[0]!r}?" if close else ""
         msg = f"{self.prog}: {message}"
         raise UsageError(msg)
 
@@ -106,11 +107,13 @@ def dispatch(args: argparse.Namespace) -> int:
     if stage is None:
         msg = f"`release {args.command}` is not implemented yet"
         raise NotImplementedYet(msg)
-    from release import matrix as matrix_mod  # noqa: PLC0415 (start-up time: imported when needed)
-
     path = Path(args.matrix)
     optional = args.command in MATRIX_OPTIONAL and not path.exists()
-    loaded = None if optional or args.command in NO_MATRIX else matrix_mod.load(path)
+    loaded = None
+    if not optional and args.command not in NO_MATRIX:
+        from release import matrix as matrix_mod  # noqa: PLC0415 (start-up time: imported when needed)
+
+        loaded = matrix_mod.load(path)
     result: int = stage.run(args, loaded)
     return result
 

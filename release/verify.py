@@ -23,7 +23,6 @@ import zipfile
 import zlib
 from collections import deque
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,6 +58,8 @@ from release.rules import (
 )
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from release.backends import Backend
     from release.matrix import LoadedMatrix, Variant
 
@@ -210,6 +211,7 @@ def metadata_fields(text: str, names: Sequence[str]) -> dict[str, str]:
             found[key] = value.strip()
     return found
 
+
 def _parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
     try:
         name, version, _build, tags = parse_wheel_filename(wheel.name)
@@ -333,9 +335,7 @@ def _data_start(view: memoryview, info: zipfile.ZipInfo) -> int:
     return start
 
 
-def _member_image(
-    view: memoryview, path: Path, info: zipfile.ZipInfo
-) -> bytes | SparseImage | None:
+def _member_image(view: memoryview, path: Path, info: zipfile.ZipInfo) -> bytes | SparseImage | None:
     """An ELF member for inspection, or None if it is not one. A large deflated member is streamed
     through zlib keeping only the pieces `wanted_ranges` names (headers, dynamic section, code,
     section table): its bulk data is never held in memory."""
@@ -396,6 +396,9 @@ def _read_wheel(path: Path, device_sections: Sequence[str]) -> WheelContents:
         candidates = iter([i for i in infos if _may_be_elf(i)])
         # Inflate the next members in worker threads while this one is parsed; a small window
         # bounds the memory held for a large wheel.
+        # Imported here: concurrent.futures pulls in logging, a cost every `verify` start would pay.
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
         with ThreadPoolExecutor(max_workers=2) as pool:
 
             def submit(info: zipfile.ZipInfo) -> tuple[zipfile.ZipInfo, Future[bytes | SparseImage | None]]:
