@@ -18,7 +18,6 @@ twine, retries) lives in `release.upload`.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import subprocess
@@ -32,6 +31,7 @@ from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel
 from packaging.version import Version
 
 from release import index, table
+from release.digest import file_sha256
 from release.errors import PublishError, ReleaseError, UsageError
 from release.matrix import LoadedMatrix
 from release.plan import BuildStep, build_steps
@@ -52,7 +52,6 @@ __all__ = [
     "preflight",
     "publish",
     "run",
-    "sha256_of",
     "summary",
     "twine_check",
 ]
@@ -62,14 +61,6 @@ REPORT_SUFFIX = ".verify.json"
 
 # ---------------------------------------------------------------------------------------------
 # Preflight
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _wheel_metadata(path: Path) -> tuple[str, str]:
@@ -186,7 +177,7 @@ def collect(loaded: LoadedMatrix, wheelhouse: Path, version: str) -> tuple[list[
             if canonicalize_name(meta_name) != name or meta_version != str(file_version):
                 problems.append(f"{rel}: its METADATA says {meta_name} {meta_version}: the file was renamed")
                 continue
-            sha = sha256_of(path)
+            sha = file_sha256(path)
             report_problems = _check_report(path, sha, variant_name, variant.distribution)
             problems.extend(report_problems)
             for tag in matching:

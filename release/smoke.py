@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import hashlib
 import json
 import re
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from release import table
+from release.digest import file_sha256
 from release.errors import SmokeError, UsageError
 from release.image import (
     Bind,
@@ -157,14 +157,6 @@ def vendored_runtime(wheel: Path, globs: Sequence[str]) -> list[str]:
     return [n for n in names if any(fnmatch.fnmatchcase(Path(n).name, g) for g in globs)]
 
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
@@ -208,7 +200,7 @@ class Smoke:
         self.log = log
         self.outcome = Outcome(
             wheel=wheel.name,
-            sha256=sha256(wheel),
+            sha256=file_sha256(wheel),
             variant=variant_name,
             python=self.python,
             image=image_name,

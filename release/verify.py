@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import itertools
 import json
@@ -33,6 +32,7 @@ from packaging.utils import (
     parse_wheel_filename,
 )
 
+from release.digest import file_sha256
 from release.elf import (
     ElfInfo,
     ElfReadError,
@@ -224,11 +224,7 @@ def _parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
 def _hash_file(path: Path) -> str:
     """sha256 of the whole wheel, through a memory map (no copy)."""
     try:
-        with path.open("rb") as fh:
-            if not path.stat().st_size:
-                return hashlib.sha256(b"").hexdigest()
-            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-                return hashlib.sha256(mapped).hexdigest()
+        return file_sha256(path)
     except OSError as exc:
         msg = f"{path}: cannot read the wheel to hash it ({exc.strerror})"
         raise VerifyError(msg) from None
