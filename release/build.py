@@ -429,6 +429,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         return run_cibuildwheel(
             loaded, args.variant, steps, wheelhouse=wheelhouse, version=version, engine=engine
         )
+    find_toolchain(loaded.backend(variant))  # a missing toolkit stops here, in one line
     say(
         f"building {len(steps)} wheel(s) of {variant.distribution} {version} on the host "
         f"(no container: the platform tag is the best this host allows)"
