@@ -1,6 +1,8 @@
 """Find CPython interpreters by version without the user exporting anything.
 
-Order: `python3.X` on PATH (pyenv shims skipped: they fail unless PYENV_VERSION names them),
+Order: `python3.X` on PATH (pyenv shims skipped: they fail unless PYENV_VERSION names them;
+virtual environments skipped, such as the one a nox session puts first on PATH: a venv's python
+cannot seed a chroot or another venv reliably, its base interpreter can),
 then pyenv's version directories (`$PYENV_ROOT/versions/3.X.*`, newest patch first), then
 `/usr/bin` and `/usr/local/bin`.
 """
@@ -28,7 +30,7 @@ def find_interpreter(version: str) -> Path | None:
     name = f"python{version}"
     shims = str(_pyenv_root() / "shims")
     for entry in os.environ.get("PATH", "").split(os.pathsep):
-        if not entry or entry.rstrip("/") == shims:
+        if not entry or entry.rstrip("/") == shims or (Path(entry).parent / "pyvenv.cfg").exists():
             continue
         found = shutil.which(name, path=entry)
         if found:

@@ -91,3 +91,16 @@ def test_interpreter_dirs_are_deduplicated(
 def test_require_returns_the_found_path(pyenv: Path) -> None:
     exe = _executable(pyenv / "versions" / f"{VERSION}.0" / "bin" / f"python{VERSION}")
     assert interpreters.require_interpreter(VERSION) == exe
+
+
+def test_a_virtual_environment_on_path_is_passed_over(
+    pyenv: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A nox session puts its venv first on PATH; the base interpreter is what a chroot needs."""
+    venv = tmp_path / ".nox" / "smoke_cpu-3-97"
+    (venv / "pyvenv.cfg").parent.mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /somewhere\n", encoding="utf-8")
+    _executable(venv / "bin" / f"python{VERSION}")
+    base = _executable(pyenv / "versions" / f"{VERSION}.1" / "bin" / f"python{VERSION}")
+    monkeypatch.setenv("PATH", f"{venv / 'bin'}:{pyenv / 'shims'}")
+    assert interpreters.find_interpreter(VERSION) == base
