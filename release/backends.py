@@ -47,7 +47,8 @@ def load_backends(directory: Path) -> dict[str, Backend]:
     """Every `*.json` backend in a directory, validated; the file name must match `name`."""
     problems: list[Problem] = []
     backends: dict[str, Backend] = {}
-    files = sorted(directory.glob("*.json")) if directory.is_dir() else []
+    entries = list(directory.iterdir()) if directory.is_dir() else []
+    files = sorted((f for f in entries if f.name.endswith(".json")), key=lambda f: f.name)
     if not files:
         raise MatrixError([Problem(str(directory), None, "", "no backend data (*.json) found")])
     for file in files:
@@ -60,8 +61,9 @@ def load_backends(directory: Path) -> dict[str, Backend]:
         problems.extend(reader.problems)
         if reader.problems:
             continue
-        if backend.name != file.stem:
-            problems.append(Problem(str(file), 1, "name", f"must be {file.stem!r} like the file name"))
+        stem = file.name.removesuffix(".json")
+        if backend.name != stem:
+            problems.append(Problem(str(file), 1, "name", f"must be {stem!r} like the file name"))
             continue
         backends[backend.name] = backend
     if problems:

@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 from release.backends import Backend, load_backends
 from release.dataschema import DocumentReader, compose, json_schema, spec, suggest
 from release.errors import MatrixError, Problem, UsageError
+from release.resources import toolkit_backends
 
 SCHEMA_FILE = Path(__file__).with_name("matrix.schema.json")
 SCHEMA_ID = "https://example.invalid/gpu-wheel-release/matrix.schema.json"
@@ -269,7 +270,7 @@ def default_backends_dir(matrix_path: Path) -> Path:
     local = matrix_path.resolve().parent / "packaging" / "backends"
     if local.is_dir():
         return local
-    return Path(__file__).resolve().parent.parent / "packaging" / "backends"
+    return toolkit_backends()
 
 
 def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], file: str) -> list[Problem]:

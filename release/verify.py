@@ -45,6 +45,7 @@ from release.elf import (
     wanted_ranges,
 )
 from release.errors import ToolchainError, UsageError, VerifyError
+from release.resources import toolkit_backends
 from release.rules import (
     RULE_IDS,
     RULES,
@@ -258,9 +259,9 @@ class _RuntimeKnowledge:
 def _known_backends() -> tuple[_RuntimeKnowledge, ...]:
     """Runtime globs and device sections from the toolkit's own backend data, used when there is
     no matrix (read as plain JSON: the matrix loader validates these files)."""
-    directory = Path(__file__).resolve().parent.parent / "packaging" / "backends"
+    directory = toolkit_backends()
     known = []
-    for file in sorted(directory.glob("*.json")):
+    for file in sorted((f for f in directory.iterdir() if f.name.endswith(".json")), key=lambda f: f.name):
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
