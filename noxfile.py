@@ -85,7 +85,8 @@ for _variant in MATRIX.variants:
 @nox.session
 def verify(session: nox.Session) -> None:
     """Verify every wheel in wheelhouse/ against the matrix."""
-    wheels = session.posargs or sorted(str(p) for p in (ROOT / "wheelhouse").glob("*/*.whl"))
+    wheelhouse = Path(MATRIX_FILE).resolve().parent / "wheelhouse"
+    wheels = session.posargs or sorted(str(p) for p in wheelhouse.glob("*/*.whl"))
     if not wheels:
         session.error("no wheels in wheelhouse/: run a build_<variant> session first")
     session.run(*TOOLKIT, "verify", *wheels, external=True)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import tomlkit
+from packaging.utils import parse_wheel_filename
 
 from release import table
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
@@ -115,8 +116,60 @@ def _tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
+# Environment variables that change what a compiler produces.
+_COMPILER_ENV = (
+    "CC",
+    "CXX",
+    "CFLAGS",
+    "CXXFLAGS",
+    "LDFLAGS",
+    "CPPFLAGS",
+    "CMAKE_ARGS",
+    "CMAKE_GENERATOR",
+    "CMAKE_C_COMPILER_LAUNCHER",
+    "CMAKE_CXX_COMPILER_LAUNCHER",
+)
+
+
+def configuration_key(
+    loaded: LoadedMatrix, variant_name: str, toolchain: Toolchain, env: Mapping[str, str]
+) -> str:
+    """What every compilation of a variant depends on besides its sources: the toolkit found,
+    the CMake variables and the compiler environment. A change invalidates cached builds."""
+    variant = loaded.variant(variant_name)
+    cmake = subprocess.run(["cmake", "--version"], capture_output=True, text=True, check=False).stdout
+    parts = {
+        "toolchain": [str(toolchain.prefix), toolchain.version, sorted(toolchain.env.items())],
+        "defines": sorted(variant.cmake_defines.items()),
+        "config_settings": sorted(variant.config_settings.items()),
+        "env": [(k, env.get(k, "")) for k in _COMPILER_ENV],
+        "generator": bool(shutil.which("ninja")),
+        "cmake": cmake.splitlines()[:1],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def forget_stale_builds(work: Path, key: str) -> None:
+    """Drop CMake build trees made under another configuration: a CMake cache keeps a removed
+    define or an old toolkit's library paths."""
+    stamp = work / ".release-configuration"
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == key:
+        return
+    for tree in [work / "core-build", work / "core-prefix", *work.glob("build-cp*")]:
+        shutil.rmtree(tree, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(key, encoding="utf-8")
+
+
 def prebuild_core(
-    loaded: LoadedMatrix, variant_name: str, *, staged: Path, work: Path, version: str, env: Mapping[str, str]
+    loaded: LoadedMatrix,
+    variant_name: str,
+    *,
+    staged: Path,
+    work: Path,
+    version: str,
+    env: Mapping[str, str],
+    configuration: str = "",
 ) -> Path | None:
     """Compile and install the engine core once for this variant (cached by its inputs)."""
     prebuild = loaded.matrix.engine.prebuild
@@ -130,7 +183,7 @@ def prebuild_core(
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     prefix = work / "core-prefix"
     key = hashlib.sha256(
-        json.dumps([_tree_digest(source), args, defines, env.get("CMAKE_CXX_COMPILER_LAUNCHER", "")]).encode()
+        json.dumps([_tree_digest(source), args, defines, configuration]).encode()
     ).hexdigest()
     stamp = prefix / ".release-prebuild"
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == key:
@@ -142,6 +195,7 @@ def prebuild_core(
     log = work / "logs" / "core.log"
     log.unlink(missing_ok=True)
     shutil.rmtree(prefix, ignore_errors=True)
+    shutil.rmtree(core, ignore_errors=True)  # a CMake cache would keep what the key says changed
     _run_logged(
         [
             "cmake",
@@ -226,6 +280,18 @@ def cmake_args_env(ctx: BuildContext, env: Mapping[str, str]) -> dict[str, str]:
     return {"CMAKE_ARGS": f"{env.get('CMAKE_ARGS', '')} {args}".strip()}
 
 
+def project_for(ctx: BuildContext, step: BuildStep) -> Path:
+    """The tree one Python builds from. scikit-build-core keeps its output in a per-Python
+    `build-dir`; other backends (setuptools' build/ and *.egg-info) write into the project, so
+    each Python gets its own copy and parallel builds cannot trample each other."""
+    if uses_scikit_build(ctx.staged):
+        return ctx.staged
+    private = ctx.work / f"src-{step.python_tag}"
+    shutil.rmtree(private, ignore_errors=True)
+    shutil.copytree(ctx.staged, private, symlinks=True)
+    return private
+
+
 def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) -> WheelResult:
     started = time.monotonic()
     variant = ctx.loaded.variant(ctx.variant)
@@ -248,7 +314,7 @@ def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) 
             "--outdir",
             str(dist),
             *config_settings(ctx, step),
-            str(ctx.staged),
+            str(project_for(ctx, step)),
         ],
         log=log,
         env=env,
@@ -260,7 +326,10 @@ def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) 
     check_wheel_identity(built[0], distribution=variant.distribution, version=ctx.version)
     say(f"{index} {step.identifier}: repairing (runtime excluded: {', '.join(variant.exclude) or 'none'})")
     repaired = repair_wheel(
-        built[0], loaded=ctx.loaded, variant_name=ctx.variant, dest_dir=wheelhouse,
+        built[0],
+        loaded=ctx.loaded,
+        variant_name=ctx.variant,
+        dest_dir=wheelhouse,
         source_date_epoch=ctx.env["SOURCE_DATE_EPOCH"],
     )
     check_wheel_identity(repaired.wheel, distribution=variant.distribution, version=ctx.version)
@@ -321,7 +390,11 @@ def build_variant(
         f"[{variant_name}] staged {loaded.matrix.engine.source}/ as "
         f"{variant.distribution} {version} in {staged}"
     )
-    prefix = prebuild_core(loaded, variant_name, staged=staged, work=work, version=version, env=env)
+    configuration = configuration_key(loaded, variant_name, toolchain, env)
+    forget_stale_builds(work, configuration)
+    prefix = prebuild_core(
+        loaded, variant_name, staged=staged, work=work, version=version, env=env, configuration=configuration
+    )
     ctx = BuildContext(
         loaded=loaded,
         variant=variant_name,
@@ -333,10 +406,7 @@ def build_variant(
         toolchain=toolchain,
     )
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    for old in wheelhouse.glob("*.whl"):
-        if any(old.name.split("-")[2] == s.python_tag for s in steps):
-            old.unlink()
-            Path(str(old) + ".verify.json").unlink(missing_ok=True)
+    remove_previous_wheels(wheelhouse, {s.python_tag for s in steps})
     # Build the per-Python wheels once each Python's builder env exists; CPU-bound, so
     # at most `jobs` at a time.
     results: list[WheelResult] = []
@@ -352,12 +422,27 @@ def build_variant(
             except ReleaseError as exc:
                 errors.append(exc)
                 continue
+            except (OSError, subprocess.SubprocessError) as exc:
+                errors.append(BuildError(f"{type(exc).__name__}: {exc}"))
+                continue
             results.append(result)
             if on_done:
                 on_done(result)
         if errors:
             raise BuildError("\n".join(str(e) for e in errors))
     return results
+
+
+def remove_previous_wheels(wheelhouse: Path, python_tags: set[str]) -> None:
+    """Remove earlier wheels (and reports) for the Pythons about to be built; other files stay."""
+    for old in wheelhouse.glob("*.whl"):
+        try:
+            _name, _version, _build, tags = parse_wheel_filename(old.name)
+        except ValueError:
+            continue
+        if {t.interpreter for t in tags} & python_tags:
+            old.unlink()
+            Path(f"{old}.verify.json").unlink(missing_ok=True)
 
 
 def _size(size: int) -> str:

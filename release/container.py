@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from release.build import say, source_date_epoch
+from release.build import remove_previous_wheels, say, source_date_epoch
 from release.cibw import cibuildwheel_env
 from release.errors import BuildError
 from release.matrix import LoadedMatrix
@@ -43,6 +43,9 @@ def run_cibuildwheel(
     engine: str,
 ) -> int:
     variant = loaded.variant(variant_name)
+    wheelhouse = wheelhouse.resolve()  # cibuildwheel runs from the matrix's directory
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    remove_previous_wheels(wheelhouse, {step.python_tag for step in steps})
     staged = stage_project(loaded, variant_name, version, loaded.root / "build" / variant_name / "src")
     pythons = tuple(step.python for step in steps)
     env = {**os.environ, **cibuildwheel_env(loaded, variant_name, pythons)}
@@ -61,8 +64,12 @@ def run_cibuildwheel(
     if proc.returncode != 0:
         msg = f"cibuildwheel failed for {variant_name} (exit {proc.returncode})"
         raise BuildError(msg)
+    built = sorted(wheelhouse.glob("*.whl"))
+    if not built:
+        msg = f"cibuildwheel reported success but left no wheel in {wheelhouse}"
+        raise BuildError(msg)
     failed = []
-    for wheel in sorted(wheelhouse.glob("*.whl")):
+    for wheel in built:
         check_wheel_identity(wheel, distribution=variant.distribution, version=version)
         report = verify_wheel(wheel, loaded=loaded, variant=variant_name, release=True)
         write_report(report, wheel.with_name(wheel.name + ".verify.json"))

@@ -82,8 +82,10 @@ def simple_url_for(upload_url: str) -> str:
         return KNOWN_INDEXES[normalized]
     parts = urllib.parse.urlsplit(normalized)
     if parts.path == "/":
-        # pypiserver: uploads go to the root, the simple API lives under /simple/.
-        return urllib.parse.urlunsplit(parts._replace(path="/simple/", query="", fragment=""))
+        # pypiserver: uploads go to the root, the simple API lives under /simple/. Reads are never
+        # authenticated, so user-info (user:password@) never reaches the listing URL.
+        netloc = parts.netloc.rsplit("@", 1)[-1]
+        return urllib.parse.urlunsplit(parts._replace(netloc=netloc, path="/simple/", query="", fragment=""))
     msg = (
         f"cannot tell the simple-API URL of {redact_url(upload_url)}: pass --index-url "
         "(e.g. https://pypi.example.org/simple/)"
@@ -157,6 +159,8 @@ class _ForeignRedirect(Exception):
 
 def list_files(index_url: str, project: str, *, timeout: float = 30.0) -> dict[str, str | None]:
     """Files of `project` on the index: file name -> sha256 (None when the index gives none)."""
+    parts = urllib.parse.urlsplit(index_url)
+    index_url = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
     base = index_url if index_url.endswith("/") else index_url + "/"
     url = urllib.parse.urljoin(base, canonicalize_name(project) + "/")
     request = urllib.request.Request(url, headers={"Accept": ACCEPT})  # noqa: S310 (checked scheme)
@@ -179,6 +183,9 @@ def list_files(index_url: str, project: str, *, timeout: float = 30.0) -> dict[s
         reason = getattr(exc, "reason", exc)
         msg = f"cannot read {redact_url(url)}: {reason}"
         raise IndexUnavailable(msg) from None
+    except ValueError as exc:  # http.client.InvalidURL and friends: a malformed URL
+        msg = f"{redact_url(url)} is not a usable index URL ({redact_url(str(exc))})"
+        raise UsageError(msg) from None
     try:
         files = parse_json(body) if "json" in content_type else parse_html(body)
     except (ValueError, KeyError, TypeError) as exc:

@@ -246,6 +246,9 @@ def load(path: Path | str, *, backends_dir: Path | None = None) -> LoadedMatrix:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise MatrixError([Problem(display, None, "", f"cannot read: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        problem = Problem(display, None, "", f"not UTF-8 text (byte {exc.start}): save it as UTF-8")
+        raise MatrixError([problem]) from None
     return loads(text, path=path, display=display, backends_dir=backends_dir)
 
 

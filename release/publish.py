@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -114,12 +115,17 @@ def _file_name_stem(distribution: str, version: str, step: BuildStep) -> str:
     return f"{canonicalize_name(distribution).replace('-', '_')}-{version}-{step.python_tag}-*.whl"
 
 
-def collect(loaded: LoadedMatrix, wheelhouse: Path, version: str) -> tuple[list[Candidate], list[str]]:
-    """The expected set found in `wheelhouse`, and every problem with it (without twine)."""
+def collect(
+    loaded: LoadedMatrix, wheelhouse: Path, version: str, *, variants: Sequence[str] | None = None
+) -> tuple[list[Candidate], list[str]]:
+    """The expected set found in `wheelhouse`, and every problem with it (without twine).
+
+    `variants` narrows the expected set (a backfill of one variant); by default it is all of them.
+    """
     matrix = loaded.matrix
     problems: list[str] = []
     found: list[Candidate] = []
-    steps = build_steps(matrix)
+    steps = tuple(s for s in build_steps(matrix) if not variants or s.variant in variants)
     wanted_version = Version(version)
     if not wheelhouse.is_dir():
         return [], [f"{wheelhouse}: no such directory (build the wheels first: nox -s build_<variant>)"]
@@ -134,6 +140,8 @@ def collect(loaded: LoadedMatrix, wheelhouse: Path, version: str) -> tuple[list[
             problems.append(f"{entry.name}: unexpected file outside the <variant>/ directories")
 
     for variant_name, variant in matrix.variants.items():
+        if variants and variant_name not in variants:
+            continue
         directory = wheelhouse / variant_name
         variant_steps = {s.python_tag: s for s in steps if s.variant == variant_name}
         seen: dict[str, list[Path]] = {}
@@ -222,10 +230,13 @@ def preflight(
     version: str,
     *,
     checker: Callable[[Sequence[Path]], list[str]] = twine_check,
+    variants: Sequence[str] | None = None,
 ) -> list[Candidate]:
     """The complete, checked set; `PublishError` listing every problem otherwise."""
-    found, problems = collect(loaded, wheelhouse, version)
+    found, problems = collect(loaded, wheelhouse, version, variants=variants)
     wheels = sorted(wheelhouse.glob("*/*.whl")) if wheelhouse.is_dir() else []
+    if variants:
+        wheels = [w for w in wheels if w.parent.name in variants]
     problems.extend(checker(wheels))
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
@@ -329,6 +340,11 @@ def publish(candidates: Sequence[Candidate], uploader: Uploader, *, dry_run: boo
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
+        "--variant",
+        action="append",
+        help="publish only this variant's wheels (repeatable; a backfill). Default: the whole matrix",
+    )
+    parser.add_argument(
         "--tag", help="the release tag, e.g. v0.3.13 (default: the pushed tag in GitHub Actions)"
     )
     parser.add_argument(
@@ -372,6 +388,9 @@ def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credential
     if not tag:
         msg = "publish needs a release tag: pass --tag v1.2.3 (in GitHub Actions the pushed tag is used)"
         raise UsageError(msg)
+    if not math.isfinite(args.backoff) or args.backoff < 0:
+        msg = f"--backoff must be a number of seconds >= 0, not {args.backoff}"
+        raise UsageError(msg)
     if args.tries < 1:
         msg = "--tries must be at least 1"
         raise UsageError(msg)
@@ -385,7 +404,9 @@ def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credential
     index.check_transport(index_url, "index")
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else loaded.root / "wheelhouse"
 
-    candidates = preflight(loaded, wheelhouse, version)
+    for name in args.variant or ():
+        loaded.variant(name)  # an unknown name is a usage error with the known ones
+    candidates = preflight(loaded, wheelhouse, version, variants=args.variant)
     print(
         f"preflight passed: {len(candidates)} wheels of {len(matrix.variants)} variant(s) for {version}\n"
         f"{'dry run: ' if args.dry_run else ''}publishing to {index.redact_url(repository)} "

@@ -99,7 +99,12 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
             scratch = Path(tmp) / "elf"
             scratch.write_bytes(data)
             action = ["--set-rpath", ":".join(kept)] if kept else ["--remove-rpath"]
-            subprocess.run(["patchelf", *action, str(scratch)], env=env, check=True, capture_output=True)
+            cmd = ["patchelf", *action, str(scratch)]
+            proc = subprocess.run(cmd, env=env, capture_output=True, check=False)
+            if proc.returncode != 0:
+                why = proc.stderr.decode(errors="replace").strip()
+                msg = f"patchelf could not rewrite the RUNPATH of {info.filename}: {why}"
+                raise BuildError(msg)
             changed[info.filename] = scratch.read_bytes()
             removed.extend(f"{info.filename}: {e}" for e in foreign)
         if not changed:
@@ -141,6 +146,9 @@ def repair_wheel(
     same commit gives a byte-identical wheel.
     """
     check_patchelf()
+    if not zipfile.is_zipfile(wheel):
+        msg = f"{wheel}: not a wheel (not a zip archive)"
+        raise UsageError(msg)
     floor = loaded.matrix.platform.floor
     chosen = repair_excludes(loaded, variant_name) if excludes is None else excludes
     env = {**os.environ, "PATH": tool_path()}

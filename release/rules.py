@@ -502,6 +502,17 @@ def rule_device_code(ctx: RuleContext) -> RuleResult:
     return RuleResult(rid, "pass", message, tuple(e.path for e in carrying))
 
 
+def _tag_version(ctx: RuleContext) -> str:
+    """The expected version: a release tag (`v1.2.3`, `refs/tags/v1.2.3`) or a plain version."""
+    expected = str(ctx.expected_version).removeprefix("refs/tags/")
+    if ctx.loaded is not None:
+        pattern = ctx.loaded.matrix.publish.tag_pattern
+        literal = pattern.split("*", 1)[0] if "*" in pattern else ""
+        if literal and expected.startswith(literal):
+            return expected[len(literal):]
+    return expected.removeprefix("v")
+
+
 def rule_wheel_name(ctx: RuleContext) -> RuleResult:
     rid = "wheel-name"
     if ctx.loaded is None:
@@ -521,7 +532,7 @@ def rule_wheel_name(ctx: RuleContext) -> RuleResult:
             problems.append(f"python tag {interpreter} is not one of the matrix's ({', '.join(pythons)})")
     if ctx.expected_version is not None:
         try:
-            same = Version(ctx.expected_version.lstrip("v")) == Version(w.version)
+            same = Version(_tag_version(ctx)) == Version(w.version)
         except InvalidVersion:
             same = False
         if not same:

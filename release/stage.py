@@ -10,6 +10,7 @@ from __future__ import annotations
 import email.parser
 import shutil
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import tomlkit
@@ -20,8 +21,22 @@ from tomlkit.items import Table
 from release.errors import BuildError
 from release.matrix import LoadedMatrix, Metadata, Variant
 
-# Never copied into a staged tree: build output and caches of any kind.
-IGNORED = (".git", "build", "_skbuild", "dist", "wheelhouse", "__pycache__", "*.egg-info", ".nox", ".venv")
+# Never copied into a staged tree: the project's own build output and caches at its top level
+# (a `build/` or `dist/` deeper down may be source), and Python caches anywhere.
+IGNORED_AT_TOP = frozenset({".git", "build", "_skbuild", "dist", "wheelhouse", ".nox", ".venv"})
+IGNORED_ANYWHERE = ("__pycache__", "*.egg-info")
+
+
+def _ignore(source: Path) -> Callable[[str, list[str]], set[str]]:
+    anywhere = shutil.ignore_patterns(*IGNORED_ANYWHERE)
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = set(anywhere(directory, names))
+        if Path(directory) == source:
+            skipped |= IGNORED_AT_TOP.intersection(names)
+        return skipped
+
+    return ignore
 
 
 def variant_metadata(loaded: LoadedMatrix, variant: Variant) -> Metadata:
@@ -71,7 +86,7 @@ def stage_project(loaded: LoadedMatrix, variant_name: str, version: str, dest: P
         raise BuildError(msg)
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(source, dest, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
+    shutil.copytree(source, dest, ignore=_ignore(source), symlinks=True)
     staged = dest / "pyproject.toml"
     text = rewrite_pyproject(
         pyproject.read_text(encoding="utf-8"),

@@ -10,9 +10,10 @@ as_root() {
 }
 
 os_family() {
-  [ -r /etc/os-release ] || die "cannot read /etc/os-release: unknown distribution"
+  local os_release="${OS_RELEASE:-/etc/os-release}"  # overridable for tests
+  [ -r "$os_release" ] || die "cannot read $os_release: unknown distribution"
   # shellcheck disable=SC1091
-  . /etc/os-release
+  . "$os_release"
   case " ${ID:-} ${ID_LIKE:-} " in
     *" debian "*|*" ubuntu "*) echo debian ;;
     *" rhel "*|*" centos "*|*" fedora "*|*" almalinux "*|*" rocky "*) echo rhel ;;

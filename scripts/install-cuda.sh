@@ -16,7 +16,8 @@ for prefix in "${CUDA_HOME:-}" "/usr/local/cuda-$version" /usr/local/cuda; do
   fi
 done
 
-case "$(os_family)" in
+family="$(os_family)" || exit 1
+case "$family" in
   debian)
     . /etc/os-release
     distro="${ID}${VERSION_ID//./}"
@@ -35,5 +36,6 @@ case "$(os_family)" in
     as_root dnf config-manager --add-repo https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/cuda-rhel8.repo
     as_root dnf install -y "cuda-nvcc-$dashed" "cuda-cudart-devel-$dashed"
     ;;
+  *) die "unsupported distribution family '$family'" ;;
 esac
 log "done: $(ls -d /usr/local/cuda-"$version" 2>/dev/null)"

@@ -21,11 +21,12 @@ installer from Moore Threads, then run: bash scripts/install-musa.sh /path/to/mu
 (or set MUSA_HOME to an existing install)"
 [ -f "$installer" ] || die "installer $installer does not exist"
 
+family="$(os_family)" || exit 1
 case "$installer" in
   *.run) as_root bash "$installer" --silent --toolkit --prefix=/usr/local/musa ;;
-  *.deb) [ "$(os_family)" = debian ] || die "$installer is a .deb but this is not Debian/Ubuntu"
+  *.deb) [ "$family" = debian ] || die "$installer is a .deb but this is not Debian/Ubuntu"
          as_root apt-get install -y "$(realpath "$installer")" ;;
-  *.rpm) [ "$(os_family)" = rhel ] || die "$installer is an .rpm but this is not AlmaLinux/RHEL"
+  *.rpm) [ "$family" = rhel ] || die "$installer is an .rpm but this is not AlmaLinux/RHEL"
          as_root dnf install -y "$(realpath "$installer")" ;;
   *) die "unknown installer type: $installer (expected .run, .deb or .rpm)" ;;
 esac

@@ -17,7 +17,8 @@ for prefix in "${ROCM_PATH:-}" /opt/rocm /usr; do
   fi
 done
 
-case "$(os_family)" in
+family="$(os_family)" || exit 1
+case "$family" in
   debian)
     if [ -z "$version" ]; then
       log "installing the distribution's HIP packages"
@@ -46,5 +47,6 @@ gpgkey=https://repo.radeon.com/rocm/rocm.gpg.key
 REPO
     as_root dnf install -y rocm-hip-runtime-devel
     ;;
+  *) die "unsupported distribution family '$family'" ;;
 esac
 log "done: $(ls /opt/rocm*/lib/libamdhip64.so.* /usr/lib/*/libamdhip64.so.* 2>/dev/null | head -n 1)"

@@ -213,3 +213,19 @@ def test_install_rocm_script_is_idempotent_on_debian() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "nothing to do" in proc.stdout
     assert Path("/usr/include/hip/hip_runtime_api.h").exists()
+
+
+def test_install_script_refuses_an_unknown_distribution(tmp_path: Path) -> None:
+    """With HIP hidden (a private tmpfs over its headers, in a mount namespace), install-rocm.sh
+    must stop on a distribution it does not know, not print 'done' and exit 0."""
+    os_release = tmp_path / "os-release"
+    os_release.write_text('ID=arch\nNAME="Arch Linux"\n')
+    script = ROOT / "scripts" / "install-rocm.sh"
+    proc = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c",
+         f"mount -t tmpfs none /usr/include/hip && bash {script}"],
+        capture_output=True, text=True, env={**os.environ, "OS_RELEASE": str(os_release)}, check=False,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "unsupported distribution 'arch'" in proc.stderr
+    assert "done" not in proc.stdout

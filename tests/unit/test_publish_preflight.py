@@ -133,3 +133,14 @@ def test_missing_wheelhouse(tmp_path: Path) -> None:
     loaded = matrix_mod.load(write_matrix(tmp_path))
     with pytest.raises(PublishError, match="no such directory"):
         preflight(loaded, tmp_path / "nowhere", "0.1.0", checker=no_twine)
+
+
+def test_a_backfill_of_one_variant_expects_only_that_variant(
+    setup: tuple[matrix_mod.LoadedMatrix, Path],
+) -> None:
+    loaded, wheelhouse = setup
+    shutil.rmtree(wheelhouse / "cpu")  # the backfill run downloaded only the rocm artifacts
+    with pytest.raises(PublishError, match="missing cp310-cpu-manylinux_x86_64"):
+        preflight(loaded, wheelhouse, "0.1.0", checker=no_twine)
+    found = preflight(loaded, wheelhouse, "0.1.0", checker=no_twine, variants=["rocm"])
+    assert [c.step for c in found] == ["cp310-rocm-manylinux_x86_64", "cp313-rocm-manylinux_x86_64"]

@@ -1,0 +1,58 @@
+"""Pure pieces of building, staging and publishing that earlier went wrong (no processes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from release.build import forget_stale_builds, remove_previous_wheels
+from release.errors import MatrixError
+from release.index import simple_url_for
+from release.matrix import load
+from release.stage import _ignore
+
+
+def test_previous_wheels_of_the_built_pythons_go_and_nothing_else(tmp_path: Path) -> None:
+    names = [
+        "x_cpu-0.1.0-cp312-cp312-manylinux_2_34_x86_64.whl",
+        "x_cpu-0.1.0-1-cp312-cp312-manylinux_2_34_x86_64.whl",  # with a build tag
+        "x_cpu-0.1.0-cp313-cp313-manylinux_2_34_x86_64.whl",
+        "notes.whl",  # not a wheel name at all: left alone, no crash
+    ]
+    for name in names:
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / (names[0] + ".verify.json")).write_text("{}")
+    remove_previous_wheels(tmp_path, {"cp312"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([names[2], names[3]])
+
+
+def test_a_new_configuration_drops_cmake_trees(tmp_path: Path) -> None:
+    for tree in ("core-build", "core-prefix", "build-cp312", "src"):
+        (tmp_path / tree).mkdir()
+        (tmp_path / tree / "CMakeCache.txt").write_text("XFER_STALE_MARK:UNINITIALIZED=ON\n")
+    forget_stale_builds(tmp_path, "first")
+    assert not (tmp_path / "core-build").exists() and not (tmp_path / "build-cp312").exists()
+    assert (tmp_path / "src").exists()
+    (tmp_path / "core-build").mkdir()
+    forget_stale_builds(tmp_path, "first")  # same configuration: kept
+    assert (tmp_path / "core-build").exists()
+    forget_stale_builds(tmp_path, "second")
+    assert not (tmp_path / "core-build").exists()
+
+
+def test_staging_skips_build_output_only_at_the_top(tmp_path: Path) -> None:
+    ignore = _ignore(tmp_path)
+    assert ignore(str(tmp_path), ["build", "dist", "src", "x.egg-info"]) == {"build", "dist", "x.egg-info"}
+    assert ignore(str(tmp_path / "src"), ["build", "dist", "__pycache__"]) == {"__pycache__"}
+
+
+def test_credentials_never_reach_the_listing_url() -> None:
+    assert simple_url_for("http://user:s3cr3t@127.0.0.1:8080/") == "http://127.0.0.1:8080/simple/"
+
+
+def test_a_matrix_that_is_not_utf8_is_a_located_error(tmp_path: Path) -> None:
+    path = tmp_path / "matrix.yaml"
+    path.write_bytes(b"\xff\xfe")
+    with pytest.raises(MatrixError, match="not UTF-8"):
+        load(path)
