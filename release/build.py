@@ -11,6 +11,7 @@ import argparse
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import threading
@@ -229,10 +230,12 @@ def builder_python(python: str, staged: Path, venvs: Path, env: Mapping[str, str
     pyproject = _pyproject(staged)
     requires = sorted(pyproject.get("build-system", {}).get("requires", ["setuptools", "wheel"]))
     wanted = ["build>=1.2.1", *requires]
+    # A different interpreter (a new patch release, another install) needs a new environment.
+    identity = [str(interpreter.resolve()), *wanted]
     venv = venvs / f"cp{python.replace('.', '')}"
     stamp = venv / ".release-requirements"
     exe = venv / "bin" / "python"
-    if exe.exists() and stamp.is_file() and stamp.read_text(encoding="utf-8") == json.dumps(wanted):
+    if exe.exists() and stamp.is_file() and stamp.read_text(encoding="utf-8") == json.dumps(identity):
         return exe
     shutil.rmtree(venv, ignore_errors=True)
     log = venvs / f"cp{python.replace('.', '')}.log"
@@ -243,7 +246,7 @@ def builder_python(python: str, staged: Path, venvs: Path, env: Mapping[str, str
         log=log,
         env=env,
     )
-    stamp.write_text(json.dumps(wanted), encoding="utf-8")
+    stamp.write_text(json.dumps(identity), encoding="utf-8")
     return exe
 
 
@@ -276,7 +279,7 @@ def cmake_args_env(ctx: BuildContext, env: Mapping[str, str]) -> dict[str, str]:
     defines = cmake_defines(ctx)
     if uses_scikit_build(ctx.staged) or not defines:
         return {}
-    args = " ".join(f"-D{k}={v}" for k, v in defines.items())
+    args = " ".join(shlex.quote(f"-D{k}={v}") for k, v in defines.items())
     return {"CMAKE_ARGS": f"{env.get('CMAKE_ARGS', '')} {args}".strip()}
 
 

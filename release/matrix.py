@@ -307,6 +307,20 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
     except InvalidVersion:
         add("engine.version", f"{m.engine.version!r} is not a PEP 440 version")
 
+    if m.engine.prebuild is not None:
+        source = Path(m.engine.source) / m.engine.prebuild.cmake_source
+        if (
+            Path(m.engine.prebuild.cmake_source).is_absolute()
+            or ".." in Path(m.engine.prebuild.cmake_source).parts
+        ):
+            add(
+                "engine.prebuild.cmake_source",
+                f"{m.engine.prebuild.cmake_source!r} must be a directory inside "
+                f"engine.source (it is staged with the project): got {source}",
+            )
+    if not m.publish.tag_pattern.strip():
+        add("publish.tag_pattern", "empty: no tag could ever publish (use e.g. 'v*')")
+
     if not m.variants:
         add("variants", "define at least one variant")
     owners: dict[str, str] = {}

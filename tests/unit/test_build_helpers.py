@@ -56,3 +56,20 @@ def test_a_matrix_that_is_not_utf8_is_a_located_error(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe")
     with pytest.raises(MatrixError, match="not UTF-8"):
         load(path)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("cmake_source: .", "cmake_source: ../..", "engine.prebuild.cmake_source"),
+        ('tag_pattern: "v*"', 'tag_pattern: ""', "publish.tag_pattern"),
+    ],
+)
+def test_settings_that_could_never_work_are_refused(tmp_path: Path, old: str, new: str, key: str) -> None:
+    text = (Path(__file__).resolve().parents[2] / "matrix.yaml").read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    with pytest.raises(MatrixError) as info:
+        load(path, backends_dir=Path(__file__).resolve().parents[2] / "packaging" / "backends")
+    assert [p.key for p in info.value.problems] == [key]
