@@ -42,6 +42,16 @@ case "$family" in
 name=ROCm $version
 baseurl=https://repo.radeon.com/rocm/el8/$version/main
 enabled=1
+priority=50
+gpgcheck=1
+gpgkey=https://repo.radeon.com/rocm/rocm.gpg.key
+
+# User-space graphics libraries the HIP runtime depends on (libdrm-amdgpu and friends).
+[amdgraphics]
+name=AMD Graphics $version
+baseurl=https://repo.radeon.com/graphics/$version/el/8.10/main/x86_64/
+enabled=1
+priority=50
 gpgcheck=1
 gpgkey=https://repo.radeon.com/rocm/rocm.gpg.key
 REPO
