@@ -4,8 +4,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
+#include <new>
 #include <string>
+#include <vector>
 
 namespace xfer {
 
@@ -37,6 +41,35 @@ class Backend {
   virtual void copy(void* dst, const void* src, size_t n) = 0;
   virtual void* alloc_device(size_t n) = 0;
   virtual void free_device(void* p) = 0;
+};
+
+// Staging memory where a GPU runtime cannot pin (no device visible): page-aligned heap memory,
+// remembered so that free_pinned can tell it from the runtime's pinned buffers.
+class HeapFallback {
+ public:
+  void* alloc(size_t n) {
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, n) != 0) throw std::bad_alloc();
+    std::lock_guard<std::mutex> lk(mu_);
+    blocks_.push_back(p);
+    return p;
+  }
+  // Frees p and returns true when it came from alloc(); false means it is the runtime's.
+  bool release(void* p) {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (auto it = blocks_.begin(); it != blocks_.end(); ++it) {
+      if (*it == p) {
+        blocks_.erase(it);
+        std::free(p);
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<void*> blocks_;
 };
 
 std::unique_ptr<Backend> make_backend();

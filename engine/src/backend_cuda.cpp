@@ -115,24 +115,11 @@ class CudaBackend final : public Backend {
     void* p = nullptr;
     if (device_count() > 0 && cudaHostAlloc(&p, n, cudaHostAllocDefault) == cudaSuccess) return p;
     cudaGetLastError();
-    if (posix_memalign(&p, 4096, n) != 0) throw std::bad_alloc();
-    std::lock_guard<std::mutex> lk(mu_);
-    plain_.push_back(p);
-    return p;
+    return heap_.alloc(n);
   }
 
   void free_pinned(void* p) override {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (auto it = plain_.begin(); it != plain_.end(); ++it) {
-        if (*it == p) {
-          plain_.erase(it);
-          std::free(p);
-          return;
-        }
-      }
-    }
-    cudaFreeHost(p);
+    if (!heap_.release(p)) cudaFreeHost(p);
   }
 
   void copy(void* dst, const void* src, size_t n) override {
@@ -188,8 +175,7 @@ class CudaBackend final : public Backend {
   GetHandleForAddressRange get_handle_ = nullptr;
   DeviceGetAttribute get_attr_ = nullptr;
   GetErrorString err_str_ = nullptr;
-  std::mutex mu_;
-  std::vector<void*> plain_;
+  HeapFallback heap_;
 };
 
 }  // namespace

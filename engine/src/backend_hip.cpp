@@ -107,24 +107,11 @@ class HipBackend final : public Backend {
     void* p = nullptr;
     if (device_count() > 0 && hipHostMalloc(&p, n, 0) == hipSuccess) return p;
     (void)hipGetLastError();
-    if (posix_memalign(&p, 4096, n) != 0) throw std::bad_alloc();
-    std::lock_guard<std::mutex> lk(mu_);
-    plain_.push_back(p);
-    return p;
+    return heap_.alloc(n);
   }
 
   void free_pinned(void* p) override {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (auto it = plain_.begin(); it != plain_.end(); ++it) {
-        if (*it == p) {
-          plain_.erase(it);
-          std::free(p);
-          return;
-        }
-      }
-    }
-    (void)hipHostFree(p);
+    if (!heap_.release(p)) (void)hipHostFree(p);
   }
 
   void copy(void* dst, const void* src, size_t n) override {
@@ -164,8 +151,7 @@ class HipBackend final : public Backend {
   int devices_ = 0;
   std::string no_device_;
   ExportDmabuf export_ = nullptr;
-  std::mutex mu_;
-  std::vector<void*> plain_;
+  HeapFallback heap_;
 };
 
 }  // namespace

@@ -105,24 +105,11 @@ class MusaBackend final : public Backend {
     void* p = nullptr;
     if (device_count() > 0 && musaHostAlloc(&p, n, musaHostAllocDefault) == musaSuccess) return p;
     musaGetLastError();
-    if (posix_memalign(&p, 4096, n) != 0) throw std::bad_alloc();
-    std::lock_guard<std::mutex> lk(mu_);
-    plain_.push_back(p);
-    return p;
+    return heap_.alloc(n);
   }
 
   void free_pinned(void* p) override {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      for (auto it = plain_.begin(); it != plain_.end(); ++it) {
-        if (*it == p) {
-          plain_.erase(it);
-          std::free(p);
-          return;
-        }
-      }
-    }
-    musaFreeHost(p);
+    if (!heap_.release(p)) musaFreeHost(p);
   }
 
   void copy(void* dst, const void* src, size_t n) override {
@@ -158,8 +145,7 @@ class MusaBackend final : public Backend {
   int devices_ = 0;
   MuGetAddressRange get_range_ = nullptr;
   MuGetHandleForAddressRange get_handle_ = nullptr;
-  std::mutex mu_;
-  std::vector<void*> plain_;
+  HeapFallback heap_;
 };
 
 }  // namespace
