@@ -70,6 +70,8 @@ class BuildContext:
     env: Mapping[str, str]
     prefix: Path | None
     toolchain: Toolchain
+    scikit_build: bool
+    """The project builds with scikit-build-core (read once from the staged pyproject.toml)."""
 
 
 def source_date_epoch(root: Path) -> str:
@@ -266,7 +268,7 @@ def uses_scikit_build(project: Path) -> bool:
 def config_settings(ctx: BuildContext, step: BuildStep) -> list[str]:
     """PEP 517 config settings; CMake variables travel as scikit-build-core's `cmake.define.*`."""
     settings: dict[str, str] = {}
-    if uses_scikit_build(ctx.staged):
+    if ctx.scikit_build:
         settings["build-dir"] = str(ctx.work / f"build-{step.python_tag}")
         settings.update({f"cmake.define.{k}": v for k, v in cmake_defines(ctx).items()})
     settings.update(ctx.loaded.variant(ctx.variant).config_settings)
@@ -277,7 +279,7 @@ def cmake_args_env(ctx: BuildContext, env: Mapping[str, str]) -> dict[str, str]:
     """For other backends (setuptools or meson driving CMake), the CMake variables go in
     `CMAKE_ARGS`, the variable such builds conventionally read."""
     defines = cmake_defines(ctx)
-    if uses_scikit_build(ctx.staged) or not defines:
+    if ctx.scikit_build or not defines:
         return {}
     args = " ".join(shlex.quote(f"-D{k}={v}") for k, v in defines.items())
     return {"CMAKE_ARGS": f"{env.get('CMAKE_ARGS', '')} {args}".strip()}
@@ -287,7 +289,7 @@ def project_for(ctx: BuildContext, step: BuildStep) -> Path:
     """The tree one Python builds from. scikit-build-core keeps its output in a per-Python
     `build-dir`; other backends (setuptools' build/ and *.egg-info) write into the project, so
     each Python gets its own copy and parallel builds cannot trample each other."""
-    if uses_scikit_build(ctx.staged):
+    if ctx.scikit_build:
         return ctx.staged
     private = ctx.work / f"src-{step.python_tag}"
     shutil.rmtree(private, ignore_errors=True)
@@ -407,6 +409,7 @@ def build_variant(
         env=env,
         prefix=prefix,
         toolchain=toolchain,
+        scikit_build=uses_scikit_build(staged),
     )
     wheelhouse.mkdir(parents=True, exist_ok=True)
     remove_previous_wheels(wheelhouse, {s.python_tag for s in steps})
