@@ -2,7 +2,7 @@
 
 Sessions run in the interpreter that runs nox (the toolkit is installed there by the README's
 set-up command); the Python a build targets is the session's parameter, found by
-`release.interpreters` on PATH or in pyenv's version directories, so nothing needs exporting.
+`release.build.interpreters` on PATH or in pyenv's version directories, so nothing needs exporting.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
 from release import matrix as _matrix  # noqa: E402
-from release.interpreters import interpreter_dirs  # noqa: E402
+from release.build.interpreters import interpreter_dirs  # noqa: E402
 
 MATRIX_FILE = os.environ.get("RELEASE_MATRIX", str(ROOT / "matrix.yaml"))
 MATRIX = _matrix.load(MATRIX_FILE).matrix

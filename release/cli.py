@@ -1,11 +1,14 @@
-"""`python -m release`: one parser, one place that turns `ReleaseError` into an exit code."""
+"""`release` (or `python -m release`): one parser, one place that turns `ReleaseError` into an exit code.
+
+Each command is a module of `release.commands` with `add_arguments(parser)` and `run(args, loaded)`;
+only the chosen command's module is imported.
+"""
 
 from __future__ import annotations
 
 import argparse
 import difflib
 import importlib
-import json
 import re
 import sys
 import traceback
@@ -13,23 +16,35 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from release.errors import NotImplementedYet, ReleaseError, UsageError
+from release import __version__
+from release.errors import EXIT_CODES, ReleaseError, UsageError
 
-# command -> (module, help). Each module has `add_arguments(parser)` and `run(args, loaded)`.
+# command -> (module in release.commands, help).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "plan": ("plan", "expand the matrix into build (or smoke) steps"),
+    "plan": ("plan", "expand the matrix into build (or smoke) steps, or a workflow's plan"),
     "build": ("build", "build, repair and verify wheels for selected steps"),
-    "repair": ("repair", "auditwheel repair one wheel with a variant's runtime excludes"),
+    "repair": ("repair", "auditwheel repair one wheel with a variant's (or explicit) excludes"),
     "verify": ("verify", "inspect wheels and apply the verification rules"),
     "smoke": ("smoke", "install wheels in fresh environments and simulated images"),
     "publish": ("publish", "preflight the whole set and upload it idempotently"),
-    "cibuildwheel-config": ("cibw", "print the cibuildwheel configuration of a variant"),
+    "cibuildwheel-config": ("cibuildwheel_config", "print the cibuildwheel configuration of a variant"),
     "init": ("init", "write a starter matrix.yaml for a project"),
-    "schema": ("", "print the JSON Schema of matrix.yaml (or --check the committed one)"),
+    "schema": ("schema", "print the JSON Schema of matrix.yaml (or --check the committed one)"),
 }
-# Commands that work without a matrix file, and one that never reads it (it writes one).
-MATRIX_OPTIONAL = {"verify", "schema"}
-NO_MATRIX = {"init"}
+# Commands that work without a matrix file, and ones that never read it.
+MATRIX_OPTIONAL = {"verify", "repair"}
+NO_MATRIX = {"init", "schema"}
+DEFAULT_MATRIX = "matrix.yaml"
+
+
+def program_name(argv0: str | None = None) -> str:
+    """How the user invoked us: `release` for the console script, `python -m release` otherwise."""
+    name = Path(argv0 if argv0 is not None else sys.argv[0]).name
+    return "python -m release" if name in ("__main__.py", "", "-c") or name.startswith("python") else name
+
+
+def _epilog() -> str:
+    return "exit codes: " + ", ".join(f"{code} {what}" for code, what in EXIT_CODES)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,79 +57,51 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(msg)
 
 
-def _stage(module: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(f"release.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"release.{module}":
-            return None
-        raise
+def command_module(command: str) -> ModuleType:
+    return importlib.import_module(f"release.commands.{COMMANDS[command][0]}")
 
 
 def _selected_command(argv: Sequence[str]) -> str | None:
-    """The first word that names a command; only that stage's module is imported."""
+    """The first word that names a command; only that command's module is imported."""
     return next((word for word in argv if word in COMMANDS), None)
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with `command`, only that stage is imported and given its options."""
-    parser = _Parser(prog="python -m release", description=__doc__)
-    parser.add_argument("--matrix", default="matrix.yaml", help="the matrix file (default: %(default)s)")
+def build_parser(command: str | None = None, prog: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `command`, only that command's module is imported and given its options."""
+    parser = _Parser(
+        prog=prog or program_name(),
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        epilog=_epilog(),
+    )
+    parser.add_argument("--matrix", default=DEFAULT_MATRIX, help="the matrix file (default: %(default)s)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        if name == "schema":
-            p.add_argument("--check", action="store_true", help="fail if the committed schema drifted")
-            p.add_argument("--write", action="store_true", help="rewrite release/matrix.schema.json")
-            continue
+    for name, (_module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=_epilog())
+        # Accepted after the command too: `release plan --matrix other.yaml`.
+        p.add_argument("--matrix", default=argparse.SUPPRESS, help="the matrix file (default: matrix.yaml)")
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
         if command is not None and name != command:
             continue
-        stage = _stage(module)
-        if stage is None:
-            p.set_defaults(placeholder=True)
-        else:
-            stage.add_arguments(p)
+        command_module(name).add_arguments(p)
     return parser
 
 
-def _schema_command(args: argparse.Namespace) -> int:
-    from release import matrix as matrix_mod  # noqa: PLC0415 (start-up time: imported when needed)
-
-    text = json.dumps(matrix_mod.schema(), indent=2) + "\n"
-    target = matrix_mod.SCHEMA_FILE
-    if args.write:
-        target.write_text(text, encoding="utf-8")
-        print(f"wrote {target}")
-        return 0
-    if args.check:
-        current = target.read_text(encoding="utf-8") if target.exists() else ""
-        if current != text:
-            msg = f"{target} is out of date with release/matrix.py: run `python -m release schema --write`"
-            raise ReleaseError(msg)
-        print(f"{target.name} is up to date")
-        return 0
-    sys.stdout.write(text)
-    return 0
-
-
 def dispatch(args: argparse.Namespace) -> int:
-    if args.command == "schema":
-        return _schema_command(args)
-    module, _ = COMMANDS[args.command]
-    stage = _stage(module)
-    if stage is None:
-        msg = f"`release {args.command}` is not implemented yet"
-        raise NotImplementedYet(msg)
+    module = command_module(args.command)
     path = Path(args.matrix)
-    optional = args.command in MATRIX_OPTIONAL and not path.exists()
     loaded = None
-    if not optional and args.command not in NO_MATRIX:
-        from release import matrix as matrix_mod  # noqa: PLC0415 (start-up time: imported when needed)
+    needs = getattr(module, "needs_matrix", None)
+    wanted = args.command not in NO_MATRIX and (
+        args.command not in MATRIX_OPTIONAL or path.exists() or (needs is not None and needs(args))
+    )
+    if wanted:
+        from release.config import matrix as matrix_mod  # noqa: PLC0415 (start-up time: imported when needed)
 
         loaded = matrix_mod.load(path)
-    result: int = stage.run(args, loaded)
+    result: int = module.run(args, loaded)
     return result
 
 
@@ -123,9 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in words
     try:
         parser = build_parser(_selected_command(words))
-        args, extra = parser.parse_known_args(words)
-        if extra and not getattr(args, "placeholder", False):
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args = parser.parse_args(words)
         return dispatch(args)
     except ReleaseError as exc:
         if debug:

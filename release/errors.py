@@ -7,6 +7,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+EXIT_CODES = (
+    (1, "error"),
+    (2, "usage"),
+    (3, "invalid matrix"),
+    (4, "missing toolchain"),
+    (5, "build"),
+    (6, "verification"),
+    (7, "smoke"),
+    (8, "publish"),
+)
+"""Every exit code the CLI uses, for `--help` (each class below carries its own)."""
+
 
 class ReleaseError(Exception):
     """Base of every error a user can act on; printed without a traceback."""
@@ -73,9 +85,3 @@ class PublishError(ReleaseError):
     """Preflight or upload failed; nothing more was uploaded."""
 
     exit_code = 8
-
-
-class NotImplementedYet(ReleaseError):
-    """A stage that a later piece of work fills in."""
-
-    exit_code = 9

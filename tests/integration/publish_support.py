@@ -298,7 +298,7 @@ class IndexServer:
 
     def listing(self) -> dict[str, str | None]:
         """What the index says over its simple API, for every project on it."""
-        from release import index
+        from release.publish import index
 
         projects = {p.name.split("-", 1)[0] for p in self.packages.glob("*.whl")}
         listed: dict[str, str | None] = {}

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from release.image import (
+from release.config.matrix import Simulation
+from release.smoke.image import (
     Bind,
     Sandbox,
     distribution_libdir,
@@ -24,7 +25,6 @@ from release.image import (
     missing_libraries,
     runtime_files,
 )
-from release.matrix import Simulation
 
 pytestmark = pytest.mark.integration
 

@@ -32,8 +32,8 @@ import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
-from release.image import distribution_libdir
-from release.interpreters import find_interpreter
+from release.build.interpreters import find_interpreter
+from release.smoke.image import distribution_libdir
 
 from .conftest import ROOT, toolkit
 from .publish_support import PASSWORD, USER, IndexServer, index_server
@@ -291,7 +291,7 @@ def kvmove_matrix(root: Path, standin: Path) -> Path:
         shutil.copy(real, backends / real.name)
     (backends / "standin.json").write_text(json.dumps(STANDIN_BACKEND, indent=2), encoding="utf-8")
     text = f"""\
-        # yaml-language-server: $schema={ROOT / "release" / "matrix.schema.json"}
+        # yaml-language-server: $schema={ROOT / "release" / "config" / "matrix.schema.json"}
         schema_version: 1
         engine:
           source: kvmove-src

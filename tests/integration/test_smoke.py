@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.image import distribution_libdir
-from release.interpreters import find_interpreter
-from release.matrix import load
-from release.smoke import smoke_variant
+from release.build.interpreters import find_interpreter
+from release.config.matrix import load
+from release.plan.steps import make_plan
+from release.smoke.image import distribution_libdir
+from release.smoke.runner import smoke_variant
 
 from .conftest import ROOT, toolkit
 
@@ -110,7 +111,11 @@ def test_fake_rocm_wheel_in_every_simulated_layout(tmp_path: Path) -> None:
     images = ["host", "rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent"]
     lines: list[str] = []
     outcomes = smoke_variant(
-        loaded, "rocm", wheelhouse=tmp_path / "wheelhouse", python=PY, images=images, log=lines.append
+        make_plan(loaded).variant("rocm"),
+        wheelhouse=tmp_path / "wheelhouse",
+        python=PY,
+        images=images,
+        log=lines.append,
     )
     by_image = {o.image: o for o in outcomes}
     assert sorted(by_image) == sorted(images)
@@ -136,8 +141,7 @@ def test_a_bare_loader_error_fails_the_absent_image(tmp_path: Path) -> None:
     ).unlink()
     make_wheel(tmp_path / "wheelhouse" / "rocm", dist="fake-engine-rocm", python=PY, init=bare)
     outcomes = smoke_variant(
-        load(matrix),
-        "rocm",
+        make_plan(load(matrix)).variant("rocm"),
         wheelhouse=tmp_path / "wheelhouse",
         python=PY,
         images=["rocm-absent"],

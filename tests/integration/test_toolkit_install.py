@@ -25,7 +25,7 @@ def test_installed_toolkit_knows_every_backend_away_from_the_repository(tmp_path
     names = set(zipfile.ZipFile(wheel).namelist())
     for backend in ("cpu", "cuda", "rocm", "musa"):
         assert f"release/backends_data/{backend}.json" in names
-    assert {"release/matrix.schema.json", "release/verify.schema.json"} <= names
+    assert {"release/config/matrix.schema.json", "release/inspect/verify.schema.json"} <= names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)

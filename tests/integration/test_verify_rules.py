@@ -20,8 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from release import matrix as matrix_mod
-from release.verify import RULE_IDS, SCHEMA_FILE, verify_wheel
+from release.config import matrix as matrix_mod
+from release.inspect.rules import RULE_IDS
+from release.inspect.verify import SCHEMA_FILE, verify_wheel
+from release.plan.resolve import variant_for_distribution
+from release.plan.steps import make_plan
 
 pytestmark = pytest.mark.integration
 
@@ -399,7 +402,11 @@ def loaded(tmp_path_factory: pytest.TempPathFactory) -> matrix_mod.LoadedMatrix:
 
 def _report(spec: WheelSpec, tmp_path: Path, loaded: matrix_mod.LoadedMatrix | None, **kw: object) -> dict:
     wheel = spec.build(tmp_path)
-    return verify_wheel(wheel, loaded=loaded, **kw).to_json()  # type: ignore[arg-type]
+    variants = make_plan(loaded).variants if loaded is not None else {}
+    name = kw.pop("variant", None)
+    chosen = variants[str(name)] if name else variant_for_distribution(variants, wheel.name.split("-")[0])
+    matrix = str(loaded.path) if loaded is not None else None
+    return verify_wheel(wheel, variant=chosen, matrix=matrix, **kw).to_json()  # type: ignore[arg-type]
 
 
 def _status(report: dict, rule: str) -> dict:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release import cibw
-from release.matrix import LoadedMatrix, load
-from release.plan import build_steps
+from release.build import cibw
+from release.config.matrix import LoadedMatrix, load
+from release.plan.steps import make_plan
 
 pytestmark = pytest.mark.integration
 
@@ -110,14 +110,13 @@ def project(tmp_path: Path) -> Path:
 def test_cibuildwheel_builds_the_matrix_tags(project: Path, loaded: LoadedMatrix) -> None:
     """Env (as written to $GITHUB_ENV) and TOML (`--config-file`) select the matrix's cp tags, x86_64."""
     for name in loaded.matrix.variants:
-        expected = [
-            f"{s.python_tag}-manylinux_x86_64" for s in build_steps(loaded.matrix) if s.variant == name
-        ]
-        assert _identifiers(project, cibw.cibuildwheel_env(loaded, name, ())) == expected
+        steps = make_plan(loaded).builds_of(name)
+        expected = [f"{s.python_tag}-manylinux_x86_64" for s in steps]
+        assert _identifiers(project, cibw.cibuildwheel_env(steps)) == expected
         config = project / f"{name}.toml"
-        config.write_text(cibw.render(cibw.cibuildwheel_options(loaded, name, ()), "toml"), encoding="utf-8")
+        config.write_text(cibw.render(cibw.cibuildwheel_options(steps), "toml"), encoding="utf-8")
         assert _identifiers(project, {}, "--config-file", str(config)) == expected
-    one = cibw.cibuildwheel_env(loaded, "rocm", ("3.12",))
+    one = cibw.cibuildwheel_env(tuple(s for s in make_plan(loaded).builds_of("rocm") if s.python == "3.12"))
     assert _identifiers(project, one) == ["cp312-manylinux_x86_64"]
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from release.build import forget_stale_builds, remove_previous_wheels
+from release.build.host import forget_stale_builds, remove_previous_wheels
+from release.build.stage import _ignore
+from release.config.matrix import load
 from release.errors import MatrixError
-from release.index import simple_url_for
-from release.matrix import load
-from release.stage import _ignore
+from release.publish.index import simple_url_for
 
 
 def test_previous_wheels_of_the_built_pythons_go_and_nothing_else(tmp_path: Path) -> None:

@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 import tomlkit
 
-from release import cibw, cli
+from release import cli
+from release.build import cibw
+from release.commands import cibuildwheel_config
+from release.config.matrix import LoadedMatrix, load, loads
 from release.errors import UsageError
-from release.matrix import LoadedMatrix, load, loads
+from release.plan.steps import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ROOT / "packaging" / "backends"
@@ -21,6 +24,16 @@ BACKENDS = ROOT / "packaging" / "backends"
 @pytest.fixture(scope="module")
 def loaded() -> LoadedMatrix:
     return load(ROOT / "matrix.yaml")
+
+
+def _opts(loaded: LoadedMatrix, variant: str, pythons: tuple[str, ...]) -> dict[str, str]:
+    steps = make_plan(loaded, variants=(variant,)).builds_of(variant)
+    order = [s for s in steps if not pythons or s.python in pythons]
+    return cibw.cibuildwheel_options(tuple(order))
+
+
+def _env(loaded: LoadedMatrix, variant: str, pythons: tuple[str, ...]) -> dict[str, str]:
+    return {cibw.env_name(k): v for k, v in _opts(loaded, variant, pythons).items()}
 
 
 def _with_extra_settings(tmp_path: Path) -> LoadedMatrix:
@@ -36,11 +49,12 @@ def _with_extra_settings(tmp_path: Path) -> LoadedMatrix:
         "\n"
     )
     text = text.replace("\nimages:\n", "\n" + extra + "images:\n", 1)
+    text = text.replace("source: engine", f"source: {ROOT / 'engine'}", 1)
     return loads(text, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
 
 
 def test_rocm_options_follow_the_matrix(loaded: LoadedMatrix) -> None:
-    opts = cibw.cibuildwheel_options(loaded, "rocm", ("3.12",))
+    opts = _opts(loaded, "rocm", ("3.12",))
     assert opts["build"] == "cp312-manylinux_x86_64"
     assert opts["archs"] == "x86_64"
     assert opts["manylinux-x86_64-image"] == "manylinux_2_28"
@@ -48,46 +62,51 @@ def test_rocm_options_follow_the_matrix(loaded: LoadedMatrix) -> None:
     assert opts["skip"] == "*-musllinux_*"
     assert opts["before-all"] == "bash scripts/install-rocm.sh 6.4"
     assert opts["repair-wheel-command"] == (
-        "python -m release repair --variant rocm --dest-dir {dest_dir} {wheel}"
+        "python -m release repair --plat manylinux_2_28_x86_64 --exclude 'libamdhip64.so*' "
+        "--exclude 'libhsa-runtime64.so*' -w {dest_dir} {wheel}"
     )
     assert opts["config-settings"] == "cmake.define.XFER_BACKEND=hip"
-    assert opts["environment"] == "SKBUILD_CMAKE_DEFINE='XFER_BACKEND=hip'"
+    assert "environment" not in opts, "CMake variables travel once, as config settings"
     assert opts["test-command"] == "python -c 'import xfer'"
 
 
 def test_all_pythons_by_default_in_matrix_order(loaded: LoadedMatrix) -> None:
-    opts = cibw.cibuildwheel_options(loaded, "cuda", ())
+    opts = _opts(loaded, "cuda", ())
     expected = [f"cp{py.replace('.', '')}-manylinux_x86_64" for py in loaded.matrix.python]
     assert opts["build"].split() == expected
-    picked = cibw.cibuildwheel_options(loaded, "cuda", ("3.13", "3.10"))
+    picked = _opts(loaded, "cuda", ("3.13", "3.10"))
     assert picked["build"] == "cp310-manylinux_x86_64 cp313-manylinux_x86_64"
 
 
 def test_cpu_installs_no_toolchain(loaded: LoadedMatrix) -> None:
-    opts = cibw.cibuildwheel_options(loaded, "cpu", ())
+    opts = _opts(loaded, "cpu", ())
     assert "before-all" not in opts
     assert opts["config-settings"] == "cmake.define.XFER_BACKEND=cpu"
 
 
 @pytest.mark.parametrize("variant", ["cpu", "cuda", "rocm", "musa"])
 def test_before_all_is_the_backend_install_command(loaded: LoadedMatrix, variant: str) -> None:
-    backend = loaded.backend(loaded.variant(variant))
-    opts = cibw.cibuildwheel_options(loaded, variant, ())
+    backend = loaded.backends[loaded.variant(variant).backend]
+    opts = _opts(loaded, variant, ())
     if backend.toolkit is None:
         assert "before-all" not in opts
     else:
         toolkit = loaded.variant(variant).toolkit
         assert opts["before-all"] == f"bash scripts/install-{backend.name}.sh {toolkit}"
-    assert f"--variant {variant} " in opts["repair-wheel-command"]
+    excludes = make_plan(loaded, variants=(variant,)).variant(variant).excludes
+    for pattern in excludes:
+        assert f"--exclude {shlex.quote(pattern)}" in opts["repair-wheel-command"]
 
 
 def test_env_names_are_cibuildwheel_variables(loaded: LoadedMatrix) -> None:
-    env = cibw.cibuildwheel_env(loaded, "rocm", ("3.12",))
+    env = _env(loaded, "rocm", ("3.12",))
     assert env["CIBW_BUILD"] == "cp312-manylinux_x86_64"
     assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == "manylinux_2_28"
     assert env["CIBW_BEFORE_ALL"] == "bash scripts/install-rocm.sh 6.4"
     assert env["CIBW_ENVIRONMENT_PASS"] == "SOURCE_DATE_EPOCH"
-    assert env["CIBW_REPAIR_WHEEL_COMMAND"].startswith("python -m release repair --variant rocm")
+    assert env["CIBW_REPAIR_WHEEL_COMMAND"].startswith(
+        "python -m release repair --plat manylinux_2_28_x86_64"
+    )
     assert env["CIBW_CONFIG_SETTINGS"] == "cmake.define.XFER_BACKEND=hip"
     assert all(name.startswith("CIBW_") for name in env)
 
@@ -99,19 +118,18 @@ def test_options_are_valid_for_cibuildwheel(loaded: LoadedMatrix) -> None:
     schema_file = Path(package.__file__).parent / "resources" / "cibuildwheel.schema.json"
     schema = json.loads(schema_file.read_text(encoding="utf-8"))
     for variant in loaded.matrix.variants:
-        jsonschema.validate(cibw.cibuildwheel_options(loaded, variant, ()), schema)
+        jsonschema.validate(_opts(loaded, variant, ()), schema)
 
 
 def test_awkward_values_survive_cibuildwheel_parsers(tmp_path: Path) -> None:
     """`environment` goes through cibuildwheel's bashlex evaluator, `config-settings` through shlex."""
     environment = pytest.importorskip("cibuildwheel.environment")
     odd = _with_extra_settings(tmp_path)
-    opts = cibw.cibuildwheel_options(odd, "odd", ())
+    opts = _opts(odd, "odd", ())
     parsed = environment.parse_environment(opts["environment"]).as_dictionary({})
     assert parsed == {
         "ROCM_PATH": "/opt/rocm",
         "NOTE": 'it\'s $HOME "quoted"',
-        "SKBUILD_CMAKE_DEFINE": "XFER_BACKEND=hip;XFER_FLAGS=-O2 -g0",
     }
     pairs = dict(token.split("=", 1) for token in shlex.split(opts["config-settings"]))
     assert pairs == {
@@ -129,28 +147,28 @@ def test_quote_round_trips_through_bashlex(value: str) -> None:
 
 
 def test_toml_is_a_tool_cibuildwheel_table(loaded: LoadedMatrix) -> None:
-    opts = cibw.cibuildwheel_options(loaded, "rocm", ())
+    opts = _opts(loaded, "rocm", ())
     doc = tomlkit.parse(cibw.render(opts, "toml")).unwrap()
     assert doc == {"tool": {"cibuildwheel": opts}}
 
 
 def test_env_format_is_one_variable_a_line(loaded: LoadedMatrix) -> None:
-    opts = cibw.cibuildwheel_options(loaded, "rocm", ())
+    opts = _opts(loaded, "rocm", ())
     lines = cibw.render(opts, "env").splitlines()
-    assert dict(line.split("=", 1) for line in lines) == cibw.cibuildwheel_env(loaded, "rocm", ())
+    assert dict(line.split("=", 1) for line in lines) == _env(loaded, "rocm", ())
 
 
 def test_unknown_python_and_variant_are_usage_errors(loaded: LoadedMatrix) -> None:
     with pytest.raises(UsageError, match=r"Python 3\.9 is not in the matrix"):
-        cibw.cibuildwheel_options(loaded, "rocm", ("3.9",))
+        _command(loaded, "--variant", "rocm", "--python", "3.9")
     with pytest.raises(UsageError, match="did you mean 'rocm'"):
-        cibw.cibuildwheel_options(loaded, "roc", ())
+        _command(loaded, "--variant", "roc")
 
 
 def _command(loaded: LoadedMatrix, *argv: str) -> int:
     parser = argparse.ArgumentParser()
-    cibw.add_arguments(parser)
-    return cibw.run(parser.parse_args(argv), loaded)
+    cibuildwheel_config.add_arguments(parser)
+    return cibuildwheel_config.run(parser.parse_args(argv), loaded)
 
 
 def test_command_prints_each_format(loaded: LoadedMatrix, capsys: pytest.CaptureFixture[str]) -> None:
@@ -164,4 +182,4 @@ def test_command_prints_each_format(loaded: LoadedMatrix, capsys: pytest.Capture
 
 
 def test_command_is_registered() -> None:
-    assert cli.COMMANDS["cibuildwheel-config"][0] == "cibw"
+    assert cli.COMMANDS["cibuildwheel-config"][0] == "cibuildwheel_config"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from release import cli, plan
+from release import cli
+from release.commands import plan
 from release.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,36 +75,43 @@ def test_default_matrix_is_matrix_yaml_in_the_working_directory(
     assert "1 build steps from matrix.yaml" in capsys.readouterr().out
 
 
-def _without(command_module: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_stage = cli._stage
-
-    def stage(module: str) -> ModuleType | None:
-        return None if module == command_module else real_stage(module)
-
-    monkeypatch.setattr(cli, "_stage", stage)
+def test_matrix_is_accepted_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["plan", "--matrix", MATRIX_FILE, "--select", "cp313-cpu-*"]) == 0
+    assert "1 build steps from matrix.yaml" in capsys.readouterr().out
 
 
-def test_a_placeholder_stage_exits_9(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _without("smoke", monkeypatch)
-    assert cli.main(["--matrix", MATRIX_FILE, "smoke", "--variant", "rocm"]) == 9
-    out, err = capsys.readouterr()
-    assert "`release smoke` is not implemented yet" in err
-    assert "Traceback" not in out + err
+def test_version_and_exit_codes_in_help(capsys: pytest.CaptureFixture[str]) -> None:
+    from release import __version__
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0
+    assert __version__ in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert "exit codes: 1 error, 2 usage, 3 invalid matrix" in " ".join(out.split())
+
+
+@pytest.mark.parametrize(
+    ("argv0", "expected"),
+    [
+        ("/usr/local/bin/release", "release"),
+        ("/x/release/__main__.py", "python -m release"),
+        ("python3", "python -m release"),
+    ],
+)
+def test_program_name_follows_the_invocation(argv0: str, expected: str) -> None:
+    assert cli.program_name(argv0) == expected
 
 
 def test_every_command_has_a_module_with_the_stage_interface() -> None:
     parser = cli.build_parser()
     assert isinstance(parser, argparse.ArgumentParser)
-    for name, (module, _help) in cli.COMMANDS.items():
-        if name == "schema":
-            continue
-        stage = cli._stage(module)
-        if stage is None:  # a stage that later work fills in
-            continue
-        assert callable(stage.add_arguments), name
-        assert callable(stage.run), name
+    for name in cli.COMMANDS:
+        module = cli.command_module(name)
+        assert callable(module.add_arguments), name
+        assert callable(module.run), name
 
 
 def test_the_stage_sees_the_loaded_matrix(
@@ -141,6 +148,6 @@ def test_exit_codes_are_distinct() -> None:
     }
     assert codes["UsageError"] == 2
     assert codes["MatrixError"] == 3
-    assert codes["NotImplementedYet"] == 9
     assert len(set(codes.values())) == len(codes)
+    assert sorted(codes.values()) == [code for code, _what in errors.EXIT_CODES]
     assert issubclass(UsageError, errors.ReleaseError)

@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from release import cli
-from release import init as init_mod
+from release.config.matrix import SCHEMA_FILE, load
 from release.errors import UsageError
-from release.matrix import SCHEMA_FILE, load
+from release.init import scaffold as init_mod
+from release.init import scan as scan_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("cpu", "cuda", "rocm", "musa")
@@ -85,7 +86,7 @@ def test_system_libraries_are_needed_minus_policy_runtime_wheel_and_loader() -> 
 
 
 def test_system_libraries_use_auditwheels_manylinux_2_28_policy() -> None:
-    policy = init_mod.policy_libraries("manylinux_2_28_x86_64")
+    policy = scan_mod.policy_libraries("manylinux_2_28_x86_64")
     assert {"libc.so.6", "libstdc++.so.6", "libz.so.1"} <= policy
     assert "libnuma.so.1" not in policy
     found = init_mod.system_libraries(
@@ -96,17 +97,17 @@ def test_system_libraries_use_auditwheels_manylinux_2_28_policy() -> None:
 
 def test_cmake_backend_switch_is_read_from_the_reference_cmakelists() -> None:
     text = (ROOT / "engine" / "CMakeLists.txt").read_text(encoding="utf-8")
-    variable, values = init_mod.parse_cmake_backend(text)
+    variable, values = scan_mod.parse_cmake_backend(text)
     assert variable == "XFER_BACKEND"
     assert values == ("cpu", "cuda", "hip", "musa")
-    assert [init_mod.cmake_value(b, values) for b in BACKENDS] == ["cpu", "cuda", "hip", "musa"]
+    assert [scan_mod.cmake_value(b, values) for b in BACKENDS] == ["cpu", "cuda", "hip", "musa"]
 
 
 def test_cmake_switch_spelled_as_an_option_or_absent() -> None:
-    assert init_mod.parse_cmake_backend('option(KV_BACKEND "gpu runtime" OFF)') == ("KV_BACKEND", ())
-    assert init_mod.parse_cmake_backend("project(x LANGUAGES CXX)") == (None, ())
-    assert init_mod.cmake_value("rocm", ()) == "rocm"
-    assert init_mod.cmake_value("rocm", ("none", "rocm")) == "rocm"
+    assert scan_mod.parse_cmake_backend('option(KV_BACKEND "gpu runtime" OFF)') == ("KV_BACKEND", ())
+    assert scan_mod.parse_cmake_backend("project(x LANGUAGES CXX)") == (None, ())
+    assert scan_mod.cmake_value("rocm", ()) == "rocm"
+    assert scan_mod.cmake_value("rocm", ("none", "rocm")) == "rocm"
 
 
 def test_variants_parse_with_a_suggestion_for_typos() -> None:
@@ -252,10 +253,10 @@ def test_wheel_scripts_packages_and_import_name_override(tmp_path: Path) -> None
         zf.writestr(
             "kv_move-1.0.dist-info/entry_points.txt", "[console_scripts]\nKv-Probe = kvmove.cli:main\n"
         )
-    facts = init_mod.read_wheels([wheel])
+    facts = scan_mod.read_wheels([wheel])
     assert facts.scripts == ("Kv-Probe", "kv-master")
     assert facts.packages == ("kvmove",)
-    read = init_mod.read_project(project)
+    read = scan_mod.read_project(project)
     assert read.import_name == "kv_move"  # nothing in the tree: the normalized name
     backends = load(ROOT / "matrix.yaml").backends
     plan = init_mod.make_plan(
@@ -278,7 +279,7 @@ def test_wheel_scripts_packages_and_import_name_override(tmp_path: Path) -> None
 def test_unusable_pyproject_is_a_usage_error(tmp_path: Path, pyproject: str, message: str) -> None:
     project = write_project(tmp_path / "p", pyproject)
     with pytest.raises(UsageError, match=message):
-        init_mod.read_project(project)
+        scan_mod.read_project(project)
 
 
 def test_yaml_scalars_never_change_type() -> None:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from release import interpreters
+from release.build import interpreters
 from release.errors import ToolchainError
 
 # A version no system ships, so /usr/bin and /usr/local/bin never answer for it.

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from release import matrix
+from release.config import matrix
 from release.errors import UsageError
+from release.plan.resolve import resolve_variant
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX_FILE = ROOT / "matrix.yaml"
@@ -20,8 +21,8 @@ def loaded() -> matrix.LoadedMatrix:
 
 def test_first_line_points_editors_at_the_schema() -> None:
     first = MATRIX_FILE.read_text(encoding="utf-8").splitlines()[0]
-    assert first == "# yaml-language-server: $schema=release/matrix.schema.json"
-    assert (ROOT / "release" / "matrix.schema.json").is_file()
+    assert first == "# yaml-language-server: $schema=release/config/matrix.schema.json"
+    assert (ROOT / "release" / "config" / "matrix.schema.json").is_file()
 
 
 def test_variants_and_distributions(loaded: matrix.LoadedMatrix) -> None:
@@ -51,8 +52,8 @@ def test_rocm_binds_its_runtime_and_serves_both_architectures(loaded: matrix.Loa
     assert rocm.exclude == ("libamdhip64.so*", "libhsa-runtime64.so*")
     assert rocm.architectures == ("gfx942", "gfx950")
     assert rocm.device_code is False
-    assert loaded.backend(rocm).name == "rocm"
-    assert loaded.runtime_needed(rocm) == ("libamdhip64.so",)
+    assert loaded.backends[rocm.backend].name == "rocm"
+    assert resolve_variant(loaded, "rocm").runtime_needed == ("libamdhip64.so",)
 
 
 def test_gpu_variants_exclude_their_runtime(loaded: matrix.LoadedMatrix) -> None:

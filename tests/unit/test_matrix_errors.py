@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from release import cli, matrix
+from release import cli
+from release.config import matrix
 from release.errors import MatrixError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,7 +20,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from release import cli, matrix
+from release import cli
+from release.config import matrix
 from release.errors import MatrixError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from release import cli, matrix, plan
+from release import cli
+from release.config import matrix
 from release.errors import UsageError
+from release.plan import steps as plan
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX_FILE = ROOT / "matrix.yaml"
@@ -26,19 +28,20 @@ def _ids(steps: tuple[plan.BuildStep, ...] | tuple[plan.SmokeStep, ...]) -> list
 
 
 def test_sixteen_build_steps(loaded: matrix.LoadedMatrix) -> None:
-    steps = plan.build_steps(loaded.matrix)
+    steps = plan.make_plan(loaded).builds
     assert len(steps) == 16
     assert sorted(_ids(steps)) == sorted(f"{t}-{v}-manylinux_x86_64" for v in VARIANTS for t in TAGS)
     rocm312 = next(s for s in steps if s.identifier == "cp312-rocm-manylinux_x86_64")
-    assert rocm312 == plan.BuildStep(
-        identifier="cp312-rocm-manylinux_x86_64",
-        variant="rocm",
-        python="3.12",
-        python_tag="cp312",
-        backend="rocm",
-        distribution="xfer-engine-rocm",
-        platform="manylinux_2_28_x86_64",
-    )
+    assert rocm312.to_json() == {
+        "identifier": "cp312-rocm-manylinux_x86_64",
+        "variant": "rocm",
+        "python": "3.12",
+        "python_tag": "cp312",
+        "backend": "rocm",
+        "distribution": "xfer-engine-rocm",
+        "platform": "manylinux_2_28_x86_64",
+    }
+    assert rocm312.variant.excludes == ("libamdhip64.so*", "libhsa-runtime64.so*")
 
 
 def test_platform_family_drops_the_glibc_version() -> None:
@@ -60,18 +63,18 @@ def test_platform_family_drops_the_glibc_version() -> None:
     ],
 )
 def test_select(loaded: matrix.LoadedMatrix, patterns: str, expected: list[str]) -> None:
-    assert _ids(plan.select(plan.build_steps(loaded.matrix), patterns)) == expected
+    assert _ids(plan.select(plan.make_plan(loaded).builds, patterns)) == expected
 
 
 def test_select_nothing_keeps_every_step(loaded: matrix.LoadedMatrix) -> None:
-    steps = plan.build_steps(loaded.matrix)
+    steps = plan.make_plan(loaded).builds
     assert plan.select(steps, None) == steps
     assert plan.select(steps, "") == steps
 
 
 def test_a_pattern_matching_nothing_is_a_usage_error(loaded: matrix.LoadedMatrix) -> None:
     with pytest.raises(UsageError) as info:
-        plan.select(plan.build_steps(loaded.matrix), "cp39-*")
+        plan.select(plan.make_plan(loaded).builds, "cp39-*")
     message = str(info.value)
     assert "'cp39-*' matches no step" in message
     assert "identifiers look like cp310-cpu-manylinux_x86_64" in message
@@ -122,7 +125,7 @@ def test_json_plan_honours_select(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_smoke_plan(loaded: matrix.LoadedMatrix, capsys: pytest.CaptureFixture[str]) -> None:
-    steps = plan.smoke_steps(loaded.matrix)
+    steps = plan.make_plan(loaded).smokes
     expected = {
         (image, tier, "3.12")
         for image in ("vllm-rocm", "sglang-rocm")
@@ -130,7 +133,7 @@ def test_smoke_plan(loaded: matrix.LoadedMatrix, capsys: pytest.CaptureFixture[s
     }
     assert {(s.image, s.hardware, s.python) for s in steps} == expected
     assert len(steps) == 6
-    assert {s.variant for s in steps} == {"rocm"}
+    assert {s.variant.name for s in steps} == {"rocm"}
     assert "cp312-rocm-vllm-rocm-mi355x" in _ids(steps)
     pd = next(s for s in steps if s.hardware == "mi300x-pd")
     assert pd.nodes == 2
@@ -162,7 +165,7 @@ def test_a_new_variant_adds_four_steps(tmp_path: Path, capsys: pytest.CaptureFix
     assert text.count("\nimages:\n") == 1
     text = text.replace("\nimages:\n", "\n" + NEW_VARIANT + "\nimages:\n")
     copy = matrix.loads(text, path=MATRIX_FILE)
-    steps = plan.build_steps(copy.matrix)
+    steps = plan.make_plan(copy).builds
     assert len(steps) == 20
     assert _ids(plan.select(steps, "*-xpu-*")) == [f"{t}-xpu-manylinux_x86_64" for t in TAGS]
 
@@ -177,4 +180,4 @@ def test_the_python_list_drives_the_steps() -> None:
     old = 'python: ["3.10", "3.11", "3.12", "3.13"]'
     assert text.count(old) == 1
     fewer = matrix.loads(text.replace(old, 'python: ["3.12"]'), path=MATRIX_FILE)
-    assert _ids(plan.build_steps(fewer.matrix)) == [f"cp312-{v}-manylinux_x86_64" for v in VARIANTS]
+    assert _ids(plan.make_plan(fewer).builds) == [f"cp312-{v}-manylinux_x86_64" for v in VARIANTS]

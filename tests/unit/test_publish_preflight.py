@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from release import matrix as matrix_mod
+from release.config import matrix as matrix_mod
 from release.errors import PublishError
-from release.publish import collect, preflight
+from release.plan.steps import Plan, make_plan
+from release.publish.preflight import collect, preflight
 from tests.integration.publish_support import (
     make_wheel,
     make_wheelhouse,
@@ -25,12 +26,12 @@ def no_twine(paths: Sequence[Path]) -> list[str]:
 
 
 @pytest.fixture
-def setup(tmp_path: Path) -> tuple[matrix_mod.LoadedMatrix, Path]:
-    loaded = matrix_mod.load(write_matrix(tmp_path))
+def setup(tmp_path: Path) -> tuple[Plan, Path]:
+    loaded = make_plan(matrix_mod.load(write_matrix(tmp_path)))
     return loaded, make_wheelhouse(tmp_path / "wheelhouse")
 
 
-def test_complete_set_passes(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+def test_complete_set_passes(setup: tuple[Plan, Path]) -> None:
     loaded, wheelhouse = setup
     found = preflight(loaded, wheelhouse, "0.1.0", checker=no_twine)
     assert [c.step for c in found] == [
@@ -42,7 +43,7 @@ def test_complete_set_passes(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> Non
     assert {c.project for c in found} == {"xfer-engine-cpu", "xfer-engine-rocm"}
 
 
-def test_every_problem_is_reported_together(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+def test_every_problem_is_reported_together(setup: tuple[Plan, Path]) -> None:
     loaded, wheelhouse = setup
     rocm313 = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.13")
     rocm313.unlink()  # its report stays behind, orphaned
@@ -79,14 +80,14 @@ def test_every_problem_is_reported_together(setup: tuple[matrix_mod.LoadedMatrix
     assert len(calls[0]) == 4
 
 
-def test_version_must_match_the_tag(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+def test_version_must_match_the_tag(setup: tuple[Plan, Path]) -> None:
     loaded, wheelhouse = setup
     _, problems = collect(loaded, wheelhouse, "0.2.0")
     assert sum("does not match the tag's version 0.2.0" in p for p in problems) == 4
     assert sum("missing" in p for p in problems) == 4
 
 
-def test_renamed_wheel_is_caught_by_its_metadata(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+def test_renamed_wheel_is_caught_by_its_metadata(setup: tuple[Plan, Path]) -> None:
     loaded, wheelhouse = setup
     cpu = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.10")
     rocm = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.10")
@@ -99,7 +100,7 @@ def test_renamed_wheel_is_caught_by_its_metadata(setup: tuple[matrix_mod.LoadedM
     ]
 
 
-def test_wheel_in_the_wrong_variant_directory(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+def test_wheel_in_the_wrong_variant_directory(setup: tuple[Plan, Path]) -> None:
     loaded, wheelhouse = setup
     cpu = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.10")
     shutil.move(str(cpu), wheelhouse / "rocm" / cpu.name)
@@ -108,7 +109,7 @@ def test_wheel_in_the_wrong_variant_directory(setup: tuple[matrix_mod.LoadedMatr
     assert any(p.startswith("cpu/: missing cp310-cpu") for p in problems)
 
 
-def test_two_wheels_for_one_step(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+def test_two_wheels_for_one_step(setup: tuple[Plan, Path]) -> None:
     loaded, wheelhouse = setup
     other = make_wheel(
         wheelhouse / "cpu", "xfer-engine-cpu", "0.1.0", "3.10", platform="manylinux_2_28_x86_64"
@@ -119,7 +120,7 @@ def test_two_wheels_for_one_step(setup: tuple[matrix_mod.LoadedMatrix, Path]) ->
     assert "2 wheels for cp310-cpu-manylinux_x86_64" in problems[0]
 
 
-def test_failed_verification_names_the_rules(setup: tuple[matrix_mod.LoadedMatrix, Path]) -> None:
+def test_failed_verification_names_the_rules(setup: tuple[Plan, Path]) -> None:
     loaded, wheelhouse = setup
     wheel = wheelhouse / "rocm" / wheel_name("xfer-engine-rocm", "0.1.0", "3.10")
     write_report(wheel, "rocm", "xfer-engine-rocm", ok=False)
@@ -130,13 +131,13 @@ def test_failed_verification_names_the_rules(setup: tuple[matrix_mod.LoadedMatri
 
 
 def test_missing_wheelhouse(tmp_path: Path) -> None:
-    loaded = matrix_mod.load(write_matrix(tmp_path))
+    loaded = make_plan(matrix_mod.load(write_matrix(tmp_path)))
     with pytest.raises(PublishError, match="no such directory"):
         preflight(loaded, tmp_path / "nowhere", "0.1.0", checker=no_twine)
 
 
 def test_a_backfill_of_one_variant_expects_only_that_variant(
-    setup: tuple[matrix_mod.LoadedMatrix, Path],
+    setup: tuple[Plan, Path],
 ) -> None:
     loaded, wheelhouse = setup
     shutil.rmtree(wheelhouse / "cpu")  # the backfill run downloaded only the rocm artifacts

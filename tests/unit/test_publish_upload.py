@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from release import index
 from release.errors import PublishError, UsageError
-from release.publish import Candidate, Credentials, Uploader, classify, publish
+from release.publish import index
+from release.publish.preflight import publish
+from release.publish.upload import Candidate, Credentials, Uploader, classify
 
 SECRET = "hunter2-very-secret"
 

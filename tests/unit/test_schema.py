@@ -12,11 +12,12 @@ import jsonschema
 import pytest
 import yaml
 
-from release import cli, matrix
-from release.dataschema import spec
+from release import cli
+from release.config import matrix
+from release.config.dataschema import spec
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA_FILE = ROOT / "release" / "matrix.schema.json"
+SCHEMA_FILE = ROOT / "release" / "config" / "matrix.schema.json"
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from release.config.matrix import Simulation, load
 from release.errors import SmokeError, ToolchainError, UsageError
-from release.image import Bind, Sandbox, debian_mirror, minbase_dir, missing_libraries
-from release.matrix import Simulation, load
-from release.smoke import (
+from release.plan.steps import make_plan
+from release.smoke.image import Bind, Sandbox, debian_mirror, minbase_dir, missing_libraries
+from release.smoke.runner import (
     Outcome,
     Step,
     _json_ok,
@@ -157,15 +158,14 @@ def test_json_ok() -> None:
 
 
 def test_images_for_adds_host_and_filters() -> None:
-    loaded = load(ROOT / "matrix.yaml")
-    rocm = loaded.variant("rocm")
-    names = [n for n, _ in images_for(loaded, rocm, None, host_has_runtime=True)]
+    rocm = make_plan(load(ROOT / "matrix.yaml")).variant("rocm")
+    names = [n for n, _ in images_for(rocm, None, host_has_runtime=True)]
     assert names[0] == "host"
     assert "rocm-opt-prefix" in names and "vllm-rocm" in names
-    ((_, host),) = images_for(loaded, rocm, ["host"], host_has_runtime=False)
+    ((_, host),) = images_for(rocm, ["host"], host_has_runtime=False)
     assert host.expect == "runtime-missing"
     with pytest.raises(UsageError, match="--image 'rocm-optprefix' is not an image of this variant"):
-        images_for(loaded, rocm, ["rocm-optprefix"], host_has_runtime=True)
+        images_for(rocm, ["rocm-optprefix"], host_has_runtime=True)
 
 
 def test_interpreter_home_refuses_the_system_python() -> None:

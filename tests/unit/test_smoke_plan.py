@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from release import plan
-from release.matrix import load
+from release.commands import plan as plan_command
+from release.config.matrix import load
+from release.plan import steps as plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_rocm_serving_images_cross_every_hardware_tier() -> None:
-    matrix = load(ROOT / "matrix.yaml").matrix
-    steps = plan.smoke_steps(matrix)
-    seen = {(s.image, s.hardware, s.python) for s in steps if s.variant == "rocm"}
+    steps = plan.make_plan(load(ROOT / "matrix.yaml")).smokes
+    seen = {(s.image, s.hardware, s.python) for s in steps if s.variant.name == "rocm"}
     for image in ("vllm-rocm", "sglang-rocm"):
         for tier in ("mi300x", "mi355x", "mi300x-pd"):
             assert (image, tier, "3.12") in seen
@@ -32,8 +32,8 @@ def test_rocm_serving_images_cross_every_hardware_tier() -> None:
 
 def test_plan_smoke_json_lists_the_cross_product(capsys: pytest.CaptureFixture[str]) -> None:
     loaded = load(ROOT / "matrix.yaml")
-    args = argparse.Namespace(smoke=True, json=True, select="cp312-rocm-*")
-    assert plan.run(args, loaded) == 0
+    args = argparse.Namespace(smoke=True, json=True, select="cp312-rocm-*", github=None, variant=None)
+    assert plan_command.run(args, loaded) == 0
     include = json.loads(capsys.readouterr().out)["include"]
     pairs = {(row["image"], row["hardware"]) for row in include}
     assert pairs == {(i, t) for i in ("vllm-rocm", "sglang-rocm") for t in ("mi300x", "mi355x", "mi300x-pd")}

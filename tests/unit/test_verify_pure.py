@@ -1,4 +1,4 @@
-"""Pure functions of `release verify` and `release.elf`: no process, no compiler."""
+"""Pure functions of `release verify` and `release.inspect.elf`: no process, no compiler."""
 
 from __future__ import annotations
 
@@ -8,30 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from release.elf import (
+from release.commands.verify import render_report
+from release.inspect.elf import (
     MissingRange,
     SparseImage,
     find_architectures,
     max_required,
-    parse_platform_tag,
     parse_version,
     policies_from_json,
     policy_for,
     split_versioned,
     wanted_ranges,
 )
-from release.verify import (
-    RULE_IDS,
-    SCHEMA_FILE,
-    RuleResult,
-    VerifyReport,
-    classify_rpath,
-    has_metadata_guard,
-    install_path,
-    manylinux_policies,
-    matches,
-    render_report,
-)
+from release.inspect.rules import RULE_IDS, RuleResult, classify_rpath, has_metadata_guard, matches
+from release.inspect.verify import SCHEMA_FILE, VerifyReport, install_path, manylinux_policies
+from release.wheel.names import parse_platform_tag
 
 
 @pytest.mark.parametrize(

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from release import matrix as matrix_mod
+from release.config import matrix as matrix_mod
 from release.errors import UsageError
-from release.version import build_version, is_prerelease, route, tag_from_env, version_from_tag
+from release.plan.version import build_version, is_prerelease, route, tag_from_env, version_from_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 

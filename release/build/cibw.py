@@ -1,0 +1,134 @@
+"""cibuildwheel configuration of a variant, derived from the matrix.
+
+Release wheels are built in the matrix floor's image (`manylinux_2_28`) by cibuildwheel; this
+module turns one variant of `matrix.yaml` into cibuildwheel's own settings, so that no workflow or
+`pyproject.toml` repeats them. `cibuildwheel_options` returns them under cibuildwheel's TOML keys,
+`cibuildwheel_env` as `CIBW_*` variables; `python -m release cibuildwheel-config` prints either.
+Both are derived from the same resolved build steps as the host build.
+
+cibuildwheel copies its working directory into the container as `/project` and runs the repair
+command there, so it must be started from the matrix's directory (the staged package directory
+lives below it); `before-build` installs the toolkit into the build environment for that command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping
+
+import tomlkit
+
+from release.errors import UsageError
+from release.plan.resolve import ResolvedVariant
+from release.plan.steps import BuildStep
+from release.wheel.names import parse_platform_tag
+
+FORMATS = ("toml", "env", "json")
+_SAFE = re.compile(r"[A-Za-z0-9_./:,+@%-]+")
+
+
+def _variant_of(steps: tuple[BuildStep, ...]) -> ResolvedVariant:
+    variants = {id(s.variant): s.variant for s in steps}
+    if len(variants) != 1:
+        msg = "cibuildwheel runs one variant at a time: pass the steps of exactly one variant"
+        raise UsageError(msg)
+    return steps[0].variant
+
+
+def repair_command(variant: ResolvedVariant) -> str:
+    """The repair step inside the container: the resolved floor and excludes, spelled out, so
+    the container needs no matrix and repairs exactly as the host build does."""
+    excludes = " ".join(f"--exclude {shlex.quote(pattern)}" for pattern in variant.excludes)
+    parts = [
+        "python -m release repair",
+        f"--plat {shlex.quote(variant.floor)}",
+        excludes,
+        "-w {dest_dir} {wheel}",
+    ]
+    return " ".join(p for p in parts if p)
+
+
+def test_command(variant: ResolvedVariant) -> str:
+    """Import the engine package in cibuildwheel's test environment (the runtime is installed there)."""
+    return f"python -c {shlex.quote(f'import {variant.import_name}')}"
+
+
+def cibuildwheel_options(steps: tuple[BuildStep, ...]) -> dict[str, str]:
+    """cibuildwheel settings for the build steps of one variant, under their TOML keys."""
+    variant = _variant_of(steps)
+    floor = parse_platform_tag(variant.floor)
+    other = "musllinux" if floor.family == "manylinux" else "manylinux"
+    options = {
+        "build": " ".join(f"{s.python_tag}-{floor.family_arch}" for s in steps),
+        "skip": f"*-{other}_*",
+        "archs": floor.arch,
+        f"{floor.family}-{floor.arch}-image": floor.image_name,
+        "build-frontend": "build",
+    }
+    probe = variant.backend.toolkit
+    if probe is not None:
+        # The install scripts take the toolkit version the matrix releases with.
+        options["before-all"] = " ".join([probe.install, *([variant.toolkit] if variant.toolkit else [])])
+    # Timestamps of the repaired wheel come from the commit, inside the container too.
+    options["environment-pass"] = "SOURCE_DATE_EPOCH"
+    options["before-build"] = "python -m pip install --quiet {project}"
+    settings, environment = variant.build.translate()
+    if environment:
+        options["environment"] = " ".join(f"{k}={quote(v)}" for k, v in environment.items())
+    if settings:
+        # cibuildwheel splits config-settings with shlex, unlike `environment`.
+        options["config-settings"] = " ".join(shlex.quote(f"{k}={v}") for k, v in settings)
+    options["repair-wheel-command"] = repair_command(variant)
+    options["test-command"] = test_command(variant)
+    return options
+
+
+def env_name(option: str) -> str:
+    """`manylinux-x86_64-image` -> `CIBW_MANYLINUX_X86_64_IMAGE`."""
+    return "CIBW_" + option.upper().replace("-", "_")
+
+
+def cibuildwheel_env(steps: tuple[BuildStep, ...]) -> dict[str, str]:
+    """The same settings as `CIBW_*` environment variables."""
+    return {env_name(key): value for key, value in cibuildwheel_options(steps).items()}
+
+
+def render(options: Mapping[str, str], fmt: str) -> str:
+    """Text for `--format`: a `[tool.cibuildwheel]` table, `CIBW_*=value` lines, or JSON."""
+    if fmt == "toml":
+        table = tomlkit.table()
+        for key, value in options.items():
+            table[key] = value
+        doc = tomlkit.document()
+        tool = tomlkit.table(is_super_table=True)
+        tool["cibuildwheel"] = table
+        doc["tool"] = tool
+        return tomlkit.dumps(doc)
+    if fmt == "env":
+        lines = []
+        for key, value in options.items():
+            if "\n" in value:
+                msg = f"cibuildwheel option {key!r} spans lines and cannot be one environment line"
+                raise UsageError(msg)
+            lines.append(f"{env_name(key)}={value}")
+        return "\n".join(lines) + "\n"
+    if fmt == "json":
+        return json.dumps(dict(options), indent=2) + "\n"
+    msg = f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})"
+    raise UsageError(msg)
+
+
+def quote(value: str) -> str:
+    """Quote a literal for cibuildwheel's `environment`/`config-settings` parser (bashlex based).
+
+    Its evaluator rejects a bare `A=B` value and does not join adjacent quoted pieces, so a value
+    is left bare only when plainly safe, else wrapped whole in single or escaped double quotes.
+    """
+    if _SAFE.fullmatch(value):
+        return value
+    if "'" not in value:
+        return f"'{value}'"
+    escaped = re.sub(r'([\\"$`])', r"\\\1", value)
+    return f'"{escaped}"'

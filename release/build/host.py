@@ -1,0 +1,248 @@
+"""Host builds: stage the variant, compile its core once, build one wheel per Python, repair, verify.
+
+`release build --variant rocm [--python 3.12 ...]` writes repaired wheels to `wheelhouse/<variant>/`,
+each with `<wheel>.verify.json` beside it. Work files live under `build/<variant>/`; builder
+environments under `build/venvs/`. Every function takes build steps, which carry the resolved
+variant: nothing here reads the matrix.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from release import table
+from release.build.prebuild import (
+    build_env,
+    builder_python,
+    configuration_key,
+    forget_stale_builds,
+    prebuild_core,
+    run_logged,
+    say,
+    source_date_epoch,
+)
+from release.build.repair import RepairResult, repair_wheel
+from release.build.stage import check_wheel_identity, stage_project
+from release.build.toolchain import Toolchain, find_toolchain
+from release.errors import BuildError, ReleaseError
+from release.inspect.verify import verify_wheel, write_report
+from release.plan.resolve import ResolvedVariant
+from release.plan.steps import BuildStep
+from release.wheel.names import InvalidWheelName, parse_wheel_name, report_path
+
+
+@dataclass(frozen=True)
+class WheelResult:
+    """One built, repaired and verified wheel."""
+
+    step: BuildStep
+    wheel: Path
+    size: int
+    platform: str
+    floor_met: bool
+    runtime_bound: tuple[str, ...]
+    verify_ok: bool
+    verify_summary: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    variant: ResolvedVariant
+    version: str
+    staged: Path
+    work: Path
+    env: dict[str, str]
+    prefix: Path | None
+    toolchain: Toolchain
+
+
+def one_variant(steps: tuple[BuildStep, ...]) -> ResolvedVariant:
+    """The variant a set of build steps belongs to (one build runs one variant)."""
+    if not steps:
+        msg = "no build steps selected"
+        raise BuildError(msg)
+    variants = {s.variant.name for s in steps}
+    if len(variants) != 1:
+        msg = f"one variant per build, got {', '.join(sorted(variants))}"
+        raise BuildError(msg)
+    return steps[0].variant
+
+
+def pep517_invocation(ctx: BuildContext, step: BuildStep) -> tuple[list[str], dict[str, str]]:
+    """(`-C` config settings, environment additions) for one wheel: the variant's translated build
+    settings, the prebuilt core's prefix, and scikit-build-core's per-Python build directory."""
+    prebuild = ctx.variant.prebuild
+    extra = {prebuild.prefix_define: str(ctx.prefix)} if ctx.prefix is not None and prebuild else {}
+    pairs, env = ctx.variant.build.translate(extra)
+    if "CMAKE_ARGS" in env and ctx.env.get("CMAKE_ARGS") and "CMAKE_ARGS" not in ctx.variant.build.env:
+        env["CMAKE_ARGS"] = f"{ctx.env['CMAKE_ARGS']} {env['CMAKE_ARGS']}"
+    settings = [f"-C{k}={v}" for k, v in pairs]
+    if ctx.variant.build.backend == "scikit-build-core":
+        settings.insert(0, f"-Cbuild-dir={ctx.work / f'build-{step.python_tag}'}")
+    return settings, env
+
+
+def project_for(ctx: BuildContext, step: BuildStep) -> Path:
+    """The tree one Python builds from. scikit-build-core keeps its output in a per-Python
+    `build-dir`; other backends (setuptools' build/ and *.egg-info) write into the project, so
+    each Python gets its own copy and parallel builds cannot trample each other."""
+    if ctx.variant.build.backend == "scikit-build-core":
+        return ctx.staged
+    private = ctx.work / f"src-{step.python_tag}"
+    shutil.rmtree(private, ignore_errors=True)
+    shutil.copytree(ctx.staged, private, symlinks=True)
+    return private
+
+
+def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) -> WheelResult:
+    started = time.monotonic()
+    variant = step.variant
+    exe = builder_python(step.python, ctx.staged, ctx.work.parent / "venvs", ctx.env)
+    dist = ctx.work / "dist" / step.python_tag
+    shutil.rmtree(dist, ignore_errors=True)
+    log = ctx.work / "logs" / f"{step.identifier}.log"
+    log.unlink(missing_ok=True)
+    settings, extra_env = pep517_invocation(ctx, step)
+    env = {**ctx.env, **extra_env}
+    env["CMAKE_BUILD_PARALLEL_LEVEL"] = env.get("CMAKE_BUILD_PARALLEL_LEVEL", "1")
+    say(f"{index} {step.identifier}: building {variant.distribution} {ctx.version} for Python {step.python}")
+    cmd = [str(exe), "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), *settings]
+    run_logged([*cmd, str(project_for(ctx, step))], log=log, env=env)
+    built = sorted(dist.glob("*.whl"))
+    if len(built) != 1:
+        msg = f"{step.identifier}: the build produced {len(built)} wheels in {dist}, expected one"
+        raise BuildError(msg)
+    check_wheel_identity(built[0], distribution=variant.distribution, version=ctx.version)
+    say(f"{index} {step.identifier}: repairing (excluded: {', '.join(variant.excludes) or 'none'})")
+    repaired = repair_wheel(
+        built[0],
+        floor=variant.floor,
+        excludes=variant.excludes,
+        dest_dir=wheelhouse,
+        source_date_epoch=ctx.env["SOURCE_DATE_EPOCH"],
+    )
+    check_wheel_identity(repaired.wheel, distribution=variant.distribution, version=ctx.version)
+    return _verify(ctx, step, repaired, started, index)
+
+
+def verify_summary(failed: list[str], warned: list[str]) -> str:
+    if failed:
+        return "FAIL " + ",".join(failed)
+    return "pass" + (f" (warn: {','.join(warned)})" if warned else "")
+
+
+def _verify(
+    ctx: BuildContext, step: BuildStep, repaired: RepairResult, started: float, index: str
+) -> WheelResult:
+    report = verify_wheel(repaired.wheel, variant=step.variant, release=False)
+    write_report(report, report_path(repaired.wheel))
+    failed = [r.id for r in report.rules if r.status == "fail"]
+    warned = [r.id for r in report.rules if r.status == "warn"]
+    summary_text = verify_summary(failed, warned)
+    seconds = time.monotonic() - started
+    say(f"{index} {step.identifier}: {repaired.wheel.name} verify {summary_text} ({seconds:.1f} s)")
+    return WheelResult(
+        step=step,
+        wheel=repaired.wheel,
+        size=repaired.wheel.stat().st_size,
+        platform=repaired.platform,
+        floor_met=repaired.floor_met,
+        runtime_bound=tuple(report.runtime_bound),
+        verify_ok=report.ok,
+        verify_summary=summary_text,
+        seconds=seconds,
+    )
+
+
+def build_variant(
+    steps: tuple[BuildStep, ...],
+    *,
+    wheelhouse: Path,
+    version: str,
+    jobs: int,
+    work_root: Path | None = None,
+    on_done: Callable[[WheelResult], None] | None = None,
+) -> list[WheelResult]:
+    """Build, repair and verify the wheels of one variant's steps on this host."""
+    variant = one_variant(steps)
+    toolchain = find_toolchain(variant.backend)
+    say(f"[{variant.name}] {toolchain.describe()}")
+    if variant.toolkit and toolchain.version and not toolchain.version.startswith(variant.toolkit):
+        say(
+            f"[{variant.name}] note: the matrix builds releases with toolkit {variant.toolkit}; "
+            f"this host has {toolchain.version}, so this local wheel binds that runtime's sonames"
+        )
+    work = (work_root or variant.matrix_root / "build") / variant.name
+    epoch = source_date_epoch(variant.matrix_root)
+    env = build_env(variant, toolchain, epoch)
+    staged = stage_project(variant, version, work / "src")
+    say(f"[{variant.name}] staged {variant.engine_dir.name}/ as {variant.distribution} {version} in {staged}")
+    configuration = configuration_key(variant, toolchain, env)
+    forget_stale_builds(work, configuration)
+    prefix = prebuild_core(
+        variant, staged=staged, work=work, version=version, env=env, configuration=configuration
+    )
+    ctx = BuildContext(variant, version, staged, work, env, prefix, toolchain)
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    remove_previous_wheels(wheelhouse, {s.python_tag for s in steps})
+    # CPU-bound: at most `jobs` wheels at a time.
+    results: list[WheelResult] = []
+    errors: list[ReleaseError] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(steps)))) as pool:
+        futures = [
+            pool.submit(build_one, ctx, step, wheelhouse, f"[{i}/{len(steps)}]")
+            for i, step in enumerate(steps, 1)
+        ]
+        for future in futures:
+            try:
+                result = future.result()
+            except ReleaseError as exc:
+                errors.append(exc)
+                continue
+            except (OSError, subprocess.SubprocessError) as exc:
+                errors.append(BuildError(f"{type(exc).__name__}: {exc}"))
+                continue
+            results.append(result)
+            if on_done:
+                on_done(result)
+    if errors:
+        raise BuildError("\n".join(str(e) for e in errors))
+    return results
+
+
+def remove_previous_wheels(wheelhouse: Path, python_tags: set[str]) -> None:
+    """Remove earlier wheels (and reports) for the Pythons about to be built; other files stay."""
+    for old in wheelhouse.glob("*.whl"):
+        try:
+            name = parse_wheel_name(old)
+        except InvalidWheelName:
+            continue
+        if set(name.interpreters) & python_tags:
+            old.unlink()
+            report_path(old).unlink(missing_ok=True)
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e6:.2f} MB" if size >= 1e6 else f"{size / 1e3:.1f} KB"
+
+
+def summary(results: list[WheelResult]) -> str:
+    rows = [
+        (
+            r.wheel.name,
+            _size(r.size),
+            r.platform,
+            ", ".join(r.runtime_bound) or "-",
+            r.verify_summary,
+            f"{r.seconds:.1f}",
+        )
+        for r in results
+    ]
+    return table.render(("wheel", "size", "tag", "runtime bound", "verify", "seconds"), rows)

@@ -1,0 +1,184 @@
+"""Repair: `auditwheel repair` with the variant's runtime excluded, so it is bound, not vendored.
+
+The platform tag is the matrix floor when this host can meet it; otherwise the best tag the host
+allows, and the result says so (a local wheel, not a release wheel).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.inspect.elf import ElfReadError, inspect_elf, is_elf
+from release.errors import BuildError, UsageError
+from release.build.toolchain import check_patchelf, tool_path
+
+_TOO_RECENT = "too-recent versioned symbols"
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    wheel: Path
+    platform: str
+    floor: str
+    floor_met: bool
+    excludes: tuple[str, ...]
+
+    @property
+    def note(self) -> str:
+        if self.floor_met:
+            return f"tagged {self.platform} (the matrix floor)"
+        return (
+            f"this host allows {self.platform}, not the matrix floor {self.floor}: a valid local wheel, "
+            "not a release wheel (release builds run in the manylinux_2_28 image)"
+        )
+
+
+def _auditwheel(wheel: Path, out: Path, plat: str, excludes: tuple[str, ...], env: dict[str, str]) -> str:
+    cmd = [sys.executable, "-m", "auditwheel", "repair", "--plat", plat, "--strip", "-w", str(out)]
+    if plat != "auto":
+        cmd.append("--only-plat")
+    for pattern in excludes:
+        cmd += ["--exclude", pattern]
+    cmd.append(str(wheel))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        raise _RepairFailed(proc.stdout + proc.stderr)
+    return proc.stdout + proc.stderr
+
+
+class _RepairFailed(Exception):
+    pass
+
+
+def _portable(entry: str) -> bool:
+    return entry.startswith(("$ORIGIN", "${ORIGIN}"))
+
+
+def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[Path, list[str]]:
+    """Remove RPATH/RUNPATH entries that point outside the wheel (build or interpreter paths).
+
+    Interpreters built with an rpath (pyenv's, for one) hand it to every extension they build;
+    the loader would search the build machine's directories on the user's machine. Returns the
+    cleaned wheel (a new file in `out_dir`, or `wheel` itself when nothing needed cleaning) and
+    what was removed. Entry order, timestamps and RECORD stay consistent.
+    """
+    changed: dict[str, bytes] = {}
+    removed: list[str] = []
+    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory(prefix="rpath-") as tmp:
+        for info in zf.infolist():
+            data = zf.read(info)
+            if not is_elf(data[:4]):
+                continue
+            try:
+                elf = inspect_elf(info.filename, data)
+            except ElfReadError:
+                continue
+            entries = elf.rpath + elf.runpath
+            foreign = [e for e in entries if e and not _portable(e)]
+            if not foreign:
+                continue
+            kept = [e for e in entries if e and _portable(e)]
+            scratch = Path(tmp) / "elf"
+            scratch.write_bytes(data)
+            action = ["--set-rpath", ":".join(kept)] if kept else ["--remove-rpath"]
+            cmd = ["patchelf", *action, str(scratch)]
+            proc = subprocess.run(cmd, env=env, capture_output=True, check=False)
+            if proc.returncode != 0:
+                why = proc.stderr.decode(errors="replace").strip()
+                msg = f"patchelf could not rewrite the RUNPATH of {info.filename}: {why}"
+                raise BuildError(msg)
+            changed[info.filename] = scratch.read_bytes()
+            removed.extend(f"{info.filename}: {e}" for e in foreign)
+        if not changed:
+            return wheel, []
+        target = out_dir / wheel.name
+        with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as out:
+            for info in zf.infolist():
+                data = changed.get(info.filename, zf.read(info))
+                if info.filename.endswith(".dist-info/RECORD"):
+                    data = _rewrite_record(data, changed)
+                out.writestr(info, data)
+    return target, removed
+
+
+def _rewrite_record(record: bytes, changed: dict[str, bytes]) -> bytes:
+    lines = []
+    for line in record.decode("utf-8").splitlines():
+        name = line.rsplit(",", 2)[0]
+        if name in changed:
+            digest = base64.urlsafe_b64encode(hashlib.sha256(changed[name]).digest()).rstrip(b"=").decode()
+            lines.append(f"{name},sha256={digest},{len(changed[name])}")
+        else:
+            lines.append(line)
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def repair_wheel(
+    wheel: Path,
+    *,
+    floor: str,
+    excludes: tuple[str, ...],
+    dest_dir: Path,
+    source_date_epoch: str | None = None,
+) -> RepairResult:
+    """Repair `wheel` into `dest_dir`, tagged `floor` where this host can meet it, with `excludes`
+    (a resolved variant's `excludes`) kept as NEEDED and never grafted.
+
+    `source_date_epoch` (else the environment's) stamps every zip entry, so a rebuild of the
+    same commit gives a byte-identical wheel.
+    """
+    check_patchelf()
+    if not zipfile.is_zipfile(wheel):
+        msg = f"{wheel}: not a wheel (not a zip archive)"
+        raise UsageError(msg)
+    chosen = excludes
+    env = {**os.environ, "PATH": tool_path()}
+    if source_date_epoch is not None:
+        env["SOURCE_DATE_EPOCH"] = source_date_epoch
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="repair-") as tmp:
+        out = Path(tmp) / "out"
+        out.mkdir()
+        wheel, _removed = drop_build_rpaths(wheel, Path(tmp), env)
+        try:
+            _auditwheel(wheel, out, floor, chosen, env)
+            floor_met = True
+        except _RepairFailed as exc:
+            if _TOO_RECENT not in str(exc):
+                raise BuildError(_explain(wheel, str(exc))) from None
+            try:
+                _auditwheel(wheel, out, "auto", chosen, env)
+            except _RepairFailed as again:
+                raise BuildError(_explain(wheel, str(again))) from None
+            floor_met = False
+        produced = sorted(out.glob("*.whl"))
+        if len(produced) != 1:
+            msg = f"auditwheel repair of {wheel.name} produced {len(produced)} wheels, expected one"
+            raise BuildError(msg)
+        target = dest_dir / produced[0].name
+        shutil.move(str(produced[0]), target)
+    platform = target.name[:-4].split("-")[-1]
+    return RepairResult(wheel=target, platform=platform, floor=floor, floor_met=floor_met, excludes=chosen)
+
+
+def _explain(wheel: Path, output: str) -> str:
+    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
+    missing = re.search(r'required library "([^"]+)" could not be located', output)
+    if missing:
+        return (
+            f"auditwheel repair of {wheel.name}: {missing.group(1)} is NEEDED but not found on this host; "
+            "if it is a GPU runtime or system library, add it to the variant's exclude or "
+            "platform.system_libraries in the matrix"
+        )
+    tail = lines[-1] if lines else "no output"
+    return f"auditwheel repair of {wheel.name} failed: {tail}"

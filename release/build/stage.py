@@ -1,0 +1,112 @@
+"""Staging: a per-variant copy of the engine project that carries the variant's name and metadata.
+
+The source tree is never modified. The staged `pyproject.toml` is rewritten with tomlkit, so its
+structure and comments survive; only `[project]` keys change. The mislabelled-wheel guard checks
+every built wheel's own METADATA against the variant before it can leave the build.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import tomlkit
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+from tomlkit.items import Table
+
+from release.errors import BuildError
+from release.config.matrix import Metadata
+from release.plan.resolve import ResolvedVariant
+from release.wheel.archive import WheelReadError, read_metadata
+from release.wheel.names import InvalidWheelName, parse_wheel_name
+
+# Never copied into a staged tree: the project's own build output and caches at its top level
+# (a `build/` or `dist/` deeper down may be source), and Python caches anywhere.
+IGNORED_AT_TOP = frozenset({".git", "build", "_skbuild", "dist", "wheelhouse", ".nox", ".venv"})
+IGNORED_ANYWHERE = ("__pycache__", "*.egg-info")
+
+
+def _ignore(source: Path) -> Callable[[str, list[str]], set[str]]:
+    anywhere = shutil.ignore_patterns(*IGNORED_ANYWHERE)
+
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = set(anywhere(directory, names))
+        if Path(directory) == source:
+            skipped |= IGNORED_AT_TOP.intersection(names)
+        return skipped
+
+    return ignore
+
+
+def rewrite_pyproject(text: str, *, name: str, version: str, metadata: Metadata) -> str:
+    """Return `text` with `[project]` naming this variant; everything else is kept as it was."""
+    doc = tomlkit.parse(text)
+    project = doc.get("project")
+    if not isinstance(project, Table):
+        msg = "pyproject.toml has no [project] table (PEP 621): the toolkit needs one to name variants"
+        raise BuildError(msg)
+    project["name"] = name
+    project["version"] = version
+    dynamic = project.get("dynamic")
+    if dynamic is not None:
+        kept = [d for d in dynamic if d not in ("name", "version")]
+        if kept:
+            project["dynamic"] = kept
+        else:
+            del project["dynamic"]
+    if metadata.description:
+        project["description"] = metadata.description
+    if metadata.keywords:
+        project["keywords"] = list(metadata.keywords)
+    if metadata.classifiers:
+        project["classifiers"] = list(metadata.classifiers)
+    return tomlkit.dumps(doc)
+
+
+def stage_project(variant: ResolvedVariant, version: str, dest: Path) -> Path:
+    """Copy the engine project to `dest` and rewrite its `pyproject.toml` for the variant."""
+    source = variant.engine_dir
+    pyproject = source / "pyproject.toml"
+    if not pyproject.is_file():
+        msg = f"{pyproject} not found: engine.source in the matrix must be a PEP 517 project"
+        raise BuildError(msg)
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(source, dest, ignore=_ignore(source), symlinks=True)
+    staged = dest / "pyproject.toml"
+    text = rewrite_pyproject(
+        pyproject.read_text(encoding="utf-8"),
+        name=variant.distribution,
+        version=version,
+        metadata=variant.metadata,
+    )
+    staged.write_text(text, encoding="utf-8")
+    return dest
+
+
+def check_wheel_identity(wheel: Path, *, distribution: str, version: str) -> None:
+    """The mislabelled-wheel guard: file name and METADATA must both name the variant."""
+    try:
+        name = parse_wheel_name(wheel)
+        headers = read_metadata(wheel)
+    except (InvalidWheelName, WheelReadError) as exc:
+        msg = f"{wheel.name}: {exc}"
+        raise BuildError(msg) from None
+    problems = []
+    expected = canonicalize_name(distribution)
+    for where, actual in (("file name", name.distribution), ("METADATA Name", headers.get("Name", ""))):
+        if canonicalize_name(str(actual)) != expected:
+            problems.append(f"{where} says {actual!r}, the variant is {distribution!r}")
+    for where, actual_version in (("file name", name.version), ("METADATA Version", headers.get("Version", ""))):
+        try:
+            same = Version(str(actual_version)) == Version(version)
+        except InvalidVersion:
+            same = False
+        if not same:
+            problems.append(f"{where} says version {actual_version}, expected {version}")
+    if problems:
+        wheel.unlink(missing_ok=True)
+        msg = f"mislabelled wheel {wheel.name} removed: " + "; ".join(problems)
+        raise BuildError(msg)

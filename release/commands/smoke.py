@@ -1,0 +1,66 @@
+"""`release smoke`: install the exact wheel files in fresh environments and images."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from release.config.matrix import LoadedMatrix
+from release.errors import SmokeError
+from release.plan.steps import make_plan
+from release.smoke.runner import HOST_IMAGE, Outcome, report, smoke_variant, summary, wheels_for
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--variant", action="append", help="variant to test (repeatable; default: every variant with wheels)")
+    add("--python", help="only the wheels for this Python (e.g. 3.12)")
+    add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
+    add("--image", action="append", help=f"only this image (repeatable; '{HOST_IMAGE}': a plain fresh venv)")
+    add("--json", action="store_true", help="print the results as JSON (progress goes to stderr)")
+    add(
+        "--in-image",
+        metavar="NAME",
+        help="we run inside this declared image (CI containers): a fresh venv here, no simulation; "
+        "the image's `expect` decides what passes",
+    )
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    wheelhouse = args.wheelhouse or loaded.root / "wheelhouse"
+    plan = make_plan(loaded, variants=tuple(dict.fromkeys(args.variant or ())))
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+
+    outcomes: list[Outcome] = []
+    started = time.monotonic()
+    for name, variant in plan.variants.items():
+        if not args.variant and not wheels_for(wheelhouse / name, variant, args.python):
+            continue
+        outcomes += smoke_variant(
+            variant,
+            wheelhouse=wheelhouse,
+            python=args.python,
+            images=args.image,
+            in_image=args.in_image,
+            log=log,
+        )
+    if not outcomes:
+        msg = f"no wheels to smoke-test in {wheelhouse}"
+        raise SmokeError(msg)
+    if args.json:
+        print(json.dumps(report(outcomes), indent=2))
+    else:
+        print()
+        print(summary(outcomes))
+        print(f"\n{sum(o.ok for o in outcomes)}/{len(outcomes)} passed in {time.monotonic() - started:.0f}s")
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        lines = [f"{o.wheel} in {o.image}: {o.error}" for o in failed]
+        msg = f"{len(failed)} smoke check(s) failed:\n" + "\n".join(lines)
+        raise SmokeError(msg)
+    return 0

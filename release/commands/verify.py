@@ -1,0 +1,123 @@
+"""`release verify`: inspect wheels and apply the verification rules; one report per wheel."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from release.config.matrix import LoadedMatrix
+from release.errors import UsageError, VerifyError
+from release.inspect.rules import RULE_IDS
+from release.inspect.verify import VerifyReport, verify_wheel, write_report
+from release.plan.resolve import require_variant, variant_for_distribution
+from release.plan.steps import make_plan
+from release.wheel.names import InvalidWheelName, parse_wheel_name
+
+_LABEL = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "not-applicable": "n/a"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("wheels", nargs="+", metavar="WHEEL", help="wheel files, or directories of wheels")
+    parser.add_argument("--json", action="store_true", help="print the versioned JSON report instead")
+    parser.add_argument(
+        "--release", action="store_true", help="release mode: a tag newer than the matrix floor fails"
+    )
+    parser.add_argument("--variant", help="the matrix variant to check against (default: from the name)")
+    parser.add_argument(
+        "--version", dest="expected_version", metavar="VERSION", help="the version (or tag vX.Y.Z) expected"
+    )
+    parser.add_argument(
+        "--write-reports", action="store_true", help="also write <wheel>.verify.json beside each wheel"
+    )
+
+
+def _collect(arguments: Sequence[str]) -> list[Path]:
+    wheels: list[Path] = []
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_dir():
+            found = sorted(path.rglob("*.whl"))
+            if not found:
+                msg = f"{path}: no wheels in this directory"
+                raise UsageError(msg)
+            wheels.extend(found)
+        elif path.is_file():
+            wheels.append(path)
+        else:
+            msg = f"{path}: no such wheel file or directory"
+            raise UsageError(msg)
+    return wheels
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
+def render_report(report: VerifyReport) -> str:
+    """The readable report: a header, then one line per rule."""
+    variant = report.variant or "-"
+    lines = [
+        report.wheel.name,
+        f"  variant {variant}  tags {', '.join(report.tags)}  size {_size(report.size)} "
+        f"({_size(report.unpacked_size)} unpacked, {len(report.elf_files)} ELF files)",
+        f"  runtime bound: {', '.join(report.runtime_bound) or 'none'}",
+    ]
+    width = max(len(r) for r in RULE_IDS)
+    lines.extend(f"  {_LABEL[r.status]:<4}  {r.id:<{width}}  {r.message}" for r in report.rules)
+    if not report.ok:
+        failed = [r.id for r in report.rules if r.status == "fail"]
+        verdict = f"FAILED ({', '.join(failed)})"
+    elif not report.releasable:
+        verdict = "ok, not releasable (see WARN)"
+    else:
+        verdict = "ok, releasable"
+    lines.append(f"  result: {verdict}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
+    wheels = _collect(args.wheels)
+    if args.variant is not None and loaded is None:
+        msg = f"--variant {args.variant} needs a matrix file (--matrix)"
+        raise UsageError(msg)
+    variants = make_plan(loaded).variants if loaded is not None else {}
+    chosen = require_variant(variants, args.variant, loaded.path.name) if args.variant and loaded else None
+    reports: list[VerifyReport] = []
+    for wheel in wheels:
+        try:
+            distribution = str(parse_wheel_name(wheel).distribution)
+        except InvalidWheelName as exc:
+            msg = f"{wheel}: not a wheel file name ({exc})"
+            raise UsageError(msg) from None
+        report = verify_wheel(
+            wheel,
+            variant=chosen or variant_for_distribution(variants, distribution),
+            matrix=str(loaded.path) if loaded is not None else None,
+            release=args.release,
+            expected_version=args.expected_version,
+        )
+        reports.append(report)
+        if args.write_reports:
+            write_report(report)
+        if not args.json:
+            print(render_report(report), flush=True)
+    if args.json:
+        document: object = reports[0].to_json() if len(reports) == 1 else [r.to_json() for r in reports]
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    failed = [r for r in reports if not r.ok]
+    if failed:
+        names = "; ".join(
+            f"{r.wheel.name}: {', '.join(x.id for x in r.rules if x.status == 'fail')}" for r in failed
+        )
+        msg = f"{len(failed)} of {len(reports)} wheels failed verification: {names}"
+        raise VerifyError(msg)
+    return 0

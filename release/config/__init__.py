@@ -1,0 +1,1 @@
+"""Configuration: the model of matrix.yaml, loading, and per-backend data."""

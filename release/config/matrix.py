@@ -1,0 +1,406 @@
+"""The release matrix: the model of `matrix.yaml`, loading, and the checks across keys.
+
+The frozen dataclasses below are the single source of truth: `release/config/matrix.schema.json` is
+generated from them (`python -m release schema`), and a test fails when the two drift apart.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from release.config.backends import Backend, load_backends
+from release.config.dataschema import DocumentReader, compose, json_schema, spec, suggest
+from release.config.resources import toolkit_backends
+from release.errors import MatrixError, Problem, UsageError
+
+SCHEMA_FILE = Path(__file__).with_name("matrix.schema.json")
+SCHEMA_ID = "https://example.invalid/gpu-wheel-release/config/matrix.schema.json"
+SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+SCHEMA_VERSION = 1
+
+_PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_PLATFORM = re.compile(r"^(manylinux|musllinux)_(\d+)_(\d+)_(x86_64|aarch64)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prebuild:
+    """Compile the engine's core once per variant with CMake and install it to a prefix that
+    every per-Python wheel build of that variant then links against."""
+
+    cmake_source: str = spec("CMake source directory, relative to `engine.source`.", default=".")
+    cmake_args: tuple[str, ...] = spec(
+        "Extra CMake arguments for the core build; `{version}` is replaced by the release version.",
+        default=(),
+    )
+    prefix_define: str = spec(
+        "CMake variable that tells the wheel build where the prebuilt core is installed."
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Metadata:
+    """Project metadata written into the staged `pyproject.toml` of a variant."""
+
+    description: str | None = spec("One-line summary (`project.description`).", default=None)
+    keywords: tuple[str, ...] = spec("`project.keywords`.", default=())
+    classifiers: tuple[str, ...] = spec("`project.classifiers` (trove classifiers).", default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Smoke:
+    """How a fresh environment proves that an installed wheel works."""
+
+    commands: tuple[tuple[str, ...], ...] = spec(
+        "Commands run in the fresh environment after `import <import_name>`; `{python}` is its "
+        "interpreter. A command whose output is JSON with an `ok` key must report `ok: true`.",
+        default=(),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Engine:
+    """The project being released: any PEP 517 project."""
+
+    source: str = spec("Directory of the engine's PEP 517 project, relative to this file.")
+    import_name: str = spec("The top-level import package every variant ships.")
+    version: str = spec(
+        "Version for local builds without a release tag (a tag push sets the real one).",
+        default="0.0.0",
+    )
+    scripts: tuple[str, ...] = spec("Console commands every wheel must install.", default=())
+    own_libraries: tuple[str, ...] = spec(
+        "Glob patterns of the engine's own shared libraries; no exclude may match them.",
+        default=(),
+    )
+    prebuild: Prebuild | None = spec("Optional core prebuild, once per variant.", default=None)
+    metadata: Metadata = spec("Metadata common to every variant.", default_factory=Metadata)
+    smoke: Smoke = spec("The smoke test run against every wheel.", default_factory=Smoke)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    """One wheel family: a distribution name bound to one accelerator runtime."""
+
+    distribution: str = spec("The distribution name on the index (PEP 508).")
+    backend: str = spec("Accelerator backend: a file name in `packaging/backends/` (cpu, cuda, rocm, musa).")
+    toolkit: str | None = spec(
+        "Toolkit version the release is built with (e.g. '6.4', '13.0').", default=None
+    )
+    cmake_defines: Mapping[str, str] = spec(
+        "CMake cache variables for this variant (prebuild and wheel build).", default_factory=dict
+    )
+    config_settings: Mapping[str, str] = spec(
+        "Extra PEP 517 config settings for the wheel build.", default_factory=dict
+    )
+    env: Mapping[str, str] = spec("Extra environment variables for the build.", default_factory=dict)
+    exclude: tuple[str, ...] = spec(
+        "Runtime libraries (sonames or globs) kept as NEEDED and never vendored by repair.",
+        default=(),
+    )
+    runtime_needed: tuple[str, ...] | None = spec(
+        "Soname prefixes one of which the extension must NEED (default: the backend's).",
+        default=None,
+    )
+    architectures: tuple[str, ...] = spec("GPU architectures the variant serves (e.g. gfx942).", default=())
+    device_code: bool = spec("Whether the wheel carries GPU code objects for `architectures`.", default=False)
+    metadata: Metadata | None = spec("Metadata overriding `engine.metadata`.", default=None)
+    images: tuple[str, ...] = spec("Names from `images` the wheels must work in.", default=())
+    hardware: tuple[str, ...] = spec("Names from `hardware` the wheels are tested on.", default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Simulation:
+    """How an image is simulated with a mount namespace where no container engine exists."""
+
+    runtime: Literal["system", "prefix", "absent"] = spec(
+        "Where the image provides the GPU runtime: the distribution's place, another prefix, or not at all."
+    )
+    prefix: str | None = spec("Library directory of the runtime when `runtime: prefix`.", default=None)
+    via: Literal["ld.so.conf.d", "LD_LIBRARY_PATH"] = spec(
+        "How the loader finds a `prefix` runtime.", default="ld.so.conf.d"
+    )
+    rootfs: Literal["host", "debootstrap-minbase"] = spec(
+        "The root file system: the host's, or a minimal Debian built with debootstrap.",
+        default="host",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Image:
+    """A serving image the wheels must work in."""
+
+    description: str = spec("What this image stands for.", default="")
+    container: str | None = spec("Container reference used in CI and on hardware.", default=None)
+    python: tuple[str, ...] = spec("The image's own Python versions (default: the matrix's).", default=())
+    simulate: Simulation | None = spec("Simulation on hosts without a container engine.", default=None)
+    expect: Literal["pass", "runtime-missing"] = spec(
+        "What the smoke test must see in this image.", default="pass"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """A tier of self-hosted GPU runners."""
+
+    gpu: str = spec("The accelerator model (e.g. 'AMD Instinct MI300X').")
+    architecture: str = spec("Its GPU architecture (e.g. gfx942).")
+    runner: tuple[str, ...] = spec("GitHub Actions `runs-on` labels of the self-hosted runners.")
+    nodes: int = spec("Runners one job needs: 2 runs prefill on one and decode on the other.", default=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Platform:
+    """The release platform."""
+
+    floor: str = spec("Oldest platform tag the release wheels must support (e.g. manylinux_2_28_x86_64).")
+    system_libraries: tuple[str, ...] = spec(
+        "Libraries outside the manylinux policy that wheels may NEED from the system.", default=()
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Publish:
+    """Where and when wheels are published."""
+
+    tag_pattern: str = spec("Git tags that publish (fnmatch pattern, e.g. 'v*').", default="v*")
+    repository: str = spec("Upload URL of the index.", default="https://upload.pypi.org/legacy/")
+    prerelease: Literal["publish", "separate-index", "skip"] = spec(
+        "Pre-releases: publish like releases, upload to `prerelease_repository`, or skip.",
+        default="separate-index",
+    )
+    prerelease_repository: str | None = spec(
+        "Upload URL for pre-releases.", default="https://test.pypi.org/legacy/"
+    )
+    github_release: bool = spec("Attach the wheels to a GitHub Release.", default=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matrix:
+    """The release matrix: one file that drives build, repair, verify, smoke and publish."""
+
+    schema_version: Literal[1] = spec("Version of this file's format.")
+    engine: Engine = spec("The engine project being released.")
+    python: tuple[str, ...] = spec("CPython versions to build for ('3.10' … '3.13').")
+    platform: Platform = spec("The release platform floor and declared system libraries.")
+    variants: Mapping[str, Variant] = spec("Wheel families by name (cpu, cuda, rocm, musa).")
+    images: Mapping[str, Image] = spec("Serving images, referenced by variants.", default_factory=dict)
+    hardware: Mapping[str, Hardware] = spec(
+        "Self-hosted GPU runner tiers, referenced by variants.", default_factory=dict
+    )
+    publish: Publish = spec("Publishing settings.", default_factory=Publish)
+
+
+@dataclass(frozen=True)
+class LoadedMatrix:
+    """A validated matrix with where it came from and the backend data it refers to."""
+
+    matrix: Matrix
+    path: Path
+    backends: Mapping[str, Backend]
+    lines: Mapping[str, int] = field(repr=False)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+    @property
+    def engine_dir(self) -> Path:
+        return (self.root / self.matrix.engine.source).resolve()
+
+    def variant(self, name: str) -> Variant:
+        try:
+            return self.matrix.variants[name]
+        except KeyError:
+            hint = suggest(name, list(self.matrix.variants))
+            known = ", ".join(self.matrix.variants)
+            msg = f"{self.path.name}: no variant {name!r}{hint} (variants: {known})"
+            raise UsageError(msg) from None
+
+
+def schema() -> dict[str, object]:
+    """The JSON Schema of `matrix.yaml`, generated from the model."""
+    return json_schema(Matrix, title="Release matrix (matrix.yaml)", schema_id=SCHEMA_ID)
+
+
+def load(path: Path | str, *, backends_dir: Path | None = None) -> LoadedMatrix:
+    """Read, convert and check a matrix file; raise `MatrixError` listing every problem."""
+    path = Path(path)
+    display = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise MatrixError([Problem(display, None, "", f"cannot read: {exc.strerror}")]) from None
+    except UnicodeDecodeError as exc:
+        problem = Problem(display, None, "", f"not UTF-8 text (byte {exc.start}): save it as UTF-8")
+        raise MatrixError([problem]) from None
+    return loads(text, path=path, display=display, backends_dir=backends_dir)
+
+
+def loads(
+    text: str, *, path: Path, display: str | None = None, backends_dir: Path | None = None
+) -> LoadedMatrix:
+    display = display or str(path)
+    reader = DocumentReader(display)
+    node = compose(text, display)
+    matrix = reader.read(node, Matrix, "")
+    if reader.problems:
+        raise MatrixError(reader.problems)
+    backends = load_backends(backends_dir or default_backends_dir(path))
+    problems = _check(matrix, backends, reader.lines, display)
+    if problems:
+        raise MatrixError(problems)
+    return LoadedMatrix(matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines)
+
+
+def default_backends_dir(matrix_path: Path) -> Path:
+    """`packaging/backends` beside the matrix, else the toolkit's own copy."""
+    local = matrix_path.resolve().parent / "packaging" / "backends"
+    if local.is_dir():
+        return local
+    return toolkit_backends()
+
+
+def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], file: str) -> list[Problem]:
+    problems: list[Problem] = []
+
+    def add(key: str, message: str) -> None:
+        line = lines.get(key)
+        parent = key
+        while line is None and "." in parent:
+            parent = parent.rsplit(".", 1)[0]
+            line = lines.get(parent)
+        problems.append(Problem(file, line, key, message))
+
+    if not m.python:
+        add("python", "list at least one Python version")
+    seen_py: set[str] = set()
+    for i, py in enumerate(m.python):
+        if py not in SUPPORTED_PYTHONS:
+            add(f"python[{i}]", f"{py!r} is not supported (supported: {', '.join(SUPPORTED_PYTHONS)})")
+        if py in seen_py:
+            add(f"python[{i}]", f"{py!r} is listed twice")
+        seen_py.add(py)
+
+    if not _PLATFORM.match(m.platform.floor):
+        add("platform.floor", f"{m.platform.floor!r} is not a platform tag like manylinux_2_28_x86_64")
+
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", m.engine.import_name):
+        add("engine.import_name", f"{m.engine.import_name!r} is not a Python identifier")
+    try:
+        Version(m.engine.version)
+    except InvalidVersion:
+        add("engine.version", f"{m.engine.version!r} is not a PEP 440 version")
+
+    if m.engine.prebuild is not None:
+        source = Path(m.engine.source) / m.engine.prebuild.cmake_source
+        if (
+            Path(m.engine.prebuild.cmake_source).is_absolute()
+            or ".." in Path(m.engine.prebuild.cmake_source).parts
+        ):
+            add(
+                "engine.prebuild.cmake_source",
+                f"{m.engine.prebuild.cmake_source!r} must be a directory inside "
+                f"engine.source (it is staged with the project): got {source}",
+            )
+    if not m.publish.tag_pattern.strip():
+        add("publish.tag_pattern", "empty: no tag could ever publish (use e.g. 'v*')")
+
+    if not m.variants:
+        add("variants", "define at least one variant")
+    owners: dict[str, str] = {}
+    for name, v in m.variants.items():
+        key = f"variants.{name}"
+        if not re.match(r"^[a-z][a-z0-9]*$", name):
+            add(key, f"variant name {name!r} must be lowercase letters and digits (it names sessions)")
+        if v.backend not in backends:
+            add(
+                f"{key}.backend",
+                f"unknown backend {v.backend!r}{suggest(v.backend, list(backends))} "
+                f"(known: {', '.join(sorted(backends))}; "
+                f"add packaging/backends/{v.backend}.json to teach a new one)",
+            )
+        if not _PEP508_NAME.match(v.distribution):
+            add(f"{key}.distribution", f"{v.distribution!r} is not a valid distribution name (PEP 508)")
+        else:
+            canon = canonicalize_name(v.distribution)
+            if canon in owners:
+                add(
+                    f"{key}.distribution",
+                    f"{v.distribution!r} is already the distribution of variant "
+                    f"{owners[canon]!r}: each variant needs its own name",
+                )
+            owners[canon] = name
+        for i, pattern in enumerate(v.exclude):
+            overlaps = [own for own in m.engine.own_libraries if _globs_overlap(pattern, own)]
+            for own in overlaps:
+                add(
+                    f"{key}.exclude[{i}]",
+                    f"{pattern!r} would also exclude the engine's own "
+                    f"library {own!r} (engine.own_libraries): name the runtime's soname instead",
+                )
+            if not overlaps and pattern.startswith(("libpython", "lib" + m.engine.import_name)):
+                add(f"{key}.exclude[{i}]", f"{pattern!r} would exclude the engine's own library")
+        if v.device_code and not v.architectures:
+            add(f"{key}.architectures", "device_code is true: list the architectures it carries")
+        for i, image in enumerate(v.images):
+            if image not in m.images:
+                add(
+                    f"{key}.images[{i}]",
+                    f"image {image!r} is not defined under images{suggest(image, list(m.images))}",
+                )
+        for i, tier in enumerate(v.hardware):
+            if tier not in m.hardware:
+                add(
+                    f"{key}.hardware[{i}]",
+                    f"hardware tier {tier!r} is not defined under hardware{suggest(tier, list(m.hardware))}",
+                )
+
+    for name, img in m.images.items():
+        key = f"images.{name}"
+        if img.container is None and img.simulate is None:
+            add(key, "give a container reference, a simulation, or both")
+        sim = img.simulate
+        if sim is not None and sim.runtime == "prefix" and not sim.prefix:
+            add(
+                f"{key}.simulate.prefix",
+                "runtime: prefix needs the library directory (e.g. /opt/rocm-6.4.1/lib)",
+            )
+        if sim is not None and sim.prefix and not sim.prefix.startswith("/"):
+            add(f"{key}.simulate.prefix", f"{sim.prefix!r} must be an absolute path")
+        for i, py in enumerate(img.python):
+            if py not in SUPPORTED_PYTHONS:
+                add(
+                    f"{key}.python[{i}]",
+                    f"{py!r} is not supported (supported: {', '.join(SUPPORTED_PYTHONS)})",
+                )
+
+    for name, hw in m.hardware.items():
+        if not hw.runner:
+            add(f"hardware.{name}.runner", "list the runner labels (e.g. [self-hosted, linux, mi300x])")
+        if hw.nodes not in (1, 2):
+            add(f"hardware.{name}.nodes", "1 (one runner) or 2 (prefill and decode on two runners)")
+
+    p = m.publish
+    if p.prerelease == "separate-index" and not p.prerelease_repository:
+        add("publish.prerelease_repository", "prerelease: separate-index needs a repository URL")
+    return problems
+
+
+def _globs_overlap(a: str, b: str) -> bool:
+    """Whether two soname globs could match a common name (checked on each other's literals)."""
+    lit_a = a.replace("*", "").replace("?", "")
+    lit_b = b.replace("*", "").replace("?", "")
+    return (
+        fnmatch.fnmatchcase(b.replace("*", "x"), a)
+        or fnmatch.fnmatchcase(a.replace("*", "x"), b)
+        or fnmatch.fnmatchcase(lit_b, a)
+        or fnmatch.fnmatchcase(lit_a, b)
+    )

@@ -1,0 +1,16 @@
+"""Where the toolkit's own data files are, in a source tree and in an installed toolkit.
+
+Kept free of heavy imports: `verify` reads backend data without loading the YAML machinery.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def toolkit_backends() -> Path:
+    """The backend data shipped with the toolkit: `packaging/backends/` in its source tree, which
+    an installed toolkit carries as `release/backends_data/` (see pyproject.toml)."""
+    here = Path(__file__).resolve().parents[1]
+    installed = here / "backends_data"
+    return installed if installed.is_dir() else here.parent / "packaging" / "backends"

@@ -1,0 +1,1 @@
+"""Adoption: set up another project's repository."""

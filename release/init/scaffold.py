@@ -1,0 +1,307 @@
+"""`python -m release init`: write a starter `matrix.yaml` for a project.
+
+It reads what the project says about itself (`pyproject.toml`: name, build backend, CMake or not,
+console scripts, `requires-python`) and, when wheels built from it are given, what those wheels
+need (their ELF files' NEEDED entries), and writes a commented matrix with the variants asked
+for. Everything it derives is data: distribution names, runtime excludes (from
+`packaging/backends`), Python versions, system libraries. What it cannot know (toolkit versions,
+images, hardware, a core prebuild, smoke commands beyond the import) is left as commented
+examples for the maintainer.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+from release.config.backends import Backend
+from release.config.dataschema import suggest
+from release.config.matrix import (
+    SCHEMA_FILE,
+    SUPPORTED_PYTHONS,
+    Publish,
+)
+from release.errors import UsageError
+from release.init.scan import LOADER_GLOBS, Project, WheelFacts, cmake_value
+
+DEFAULT_FLOOR = "manylinux_2_28_x86_64"
+
+
+# CUDA wheels keep the project's own name (what `pip install <name>` has always meant); every
+# other backend adds its name, like foo-engine / foo-engine-rocm / foo-engine-cpu.
+BARE_NAME_BACKEND = "cuda"
+
+
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    """Everything the generated matrix holds."""
+
+    project: Project
+    source: str
+    variants: Mapping[str, Backend]
+    pythons: tuple[str, ...]
+    scripts: tuple[str, ...]
+    system_libraries: tuple[str, ...]
+    wheels: tuple[str, ...] = ()
+    schema_ref: str = field(default="release/config/matrix.schema.json")
+    floor: str = DEFAULT_FLOOR
+
+
+def base_name(project_name: str, backends: Iterable[str]) -> str:
+    """The project name without a trailing `-<backend>` (a project named `foo-rocm` gives `foo`)."""
+    for backend in sorted(backends, key=len, reverse=True):
+        for sep in ("-", "_", "."):
+            suffix = f"{sep}{backend}"
+            if project_name.lower().endswith(suffix) and len(project_name) > len(suffix):
+                return project_name[: -len(suffix)]
+    return project_name
+
+
+def distribution_name(project_name: str, backend: str, backends: Iterable[str] = ()) -> str:
+    """`foo` + rocm -> `foo-rocm`; cuda keeps `foo`; cpu -> `foo-cpu`."""
+    base = base_name(project_name, {*backends, backend})
+    return base if backend == BARE_NAME_BACKEND else f"{base}-{backend}"
+
+
+def pythons_allowed(
+    requires_python: str | None, supported: Sequence[str] = SUPPORTED_PYTHONS
+) -> tuple[str, ...]:
+    """The supported CPython versions that `requires-python` admits (any patch release counts)."""
+    if not requires_python:
+        return tuple(supported)
+    try:
+        spec = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        msg = f"requires-python {requires_python!r} is not a valid version specifier (PEP 440)"
+        raise UsageError(msg) from None
+    allowed = tuple(
+        version for version in supported if any(spec.contains(f"{version}.{patch}") for patch in range(100))
+    )
+    if not allowed:
+        msg = (
+            f"requires-python {requires_python!r} admits none of the Pythons the toolkit builds "
+            f"({', '.join(supported)})"
+        )
+        raise UsageError(msg)
+    return allowed
+
+
+def system_libraries(
+    needed: Iterable[str],
+    *,
+    policy_libraries: Iterable[str],
+    runtime_globs: Iterable[str],
+    provided: Iterable[str],
+) -> tuple[str, ...]:
+    """NEEDED names that are neither in the manylinux policy, nor a GPU runtime, nor in the wheel."""
+    policy = set(policy_libraries)
+    globs = (*runtime_globs, *LOADER_GLOBS)
+    inside = set(provided)
+    kept = {
+        name
+        for name in needed
+        if name not in policy and name not in inside and not any(fnmatch.fnmatchcase(name, g) for g in globs)
+    }
+    return tuple(sorted(kept))
+
+
+def check_output(path: Path, *, force: bool) -> None:
+    """Refuse to overwrite an existing file unless `force`."""
+    if path.exists() and not force:
+        msg = f"{path} already exists: pass --force to overwrite it (or --output another file)"
+        raise UsageError(msg)
+
+
+def parse_variants(text: str | None, known: Sequence[str]) -> tuple[str, ...]:
+    """`cpu,rocm` -> ('cpu', 'rocm'); default: every known backend, cpu first."""
+    if not text:
+        return tuple(sorted(known, key=lambda b: (b != "cpu", b != BARE_NAME_BACKEND, b)))
+    chosen: list[str] = []
+    for raw in text.split(","):
+        name = raw.strip()
+        if not name:
+            continue
+        if name not in known:
+            msg = (
+                f"--variants: unknown backend {name!r}{suggest(name, list(known))} "
+                f"(known: {', '.join(sorted(known))}; add packaging/backends/{name}.json to teach a new one)"
+            )
+            raise UsageError(msg)
+        if name not in chosen:
+            chosen.append(name)
+    if not chosen:
+        msg = "--variants: name at least one backend (e.g. cpu,rocm)"
+        raise UsageError(msg)
+    return tuple(chosen)
+
+
+def _scalar(value: str) -> str:
+    """A YAML scalar: plain when it cannot be misread, JSON-quoted (valid YAML) otherwise."""
+    plain = re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\-]*", value) is not None
+    if plain and value.lower() not in _YAML_WORDS:
+        return value
+    return json.dumps(value)
+
+
+def _flow(values: Iterable[str]) -> str:
+    return "[" + ", ".join(_scalar(v) for v in values) + "]"
+
+
+def render(plan: Plan) -> str:
+    """The commented matrix text."""
+    p = plan.project
+    out: list[str] = []
+    add = out.append
+    upper = p.import_name.upper()
+    from_wheels = f" and {', '.join(plan.wheels)}" if plan.wheels else ""
+    add(f"# yaml-language-server: $schema={plan.schema_ref}")
+    add("#")
+    add(f"# The release matrix of {p.name}, started by `python -m release init` from")
+    add(f"# {plan.source}/pyproject.toml{from_wheels}.")
+    add("# The only file to edit to add a Python version, a variant, an image or a hardware tier;")
+    add("# `python -m release plan` shows what it expands to. Lines marked `yours:` are for you to fill")
+    add("# in: init cannot know them. Keys starting with `x-` are free for YAML anchors.")
+    add("schema_version: 1")
+    add("")
+    add("engine:")
+    add(f"  # The PEP 517 project ({_backend_label(p)}), relative to this file.")
+    add(f"  source: {_scalar(plan.source)}")
+    add("  # The import package every variant ships: one import name, one distribution per variant.")
+    add(f"  import_name: {_scalar(p.import_name)}")
+    add("  # Version of local builds; a tag push (v1.2.3) sets the release version.")
+    add(f"  version: {json.dumps(p.version or '0.0.0')}")
+    add("  # Console commands every wheel must install ([project.scripts] and the wheel's scripts).")
+    add(f"  scripts: {_flow(plan.scripts)}")
+    add("  # Globs of the engine's own shared libraries: no runtime exclude may ever match them.")
+    add(f"  own_libraries: {_flow([f'lib{p.import_name}*'])}")
+    if p.cmake:
+        add("  # yours (optional): compile the C++ core once per variant instead of once per Python; the")
+        add("  # wheel build finds it through `prefix_define`. Without a prebuild, ccache speeds rebuilds.")
+        add("  # prebuild:")
+        add("  #   cmake_source: .")
+        add(f'  #   cmake_args: ["-D{upper}_BUILD_PYTHON=OFF"]')
+        add(f"  #   prefix_define: {upper}_CORE_PREFIX")
+    add("  # Written into every variant's staged pyproject.toml; a variant's own `metadata` overrides it.")
+    add("  metadata:")
+    if p.description:
+        add(f"    description: {json.dumps(p.description)}")
+    else:
+        add("    description: null  # yours: a one-line summary")
+    add("    # keywords: [kv-cache, transfer-engine]  # yours")
+    add("  smoke:")
+    add(f"    # Run in a fresh venv after `import {p.import_name}`; `{{python}}` is that venv's interpreter.")
+    add("    # A command printing a JSON object with `ok` must report `ok: true`. yours: a self-test, e.g.")
+    for script in plan.scripts:
+        add(f"    #   - [{_scalar(script)}, --version]")
+    add(f'    #   - ["{{python}}", "-m", {_scalar(p.import_name)}, selftest]')
+    add("    commands: []")
+    add("")
+    requires = f"requires-python {p.requires_python!r}" if p.requires_python else "no requires-python"
+    add(f"# CPython versions to build for: those of 3.10-3.13 that {requires} admits.")
+    add(f"python: {_flow(plan.pythons)}")
+    add("")
+    add("platform:")
+    add("  # Oldest platform tag of the release wheels (the manylinux_2_28 containers build them);")
+    add("  # a host build says which tag that host can honestly claim.")
+    add(f"  floor: {plan.floor}")
+    add("  # Libraries outside the manylinux policy that the wheels NEED from the user's system: kept")
+    if plan.wheels:
+        add("  # as NEEDED, never vendored. Found in the wheels given to init.")
+    else:
+        add("  # as NEEDED, never vendored. Run init with --wheel to find them.")
+    add(f"  system_libraries: {_flow(plan.system_libraries)}")
+    add("")
+    add("# One wheel family per accelerator runtime. distribution: its name on the index (cuda keeps")
+    add("# the project's name, the others add -<backend>); backend: a file in packaging/backends/;")
+    add("# exclude: the runtime libraries repair keeps as NEEDED (bound at load time, never vendored).")
+    if p.cmake and p.cmake_backend_variable:
+        add(f"# cmake_defines: CMake cache variables ({p.cmake_backend_variable}, read from CMakeLists.txt).")
+    elif p.cmake:
+        add("# cmake_defines: yours: the CMake switch that selects the runtime in your CMakeLists.txt.")
+    add('# yours, per GPU variant: toolkit (the version release builds use, e.g. "6.4"), architectures,')
+    add("# device_code, images and hardware (names defined below), metadata.")
+    add("variants:")
+    for name, backend in plan.variants.items():
+        add(f"  {name}:")
+        add(f"    distribution: {_scalar(distribution_name(p.name, name, plan.variants))}")
+        add(f"    backend: {_scalar(backend.name)}")
+        if p.cmake:
+            variable = p.cmake_backend_variable or f"{upper}_BACKEND"
+            value = cmake_value(name, p.cmake_backend_values)
+            add(f"    cmake_defines: {{{_scalar(variable)}: {_scalar(value)}}}")
+        if backend.exclude:
+            add(f"    exclude: {_flow(backend.exclude)}")
+    add("")
+    add("# yours: serving images the wheels must work in, e.g.")
+    add("#   vllm-rocm:")
+    add('#     container: "docker.io/rocm/vllm:<tag>"')
+    add("#     simulate: {runtime: prefix, prefix: /opt/rocm/lib, via: LD_LIBRARY_PATH}")
+    add("images: {}")
+    add("")
+    add("# yours: self-hosted GPU runner tiers, e.g.")
+    add('#   mi300x: {gpu: "AMD Instinct MI300X", architecture: gfx942, runner: [self-hosted, mi300x]}')
+    add("hardware: {}")
+    add("")
+    defaults = Publish()
+    add("# Where a tag push publishes (the defaults: PyPI; pre-releases to TestPyPI).")
+    add("publish:")
+    add(f"  tag_pattern: {json.dumps(defaults.tag_pattern)}")
+    add(f"  repository: {json.dumps(defaults.repository)}")
+    add(f"  prerelease: {defaults.prerelease}")
+    if defaults.prerelease_repository is not None:
+        add(f"  prerelease_repository: {json.dumps(defaults.prerelease_repository)}")
+    add(f"  github_release: {'true' if defaults.github_release else 'false'}")
+    return "\n".join(out) + "\n"
+
+
+def _backend_label(project: Project) -> str:
+    label = project.build_backend.split(".")[0].split(":")[0].replace("_", "-")
+    return f"{label}, CMake" if project.cmake and "cmake" not in label and "scikit" not in label else label
+
+
+def make_plan(
+    project: Project,
+    *,
+    output: Path,
+    backends: Mapping[str, Backend],
+    variants: Sequence[str],
+    wheels: WheelFacts,
+    import_name: str | None = None,
+    floor: str = DEFAULT_FLOOR,
+    policy: Iterable[str] = (),
+) -> Plan:
+    if import_name is None and wheels.packages and project.import_name not in wheels.packages:
+        wanted = re.sub(r"[-.]+", "_", project.name).lower()
+        import_name = next((p for p in wheels.packages if wanted.startswith(p.lower())), wheels.packages[0])
+    if import_name is not None:
+        project = Project(**{**vars(project), "import_name": import_name})
+    runtime_globs = sorted({g for b in backends.values() for g in (*b.runtime_libraries, *b.exclude)})
+    system = system_libraries(
+        wheels.needed, policy_libraries=policy, runtime_globs=runtime_globs, provided=wheels.provided
+    )
+    out_dir = output.resolve().parent
+    source = Path(os.path.relpath(project.path.resolve(), out_dir)).as_posix()
+    schema_ref = Path(os.path.relpath(SCHEMA_FILE, out_dir)).as_posix()
+    if schema_ref.startswith("../../"):
+        schema_ref = SCHEMA_FILE.as_posix()
+    return Plan(
+        project=project,
+        source=source,
+        variants={name: backends[name] for name in variants},
+        pythons=pythons_allowed(project.requires_python),
+        scripts=tuple(dict.fromkeys((*project.console_scripts, *wheels.scripts))),
+        system_libraries=system,
+        wheels=wheels.names,
+        schema_ref=schema_ref,
+        floor=floor,
+    )

@@ -1,0 +1,228 @@
+"""Reading a project for `release init`: its pyproject.toml, its CMake options, and built wheels."""
+
+from __future__ import annotations
+
+import configparser
+import posixpath
+import re
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+
+from release.errors import UsageError
+from release.inspect.elf import ElfReadError, inspect_elf, is_elf
+
+SKBUILD = "scikit_build_core"
+
+
+# Backend names as CMake projects often spell them.
+_CMAKE_SPELLINGS = {"rocm": ("rocm", "hip", "amd"), "cuda": ("cuda", "nvidia"), "musa": ("musa",)}
+
+
+LOADER_GLOBS = ("ld-linux*.so*", "ld64.so*")
+
+
+_NOT_PACKAGES = {"test", "tests", "docs", "doc", "examples", "benchmarks", "build", "scripts", "tools"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Project:
+    """What `pyproject.toml` and the project tree say."""
+
+    path: Path
+    name: str
+    version: str | None
+    description: str | None
+    build_backend: str
+    requires_python: str | None
+    console_scripts: tuple[str, ...]
+    import_name: str
+    cmake: bool
+    cmake_backend_variable: str | None = None
+    cmake_backend_values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelFacts:
+    """What built wheels of the project carry."""
+
+    names: tuple[str, ...] = ()
+    needed: tuple[str, ...] = ()
+    provided: tuple[str, ...] = ()
+    scripts: tuple[str, ...] = ()
+    packages: tuple[str, ...] = ()
+
+
+def cmake_value(backend: str, values: Sequence[str]) -> str:
+    """The value a CMake backend switch takes for a toolkit backend (rocm -> hip when it says hip)."""
+    if not values or backend in values:
+        return backend
+    for spelling in _CMAKE_SPELLINGS.get(backend, ()):
+        if spelling in values:
+            return spelling
+    return backend
+
+
+def parse_cmake_backend(text: str) -> tuple[str | None, tuple[str, ...]]:
+    """A `<X>_BACKEND` cache variable of a CMakeLists.txt and the values its STRINGS property lists."""
+    match = re.search(r"\bset\s*\(\s*([A-Za-z][A-Za-z0-9_]*_BACKEND)\b[^)]*\bCACHE\b", text)
+    if match is None:
+        match = re.search(r"\boption\s*\(\s*([A-Za-z][A-Za-z0-9_]*_BACKEND)\b", text)
+    if match is None:
+        return None, ()
+    name = match.group(1)
+    strings = re.search(
+        rf"set_property\s*\(\s*CACHE\s+{re.escape(name)}\s+PROPERTY\s+STRINGS\s+([^)]*)\)", text
+    )
+    values = tuple(v.strip("\"'") for v in strings.group(1).replace(";", " ").split()) if strings else ()
+    return name, values
+
+
+def _table(data: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
+    current: Any = data
+    for key in keys:
+        current = current.get(key, {}) if isinstance(current, Mapping) else {}
+    return current if isinstance(current, Mapping) else {}
+
+
+def find_import_name(project_dir: Path, pyproject: Mapping[str, Any], name: str) -> str:
+    """The top-level package: from the backend's package settings, else the tree, else the name."""
+    wanted = re.sub(r"[-.]+", "_", name).lower()
+    skbuild = _table(pyproject, "tool", "scikit-build", "wheel").get("packages")
+    if isinstance(skbuild, list) and skbuild:
+        return posixpath.basename(str(skbuild[0]).rstrip("/"))
+    packages = _table(pyproject, "tool", "setuptools").get("packages")
+    if isinstance(packages, list):
+        tops = [str(p) for p in packages if "." not in str(p)]
+        if tops:
+            return tops[0]
+    found: list[str] = []
+    for where in (project_dir, project_dir / "src", project_dir / "python"):
+        if where.is_dir():
+            found += sorted(
+                p.parent.name
+                for p in where.glob("*/__init__.py")
+                if p.parent.name.isidentifier() and p.parent.name not in _NOT_PACKAGES
+            )
+    for candidate in found:
+        if wanted.startswith(candidate.lower()) or candidate.lower().startswith(wanted):
+            return candidate
+    return found[0] if found else wanted
+
+
+def read_project(project_dir: Path) -> Project:
+    file = project_dir / "pyproject.toml"
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        msg = f"{file}: cannot read ({exc.strerror}); init needs a PEP 517 project with a pyproject.toml"
+        raise UsageError(msg) from None
+    try:
+        data: dict[str, Any] = tomlkit.parse(text).unwrap()
+    except TOMLKitError as exc:
+        msg = f"{file}: invalid TOML ({exc})"
+        raise UsageError(msg) from None
+    project = _table(data, "project")
+    name = project.get("name")
+    if not isinstance(name, str) or not name:
+        msg = f"{file}: no [project] name (PEP 621): the toolkit names every variant from it"
+        raise UsageError(msg)
+    backend = str(_table(data, "build-system").get("build-backend") or "setuptools.build_meta:__legacy__")
+    skbuild = backend.startswith(SKBUILD)
+    cmake_dir = project_dir / str(_table(data, "tool", "scikit-build", "cmake").get("source-dir", "."))
+    cmake_lists = cmake_dir / "CMakeLists.txt"
+    cmake = skbuild and cmake_lists.is_file()
+    variable, values = parse_cmake_backend(_cmake_text(cmake_dir)) if cmake else (None, ())
+    scripts = _table(data, "project", "scripts")
+    version = project.get("version")
+    description = project.get("description")
+    requires = project.get("requires-python")
+    return Project(
+        path=project_dir,
+        name=name,
+        version=str(version) if isinstance(version, str) else None,
+        description=str(description) if isinstance(description, str) else None,
+        build_backend=backend,
+        requires_python=str(requires) if isinstance(requires, str) else None,
+        console_scripts=tuple(str(s) for s in scripts),
+        import_name=find_import_name(project_dir, data, name),
+        cmake=cmake,
+        cmake_backend_variable=variable,
+        cmake_backend_values=values,
+    )
+
+
+def _cmake_text(directory: Path) -> str:
+    files = [directory / "CMakeLists.txt", *sorted((directory / "cmake").glob("*.cmake"))]
+    return "\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files if f.is_file())
+
+
+def read_wheels(wheels: Sequence[Path]) -> WheelFacts:
+    """NEEDED names, names the wheels provide, scripts and top-level packages of built wheels."""
+    needed: set[str] = set()
+    provided: set[str] = set()
+    scripts: set[str] = set()
+    packages: set[str] = set()
+    for wheel in wheels:
+        try:
+            archive = zipfile.ZipFile(wheel)
+        except (OSError, zipfile.BadZipFile) as exc:
+            msg = f"--wheel {wheel}: not a readable wheel ({exc})"
+            raise UsageError(msg) from None
+        with archive:
+            for info in archive.infolist():
+                member = info.filename
+                top = member.split("/", 1)[0]
+                if member.endswith("/__init__.py") and member.count("/") == 1:
+                    packages.add(top)
+                if re.match(r"^[^/]+\.data/scripts/[^/]+$", member):
+                    scripts.add(posixpath.basename(member))
+                if re.match(r"^[^/]+\.dist-info/entry_points\.txt$", member):
+                    scripts.update(_console_scripts(archive.read(info).decode("utf-8", "replace")))
+                if info.is_dir() or info.file_size < 64:
+                    continue
+                with archive.open(info) as stream:
+                    if not is_elf(stream.read(4)):
+                        continue
+                try:
+                    elf = inspect_elf(member, archive.read(info))
+                except ElfReadError:
+                    continue
+                needed.update(elf.needed)
+                provided.add(posixpath.basename(member))
+                if elf.soname:
+                    provided.add(elf.soname)
+    return WheelFacts(
+        names=tuple(w.name for w in wheels),
+        needed=tuple(sorted(needed)),
+        provided=tuple(sorted(provided)),
+        scripts=tuple(sorted(scripts)),
+        packages=tuple(sorted(packages)),
+    )
+
+
+def _console_scripts(text: str) -> list[str]:
+    parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return []
+    return list(parser["console_scripts"]) if parser.has_section("console_scripts") else []
+
+
+def policy_libraries(floor: str) -> frozenset[str]:
+    """The libraries auditwheel's policy for the floor allows (e.g. manylinux_2_28)."""
+    from release.inspect.verify import manylinux_policies  # noqa: PLC0415 (auditwheel's data, read on use)
+
+    name = re.sub(r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l)$", "", floor)
+    for policy in manylinux_policies():
+        if policy.name == name:
+            return policy.libraries
+    msg = f"auditwheel has no {name} policy"
+    raise UsageError(msg)

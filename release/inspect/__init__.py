@@ -1,0 +1,1 @@
+"""Inspection: ELF facts, the verification rules and the verify report."""

@@ -1,0 +1,1 @@
+"""Planning: the matrix resolved once into frozen facts and steps (pure, no processes)."""

@@ -1,0 +1,226 @@
+"""Resolve once: each variant of the matrix becomes one frozen `ResolvedVariant`.
+
+Every fact a later stage needs is decided here, in one place, and carried by the steps: what
+repair excludes (and so what verify and smoke expect to be absent from the wheel), the runtime
+the wheel must bind, the metadata, the build settings already translated for the engine's build
+backend, the floor, the images and the hardware. No stage re-derives any of it from the matrix.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+
+from release.config.backends import Backend
+from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebuild, Variant
+from release.errors import UsageError
+
+BuildBackend = Literal["scikit-build-core", "setuptools", "meson-python", "other"]
+
+# PEP 517 backends the toolkit knows how to hand CMake variables to.
+_BACKENDS: Mapping[str, BuildBackend] = {
+    "scikit_build_core.build": "scikit-build-core",
+    "setuptools.build_meta": "setuptools",
+    "setuptools.build_meta:__legacy__": "setuptools",
+    "mesonpy": "meson-python",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildSettings:
+    """How one variant's build is configured, in the terms its build backend reads.
+
+    scikit-build-core takes CMake variables as `cmake.define.NAME` config settings; meson-python
+    as `setup-args=-DNAME=VALUE`; setuptools (and anything else driving CMake itself) through the
+    `CMAKE_ARGS` environment variable. The host build and the cibuildwheel configuration both
+    call `translate`, so they cannot disagree.
+    """
+
+    backend: BuildBackend
+    cmake_defines: Mapping[str, str]
+    config_settings: Mapping[str, str]
+    env: Mapping[str, str]
+
+    def translate(
+        self, extra_defines: Mapping[str, str] | None = None
+    ) -> tuple[tuple[tuple[str, str], ...], dict[str, str]]:
+        """(config settings as ordered pairs, environment) with `extra_defines` added (the
+        prebuilt core's prefix on the host)."""
+        defines = {**self.cmake_defines, **(extra_defines or {})}
+        pairs: list[tuple[str, str]] = []
+        env = dict(self.env)
+        if self.backend == "scikit-build-core":
+            pairs += [(f"cmake.define.{k}", v) for k, v in defines.items()]
+        elif self.backend == "meson-python":
+            pairs += [("setup-args", f"-D{k}={v}") for k, v in defines.items()]
+        elif defines:
+            args = " ".join(shlex.quote(f"-D{k}={v}") for k, v in defines.items())
+            env["CMAKE_ARGS"] = f"{env['CMAKE_ARGS']} {args}" if env.get("CMAKE_ARGS") else args
+        pairs += list(self.config_settings.items())
+        return tuple(pairs), env
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedImage:
+    """A declared serving image, with its name."""
+
+    name: str
+    image: Image
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedHardware:
+    """A declared hardware tier, with its name."""
+
+    name: str
+    hardware: Hardware
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedVariant:
+    """One variant with every fact a stage needs, decided once."""
+
+    name: str
+    distribution: str
+    import_name: str
+    backend: Backend
+    toolkit: str | None
+    """The toolkit version the matrix declares (e.g. '6.4'), or None."""
+    excludes: tuple[str, ...]
+    """What repair passes to `auditwheel repair --exclude`: the backend's runtime excludes, the
+    variant's own, and the declared system libraries. Verify and smoke check against this."""
+    runtime_excludes: tuple[str, ...]
+    """The GPU runtime part of `excludes` (bound at load time, never vendored)."""
+    runtime_globs: tuple[str, ...]
+    """Every library of the runtime (the backend's `runtime_libraries` and the runtime excludes)."""
+    runtime_needed: tuple[str, ...]
+    """Soname prefixes one of which the extension must NEED."""
+    system_libraries: tuple[str, ...]
+    floor: str
+    metadata: Metadata
+    build: BuildSettings
+    engine_dir: Path
+    prebuild: Prebuild | None
+    scripts: tuple[str, ...]
+    own_libraries: tuple[str, ...]
+    architectures: tuple[str, ...]
+    device_code: bool
+    images: tuple[ResolvedImage, ...]
+    hardware: tuple[ResolvedHardware, ...]
+    smoke_commands: tuple[tuple[str, ...], ...]
+    pythons: tuple[str, ...]
+    """The matrix's Python versions (a wheel for another is not one of this release's)."""
+    tag_pattern: str
+    siblings: tuple[str, ...]
+    """The distributions of every variant of the matrix, this one included, in matrix order."""
+    matrix_root: Path
+    """The matrix's directory: build work and the wheelhouse live below it by default."""
+
+    @property
+    def backend_name(self) -> str:
+        return self.backend.name
+
+    @property
+    def device_code_sections(self) -> tuple[str, ...]:
+        return self.backend.device_code_sections
+
+
+def read_build_backend(engine_dir: Path) -> BuildBackend:
+    """The engine's PEP 517 build backend, from its `pyproject.toml` ('other' when unknown)."""
+    try:
+        text = (engine_dir / "pyproject.toml").read_text(encoding="utf-8")
+        data = tomlkit.parse(text).unwrap()
+    except (OSError, UnicodeDecodeError, TOMLKitError):
+        return "other"
+    system = data.get("build-system", {}) if isinstance(data, dict) else {}
+    name = system.get("build-backend") if isinstance(system, dict) else None
+    return _BACKENDS.get(str(name), "other") if name else "setuptools"
+
+
+def merged_metadata(base: Metadata, over: Metadata | None) -> Metadata:
+    """The engine's common metadata with the variant's overlay on top (non-empty values win)."""
+    over = over or Metadata()
+    return Metadata(
+        description=over.description or base.description,
+        keywords=over.keywords or base.keywords,
+        classifiers=tuple(dict.fromkeys(base.classifiers + over.classifiers)),
+    )
+
+
+def _unique(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(item for group in groups for item in group))
+
+
+def resolve_variant(
+    loaded: LoadedMatrix, name: str, *, build_backend: BuildBackend | None = None
+) -> ResolvedVariant:
+    """The one place a variant of the matrix becomes facts."""
+    variant: Variant = loaded.variant(name)
+    matrix = loaded.matrix
+    backend = loaded.backends[variant.backend]
+    runtime_excludes = _unique(backend.exclude, variant.exclude)
+    engine_dir = loaded.engine_dir
+    kind = build_backend if build_backend is not None else read_build_backend(engine_dir)
+    return ResolvedVariant(
+        name=name,
+        distribution=variant.distribution,
+        import_name=matrix.engine.import_name,
+        backend=backend,
+        toolkit=variant.toolkit,
+        excludes=_unique(runtime_excludes, matrix.platform.system_libraries),
+        runtime_excludes=runtime_excludes,
+        runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
+        runtime_needed=(
+            variant.runtime_needed if variant.runtime_needed is not None else backend.requires_runtime_needed
+        ),
+        system_libraries=matrix.platform.system_libraries,
+        floor=matrix.platform.floor,
+        metadata=merged_metadata(matrix.engine.metadata, variant.metadata),
+        build=BuildSettings(
+            backend=kind,
+            cmake_defines=dict(sorted(variant.cmake_defines.items())),
+            config_settings=dict(variant.config_settings),
+            env=dict(variant.env),
+        ),
+        engine_dir=engine_dir,
+        prebuild=matrix.engine.prebuild,
+        scripts=matrix.engine.scripts,
+        own_libraries=matrix.engine.own_libraries,
+        architectures=variant.architectures,
+        device_code=variant.device_code,
+        images=tuple(ResolvedImage(name=i, image=matrix.images[i]) for i in variant.images),
+        hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
+        smoke_commands=matrix.engine.smoke.commands,
+        pythons=matrix.python,
+        tag_pattern=matrix.publish.tag_pattern,
+        siblings=tuple(v.distribution for v in matrix.variants.values()),
+        matrix_root=loaded.root,
+    )
+
+
+def variant_for_distribution(
+    variants: Mapping[str, ResolvedVariant], distribution: str
+) -> ResolvedVariant | None:
+    """The variant whose distribution a wheel names (canonical comparison), if any."""
+    from packaging.utils import canonicalize_name  # noqa: PLC0415 (verify start-up time)
+
+    canon = canonicalize_name(distribution)
+    return next((v for v in variants.values() if canonicalize_name(v.distribution) == canon), None)
+
+
+def require_variant(variants: Mapping[str, ResolvedVariant], name: str, matrix_name: str) -> ResolvedVariant:
+    """A resolved variant by name, or a usage error listing the known ones."""
+    from release.config.dataschema import suggest  # noqa: PLC0415
+
+    if name in variants:
+        return variants[name]
+    msg = (
+        f"{matrix_name}: no variant {name!r}{suggest(name, list(variants))} (variants: {', '.join(variants)})"
+    )
+    raise UsageError(msg)

@@ -1,0 +1,218 @@
+"""Plan, then execute: the matrix resolved once and expanded into frozen steps with identifiers.
+
+Identifiers look like `cp312-rocm-manylinux_x86_64` and are selected with shell-style patterns
+that may use braces (`cp31{2,3}-rocm-*`). Planning is pure: no compiler, no network, no process.
+Every step carries its `ResolvedVariant`; executors take steps, never a matrix and a name.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import bracex
+
+from release.config.matrix import LoadedMatrix
+from release.errors import UsageError
+from release.plan.resolve import (
+    ResolvedImage,
+    ResolvedVariant,
+    read_build_backend,
+    require_variant,
+    resolve_variant,
+)
+
+T = TypeVar("T", "BuildStep", "SmokeStep", "ImageStep")
+MAX_PATTERNS = 4096
+"""Brace expansion of `--select` stops here: `{1..100000}` is a usage error, not a hang."""
+
+
+def python_tag(version: str) -> str:
+    return "cp" + version.replace(".", "")
+
+
+def platform_family(floor: str) -> str:
+    """`manylinux_2_28_x86_64` -> `manylinux_x86_64` (the identifier does not pin glibc)."""
+    family, _major, _minor, arch = floor.split("_", 3)
+    return f"{family}_{arch}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildStep:
+    """One wheel to build: a resolved variant for one Python."""
+
+    identifier: str
+    variant: ResolvedVariant
+    python: str
+    python_tag: str
+
+    @property
+    def variant_name(self) -> str:
+        return self.variant.name
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "identifier": self.identifier,
+            "variant": self.variant.name,
+            "python": self.python,
+            "python_tag": self.python_tag,
+            "backend": self.variant.backend_name,
+            "distribution": self.variant.distribution,
+            "platform": self.variant.floor,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class SmokeStep:
+    """One image on one hardware tier with one Python: what a self-hosted GPU job runs."""
+
+    identifier: str
+    variant: ResolvedVariant
+    python: str
+    image: str
+    container: str
+    hardware: str
+    gpu: str
+    architecture: str
+    runner: tuple[str, ...]
+    nodes: int
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "identifier": self.identifier,
+            "variant": self.variant.name,
+            "distribution": self.variant.distribution,
+            "python": self.python,
+            "image": self.image,
+            "container": self.container,
+            "hardware": self.hardware,
+            "gpu": self.gpu,
+            "architecture": self.architecture,
+            "runner": list(self.runner),
+            "nodes": self.nodes,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageStep:
+    """One wheel (variant x Python) smoke-tested inside one serving image's container."""
+
+    identifier: str
+    build: BuildStep
+    image: ResolvedImage
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "identifier": self.identifier,
+            "artifact": self.build.identifier,
+            "variant": self.build.variant.name,
+            "python": self.build.python,
+            "image": self.image.name,
+            "container": self.image.image.container,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The matrix resolved: every variant once, and the steps that carry them."""
+
+    loaded: LoadedMatrix
+    variants: Mapping[str, ResolvedVariant]
+    builds: tuple[BuildStep, ...]
+    smokes: tuple[SmokeStep, ...]
+    images: tuple[ImageStep, ...]
+
+    def variant(self, name: str) -> ResolvedVariant:
+        return require_variant(self.variants, name, self.loaded.path.name)
+
+    def builds_of(self, variant: str) -> tuple[BuildStep, ...]:
+        self.variant(variant)
+        return tuple(s for s in self.builds if s.variant.name == variant)
+
+
+def make_plan(loaded: LoadedMatrix, *, variants: tuple[str, ...] = ()) -> Plan:
+    """Resolve each variant (all, or the named ones) exactly once and expand the steps."""
+    names = variants or tuple(loaded.matrix.variants)
+    for name in names:
+        loaded.variant(name)  # an unknown name is a usage error naming the known ones
+    backend = read_build_backend(loaded.engine_dir)
+    resolved = {name: resolve_variant(loaded, name, build_backend=backend) for name in names}
+    builds = _build_steps(loaded, resolved)
+    return Plan(loaded, resolved, builds, _smoke_steps(loaded, resolved), _image_steps(builds))
+
+
+def _build_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) -> tuple[BuildStep, ...]:
+    family = platform_family(loaded.matrix.platform.floor)
+    return tuple(
+        BuildStep(
+            identifier=f"{python_tag(py)}-{name}-{family}", variant=v, python=py, python_tag=python_tag(py)
+        )
+        for name, v in variants.items()
+        for py in loaded.matrix.python
+    )
+
+
+def _smoke_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) -> tuple[SmokeStep, ...]:
+    """The image x hardware x Python cross product for images with a container reference."""
+    steps = []
+    for name, variant in variants.items():
+        for image in variant.images:
+            if image.image.container is None:
+                continue
+            for tier in variant.hardware:
+                for py in image.image.python or loaded.matrix.python:
+                    steps.append(
+                        SmokeStep(
+                            identifier=f"{python_tag(py)}-{name}-{image.name}-{tier.name}",
+                            variant=variant,
+                            python=py,
+                            image=image.name,
+                            container=image.image.container,
+                            hardware=tier.name,
+                            gpu=tier.hardware.gpu,
+                            architecture=tier.hardware.architecture,
+                            runner=tier.hardware.runner,
+                            nodes=tier.hardware.nodes,
+                        )
+                    )
+    return tuple(steps)
+
+
+def _image_steps(builds: tuple[BuildStep, ...]) -> tuple[ImageStep, ...]:
+    """One container job per build x declared image with a container (for the image's Pythons)."""
+    steps = []
+    for build in builds:
+        for image in build.variant.images:
+            if image.image.container is None or (
+                image.image.python and build.python not in image.image.python
+            ):
+                continue
+            steps.append(
+                ImageStep(
+                    identifier=f"{build.python_tag}-{build.variant.name}-{image.name}",
+                    build=build,
+                    image=image,
+                )
+            )
+    return tuple(steps)
+
+
+def select(steps: tuple[T, ...], patterns: str | None) -> tuple[T, ...]:
+    """Steps whose identifier matches any of the space-separated patterns (braces allowed)."""
+    if not patterns:
+        return steps
+    try:
+        expanded = [p for word in patterns.split() for p in bracex.expand(word, limit=MAX_PATTERNS)]
+    except bracex.ExpansionLimitException:
+        msg = (
+            f"--select {patterns!r} expands to more than {MAX_PATTERNS} patterns: use a shorter range or '*'"
+        )
+        raise UsageError(msg) from None
+    chosen = tuple(s for s in steps if any(fnmatch.fnmatchcase(s.identifier, p) for p in expanded))
+    if not chosen:
+        examples = ", ".join(s.identifier for s in steps[:3])
+        msg = f"--select {patterns!r} matches no step (identifiers look like {examples})"
+        raise UsageError(msg)
+    return chosen

@@ -1,0 +1,1 @@
+"""Publishing: preflight of the whole set, the index client and uploads."""

@@ -1,0 +1,315 @@
+"""`python -m release publish`: preflight the whole set, then upload it idempotently.
+
+Preflight is all or nothing: every variant x Python of the matrix must be in
+`wheelhouse/<variant>/`, named and versioned as the tag says, with a passing release-mode verify
+report whose sha256 is the file's, and `twine check --strict` must pass; otherwise nothing is
+uploaded and every problem is listed. The upload asks the index (simple API) what it holds: a
+file with the same sha256 is skipped, a different one is a conflict that stops the run before
+any upload, the rest go up one file per twine call, with bounded retries that re-check the index
+first (an upload that landed before the connection dropped is recognised, not repeated).
+
+Credentials come from the environment only: `TWINE_USERNAME`/`TWINE_PASSWORD`, or
+`PYPI_API_TOKEN` (username `__token__`), or trusted publishing in GitHub Actions, which twine
+(>= 6.1) performs itself when `ACTIONS_ID_TOKEN_REQUEST_URL` is set and no password is given.
+Secrets are removed from everything this command prints. The upload machinery (credentials,
+twine, retries) lives in `release.publish.upload`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from release import table
+from release.errors import PublishError, ReleaseError
+from release.plan.steps import BuildStep, Plan
+from release.publish import index
+from release.publish.upload import Candidate, Outcome, Uploader, classify
+from release.wheel.archive import WheelReadError, read_metadata
+from release.wheel.files import file_sha256
+from release.wheel.names import (
+    REPORT_SUFFIX,
+    InvalidWheelName,
+    is_report,
+    parse_wheel_name,
+    report_path,
+    report_wheel,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Preflight
+
+
+def _wheel_metadata(path: Path) -> tuple[str, str]:
+    """(Name, Version) from the wheel's `*.dist-info/METADATA`."""
+    headers = read_metadata(path)
+    return headers.get("Name", ""), headers.get("Version", "")
+
+
+def _check_report(wheel: Path, sha: str, variant: str, distribution: str) -> list[str]:
+    report_file = report_path(wheel)
+    where = f"{wheel.parent.name}/{report_file.name}"
+    if not report_file.is_file():
+        return [
+            f"{wheel.parent.name}/{wheel.name}: no verify report {report_file.name} "
+            "(run `python -m release verify --release --write-reports` on it)"
+        ]
+    try:
+        report = json.loads(report_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return [f"{where}: not a readable JSON report ({exc})"]
+    if not isinstance(report, dict):
+        return [f"{where}: not a verify report (a JSON object)"]
+    problems = []
+    if report.get("wheel") != wheel.name:
+        problems.append(f"{where}: reports on {report.get('wheel')!r}, not on {wheel.name}")
+    if report.get("release_mode") is not True:
+        problems.append(
+            f"{where}: not a release-mode report (run `python -m release verify --release --write-reports`)"
+        )
+    if report.get("ok") is not True:
+        rules_list = report.get("rules", [])
+        failed = [r.get("id") for r in rules_list if isinstance(r, dict) and r.get("status") == "fail"]
+        rules = f" (failed rules: {', '.join(str(r) for r in failed)})" if failed else ""
+        problems.append(f"{where}: verification did not pass{rules}")
+    if report.get("sha256") != sha:
+        problems.append(f"{where}: sha256 does not match the wheel (it was changed after verification)")
+    reported_dist = report.get("distribution")
+    if isinstance(reported_dist, str) and canonicalize_name(reported_dist) != canonicalize_name(distribution):
+        problems.append(f"{where}: verified as {reported_dist}, not {distribution}")
+    if report.get("variant") not in (None, variant):
+        problems.append(f"{where}: verified as variant {report.get('variant')!r}, not {variant!r}")
+    return problems
+
+
+def _file_name_stem(distribution: str, version: str, step: BuildStep) -> str:
+    return f"{canonicalize_name(distribution).replace('-', '_')}-{version}-{step.python_tag}-*.whl"
+
+
+def collect(
+    plan: Plan, wheelhouse: Path, version: str, *, variants: Sequence[str] | None = None
+) -> tuple[list[Candidate], list[str]]:
+    """The expected set found in `wheelhouse`, and every problem with it (without twine).
+
+    `variants` narrows the expected set (a backfill of one variant); by default it is all of them.
+    """
+    problems: list[str] = []
+    found: list[Candidate] = []
+    steps = tuple(s for s in plan.builds if not variants or s.variant.name in variants)
+    wanted_version = Version(version)
+    if not wheelhouse.is_dir():
+        return [], [f"{wheelhouse}: no such directory (build the wheels first: nox -s build_<variant>)"]
+
+    for entry in sorted(wheelhouse.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if entry.is_dir() and entry.name not in plan.loaded.matrix.variants:
+            if any(entry.rglob("*.whl")):
+                problems.append(f"{entry.name}/: not a variant of {plan.loaded.path.name}, but holds wheels")
+        elif entry.is_file():
+            problems.append(f"{entry.name}: unexpected file outside the <variant>/ directories")
+
+    for variant_name, variant in plan.variants.items():
+        if variants and variant_name not in variants:
+            continue
+        directory = wheelhouse / variant_name
+        variant_steps = {s.python_tag: s for s in steps if s.variant.name == variant_name}
+        seen: dict[str, list[Path]] = {}
+        files = sorted(directory.iterdir()) if directory.is_dir() else []
+        for path in files:
+            rel = f"{variant_name}/{path.name}"
+            if is_report(path):
+                if not report_wheel(path).is_file():
+                    problems.append(f"{rel}: a verify report without its wheel")
+                continue
+            if path.is_dir() or not path.name.endswith(".whl"):
+                problems.append(f"{rel}: unknown file (only wheels and their {REPORT_SUFFIX} belong here)")
+                continue
+            try:
+                parsed = parse_wheel_name(path)
+            except InvalidWheelName as exc:
+                problems.append(f"{rel}: not a valid wheel file name ({exc})")
+                continue
+            name, file_version = parsed.distribution, Version(parsed.version)
+            if name != canonicalize_name(variant.distribution):
+                problems.append(
+                    f"{rel}: distribution {name} is not {variant.distribution}, the distribution of "
+                    f"variant {variant_name!r}"
+                )
+                continue
+            if file_version != wanted_version:
+                problems.append(f"{rel}: version {file_version} does not match the tag's version {version}")
+                continue
+            interpreters = set(parsed.interpreters)
+            matching = [tag for tag in interpreters if tag in variant_steps]
+            if not matching:
+                problems.append(
+                    f"{rel}: built for {', '.join(sorted(interpreters))}, which the matrix does not list "
+                    f"(python: {', '.join(plan.loaded.matrix.python)})"
+                )
+                continue
+            try:
+                meta_name, meta_version = _wheel_metadata(path)
+            except WheelReadError as exc:
+                problems.append(f"{rel}: unreadable wheel ({exc})")
+                continue
+            if canonicalize_name(meta_name) != name or meta_version != str(file_version):
+                problems.append(f"{rel}: its METADATA says {meta_name} {meta_version}: the file was renamed")
+                continue
+            sha = file_sha256(path)
+            report_problems = _check_report(path, sha, variant_name, variant.distribution)
+            problems.extend(report_problems)
+            for tag in matching:
+                seen.setdefault(tag, []).append(path)
+            if not report_problems:
+                step = variant_steps[matching[0]]
+                found.append(Candidate(step.identifier, variant_name, variant.distribution, path, sha))
+        for tag, step in variant_steps.items():
+            paths = seen.get(tag, [])
+            if not paths:
+                problems.append(
+                    f"{variant_name}/: missing {step.identifier} (Python {step.python}): no "
+                    f"{_file_name_stem(variant.distribution, version, step)}"
+                )
+            elif len(paths) > 1:
+                problems.append(
+                    f"{variant_name}/: {len(paths)} wheels for {step.identifier}: "
+                    f"{', '.join(p.name for p in paths)} (keep one)"
+                )
+    return found, problems
+
+
+def twine_check(paths: Sequence[Path]) -> list[str]:
+    """`twine check --strict` on all files in one call; the problems it reports."""
+    if not paths:
+        return []
+    cmd = [sys.executable, "-m", "twine", "check", "--strict", *(str(p) for p in paths)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode == 0:
+        return []
+    lines = [
+        line.strip()
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if line.strip() and not line.rstrip().endswith("PASSED")
+    ]
+    return ["twine check --strict failed:\n    " + "\n    ".join(lines)]
+
+
+def preflight(
+    plan: Plan,
+    wheelhouse: Path,
+    version: str,
+    *,
+    checker: Callable[[Sequence[Path]], list[str]] = twine_check,
+    variants: Sequence[str] | None = None,
+) -> list[Candidate]:
+    """The complete, checked set; `PublishError` listing every problem otherwise."""
+    found, problems = collect(plan, wheelhouse, version, variants=variants)
+    wheels = sorted(wheelhouse.glob("*/*.whl")) if wheelhouse.is_dir() else []
+    if variants:
+        wheels = [w for w in wheels if w.parent.name in variants]
+    problems.extend(checker(wheels))
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        msg = (
+            f"preflight of {wheelhouse} for {version} found {len(problems)} problem(s); "
+            f"nothing was uploaded:\n{lines}"
+        )
+        raise PublishError(msg)
+    return sorted(found, key=lambda c: (c.variant, c.step))
+
+
+# ---------------------------------------------------------------------------------------------
+# Publish
+
+
+STATUS_TEXT = {
+    "upload": "would upload",
+    "skip": "skipped (already there)",
+    "conflict": "conflict",
+    "uploaded": "uploaded",
+    "failed": "failed",
+    "pending": "not attempted",
+}
+
+
+def summary(outcomes: Sequence[Outcome], *, dry_run: bool = False) -> str:
+    rows = []
+    for o in outcomes:
+        status = STATUS_TEXT[o.status]
+        if dry_run and o.status == "skip":
+            status = "would skip (already there)"
+        rows.append((o.candidate.filename, o.candidate.sha256[:12], status, o.note))
+    return table.render(("file", "sha256", "status", "note"), rows)
+
+
+def publish(candidates: Sequence[Candidate], uploader: Uploader, *, dry_run: bool = False) -> list[Outcome]:
+    """Skip what is there, refuse conflicts before any upload, upload the rest in order."""
+    log = uploader.log
+    redact = uploader.credentials.redact
+    listing = uploader.listing(c.project for c in candidates)
+    outcomes = [Outcome(c, *classify(listing[c.project], c)) for c in candidates]
+    conflicts = [o for o in outcomes if o.status == "conflict"]
+    if conflicts:
+        log(summary(outcomes, dry_run=True))
+        names = "\n".join(f"  - {o.candidate.filename}: {o.note}" for o in conflicts)
+        msg = (
+            f"{len(conflicts)} file(s) already on {uploader.index_url} with different content; "
+            f"nothing was uploaded (a published file can never be replaced: bump the version):\n{names}"
+        )
+        raise PublishError(msg)
+    todo = [o for o in outcomes if o.status == "upload"]
+    if dry_run:
+        log(summary(outcomes, dry_run=True))
+        log(
+            f"\ndry run: {len(todo)} file(s) would be uploaded to {index.redact_url(uploader.repository)}, "
+            f"{len(outcomes) - len(todo)} already there"
+        )
+        return outcomes
+    if todo and not uploader.credentials.available:
+        msg = (
+            f"no credentials to upload {len(todo)} file(s): set TWINE_USERNAME and TWINE_PASSWORD, "
+            "or PYPI_API_TOKEN, or run in GitHub Actions with `id-token: write` (trusted publishing)"
+        )
+        raise PublishError(msg)
+    for o in todo:
+        o.status = "pending"
+    for done, o in enumerate(todo):
+        log(f"uploading {o.candidate.filename}")
+        try:
+            result = uploader.upload(o.candidate, done)
+        except ReleaseError as exc:
+            o.status, o.note = "failed", redact(str(exc))[:80]
+            log(summary(outcomes))
+            msg = (
+                f"{redact(str(exc))}\n{done} file(s) uploaded in this run; re-run the same command to "
+                "complete the set (files already on the index are skipped)"
+            )
+            raise PublishError(msg) from None
+        o.status, o.note = result.status, result.note
+        if o.status == "conflict":
+            log(summary(outcomes))
+            msg = (
+                f"{o.candidate.filename}: the index now holds a different file under this name "
+                f"({o.note}); an index that keeps partial uploads does this. Nothing is overwritten: "
+                "remove that file on the index, then re-run"
+            )
+            raise PublishError(msg)
+    log(summary(outcomes))
+    uploaded = sum(o.status == "uploaded" for o in outcomes)
+    skipped = sum(o.status == "skip" for o in outcomes)
+    if uploaded == 0:
+        log(f"\nnothing to upload: all {skipped} file(s) were already on {uploader.index_url}")
+    else:
+        log(f"\n{uploaded} uploaded, {skipped} skipped (already there)")
+    return outcomes
+
+
+# ---------------------------------------------------------------------------------------------
+# CLI

@@ -1,0 +1,1 @@
+"""Smoke tests: fresh environments in real or simulated images."""

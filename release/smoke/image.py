@@ -1,0 +1,376 @@
+"""Serving images simulated with mount namespaces, for hosts without a container engine.
+
+Every command of a simulated image runs as one `unshare --mount --propagation private` process
+executing a generated shell script: the script builds the image's mounts, then `exec`s the
+command. The mounts live in that private namespace only and vanish with its last process, so the
+host is never modified and nothing is left to clean up when a check fails or times out. The
+layouts (see `Simulation` in `release.config.matrix`):
+
+- `runtime: system`: the host's distribution library directory as it is (the runtime where the
+  distribution installs it).
+- `runtime: prefix`: a copy of the runtime's files under the prefix (an overlay on the prefix's
+  nearest existing ancestor, so nothing is created on the host), the originals hidden by an overlay
+  on the distribution's library directory whose upper layer deletes them; the loader finds the
+  prefix through a file in a private copy of `/etc/ld.so.conf.d` and a private `/etc/ld.so.cache`
+  written by `ldconfig` inside the namespace, or through `LD_LIBRARY_PATH` only.
+- `runtime: absent`: the runtime's files hidden, the loader cache rebuilt without them.
+- `rootfs: debootstrap-minbase`: a cached `debootstrap --variant=minbase` tree, used through an
+  overlay (the cache stays pristine) with `chroot`; the host's interpreter directory, the work
+  directory and the wheel's directory are bind-mounted at their own paths, read-only where they
+  are inputs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import platform
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from elftools.common.exceptions import ELFError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+from release.config.matrix import Simulation
+from release.errors import SmokeError, ToolchainError
+
+MINBASE_SUITE = "bookworm"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+_LOADER_CACHE = Path("/etc/ld.so.cache")
+_LOADER_CONF_DIR = Path("/etc/ld.so.conf.d")
+_SIM_CONF_NAME = "zz-release-simulated-runtime.conf"
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one command printed and how it ended."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def distribution_libdir() -> Path:
+    """Where the distribution installs shared libraries (Debian multiarch directory)."""
+    return Path("/usr/lib") / f"{platform.machine()}-linux-gnu"
+
+
+def _needed(path: Path) -> tuple[str, ...]:
+    try:
+        with path.open("rb") as stream:
+            elf = ELFFile(stream)
+            for section in elf.iter_sections():
+                if isinstance(section, DynamicSection):
+                    tags = section.iter_tags()
+                    return tuple(str(vars(t)["needed"]) for t in tags if t.entry.d_tag == "DT_NEEDED")
+    except (ELFError, OSError, ValueError):
+        return ()
+    return ()
+
+
+def runtime_files(libdir: Path, globs: Sequence[str]) -> tuple[str, ...]:
+    """Names in `libdir` (files and links) that belong to the runtime matched by `globs`.
+
+    The runtime is the files the globs match plus the libraries they NEED (transitively) that no
+    other library of `libdir` needs: what a vendor install brings along (for Debian's HIP:
+    `libhsakmt`), while shared system libraries (`libnuma`, `libelf`, `libstdc++`) stay.
+    """
+    if not globs or not libdir.is_dir():
+        return ()
+    entries = sorted(p for p in libdir.iterdir() if p.name.startswith("lib") and ".so" in p.name)
+    by_real: dict[Path, list[str]] = {}
+    for entry in entries:
+        if entry.is_file():
+            by_real.setdefault(entry.resolve(), []).append(entry.name)
+    name_to_real = {name: real for real, names in by_real.items() for name in names}
+    needed = {real: _needed(real) for real in by_real}
+    chosen = {name_to_real[n] for n in name_to_real if any(fnmatch.fnmatchcase(n, g) for g in globs)}
+    if not chosen:
+        return ()
+    while True:
+        candidates = {
+            name_to_real[soname]
+            for real in chosen
+            for soname in needed.get(real, ())
+            if soname in name_to_real and name_to_real[soname] not in chosen
+        }
+        added = set()
+        for candidate in candidates:
+            users = {r for r, deps in needed.items() if any(name_to_real.get(d) == candidate for d in deps)}
+            if users <= chosen:
+                added.add(candidate)
+        if not added:
+            break
+        chosen |= added
+    return tuple(sorted(name for real in chosen for name in by_real[real]))
+
+
+def minbase_dir() -> Path:
+    """The cached minimal Debian tree (`RELEASE_MINBASE_DIR` overrides the default place)."""
+    override = os.environ.get("RELEASE_MINBASE_DIR")
+    if override:
+        return Path(override)
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    return cache / "gpu-wheel-release" / f"minbase-{MINBASE_SUITE}"
+
+
+def debian_mirror(sources: Iterable[Path] | None = None) -> str:
+    """The Debian mirror apt is configured with (deb822 `.sources` or one-line `.list` files)."""
+    if sources is None:
+        apt = Path("/etc/apt")
+        sources = [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*"))]
+    for file in sources:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError:
+            continue
+        uris = re.findall(r"^\s*URIs:\s*(\S+)", text, re.MULTILINE)
+        uris += re.findall(r"^\s*deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+", text, re.MULTILINE)
+        for uri in map(str, uris):
+            if uri.rstrip("/").endswith("/debian"):
+                return uri.rstrip("/")
+    return DEFAULT_MIRROR
+
+
+def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = print) -> Path:
+    """The minbase tree, built with debootstrap when absent; returns its path."""
+    target = path or minbase_dir()
+    if (target / "usr" / "bin" / "ldd").exists():
+        return target
+    debootstrap = shutil.which("debootstrap") or (
+        "/usr/sbin/debootstrap" if Path("/usr/sbin/debootstrap").exists() else None
+    )
+    if debootstrap is None:
+        msg = "building the minbase image needs debootstrap (Debian/Ubuntu: `apt install debootstrap`)"
+        raise ToolchainError(msg)
+    _require_root("building the minbase image")
+    mirror = debian_mirror()
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    log(f"building {target} (debootstrap --variant=minbase {MINBASE_SUITE} from {mirror})")
+    started = time.monotonic()
+    proc = subprocess.run(
+        [debootstrap, "--variant=minbase", MINBASE_SUITE, str(partial), mirror],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
+        msg = f"debootstrap failed (exit {proc.returncode}):\n{tail}"
+        raise ToolchainError(msg)
+    partial.rename(target)
+    log(f"built {target} in {time.monotonic() - started:.0f}s")
+    return target
+
+
+def _require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        msg = f"{what} needs root (mount namespaces, overlay mounts, chroot); run it as root or in CI"
+        raise ToolchainError(msg)
+
+
+def _tool(name: str) -> str:
+    for directory in ("/usr/bin", "/usr/sbin", "/bin", "/sbin"):
+        candidate = Path(directory) / name
+        if candidate.exists():
+            return str(candidate)
+    found = shutil.which(name)
+    if found is None:
+        msg = f"simulating images needs `{name}` (util-linux / coreutils)"
+        raise ToolchainError(msg)
+    return found
+
+
+@dataclass(frozen=True, kw_only=True)
+class Bind:
+    """A host directory shown at the same path inside a `rootfs` image."""
+
+    path: Path
+    read_only: bool = True
+
+
+class Sandbox:
+    """Runs commands inside one simulated image; each command gets a fresh namespace."""
+
+    def __init__(
+        self,
+        name: str,
+        simulation: Simulation,
+        *,
+        workdir: Path,
+        runtime: Sequence[str] = (),
+        libdir: Path | None = None,
+        rootfs: Path | None = None,
+        binds: Sequence[Bind] = (),
+    ) -> None:
+        """`runtime`: file names in `libdir` that make up the runtime (see `runtime_files`)."""
+        self.name = name
+        self.simulation = simulation
+        self.workdir = workdir
+        self.runtime = tuple(runtime)
+        self.libdir = libdir or distribution_libdir()
+        self.rootfs = rootfs
+        self.binds = tuple(binds)
+        self._count = 0
+        if simulation.rootfs == "debootstrap-minbase" and rootfs is None:
+            msg = f"image {name!r} needs the minbase root file system (see ensure_minbase)"
+            raise SmokeError(msg)
+        if simulation.runtime in ("system", "prefix") and not self.runtime:
+            msg = (
+                f"image {name!r} provides the GPU runtime, but this host has none of its libraries in "
+                f"{self.libdir} to put there"
+            )
+            raise ToolchainError(msg)
+
+    @property
+    def runtime_dir(self) -> Path | None:
+        """Where the image's loader finds the runtime (None: nowhere)."""
+        sim = self.simulation
+        if sim.runtime == "system":
+            return self.libdir
+        if sim.runtime == "prefix" and sim.prefix:
+            return Path(sim.prefix)
+        return None
+
+    def script(self, stage: Path) -> str:
+        """The shell script that builds this image's mounts in `stage` and execs "$@"."""
+        q = shlex.quote
+        mount, cp, mkdir, rm, ldconfig = (_tool(t) for t in ("mount", "cp", "mkdir", "rm", "ldconfig"))
+        sim = self.simulation
+        lines = ["set -eu", f"{mount} -t tmpfs release-sim {q(str(stage))}"]
+
+        def overlay(lower: Path, target: Path, tag: str) -> None:
+            up, work = stage / f"{tag}-up", stage / f"{tag}-work"
+            lines.append(f"{mkdir} -p {q(str(up))} {q(str(work))}")
+            options = f"lowerdir={lower},upperdir={up},workdir={work}"
+            lines.append(f"{mount} -t overlay release-sim -o {q(options)} {q(str(target))}")
+
+        if self.rootfs is not None:
+            root = stage / "root"
+            lines.append(f"{mkdir} -p {q(str(root))}")
+            overlay(self.rootfs, root, "rootfs")
+            lines.append(f"{mount} -t proc proc {q(str(root / 'proc'))}")
+            lines.append(f"{mount} --bind /dev {q(str(root / 'dev'))}")
+            for bind in self.binds:
+                inside = root / bind.path.relative_to("/")
+                lines.append(f"{mkdir} -p {q(str(inside))}")
+                lines.append(f"{mount} --bind {q(str(bind.path))} {q(str(inside))}")
+                if bind.read_only:
+                    lines.append(f"{mount} -o remount,bind,ro {q(str(inside))}")
+            lines.append(f'exec {_tool("chroot")} {q(str(root))} "$@"')
+            return "\n".join(lines) + "\n"
+
+        files = [self.libdir / n for n in self.runtime]
+        if sim.runtime == "prefix" and sim.prefix:
+            prefix = Path(sim.prefix)
+            anchor = next(p for p in (prefix, *prefix.parents) if p.exists())
+            if anchor == Path("/"):
+                msg = f"image {self.name!r}: cannot simulate prefix {prefix} (no existing parent below /)"
+                raise SmokeError(msg)
+            if anchor != prefix:
+                overlay(anchor, anchor, "prefix")
+                lines.append(f"{mkdir} -p {q(str(prefix))}")
+            else:
+                lines.append(f"{mount} -t tmpfs release-sim {q(str(prefix))}")
+            lines.append(f"{cp} -a {' '.join(q(str(f)) for f in files)} {q(str(prefix))}/")
+        if sim.runtime in ("prefix", "absent") and files:
+            overlay(self.libdir, self.libdir, "libdir")
+            lines.append(f"{rm} -f {' '.join(q(str(f)) for f in files)}")
+        if sim.runtime in ("prefix", "absent") and files:
+            confd = stage / "ld.so.conf.d"
+            cache = stage / "ld.so.cache"
+            lines.append(f"{mkdir} -p {q(str(confd))}")
+            if _LOADER_CONF_DIR.is_dir():
+                lines.append(f"{cp} -a {q(str(_LOADER_CONF_DIR))}/. {q(str(confd))}/")
+            if sim.runtime == "prefix" and sim.via == "ld.so.conf.d" and sim.prefix:
+                lines.append(f"echo {q(sim.prefix)} > {q(str(confd / _SIM_CONF_NAME))}")
+            lines.append(f"{mount} --bind {q(str(confd))} {q(str(_LOADER_CONF_DIR))}")
+            # -X: no link updates, so ldconfig writes nothing but the private cache.
+            lines.append(f"{ldconfig} -X -C {q(str(cache))}")
+            lines.append(f"{mount} --bind {q(str(cache))} {q(str(_LOADER_CACHE))}")
+        if sim.runtime == "prefix" and sim.via == "LD_LIBRARY_PATH" and sim.prefix:
+            lines.append(f'export LD_LIBRARY_PATH={q(sim.prefix)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
+        lines.append('exec "$@"')
+        return "\n".join(lines) + "\n"
+
+    def run(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 600
+    ) -> Result:
+        """Run one command in a fresh namespace of this image."""
+        _require_root(f"simulating image {self.name!r}")
+        self._count += 1
+        stage = self.workdir / f".ns-{self.name}-{self._count}"
+        stage.mkdir(parents=True, exist_ok=True)
+        script = stage.with_suffix(".sh")
+        script.write_text(self.script(stage), encoding="utf-8")
+        command = [_tool("unshare"), "--mount", "--propagation", "private", "/bin/sh", str(script), *argv]
+        return run_command(command, env=env, timeout=timeout, shown=argv, cwd=self.workdir)
+
+
+def run_command(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 600,
+    shown: Sequence[str] | None = None,
+    cwd: Path | None = None,
+) -> Result:
+    """Run a command, capturing its output; a timeout is reported as exit 124."""
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            list(argv), env=dict(env) if env is not None else None, capture_output=True, text=True,
+            timeout=timeout, check=False, cwd=cwd,
+        )
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        code = 124
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
+        err += f"\ntimed out after {timeout:.0f}s"
+    except FileNotFoundError as exc:
+        code, out, err = 127, "", f"{exc.filename}: not found"
+    except OSError as exc:
+        code, out, err = 126, "", f"{exc.filename}: {exc.strerror}"
+    return Result(tuple(shown or argv), code, out, err, time.monotonic() - started)
+
+
+_LDD_MISSING = re.compile(r"^\s*(\S+)\s+=>\s+not found", re.MULTILINE)
+_LOADER_MISSING = re.compile(r"error while loading shared libraries: (\S+?): cannot open shared object file")
+
+
+def missing_libraries(output: str) -> tuple[str, ...]:
+    """Sonames that `ldd` output or a loader error reports as not found."""
+    found = _LDD_MISSING.findall(output) + _LOADER_MISSING.findall(output)
+    return tuple(dict.fromkeys(found))
+
+
+def host_package(soname: str, libdir: Path | None = None) -> str | None:
+    """The Debian package that provides `soname` on this host (for an 'install X' hint)."""
+    path = (libdir or distribution_libdir()) / soname
+    dpkg = shutil.which("dpkg-query") or shutil.which("dpkg")
+    if dpkg is None or not path.exists():
+        return None
+    for candidate in (path, path.resolve()):
+        proc = subprocess.run(
+            [dpkg, "-S", str(candidate)], capture_output=True, text=True, check=False
+        )
+        if proc.returncode == 0 and ":" in proc.stdout:
+            return proc.stdout.split(":", 1)[0].strip()
+    return None

@@ -1,0 +1,504 @@
+"""`release smoke`: install the exact wheel files in fresh environments and simulated images.
+
+For every wheel of a variant (and Python) in `wheelhouse/<variant>/`, and for every image the
+variant declares (plus `host`, a fresh venv on this machine), the smoke test creates a fresh venv
+with the matrix's interpreter, installs that one file with `pip install --no-index`, checks the
+shared libraries with the image's own loader, imports the engine, proves where the GPU runtime
+was loaded from, and runs `engine.smoke.commands`. Images that expect `runtime-missing` must
+refuse the import with the toolkit's message (naming the runtime), never a bare loader error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from release import table
+from release.build.interpreters import require_interpreter
+from release.config.matrix import Image, Simulation
+from release.errors import SmokeError, UsageError
+from release.plan.resolve import ResolvedVariant
+from release.plan.steps import python_tag
+from release.smoke.image import (
+    Bind,
+    Result,
+    Sandbox,
+    distribution_libdir,
+    ensure_minbase,
+    host_package,
+    missing_libraries,
+    run_command,
+    runtime_files,
+)
+from release.wheel.files import file_sha256
+
+SCHEMA_VERSION = 1
+HOST_IMAGE = "host"
+TAIL_LINES = 25
+
+_ELF_FILES = """
+import json, sys
+from importlib.metadata import distribution
+found = []
+for f in distribution(sys.argv[1]).files or ():
+    p = f.locate()
+    try:
+        with open(p, "rb") as s:
+            if s.read(4) == b"\\x7fELF":
+                found.append(str(p))
+    except OSError:
+        pass
+print(json.dumps(found))
+"""
+
+_MAPPED_RUNTIME = """
+import importlib, json, os, sys
+importlib.import_module(sys.argv[1])
+prefixes = tuple(sys.argv[2].split(","))
+mapped = []
+with open("/proc/self/maps") as maps:
+    for line in maps:
+        parts = line.split(None, 5)
+        path = parts[5].strip() if len(parts) == 6 else ""
+        if os.path.basename(path).startswith(prefixes) and path not in mapped:
+            mapped.append(path)
+print(json.dumps({"mapped": mapped, "dirs": sorted({os.path.realpath(os.path.dirname(p)) for p in mapped}),
+                  "expected": os.path.realpath(sys.argv[3])}))
+"""
+
+# The loader's own words as the whole message: what the user must never be left with.
+_BARE_LOADER_ERROR = re.compile(r"^\w*(?:Error|Exception): \S+\.so[.\d]*: cannot open shared object file")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One check of one wheel in one image."""
+
+    name: str
+    ok: bool
+    seconds: float
+    detail: str = ""
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """Every check of one wheel in one image."""
+
+    wheel: str
+    sha256: str
+    variant: str
+    python: str
+    image: str
+    expect: str
+    steps: list[Step] = field(default_factory=list)
+    error: str = ""
+    output_tail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and all(s.ok for s in self.steps)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+    def as_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        data["seconds"] = round(self.seconds, 2)
+        return data
+
+
+class _Failed(Exception):
+    """A check failed; the outcome already says why."""
+
+
+def wheels_for(wheelhouse: Path, variant: ResolvedVariant, python: str | None) -> list[Path]:
+    """The variant's wheels in `wheelhouse` (already `wheelhouse/<variant>`), for one Python or all."""
+    found = []
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        try:
+            name, _version, _build, tags = parse_wheel_filename(wheel.name)
+        except InvalidWheelFilename:
+            continue
+        if name != canonicalize_name(variant.distribution):
+            continue
+        if python is None or any(t.interpreter == python_tag(python) for t in tags):
+            found.append(wheel)
+    return found
+
+
+def wheel_python(wheel: Path) -> str:
+    """`engine_cpu-0.1.0-cp312-cp312-….whl` -> `3.12`."""
+    _name, _version, _build, tags = parse_wheel_filename(wheel.name)
+    for tag in tags:
+        match = re.match(r"^cp(\d)(\d+)$", tag.interpreter)
+        if match:
+            return f"{match.group(1)}.{match.group(2)}"
+    msg = f"{wheel.name}: not a CPython wheel (tags {', '.join(sorted(map(str, tags)))})"
+    raise SmokeError(msg)
+
+
+def vendored_runtime(wheel: Path, globs: Sequence[str]) -> list[str]:
+    """Files inside the wheel that match the runtime's library globs."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    return [n for n in names if any(fnmatch.fnmatchcase(Path(n).name, g) for g in globs)]
+
+
+def tail(text: str, lines: int = TAIL_LINES) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def interpreter_home(python: Path) -> Path:
+    """The installation directory of an interpreter (what a rootfs image needs bind-mounted)."""
+    home = python.resolve().parent.parent
+    if home in (Path("/"), Path("/usr"), Path("/usr/local")):
+        msg = (
+            f"{python} belongs to the host system ({home}); a rootfs image needs a self-contained "
+            "interpreter (pyenv or python-build-standalone)"
+        )
+        raise SmokeError(msg)
+    return home
+
+
+class Smoke:
+    """Runs the checks of one wheel in one image and records them in an `Outcome`."""
+
+    def __init__(
+        self,
+        variant: ResolvedVariant,
+        wheel: Path,
+        image_name: str,
+        image: Image,
+        *,
+        workdir: Path,
+        log: Callable[[str], None],
+        inside: bool = False,
+    ) -> None:
+        self.inside = inside
+        self.variant = variant
+        self.wheel = wheel
+        self.image_name = image_name
+        self.image = image
+        self.python = wheel_python(wheel)
+        self.workdir = workdir
+        self.log = log
+        self.outcome = Outcome(
+            wheel=wheel.name,
+            sha256=file_sha256(wheel),
+            variant=variant.name,
+            python=self.python,
+            image=image_name,
+            expect=image.expect,
+        )
+        self.venv = workdir / "venv"
+        self.env = {
+            "PATH": f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(workdir / "home"),
+            "LANG": "C.UTF-8",
+            "VIRTUAL_ENV": str(self.venv),
+            "PYTHONNOUSERSITE": "1",
+            "PIP_CONFIG_FILE": "/dev/null",
+            "PIP_NO_INPUT": "1",
+            "PIP_NO_CACHE_DIR": "1",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+        (workdir / "home").mkdir(parents=True, exist_ok=True)
+        self.sandbox: Sandbox | None = None
+        self.runtime_dir: Path | None = None
+        self.runtime_sonames = variant.runtime_needed
+
+    # -- running ---------------------------------------------------------------------------
+
+    def _run(self, argv: Sequence[str], timeout: float = 600) -> Result:
+        if self.sandbox is None:
+            return run_command(argv, env=self.env, timeout=timeout, cwd=self.workdir)
+        return self.sandbox.run(argv, env=self.env, timeout=timeout)
+
+    def _step(self, name: str, result: Result | None, ok: bool, detail: str = "") -> None:
+        seconds = result.seconds if result is not None else 0.0
+        self.outcome.steps.append(Step(name, ok, seconds, detail))
+        mark = "ok" if ok else "FAILED"
+        extra = f": {detail}" if detail else ""
+        self.log(f"[{self.python} {self.image_name}] {name} ... {mark} ({seconds:.1f}s){extra}")
+        if not ok:
+            self.outcome.error = f"{name}: {detail}" if detail else name
+            if result is not None:
+                self.outcome.output_tail = tail(result.output)
+                self.log(f"  $ {' '.join(result.argv)}  (exit {result.returncode})")
+                self.log("\n".join("  | " + line for line in self.outcome.output_tail.splitlines()))
+            raise _Failed
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def prepare(self, interpreter: Path, host_runtime: Sequence[str]) -> None:
+        sim = self.image.simulate
+        if self.inside:
+            # Running inside the real image: its declared layout says where the runtime lives.
+            layout = self.image.simulate
+            if layout is not None and layout.runtime == "prefix" and layout.prefix:
+                self.runtime_dir = Path(layout.prefix)
+            elif layout is not None and layout.runtime == "absent":
+                self.runtime_dir = None
+            else:
+                self.runtime_dir = distribution_libdir() if host_runtime else None
+            return
+        if self.image_name == HOST_IMAGE or sim is None:
+            self.runtime_dir = distribution_libdir() if host_runtime else None
+            return
+        binds: list[Bind] = []
+        rootfs = None
+        if sim.rootfs == "debootstrap-minbase":
+            rootfs = ensure_minbase(log=self.log)
+            binds = [
+                Bind(path=interpreter_home(interpreter)),
+                Bind(path=self.workdir, read_only=False),
+                Bind(path=self.wheel.parent.resolve()),
+            ]
+        runtime = host_runtime if sim.rootfs == "host" else ()
+        self.sandbox = Sandbox(
+            self.image_name, sim, workdir=self.workdir, runtime=runtime, rootfs=rootfs, binds=binds
+        )
+        self.runtime_dir = self.sandbox.runtime_dir
+
+    def run(self, interpreter: Path, host_runtime: Sequence[str]) -> Outcome:
+        try:
+            self.prepare(interpreter, host_runtime)
+            self.check_contents()
+            self.create_venv(interpreter)
+            self.install()
+            self.check_libraries()
+            if self.image.expect == "runtime-missing":
+                self.check_import_refused()
+            else:
+                self.check_import()
+                self.check_runtime_location()
+                self.run_commands()
+        except _Failed:
+            pass
+        return self.outcome
+
+    def check_contents(self) -> None:
+        vendored = vendored_runtime(self.wheel, self.variant.excludes)
+        detail = f"vendors the runtime: {', '.join(vendored)}" if vendored else ""
+        self._step("runtime not vendored", None, not vendored, detail)
+
+    def create_venv(self, interpreter: Path) -> None:
+        result = self._run([str(interpreter), "-m", "venv", str(self.venv)])
+        self._step(f"venv (python {self.python})", result, result.returncode == 0)
+
+    def install(self) -> None:
+        argv = [str(self.venv / "bin" / "python"), "-m", "pip", "install", "--no-index"]
+        if self._requires_dist():
+            argv += ["--find-links", str(self.wheel.parent.resolve())]
+        argv.append(str(self.wheel.resolve()))
+        result = self._run(argv)
+        self._step(f"pip install {self.wheel.name}", result, result.returncode == 0)
+
+    def _requires_dist(self) -> bool:
+        with zipfile.ZipFile(self.wheel) as archive:
+            meta = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
+            text = archive.read(meta).decode("utf-8", "replace") if meta else ""
+        return any(line.startswith("Requires-Dist:") and "extra ==" not in line for line in text.splitlines())
+
+    def check_libraries(self) -> None:
+        python = str(self.venv / "bin" / "python")
+        listed = self._run([python, "-c", _ELF_FILES, self.variant.distribution])
+        if listed.returncode != 0:
+            self._step("shared libraries", listed, False, "cannot list the installed files")
+        files = json.loads(listed.stdout or "[]")
+        if not files:
+            self._step("shared libraries", listed, True, "no ELF files")
+            return
+        ldd = self._run(["ldd", *files])
+        missing = missing_libraries(ldd.stdout + ldd.stderr)
+        runtime = [m for m in missing if m.startswith(self.runtime_sonames) and self.runtime_sonames]
+        system = [m for m in missing if m not in runtime]
+        if system:
+            hints = []
+            for soname in system:
+                package = host_package(soname)
+                hint = f" (install {package})" if package else ""
+                hints.append(f"missing system library {soname}{hint}")
+            self._step("shared libraries", ldd, False, "; ".join(hints))
+        if runtime and self.image.expect != "runtime-missing":
+            detail = f"the image's loader does not find {', '.join(runtime)}"
+            self._step("shared libraries", ldd, False, detail)
+        note = f"runtime {', '.join(runtime)} absent, as the image expects" if runtime else ""
+        self._step("shared libraries", ldd, True, note)
+
+    def check_import(self) -> None:
+        name = self.variant.import_name
+        result = self._run([str(self.venv / "bin" / "python"), "-c", f"import {name}"])
+        self._step(f"import {name}", result, result.returncode == 0)
+
+    def check_import_refused(self) -> None:
+        name = self.variant.import_name
+        result = self._run([str(self.venv / "bin" / "python"), "-c", f"import {name}"])
+        lines = [line for line in result.stderr.splitlines() if line.strip()]
+        message = lines[-1] if lines else ""
+        stems = [s.split(".so")[0] for s in self.runtime_sonames]
+        if result.returncode == 0:
+            self._step(f"import {name} refused", result, False, "the import succeeded without the runtime")
+        if _BARE_LOADER_ERROR.search(message):
+            self._step(f"import {name} refused", result, False, f"bare loader error: {message}")
+        if stems and not any(stem in message for stem in stems):
+            self._step(f"import {name} refused", result, False, f"the message does not name {stems[0]}")
+        self._step(f"import {name} refused", result, True, message)
+
+    def check_runtime_location(self) -> None:
+        if not self.runtime_sonames or self.runtime_dir is None:
+            return
+        argv = [
+            str(self.venv / "bin" / "python"),
+            "-c",
+            _MAPPED_RUNTIME,
+            self.variant.import_name,
+            ",".join(self.runtime_sonames),
+            str(self.runtime_dir),
+        ]
+        result = self._run(argv)
+        if result.returncode != 0:
+            self._step("runtime location", result, False, "cannot read the process's mappings")
+        data = json.loads(result.stdout)
+        mapped, dirs, expected = data["mapped"], data["dirs"], data["expected"]
+        if not mapped:
+            self._step("runtime location", result, False, "the runtime was not loaded by the import")
+        ok = dirs == [expected]
+        detail = f"{mapped[0]}" if ok else f"loaded from {', '.join(mapped)}, expected {self.runtime_dir}"
+        self._step("runtime location", result, ok, detail)
+
+    def run_commands(self) -> None:
+        python = str(self.venv / "bin" / "python")
+        for command in self.variant.smoke_commands:
+            argv = [python if part == "{python}" else part for part in command]
+            if argv[0] != python and (self.venv / "bin" / argv[0]).exists():
+                argv[0] = str(self.venv / "bin" / argv[0])
+            shown = " ".join(command).replace("{python}", "python")
+            result = self._run(argv)
+            if result.returncode != 0:
+                self._step(shown, result, False, f"exit {result.returncode}")
+            verdict = _json_ok(result.stdout)
+            self._step(
+                shown,
+                result,
+                verdict is not False,
+                "" if verdict is None else "ok: true" if verdict else "reported ok: false",
+            )
+
+
+def _json_ok(stdout: str) -> bool | None:
+    """The `ok` value of a JSON object printed on stdout; None when there is none."""
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and "ok" in data:
+        return data["ok"] is True
+    return None
+
+
+def images_for(
+    variant: ResolvedVariant, chosen: Sequence[str] | None, *, host_has_runtime: bool
+) -> list[tuple[str, Image]]:
+    """`host` plus the variant's images, restricted to `chosen` names when given.
+
+    `host` is a fresh venv on this machine: it expects the runtime only where the host has it.
+    """
+    host = Image(
+        description="a fresh venv on this machine",
+        simulate=Simulation(runtime="system" if host_has_runtime else "absent"),
+        expect="pass" if host_has_runtime else "runtime-missing",
+    )
+    pairs: list[tuple[str, Image]] = [(HOST_IMAGE, host)]
+    pairs += [(i.name, i.image) for i in variant.images]
+    if chosen:
+        known = {name for name, _ in pairs}
+        unknown = [c for c in chosen if c not in known]
+        if unknown:
+            names = ", ".join(sorted(known))
+            msg = f"--image {unknown[0]!r} is not an image of this variant (images: {names})"
+            raise UsageError(msg)
+        pairs = [(n, i) for n, i in pairs if n in chosen]
+    return pairs
+
+
+def _declared_image(variant: ResolvedVariant, name: str) -> Image:
+    for image in variant.images:
+        if image.name == name:
+            return image.image
+    known = ", ".join(i.name for i in variant.images) or "none"
+    msg = f"--in-image {name!r} is not an image of variant {variant.distribution} (images: {known})"
+    raise UsageError(msg)
+
+
+def smoke_variant(
+    variant: ResolvedVariant,
+    *,
+    wheelhouse: Path,
+    python: str | None = None,
+    images: Sequence[str] | None = None,
+    in_image: str | None = None,
+    log: Callable[[str], None] = print,
+) -> list[Outcome]:
+    """Smoke-test every wheel of a variant (for one Python or all) in every chosen image."""
+    directory = wheelhouse / variant.name
+    wheels = wheels_for(directory, variant, python)
+    if not wheels:
+        what = f" for Python {python}" if python else ""
+        build = f"python -m release build --variant {variant.name}"
+        build += f" --python {python}" if python else ""
+        msg = f"no {variant.distribution} wheel{what} in {directory}: run `{build}` first"
+        raise SmokeError(msg)
+    host_runtime = runtime_files(distribution_libdir(), variant.runtime_globs)
+    outcomes: list[Outcome] = []
+    root = Path(tempfile.mkdtemp(prefix="release-smoke-"))
+    try:
+        for wheel in wheels:
+            version = wheel_python(wheel)
+            interpreter = require_interpreter(version)
+            has_runtime = bool(host_runtime) or not variant.runtime_globs
+            pairs = images_for(variant, images, host_has_runtime=has_runtime)
+            if in_image is not None:
+                pairs = [(in_image, _declared_image(variant, in_image))]
+            for image_name, image in pairs:
+                if image.python and version not in image.python:
+                    continue
+                if image.simulate is None and in_image is None:
+                    log(f"[{version} {image_name}] skipped: no simulation and no container engine here")
+                    continue
+                workdir = root / f"{wheel.stem}-{image_name}"
+                workdir.mkdir()
+                smoke = Smoke(
+                    variant, wheel, image_name, image, workdir=workdir, log=log, inside=in_image is not None
+                )
+                outcomes.append(smoke.run(interpreter, host_runtime))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return outcomes
+
+
+def report(outcomes: Sequence[Outcome]) -> dict[str, object]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ok": all(o.ok for o in outcomes),
+        "results": [o.as_json() for o in outcomes],
+    }
+
+
+def summary(outcomes: Sequence[Outcome]) -> str:
+    rows = [
+        (o.wheel, o.image, o.expect, "pass" if o.ok else f"FAIL ({o.error})", f"{o.seconds:.1f}s")
+        for o in outcomes
+    ]
+    return table.render(("wheel", "image", "expect", "result", "seconds"), rows)

@@ -1,0 +1,1 @@
+"""The one wheel reader: file name, zip members, METADATA, RECORD and digests."""

@@ -1,0 +1,124 @@
+"""Names of wheels and platforms, parsed in one place: the wheel file name, platform tags (the
+matrix floor and a wheel's tags alike) and the verify report beside a wheel."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
+
+REPORT_SUFFIX = ".verify.json"
+
+_MANYLINUX = re.compile(r"^(manylinux|musllinux)_(\d+)_(\d+)_(\w+)$")
+_LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+FLOOR = re.compile(r"^(manylinux|musllinux)_(\d+)_(\d+)_(x86_64|aarch64)$")
+"""What the matrix accepts as `platform.floor`."""
+
+
+class InvalidWheelName(ValueError):
+    """A file name that is not a wheel's (PEP 427)."""
+
+
+@dataclass(frozen=True)
+class WheelName:
+    """The fields of a wheel file name: `engine-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl`."""
+
+    filename: str
+    distribution: NormalizedName
+    version: str
+    tags: tuple[str, ...]
+    """Every `interpreter-abi-platform` triple, sorted."""
+
+    @property
+    def interpreters(self) -> tuple[str, ...]:
+        return tuple(sorted({t.split("-")[0] for t in self.tags}))
+
+    @property
+    def abis(self) -> tuple[str, ...]:
+        return tuple(sorted({t.split("-")[1] for t in self.tags}))
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        return tuple(sorted({t.split("-")[-1] for t in self.tags}))
+
+    def python_version(self) -> str | None:
+        """'3.12' for a `cp312` wheel (the oldest CPython it names), None for `py3` and others."""
+        versions = sorted(
+            (int(m.group(1)), int(m.group(2)))
+            for m in (re.match(r"^cp(\d)(\d+)$", i) for i in self.interpreters)
+            if m
+        )
+        return f"{versions[0][0]}.{versions[0][1]}" if versions else None
+
+    def matches(self, distribution: str) -> bool:
+        return self.distribution == canonicalize_name(distribution)
+
+
+def parse_wheel_name(name: str | Path) -> WheelName:
+    """Parse a wheel file name (a path's last part); `InvalidWheelName` when it is not one."""
+    filename = name.name if isinstance(name, Path) else name
+    try:
+        dist, version, _build, tags = parse_wheel_filename(filename)
+    except InvalidWheelFilename as exc:
+        raise InvalidWheelName(str(exc)) from None
+    return WheelName(filename, dist, str(version), tuple(sorted(str(t) for t in tags)))
+
+
+def report_path(wheel: Path) -> Path:
+    """Where a wheel's verify report lives: `<wheel file name>.verify.json` beside it."""
+    return wheel.with_name(wheel.name + REPORT_SUFFIX)
+
+
+def is_report(path: Path) -> bool:
+    return path.name.endswith(REPORT_SUFFIX)
+
+
+def report_wheel(path: Path) -> Path:
+    """The wheel a report belongs to."""
+    return path.with_name(path.name[: -len(REPORT_SUFFIX)])
+
+
+@dataclass(frozen=True)
+class PlatformTag:
+    """One platform tag: `manylinux_2_28_x86_64` -> manylinux, (2, 28), x86_64."""
+
+    text: str
+    family: str
+    """manylinux, musllinux, linux, any, or other (macosx, win…)."""
+    libc: tuple[int, int] | None
+    arch: str
+
+    @property
+    def policy_name(self) -> str | None:
+        if self.family != "manylinux" or self.libc is None:
+            return None
+        return f"manylinux_{self.libc[0]}_{self.libc[1]}"
+
+    @property
+    def image_name(self) -> str:
+        """`manylinux_2_28` for `manylinux_2_28_x86_64` (cibuildwheel's image names)."""
+        if self.libc is None:
+            return self.family
+        return f"{self.family}_{self.libc[0]}_{self.libc[1]}"
+
+    @property
+    def family_arch(self) -> str:
+        """`manylinux_x86_64`: the family without the glibc version (build identifiers)."""
+        return f"{self.family}_{self.arch}"
+
+
+def parse_platform_tag(tag: str) -> PlatformTag:
+    match = _MANYLINUX.match(tag)
+    if match:
+        family, major, minor, arch = match.groups()
+        return PlatformTag(tag, family, (int(major), int(minor)), arch)
+    for legacy, libc in _LEGACY.items():
+        if tag.startswith(legacy + "_"):
+            return PlatformTag(tag, "manylinux", libc, tag[len(legacy) + 1 :])
+    if tag.startswith("linux_"):
+        return PlatformTag(tag, "linux", None, tag[len("linux_") :])
+    if tag == "any":
+        return PlatformTag(tag, "any", None, "")
+    return PlatformTag(tag, "other", None, tag.rsplit("_", 1)[-1])
