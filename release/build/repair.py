@@ -20,6 +20,7 @@ from pathlib import Path
 
 from release.inspect.elf import ElfReadError, inspect_elf, is_elf
 from release.errors import BuildError, UsageError
+from release.wheel.archive import is_dist_info
 from release.build.toolchain import check_patchelf, tool_path
 
 _TOO_RECENT = "too-recent versioned symbols"
@@ -105,7 +106,7 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
         with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as out:
             for info in zf.infolist():
                 data = changed.get(info.filename, zf.read(info))
-                if info.filename.endswith(".dist-info/RECORD"):
+                if is_dist_info(info.filename, "RECORD"):
                     data = _rewrite_record(data, changed)
                 out.writestr(info, data)
     return target, removed

@@ -11,7 +11,8 @@ from pathlib import Path
 from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError
 from release.plan.steps import make_plan
-from release.smoke.runner import HOST_IMAGE, Outcome, report, smoke_variant, summary, wheels_for
+from release.smoke.outcome import Outcome, report, summary
+from release.smoke.runner import HOST_IMAGE, smoke_variant, wheels_for
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,7 +14,7 @@ from release.inspect.rules import RULE_IDS
 from release.inspect.verify import VerifyReport, verify_wheel, write_report
 from release.plan.resolve import require_variant, variant_for_distribution
 from release.plan.steps import make_plan
-from release.wheel.names import InvalidWheelName, parse_wheel_name
+from release.wheel.names import REPORT_SUFFIX, InvalidWheelName, parse_wheel_name
 
 _LABEL = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "not-applicable": "n/a"}
 
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--version", dest="expected_version", metavar="VERSION", help="the version (or tag vX.Y.Z) expected"
     )
     parser.add_argument(
-        "--write-reports", action="store_true", help="also write <wheel>.verify.json beside each wheel"
+        "--write-reports", action="store_true", help=f"also write <wheel>{REPORT_SUFFIX} beside each wheel"
     )
 
 

@@ -20,6 +20,7 @@ from release.config.backends import Backend, load_backends
 from release.config.dataschema import DocumentReader, compose, json_schema, spec, suggest
 from release.config.resources import toolkit_backends
 from release.errors import MatrixError, Problem, UsageError
+from release.wheel.names import FLOOR
 
 SCHEMA_FILE = Path(__file__).with_name("matrix.schema.json")
 SCHEMA_ID = "https://example.invalid/gpu-wheel-release/config/matrix.schema.json"
@@ -27,7 +28,6 @@ SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 SCHEMA_VERSION = 1
 
 _PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
-_PLATFORM = re.compile(r"^(manylinux|musllinux)_(\d+)_(\d+)_(x86_64|aarch64)$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,7 +289,7 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
             add(f"python[{i}]", f"{py!r} is listed twice")
         seen_py.add(py)
 
-    if not _PLATFORM.match(m.platform.floor):
+    if not FLOOR.match(m.platform.floor):
         add("platform.floor", f"{m.platform.floor!r} is not a platform tag like manylinux_2_28_x86_64")
 
     if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", m.engine.import_name):

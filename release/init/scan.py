@@ -16,6 +16,7 @@ from tomlkit.exceptions import TOMLKitError
 
 from release.errors import UsageError
 from release.inspect.elf import ElfReadError, inspect_elf, is_elf
+from release.wheel.archive import is_dist_info
 
 SKBUILD = "scikit_build_core"
 
@@ -182,7 +183,7 @@ def read_wheels(wheels: Sequence[Path]) -> WheelFacts:
                     packages.add(top)
                 if re.match(r"^[^/]+\.data/scripts/[^/]+$", member):
                     scripts.add(posixpath.basename(member))
-                if re.match(r"^[^/]+\.dist-info/entry_points\.txt$", member):
+                if is_dist_info(member, "entry_points.txt"):
                     scripts.update(_console_scripts(archive.read(info).decode("utf-8", "replace")))
                 if info.is_dir() or info.file_size < 64:
                     continue

@@ -10,22 +10,18 @@ refuse the import with the toolkit's message (naming the runtime), never a bare 
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import re
 import shutil
 import tempfile
 import zipfile
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-
-from release import table
 from release.build.interpreters import require_interpreter
 from release.config.matrix import Image, Simulation
 from release.errors import SmokeError, UsageError
+from release.inspect.rules import matches
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import python_tag
 from release.smoke.image import (
@@ -39,9 +35,11 @@ from release.smoke.image import (
     run_command,
     runtime_files,
 )
+from release.smoke.outcome import Outcome, Step
+from release.wheel.archive import WheelReadError, read_metadata, requires_dist
 from release.wheel.files import file_sha256
+from release.wheel.names import InvalidWheelName, parse_wheel_name
 
-SCHEMA_VERSION = 1
 HOST_IMAGE = "host"
 TAIL_LINES = 25
 
@@ -79,45 +77,6 @@ print(json.dumps({"mapped": mapped, "dirs": sorted({os.path.realpath(os.path.dir
 _BARE_LOADER_ERROR = re.compile(r"^\w*(?:Error|Exception): \S+\.so[.\d]*: cannot open shared object file")
 
 
-@dataclass(frozen=True)
-class Step:
-    """One check of one wheel in one image."""
-
-    name: str
-    ok: bool
-    seconds: float
-    detail: str = ""
-
-
-@dataclass(kw_only=True)
-class Outcome:
-    """Every check of one wheel in one image."""
-
-    wheel: str
-    sha256: str
-    variant: str
-    python: str
-    image: str
-    expect: str
-    steps: list[Step] = field(default_factory=list)
-    error: str = ""
-    output_tail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return not self.error and all(s.ok for s in self.steps)
-
-    @property
-    def seconds(self) -> float:
-        return sum(s.seconds for s in self.steps)
-
-    def as_json(self) -> dict[str, object]:
-        data = asdict(self)
-        data["ok"] = self.ok
-        data["seconds"] = round(self.seconds, 2)
-        return data
-
-
 class _Failed(Exception):
     """A check failed; the outcome already says why."""
 
@@ -127,32 +86,34 @@ def wheels_for(wheelhouse: Path, variant: ResolvedVariant, python: str | None) -
     found = []
     for wheel in sorted(wheelhouse.glob("*.whl")):
         try:
-            name, _version, _build, tags = parse_wheel_filename(wheel.name)
-        except InvalidWheelFilename:
+            name = parse_wheel_name(wheel)
+        except InvalidWheelName:
             continue
-        if name != canonicalize_name(variant.distribution):
-            continue
-        if python is None or any(t.interpreter == python_tag(python) for t in tags):
+        if name.matches(variant.distribution) and (python is None or python_tag(python) in name.interpreters):
             found.append(wheel)
     return found
 
 
 def wheel_python(wheel: Path) -> str:
     """`engine_cpu-0.1.0-cp312-cp312-….whl` -> `3.12`."""
-    _name, _version, _build, tags = parse_wheel_filename(wheel.name)
-    for tag in tags:
-        match = re.match(r"^cp(\d)(\d+)$", tag.interpreter)
-        if match:
-            return f"{match.group(1)}.{match.group(2)}"
-    msg = f"{wheel.name}: not a CPython wheel (tags {', '.join(sorted(map(str, tags)))})"
-    raise SmokeError(msg)
+    try:
+        name = parse_wheel_name(wheel)
+    except InvalidWheelName as exc:
+        msg = f"{wheel.name}: not a wheel file name ({exc})"
+        raise SmokeError(msg) from None
+    version = name.python_version()
+    if version is None:
+        msg = f"{wheel.name}: not a CPython wheel (tags {', '.join(name.tags)})"
+        raise SmokeError(msg)
+    return version
 
 
 def vendored_runtime(wheel: Path, globs: Sequence[str]) -> list[str]:
-    """Files inside the wheel that match the runtime's library globs."""
+    """Files inside the wheel that match the excluded libraries' globs (also under the name they
+    had before auditwheel grafted them with a hash suffix, as verify matches them)."""
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
-    return [n for n in names if any(fnmatch.fnmatchcase(Path(n).name, g) for g in globs)]
+    return [n for n in names if matches(Path(n).name, globs)]
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -306,10 +267,10 @@ class Smoke:
         self._step(f"pip install {self.wheel.name}", result, result.returncode == 0)
 
     def _requires_dist(self) -> bool:
-        with zipfile.ZipFile(self.wheel) as archive:
-            meta = next((n for n in archive.namelist() if n.endswith(".dist-info/METADATA")), None)
-            text = archive.read(meta).decode("utf-8", "replace") if meta else ""
-        return any(line.startswith("Requires-Dist:") and "extra ==" not in line for line in text.splitlines())
+        try:
+            return bool(requires_dist(read_metadata(self.wheel)))
+        except WheelReadError:
+            return False
 
     def check_libraries(self) -> None:
         python = str(self.venv / "bin" / "python")
@@ -486,19 +447,3 @@ def smoke_variant(
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return outcomes
-
-
-def report(outcomes: Sequence[Outcome]) -> dict[str, object]:
-    return {
-        "schema_version": SCHEMA_VERSION,
-        "ok": all(o.ok for o in outcomes),
-        "results": [o.as_json() for o in outcomes],
-    }
-
-
-def summary(outcomes: Sequence[Outcome]) -> str:
-    rows = [
-        (o.wheel, o.image, o.expect, "pass" if o.ok else f"FAIL ({o.error})", f"{o.seconds:.1f}s")
-        for o in outcomes
-    ]
-    return table.render(("wheel", "image", "expect", "result", "seconds"), rows)

@@ -15,9 +15,17 @@ class WheelReadError(ValueError):
     """The wheel's archive or its metadata cannot be read."""
 
 
+def is_dist_info(name: str, leaf: str | None = None) -> bool:
+    """Whether a member is in the wheel's top-level `*.dist-info/` (and is `leaf` there)."""
+    top, sep, rest = name.partition("/")
+    if not sep or not top.endswith(".dist-info"):
+        return False
+    return leaf is None or rest == leaf
+
+
 def dist_info_member(names: list[str], leaf: str) -> str:
     """The one top-level `*.dist-info/<leaf>` member, else `WheelReadError`."""
-    found = [n for n in names if n.count("/") == 1 and n.endswith(f".dist-info/{leaf}")]
+    found = [n for n in names if is_dist_info(n, leaf)]
     if len(found) != 1:
         msg = f"expected one .dist-info/{leaf}, found {len(found)}"
         raise WheelReadError(msg)

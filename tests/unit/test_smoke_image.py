@@ -11,14 +11,11 @@ from release.config.matrix import Simulation, load
 from release.errors import SmokeError, ToolchainError, UsageError
 from release.plan.steps import make_plan
 from release.smoke.image import Bind, Sandbox, debian_mirror, minbase_dir, missing_libraries
+from release.smoke.outcome import Outcome, Step, report, summary
 from release.smoke.runner import (
-    Outcome,
-    Step,
     _json_ok,
     images_for,
     interpreter_home,
-    report,
-    summary,
     vendored_runtime,
     wheel_python,
     wheels_for,

@@ -1,0 +1,65 @@
+"""What a smoke run found: one `Outcome` per wheel and image, and how it is reported."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from release import table
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Step:
+    """One check of one wheel in one image."""
+
+    name: str
+    ok: bool
+    seconds: float
+    detail: str = ""
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """Every check of one wheel in one image."""
+
+    wheel: str
+    sha256: str
+    variant: str
+    python: str
+    image: str
+    expect: str
+    steps: list[Step] = field(default_factory=list)
+    error: str = ""
+    output_tail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and all(s.ok for s in self.steps)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.steps)
+
+    def as_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        data["seconds"] = round(self.seconds, 2)
+        return data
+
+
+def report(outcomes: Sequence[Outcome]) -> dict[str, object]:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "ok": all(o.ok for o in outcomes),
+        "results": [o.as_json() for o in outcomes],
+    }
+
+
+def summary(outcomes: Sequence[Outcome]) -> str:
+    rows = [
+        (o.wheel, o.image, o.expect, "pass" if o.ok else f"FAIL ({o.error})", f"{o.seconds:.1f}s")
+        for o in outcomes
+    ]
+    return table.render(("wheel", "image", "expect", "result", "seconds"), rows)

@@ -1,0 +1,139 @@
+"""The layout shows the flow: dependencies point one way, each fact is parsed in one place."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+RELEASE = Path(__file__).resolve().parents[2] / "release"
+# A package may import from its own layer and the layers after it, never from one before it.
+LAYERS = (
+    ("cli", "commands"),
+    ("build", "smoke", "publish", "init"),
+    ("inspect",),
+    ("plan",),
+    ("config",),
+    ("wheel", "errors", "table"),
+)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(RELEASE.rglob("*.py")):
+        parts = list(path.relative_to(RELEASE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _imports(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {
+        name: {m for m in _imports(path) if m in modules and m != name and not m.endswith("__init__")}
+        for name, path in modules.items()
+    }
+
+
+def _layer(module: str) -> int:
+    top = module.split(".")[1] if "." in module else ""
+    for index, names in enumerate(LAYERS):
+        if top in names:
+            return index
+    return -1  # release itself, __main__
+
+
+def test_no_import_cycles() -> None:
+    graph = _graph()
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycle = [*path[path.index(nxt) :], nxt]
+                pytest.fail("import cycle: " + " -> ".join(cycle))
+            if nxt not in state:
+                visit(nxt)
+        path.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node)
+
+
+def test_dependencies_point_from_commands_to_stages_to_plan_to_configuration() -> None:
+    wrong = [
+        f"{a} imports {b}"
+        for a, targets in _graph().items()
+        for b in targets
+        if _layer(a) >= 0 and _layer(b) >= 0 and _layer(b) < _layer(a)
+    ]
+    assert wrong == []
+
+
+def test_no_module_over_500_lines() -> None:
+    long = {n: len(p.read_text(encoding="utf-8").splitlines()) for n, p in _modules().items()}
+    assert {n: c for n, c in long.items() if c > 500} == {}
+
+
+def _code_strings(path: Path) -> Iterator[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            yield node.value
+        if isinstance(node, ast.Name | ast.Attribute):
+            yield node.id if isinstance(node, ast.Name) else node.attr
+
+
+@pytest.mark.parametrize(
+    ("needle", "home"),
+    [
+        (".dist-info/", "release/wheel/archive.py"),
+        ("parse_wheel_filename", "release/wheel/names.py"),
+        (".verify.json", "release/wheel/names.py"),
+        ("InvalidWheelFilename", "release/wheel/names.py"),
+        ("HeaderParser", "release/wheel/archive.py"),
+    ],
+)
+def test_each_wheel_fact_is_read_in_one_place(needle: str, home: str) -> None:
+    """METADATA, the file name and the report suffix each have one reader."""
+    places = sorted(
+        str(p.relative_to(RELEASE.parent))
+        for p in _modules().values()
+        if any(needle in s for s in _code_strings(p))
+    )
+    assert places == [home]
+
+
+def test_executors_take_steps_not_a_matrix_and_a_name() -> None:
+    """No stage module looks a variant up by name in the matrix: only the plan resolves."""
+    offenders = [
+        name
+        for name, path in _modules().items()
+        if _layer(name) in (1, 2) and ".variant(" in path.read_text(encoding="utf-8")
+    ]
+    assert offenders == []
