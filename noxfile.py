@@ -16,8 +16,8 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from release import matrix as _matrix  # noqa: E402
 from release.build.interpreters import interpreter_dirs  # noqa: E402
+from release.config import matrix as _matrix  # noqa: E402
 
 MATRIX_FILE = os.environ.get("RELEASE_MATRIX", str(ROOT / "matrix.yaml"))
 MATRIX = _matrix.load(MATRIX_FILE).matrix
