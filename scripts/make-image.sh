@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# Make a local container image from Debian packages (debootstrap + podman import), with CPython
+# interpreters at /opt/python/cpXY-cpXY the way cibuildwheel expects them in a manylinux image.
+# No registry is needed: only the Debian archive (and PyPI for pip/build/auditwheel).
+#
+#   bash scripts/make-image.sh --tag localhost/xfer-build-rocm:6.4 --suite sid \
+#        --include libamdhip64-dev,libhsa-runtime-dev --pythons 3.10,3.11,3.12,3.13
+#   bash scripts/make-image.sh --tag localhost/xfer-smoke-rocm-distro:6.4 --minbase-only \
+#        --include libamdhip64-6 --pythons 3.12
+#   bash scripts/make-image.sh --tag localhost/xfer-smoke-rocm-opt:6.4 --minbase-only \
+#        --include libamdhip64-6 --pythons 3.12 --runtime-prefix /opt/rocm-6.4.3/lib --runtime-via ld.so.conf.d
+#
+# Options:
+#   --tag NAME            image tag (required); use localhost/... so nothing tries a registry
+#   --suite S             Debian suite (default sid)
+#   --mirror URL          Debian mirror (default http://deb.debian.org/debian)
+#   --include a,b         extra Debian packages
+#   --pythons 3.10,3.11   CPython versions (the newest /root/.pyenv/versions/X.Y.* of each)
+#   --env-python V|none   interpreter placed at /opt/python/cp39-cp39, which cibuildwheel uses to
+#                         read the container's environment (default 3.9; build images only)
+#   --minbase-only        no build toolchain, no build/auditwheel: a plain runtime image for smoke tests
+#   --runtime-prefix DIR  move the runtime libraries (--runtime-libs) from the distribution's
+#                         library directory into DIR (a vendor layout such as /opt/rocm-6.4.3/lib)
+#   --runtime-via M       how the loader finds DIR: ld.so.conf.d (an entry + ldconfig) or
+#                         LD_LIBRARY_PATH (set in the image's environment); default ld.so.conf.d
+#   --runtime-libs globs  default 'libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
+#   --env K=V             extra image environment variable (repeatable)
+#   --python-root DIR     where the interpreters come from (default /root/.pyenv/versions)
+#   --workdir DIR         scratch space (default /var/tmp/xfer-images)
+#   --force               rebuild even when an image with the same inputs exists
+#   --refresh-base        redo debootstrap even when a cached result (< 1 day) exists
+#
+# Interpreters: the host's pyenv builds are copied to the same absolute path inside the image
+# (their RUNPATH is /root/.pyenv/versions/X.Y.Z/lib and libpython is shared), and
+# /opt/python/cpXY-cpXY is a symlink to that directory. site-packages, test suites and tkinter are
+# left out; pip comes from ensurepip inside the image. The shared libraries their extension modules
+# need are installed from the suite (t64 names first, then the older names) and checked with ldd.
+#
+# Cache: the image carries the label io.xfer.image.inputs = sha256 of this script, the options,
+# the interpreters' versions and the host CA certificates; an image with that tag and label is
+# kept as it is. The Debian archive moves on without changing the label: --force rebuilds.
+set -euo pipefail
+# shellcheck source=scripts/_common.sh
+. "$(dirname "$0")/_common.sh"
+script_path="$(readlink -f "$0")"
+t_start=$(date +%s)
+
+tag="" suite=sid mirror=http://deb.debian.org/debian include="" pythons="" env_python=3.9
+minbase_only=0 runtime_prefix="" runtime_via=ld.so.conf.d force=0 refresh_base=0
+runtime_libs='libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
+python_root=/root/.pyenv/versions workdir=/var/tmp/xfer-images
+extra_env=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tag) tag="$2"; shift 2 ;;
+    --suite) suite="$2"; shift 2 ;;
+    --mirror) mirror="$2"; shift 2 ;;
+    --include) include="$2"; shift 2 ;;
+    --pythons) pythons="$2"; shift 2 ;;
+    --env-python) env_python="$2"; shift 2 ;;
+    --minbase-only) minbase_only=1; shift ;;
+    --runtime-prefix) runtime_prefix="$2"; shift 2 ;;
+    --runtime-via) runtime_via="$2"; shift 2 ;;
+    --runtime-libs) runtime_libs="$2"; shift 2 ;;
+    --env) extra_env+=("$2"); shift 2 ;;
+    --python-root) python_root="$2"; shift 2 ;;
+    --workdir) workdir="$2"; shift 2 ;;
+    --force) force=1; shift ;;
+    --refresh-base) refresh_base=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+[ -n "$tag" ] || die "--tag is required"
+[ "$(id -u)" -eq 0 ] || die "run as root (debootstrap, chroot and rootful podman)"
+for tool in podman debootstrap; do
+  command -v "$tool" >/dev/null || die "$tool not found: run scripts/setup-podman.sh first"
+done
+case "$runtime_via" in ld.so.conf.d|LD_LIBRARY_PATH) ;; *) die "--runtime-via must be ld.so.conf.d or LD_LIBRARY_PATH" ;; esac
+[ -z "$runtime_prefix" ] || [ "${runtime_prefix#/}" != "$runtime_prefix" ] || die "--runtime-prefix must be absolute"
+[ "$minbase_only" -eq 1 ] && env_python=none
+
+# ---- resolve interpreters: X.Y -> newest X.Y.Z under python_root ------------------------------
+declare -A py_dir=()
+resolve_python() {  # X.Y -> directory
+  local v="$1" d
+  [[ "$v" =~ ^3\.[0-9]+$ ]] || die "bad Python version '$v' (want X.Y, e.g. 3.12)"
+  d="$(find "$python_root" -mindepth 1 -maxdepth 1 -type d -name "$v.*" 2>/dev/null \
+        | grep -E "/$v\.[0-9]+$" | sort -V | tail -n 1)"
+  [ -n "$d" ] && [ -x "$d/bin/python$v" ] || die "no CPython $v under $python_root (pyenv install $v)"
+  printf '%s' "$d"
+}
+IFS=, read -r -a py_list <<<"$pythons"
+all_py=("${py_list[@]}")
+if [ "$env_python" != none ]; then
+  case ",$pythons," in *",$env_python,"*) ;; *) all_py+=("$env_python") ;; esac
+fi
+for v in "${all_py[@]}"; do py_dir[$v]="$(resolve_python "$v")"; done
+[ "${#all_py[@]}" -gt 0 ] || log "no --pythons: the image gets no interpreter"
+
+# ---- cache key -------------------------------------------------------------------------------
+ca_files=(/usr/local/share/ca-certificates/*.crt)
+[ -e "${ca_files[0]}" ] || ca_files=()
+inputs="$( {
+  sha256sum "$script_path" "$(dirname "$script_path")/_common.sh"
+  printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
+    "$suite" "$mirror" "$include" "$minbase_only" "$runtime_prefix" "$runtime_via" "$runtime_libs" "$env_python"
+  printf 'env=%s\n' "${extra_env[@]:-}"
+  for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
+  [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"
+} | sha256sum | cut -c1-64 )"
+label=io.xfer.image.inputs
+if [ "$force" -eq 0 ] && have="$(podman image inspect "$tag" --format "{{index .Labels \"$label\"}}" 2>/dev/null)" \
+   && [ "$have" = "$inputs" ]; then
+  log "$tag is up to date (inputs ${inputs:0:12}): nothing to do"
+  log "image size: $(podman image inspect "$tag" --format '{{.Size}}' | numfmt --to=iec)"
+  exit 0
+fi
+
+# ---- debootstrap --------------------------------------------------------------------------------
+mkdir -p "$workdir"
+root="$(mktemp -d "$workdir/rootfs.XXXXXX")"
+mounted=()
+cleanup() {
+  local m
+  for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done
+  rm -rf --one-file-system "$root" "$root.tar"
+}
+trap cleanup EXIT
+step() { log "[$(( $(date +%s) - t_start ))s] $*"; }
+
+pkgs=(ca-certificates)
+[ "$minbase_only" -eq 1 ] || pkgs+=(g++ make cmake ninja-build patchelf git file binutils)
+if [ -n "$include" ]; then IFS=, read -r -a extra <<<"$include"; pkgs+=("${extra[@]}"); fi
+# The debootstrap result is kept as a tarball for a day (keyed on suite, mirror and packages), so
+# images that share a package set (and reruns after a failure) skip the 1-2 minute debootstrap.
+base_key="$(printf '%s %s %s\n' "$suite" "$mirror" "${pkgs[*]}" | sha256sum | cut -c1-16)"
+base_tar="$workdir/base-$suite-$base_key.tar"
+if [ "$refresh_base" -eq 0 ] && [ -f "$base_tar" ] && [ -n "$(find "$base_tar" -mmin -1440)" ]; then
+  step "debootstrap result from $base_tar (less than a day old; --refresh-base to redo)"
+  tar --numeric-owner -C "$root" -xf "$base_tar" || die "unpacking $base_tar failed"
+else
+  step "debootstrap --variant=minbase $suite (+ ${pkgs[*]})"
+  debootstrap --variant=minbase --include="$(IFS=,; echo "${pkgs[*]}")" "$suite" "$root" "$mirror" \
+    >"$workdir/debootstrap.log" 2>&1 \
+    || die "debootstrap failed: $(grep -E '^E:|^W: Failure' "$workdir/debootstrap.log" | tail -n 1) (full log: $workdir/debootstrap.log)"
+  tar --numeric-owner -C "$root" -cf "$base_tar.tmp" . && mv "$base_tar.tmp" "$base_tar"
+fi
+
+for m in proc sys dev; do
+  mount --bind "/$m" "$root/$m"; mounted=("$root/$m" "${mounted[@]}")
+done
+cp -L /etc/resolv.conf "$root/etc/resolv.conf"
+in_root() {  # a clean environment: no host PIP_* or proxy settings leak into the image
+  chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin "$@"
+}
+
+# apt in the image: snapshot-like mirrors of sid carry expired Valid-Until dates.
+printf 'Acquire::Check-Valid-Until "false";\nAPT::Install-Recommends "false";\n' \
+  >"$root/etc/apt/apt.conf.d/90xfer-image"
+if [ "${#ca_files[@]}" -gt 0 ]; then
+  step "host CA certificates into the image (${#ca_files[@]} files)"
+  cp "${ca_files[@]}" "$root/usr/local/share/ca-certificates/"
+  in_root update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the image"
+fi
+
+# ---- interpreters ---------------------------------------------------------------------------------
+if [ "${#all_py[@]}" -gt 0 ]; then
+  step "apt: shared libraries the interpreters' extension modules need"
+  in_root apt-get update -q >"$workdir/apt.log" 2>&1 || die "apt-get update in the image failed (log: $workdir/apt.log)"
+  libs=()
+  for alts in libssl3t64/libssl3 libffi8 libsqlite3-0 libbz2-1.0 liblzma5 libreadline8t64/libreadline8 \
+              libncursesw6 libtinfo6 libuuid1 zlib1g libcrypt1 libnsl2 libtirpc3t64/libtirpc3 libgdbm6t64/libgdbm6; do
+    pick=""
+    for p in ${alts//\// }; do
+      if in_root apt-cache show "$p" >/dev/null 2>&1; then pick="$p"; break; fi
+    done
+    [ -n "$pick" ] || die "none of '$alts' exists in $suite"
+    libs+=("$pick")
+  done
+  in_root apt-get install -y -q "${libs[@]}" >>"$workdir/apt.log" 2>&1 \
+    || die "apt-get install ${libs[*]} failed (log: $workdir/apt.log)"
+
+  for v in "${all_py[@]}"; do
+    d="${py_dir[$v]}"; tagv="cp${v/./}-cp${v/./}"
+    step "CPython $(basename "$d") -> $d (same path as on the host), /opt/python/$tagv -> it"
+    mkdir -p "$root$d" "$root/opt/python"
+    # Everything but site-packages, the test suites, tkinter/IDLE and console scripts of host tools.
+    members=()
+    for m in ./include ./lib "./bin/python$v" "./bin/python$v-config"; do [ -e "$d/$m" ] && members+=("$m"); done
+    tar -C "$d" -cf - \
+      --exclude="./lib/python$v/site-packages/*" --exclude="./lib/python$v/test" \
+      --exclude="./lib/python$v/idlelib" --exclude="./lib/python$v/tkinter" \
+      --exclude="./lib/python$v/turtledemo" --exclude="./lib/python$v/lib-dynload/_tkinter*" \
+      --exclude='__pycache__' "${members[@]}" | tar -C "$root$d" -xf - \
+      || die "copying $d failed"
+    ln -sfn "python$v" "$root$d/bin/python3"; ln -sfn "python$v" "$root$d/bin/python"
+    ln -sfn "python$v-config" "$root$d/bin/python3-config"
+    ln -sfn "$d" "$root/opt/python/$tagv"
+    missing="$(in_root sh -c "for f in $d/bin/python$v $d/lib/libpython*.so.1.0 $d/lib/python$v/lib-dynload/*.so; do ldd \"\$f\"; done" | grep 'not found' | sort -u || true)"
+    [ -z "$missing" ] || die "CPython $v in the image lacks shared libraries: $(echo $missing | tr '\n' ' ')"
+    in_root "$d/bin/python$v" -m ensurepip --default-pip >/dev/null 2>&1 || die "ensurepip failed for CPython $v"
+    [ -x "$root$d/bin/pip" ] || ln -sfn "pip$v" "$root$d/bin/pip"
+    # A current pip: pip >= 24.2 verifies TLS with the system store (truststore) on 3.10+, so pip in
+    # the image (and in build isolation) trusts the CA certificates copied in above; the pip that
+    # ensurepip brings (23.x in 3.10/3.11) trusts only its own certifi bundle.
+    pip_pkgs=(pip)
+    [ "$minbase_only" -eq 1 ] || pip_pkgs+=(build)
+    in_root "$d/bin/python$v" -m pip install -q -U --root-user-action=ignore "${pip_pkgs[@]}" \
+      || die "pip install -U ${pip_pkgs[*]} failed for CPython $v"
+    in_root "$d/bin/python$v" -c 'import ssl, ctypes, sqlite3, bz2, lzma, zlib, venv, ensurepip' \
+      || die "CPython $v does not import its standard modules in the image"
+  done
+fi
+
+if [ "$minbase_only" -eq 0 ] && [ "${#py_list[@]}" -gt 0 ]; then
+  tool_py="${py_dir[${py_list[-1]}]}/bin/python${py_list[-1]}"
+  step "auditwheel in /opt/_internal/tools (venv of $(basename "$(dirname "$(dirname "$tool_py")")")), on PATH as /usr/local/bin/auditwheel"
+  in_root "$tool_py" -m venv /opt/_internal/tools
+  in_root /opt/_internal/tools/bin/pip install -q --disable-pip-version-check auditwheel \
+    || die "pip install auditwheel failed"
+  ln -sfn /opt/_internal/tools/bin/auditwheel "$root/usr/local/bin/auditwheel"
+fi
+
+# ---- runtime layout (smoke images) -----------------------------------------------------------------
+image_env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "LANG=C.UTF-8")
+if [ -n "$runtime_prefix" ]; then
+  step "runtime libraries ($runtime_libs) -> $runtime_prefix, found through $runtime_via"
+  mkdir -p "$root$runtime_prefix"
+  moved=0
+  IFS=, read -r -a globs <<<"$runtime_libs"
+  for g in "${globs[@]}"; do
+    for f in "$root"/usr/lib/x86_64-linux-gnu/$g; do
+      [ -e "$f" ] || [ -L "$f" ] || continue
+      mv "$f" "$root$runtime_prefix/"; moved=$((moved + 1))
+    done
+  done
+  [ "$moved" -gt 0 ] || die "no file matching '$runtime_libs' in /usr/lib/x86_64-linux-gnu: include the runtime package (--include)"
+  if [ "$runtime_via" = ld.so.conf.d ]; then
+    echo "$runtime_prefix" >"$root/etc/ld.so.conf.d/xfer-runtime.conf"
+  else
+    image_env+=("LD_LIBRARY_PATH=$runtime_prefix")
+  fi
+  in_root ldconfig
+fi
+image_env+=("${extra_env[@]}")
+
+# ---- slim and import ----------------------------------------------------------------------------------
+step "cleaning apt lists and caches"
+for m in "${mounted[@]}"; do umount -l "$m"; done; mounted=()
+rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/cache/apt/archives/*.deb \
+       "$root"/root/.cache "$root"/tmp/* "$root"/var/log/*.log
+: >"$root/etc/resolv.conf"
+
+step "podman import -> $tag"
+changes=(--change "LABEL $label=$inputs" --change "LABEL io.xfer.image.suite=$suite"
+         --change "LABEL io.xfer.image.pythons=${pythons:-none}" --change "CMD [\"/bin/bash\"]")
+for e in "${image_env[@]}"; do changes+=(--change "ENV $e"); done
+tar --numeric-owner --xattrs -C "$root" -cf "$root.tar" .
+old_id="$(podman image inspect "$tag" --format '{{.Id}}' 2>/dev/null || true)"
+podman import "${changes[@]}" "$root.tar" "$tag" >/dev/null || die "podman import failed"
+new_id="$(podman image inspect "$tag" --format '{{.Id}}')"
+if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then podman rmi "$old_id" >/dev/null 2>&1 || true; fi
+
+# ---- check in the image ---------------------------------------------------------------------------------
+for v in "${all_py[@]}"; do
+  tagv="cp${v/./}-cp${v/./}"
+  out="$(podman run --rm --network=host "$tag" /opt/python/$tagv/bin/python -c \
+    'import sys, ssl, venv; print(sys.version.split()[0])' 2>&1)" || die "/opt/python/$tagv/bin/python does not run in $tag: $out"
+  step "in $tag: /opt/python/$tagv/bin/python is $out"
+done
+if [ "${#py_list[@]}" -gt 0 ]; then
+  v="${py_list[0]}"
+  podman run --rm "$tag" sh -c "/opt/python/cp${v/./}-cp${v/./}/bin/python -m venv /tmp/v && /tmp/v/bin/python -m pip --version" \
+    >/dev/null 2>&1 || die "a venv cannot be created with CPython $v in $tag"
+  step "in $tag: python -m venv works"
+fi
+
+size="$(podman image inspect "$tag" --format '{{.Size}}')"
+log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"
