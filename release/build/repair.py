@@ -7,6 +7,7 @@ allows, and the result says so (a local wheel, not a release wheel).
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
 import os
 import re
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from release.inspect.elf import ElfReadError, inspect_elf, is_elf
 from release.errors import BuildError, UsageError
-from release.wheel.archive import is_dist_info
+from release.wheel.archive import dist_info_member, is_dist_info
 from release.build.toolchain import check_patchelf, tool_path
 
 _TOO_RECENT = "too-recent versioned symbols"
@@ -33,6 +34,8 @@ class RepairResult:
     floor: str
     floor_met: bool
     excludes: tuple[str, ...]
+    bound: tuple[str, ...] = ()
+    """The excluded libraries the wheel NEEDs (also its METADATA `Requires-External`)."""
 
     @property
     def note(self) -> str:
@@ -100,16 +103,55 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
                 raise BuildError(msg)
             changed[info.filename] = scratch.read_bytes()
             removed.extend(f"{info.filename}: {e}" for e in foreign)
-        if not changed:
-            return wheel, []
-        target = out_dir / wheel.name
-        with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as out:
-            for info in zf.infolist():
-                data = changed.get(info.filename, zf.read(info))
-                if is_dist_info(info.filename, "RECORD"):
-                    data = _rewrite_record(data, changed)
-                out.writestr(info, data)
-    return target, removed
+    if not changed:
+        return wheel, []
+    return rewrite_members(wheel, out_dir / wheel.name, changed), removed
+
+
+def rewrite_members(wheel: Path, target: Path, changed: dict[str, bytes]) -> Path:
+    """A copy of `wheel` at `target` with `changed` members replaced and RECORD updated; entry
+    order and timestamps are kept, so a rebuild stays byte-identical."""
+    with zipfile.ZipFile(wheel) as zf, zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for info in zf.infolist():
+            data = changed.get(info.filename, zf.read(info))
+            if is_dist_info(info.filename, "RECORD"):
+                data = _rewrite_record(data, changed)
+            out.writestr(info, data)
+    return target
+
+
+def bound_libraries(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
+    """The NEEDED entries of the wheel's ELF files that match `excludes`: what it binds at load time."""
+    found: set[str] = set()
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            data = zf.read(info)
+            if not is_elf(data[:4]):
+                continue
+            try:
+                elf = inspect_elf(info.filename, data)
+            except ElfReadError:
+                continue
+            found.update(n for n in elf.needed if any(fnmatch.fnmatchcase(n, g) for g in excludes))
+    return tuple(sorted(found))
+
+
+def declare_external(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
+    """Write `Requires-External: <soname>` into METADATA for every library the wheel binds at load
+    time (in place), so the wheel says which runtime it needs. Returns the sonames."""
+    bound = bound_libraries(wheel, excludes)
+    with zipfile.ZipFile(wheel) as zf:
+        name = dist_info_member(zf.namelist(), "METADATA")
+        text = zf.read(name).decode("utf-8")
+    head, sep, body = text.partition("\n\n")
+    kept = [line for line in head.splitlines() if not line.startswith("Requires-External:")]
+    lines = [*kept, *(f"Requires-External: {soname}" for soname in bound)]
+    updated = "\n".join(lines) + "\n" + (sep[1:] + body if sep else "")
+    if updated != text:
+        scratch = wheel.with_name(wheel.name + ".tmp")
+        rewrite_members(wheel, scratch, {name: updated.encode("utf-8")})
+        scratch.replace(wheel)
+    return bound
 
 
 def _rewrite_record(record: bytes, changed: dict[str, bytes]) -> bytes:
@@ -166,10 +208,13 @@ def repair_wheel(
         if len(produced) != 1:
             msg = f"auditwheel repair of {wheel.name} produced {len(produced)} wheels, expected one"
             raise BuildError(msg)
+        bound = declare_external(produced[0], chosen)
         target = dest_dir / produced[0].name
         shutil.move(str(produced[0]), target)
     platform = target.name[:-4].split("-")[-1]
-    return RepairResult(wheel=target, platform=platform, floor=floor, floor_met=floor_met, excludes=chosen)
+    return RepairResult(
+        wheel=target, platform=platform, floor=floor, floor_met=floor_met, excludes=chosen, bound=bound
+    )
 
 
 def _explain(wheel: Path, output: str) -> str:

@@ -18,12 +18,16 @@ import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from release.build.images import ensure as ensure_image
 from release.build.interpreters import require_interpreter
+from release.build.toolchain import container_engine
 from release.config.matrix import Image, Simulation
 from release.errors import SmokeError, UsageError
 from release.inspect.rules import matches
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import python_tag
+from release.smoke.container import ContainerSandbox
+from release.smoke.container import interpreter as container_interpreter
 from release.smoke.image import (
     Bind,
     Result,
@@ -145,8 +149,11 @@ class Smoke:
         workdir: Path,
         log: Callable[[str], None],
         inside: bool = False,
+        container: tuple[str, str] | None = None,
     ) -> None:
+        """`container`: (engine, image tag) to run the checks in a real container of that image."""
         self.inside = inside
+        self.container = container
         self.variant = variant
         self.wheel = wheel
         self.image_name = image_name
@@ -175,7 +182,7 @@ class Smoke:
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
         (workdir / "home").mkdir(parents=True, exist_ok=True)
-        self.sandbox: Sandbox | None = None
+        self.sandbox: Sandbox | ContainerSandbox | None = None
         self.runtime_dir: Path | None = None
         self.runtime_sonames = variant.runtime_needed
 
@@ -204,6 +211,13 @@ class Smoke:
 
     def prepare(self, interpreter: Path, host_runtime: Sequence[str]) -> None:
         sim = self.image.simulate
+        if self.container is not None:
+            engine, tag = self.container
+            box = ContainerSandbox(engine, tag, sim, workdir=self.workdir, wheels=self.wheel.parent.resolve())
+            self.sandbox = box
+            self.runtime_dir = box.runtime_dir
+            self.outcome.runner = f"{engine} container {tag}"
+            return
         if self.inside:
             # Running inside the real image: its declared layout says where the runtime lives.
             layout = self.image.simulate
@@ -227,12 +241,16 @@ class Smoke:
                 Bind(path=self.wheel.parent.resolve()),
             ]
         runtime = host_runtime if sim.rootfs == "host" else ()
-        self.sandbox = Sandbox(
+        sandbox = Sandbox(
             self.image_name, sim, workdir=self.workdir, runtime=runtime, rootfs=rootfs, binds=binds
         )
-        self.runtime_dir = self.sandbox.runtime_dir
+        self.sandbox = sandbox
+        self.runtime_dir = sandbox.runtime_dir
+        self.outcome.runner = "namespace simulation (host runtime)" if runtime else "namespace simulation"
 
     def run(self, interpreter: Path, host_runtime: Sequence[str]) -> Outcome:
+        if self.container is not None:
+            interpreter = container_interpreter(self.python)
         try:
             self.prepare(interpreter, host_runtime)
             self.check_contents()
@@ -247,6 +265,11 @@ class Smoke:
                 self.run_commands()
         except _Failed:
             pass
+        except SmokeError as exc:
+            self.outcome.error = str(exc)
+        finally:
+            if isinstance(self.sandbox, ContainerSandbox):
+                self.sandbox.close()
         return self.outcome
 
     def check_contents(self) -> None:
@@ -411,8 +434,12 @@ def smoke_variant(
     images: Sequence[str] | None = None,
     in_image: str | None = None,
     log: Callable[[str], None] = print,
+    containers: bool = True,
 ) -> list[Outcome]:
-    """Smoke-test every wheel of a variant (for one Python or all) in every chosen image."""
+    """Smoke-test every wheel of a variant (for one Python or all) in every chosen image.
+
+    An image with a local recipe runs in a real container where podman or docker answers
+    (`containers`), else in the namespace simulation; each outcome says which ran."""
     directory = wheelhouse / variant.name
     wheels = wheels_for(directory, variant, python)
     if not wheels:
@@ -422,6 +449,8 @@ def smoke_variant(
         msg = f"no {variant.distribution} wheel{what} in {directory}: run `{build}` first"
         raise SmokeError(msg)
     host_runtime = runtime_files(distribution_libdir(), variant.runtime_globs)
+    engine = container_engine() if containers else None
+    local = {i.name: i.local for i in variant.images if i.local is not None}
     outcomes: list[Outcome] = []
     root = Path(tempfile.mkdtemp(prefix="release-smoke-"))
     try:
@@ -440,8 +469,20 @@ def smoke_variant(
                     continue
                 workdir = root / f"{wheel.stem}-{image_name}"
                 workdir.mkdir()
+                recipe = local.get(image_name) if in_image is None else None
+                container = None
+                if engine is not None and recipe is not None and version in recipe.pythons:
+                    ensure_image(engine, recipe, log=log)
+                    container = (engine, recipe.tag)
                 smoke = Smoke(
-                    variant, wheel, image_name, image, workdir=workdir, log=log, inside=in_image is not None
+                    variant,
+                    wheel,
+                    image_name,
+                    image,
+                    workdir=workdir,
+                    log=log,
+                    inside=in_image is not None,
+                    container=container,
                 )
                 outcomes.append(smoke.run(interpreter, host_runtime))
     finally:
