@@ -16,10 +16,11 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.inspect.elf import ElfReadError, inspect_elf, is_elf
+from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
 from release.errors import BuildError, UsageError
 from release.wheel.archive import dist_info_member, is_dist_info
 from release.build.toolchain import check_patchelf, tool_path
@@ -64,6 +65,19 @@ class _RepairFailed(Exception):
     pass
 
 
+def _elf_members(wheel: Path) -> Iterator[tuple[zipfile.ZipInfo, bytes, ElfInfo]]:
+    """Every readable ELF member of a wheel we built (our own output, read whole)."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            data = zf.read(info)
+            if not is_elf(data[:4]):
+                continue
+            try:
+                yield info, data, inspect_elf(info.filename, data)
+            except ElfReadError:
+                continue
+
+
 def _portable(entry: str) -> bool:
     return entry.startswith(("$ORIGIN", "${ORIGIN}"))
 
@@ -78,15 +92,8 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
     """
     changed: dict[str, bytes] = {}
     removed: list[str] = []
-    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory(prefix="rpath-") as tmp:
-        for info in zf.infolist():
-            data = zf.read(info)
-            if not is_elf(data[:4]):
-                continue
-            try:
-                elf = inspect_elf(info.filename, data)
-            except ElfReadError:
-                continue
+    with tempfile.TemporaryDirectory(prefix="rpath-") as tmp:
+        for info, data, elf in _elf_members(wheel):
             entries = elf.rpath + elf.runpath
             foreign = [e for e in entries if e and not _portable(e)]
             if not foreign:
@@ -123,16 +130,8 @@ def rewrite_members(wheel: Path, target: Path, changed: dict[str, bytes]) -> Pat
 def bound_libraries(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
     """The NEEDED entries of the wheel's ELF files that match `excludes`: what it binds at load time."""
     found: set[str] = set()
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            data = zf.read(info)
-            if not is_elf(data[:4]):
-                continue
-            try:
-                elf = inspect_elf(info.filename, data)
-            except ElfReadError:
-                continue
-            found.update(n for n in elf.needed if any(fnmatch.fnmatchcase(n, g) for g in excludes))
+    for _info, _data, elf in _elf_members(wheel):
+        found.update(n for n in elf.needed if any(fnmatch.fnmatchcase(n, g) for g in excludes))
     return tuple(sorted(found))
 
 
