@@ -58,7 +58,7 @@ int listen_tcp(const std::string& host, uint16_t port, uint16_t* bound_port, std
   }
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || ::listen(fd, 128) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || ::listen(fd, SOMAXCONN) != 0) {
     if (err) *err = "bind/listen " + host + ":" + std::to_string(port) + ": " + std::strerror(errno);
     ::close(fd);
     return -1;
