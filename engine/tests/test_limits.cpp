@@ -201,6 +201,10 @@ TEST(master_out_of_descriptors_refuses_and_does_not_spin) {
   if (pid == 0) {
     ::close(to_child[1]);
     ::close(from_child[0]);
+    rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = 256;  // few descriptors to use up, whatever the limit of the test run
+    setrlimit(RLIMIT_NOFILE, &rl);
     MasterServer m("127.0.0.1", 0);
     // Use up every descriptor but the ones the server already holds.
     std::vector<int> hog;
