@@ -251,6 +251,63 @@ TEST(master_out_of_descriptors_refuses_and_does_not_spin) {
   CHECK(cpu >= 0 && cpu < 0.5);
 }
 
+TEST(engine_out_of_descriptors_refuses_and_does_not_spin) {
+  int to_child[2];
+  CHECK(pipe(to_child) == 0);
+  int from_child[2];
+  CHECK(pipe(from_child) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    ::close(to_child[1]);
+    ::close(from_child[0]);
+    rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = 256;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    Engine e("emfile", "");
+    std::vector<int> hog;
+    for (int fd; (fd = net::open_spare_fd()) >= 0;) hog.push_back(fd);
+    uint16_t port = e.port();
+    ssize_t ignored = ::write(from_child[1], &port, sizeof(port));
+    (void)ignored;
+    char c;
+    ignored = ::read(to_child[0], &c, 1);
+    rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double cpu = ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    ignored = ::write(from_child[1], &cpu, sizeof(cpu));
+    for (int fd : hog) ::close(fd);
+    e.close();
+    _exit(0);
+  }
+  ::close(to_child[0]);
+  ::close(from_child[1]);
+  uint16_t port = 0;
+  CHECK(::read(from_child[0], &port, sizeof(port)) == sizeof(port));
+  std::vector<int> fds;
+  int refused = 0;
+  for (int i = 0; i < 5; ++i) {
+    int fd = dial(port);
+    fds.push_back(fd);
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 500) > 0 && engine_refusal(fd).find("out of file descriptors") != std::string::npos) ++refused;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  char go = 'x';
+  CHECK(::write(to_child[1], &go, 1) == 1);
+  double cpu = -1;
+  CHECK(::read(from_child[0], &cpu, sizeof(cpu)) == sizeof(cpu));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  for (int fd : fds) net::close_fd(fd);
+  ::close(to_child[1]);
+  ::close(from_child[0]);
+  std::printf("     out of descriptors: %d of 5 refused, engine used %.3f s CPU\n", refused, cpu);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  CHECK(refused >= 1);
+  CHECK(cpu >= 0 && cpu < 0.5);
+}
+
 TEST(engine_refuses_connections_over_its_limit) {
   EngineOptions o;
   o.max_connections = 3;

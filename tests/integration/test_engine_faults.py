@@ -910,7 +910,8 @@ def test_stalled_peers_do_not_block_registration(topo, master_bin, procs):
     client = procs.add(EngineProc(topo, "client", "stall-client", master.endpoint))
     client.ok("transfer", segment="stalled", remote=side["addr"], length=1 << 20, label="warm")
     before = proc_fds(srv.pid), proc_threads(srv.pid)
-    n = 300
+    n = 1000
+    srv.ok("latency", n=100, size=1 << 20)  # warm up
     without = srv.ok("latency", n=n, size=1 << 20)
     host, port = topo.addr("server"), srv.port
     writers = procs.add(topo.helper("stall", "--host", host, "--port", port, "--kind", "write", "--addr",
