@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <system_error>
 
 #include "backend.h"
 #include "rdma.h"
@@ -172,10 +173,20 @@ Engine::Engine(std::string name, std::string master, EngineOptions opts)
     throw Error("engine '" + name_ + "': eventfd: " + std::strerror(errno));
   }
   spare_fd_ = net::open_spare_fd();
-  accept_thread_ = std::thread([this] { accept_loop(); });
+  try {
+    accept_thread_ = std::thread([this] { accept_loop(); });
+  } catch (const std::system_error& e) {
+    net::close_fd(listen_fd_);
+    net::close_fd(wake_fd_);
+    net::close_fd(spare_fd_);
+    throw Error("engine '" + name_ + "': cannot start its accept thread: " + e.what());
+  }
   try {
     publish();
     if (master_client_ && opts_.master_heartbeat_ms > 0) keeper_thread_ = std::thread([this] { keeper_loop(); });
+  } catch (const std::system_error& e) {
+    close();
+    throw Error("engine '" + name_ + "': cannot start its master keeper thread: " + e.what());
   } catch (...) {
     close();
     throw;
