@@ -18,6 +18,7 @@ The helper processes are this file run as a script: ``python test_engine_faults.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import hashlib
 import json
@@ -86,7 +87,7 @@ def role_engine(argv: list[str]) -> int:
     ap.add_argument("--master", required=True)
     ap.add_argument("--host", default="127.0.0.1")
     a = ap.parse_args(argv)
-    import xfer  # noqa: PLC0415 (from the build tree, through PYTHONPATH)
+    import xfer
 
     eng = xfer.Engine(a.name, a.master, host=a.host)
     keep: dict[int, bytearray] = {}
@@ -132,7 +133,11 @@ def role_engine(argv: list[str]) -> int:
             eng.unregister(buf)
             samples.append((time.perf_counter() - t0) * 1e3)
         samples.sort()
-        return {"median_ms": statistics.median(samples), "p90_ms": samples[int(0.9 * n)], "max_ms": samples[-1]}
+        return {
+            "median_ms": statistics.median(samples),
+            "p90_ms": samples[int(0.9 * n)],
+            "max_ms": samples[-1],
+        }
 
     def register_try(size: int) -> dict:
         buf = bytearray(size)
@@ -180,10 +185,28 @@ def role_engine(argv: list[str]) -> int:
         state = loops.pop(tag)
         state["stop"] = True
         state["thread"].join(wait)
-        return {"finished": not state["thread"].is_alive(), "iterations": state["iterations"], "error": state["error"]}
+        return {
+            "finished": not state["thread"].is_alive(),
+            "iterations": state["iterations"],
+            "error": state["error"],
+        }
 
-    ops = {f.__name__: f for f in (serve, digest, unregister, cycles, latency, register_try, peer, transfer, read,
-                                   loop, join_loop)}
+    ops = {
+        f.__name__: f
+        for f in (
+            serve,
+            digest,
+            unregister,
+            cycles,
+            latency,
+            register_try,
+            peer,
+            transfer,
+            read,
+            loop,
+            join_loop,
+        )
+    }
     _reply(ready=True, pid=os.getpid(), port=eng.port, endpoint=eng.endpoint)
     for line in sys.stdin:
         cmd = json.loads(line)
@@ -278,8 +301,18 @@ def role_idle(argv: list[str]) -> int:
         else:
             closed += 1
         s.close()
-    _reply(count=a.count, connected=len(socks), failed=failed, first_failure=first_failure, kept=len(kept),
-           refused=refused, closed_without_reason=closed, reset=reset, reasons=reasons, connect_seconds=connect_s)
+    _reply(
+        count=a.count,
+        connected=len(socks),
+        failed=failed,
+        first_failure=first_failure,
+        kept=len(kept),
+        refused=refused,
+        closed_without_reason=closed,
+        reset=reset,
+        reasons=reasons,
+        connect_seconds=connect_s,
+    )
     for line in sys.stdin:
         words = line.split()
         if words and words[0] == "watch":
@@ -418,7 +451,8 @@ def _run(cmd: list, **kw) -> subprocess.CompletedProcess:
     try:
         return subprocess.run([str(c) for c in cmd], **kw)  # noqa: PLW1510 (check is in kw)
     except subprocess.CalledProcessError as exc:
-        raise AssertionError(f"{cmd} failed ({exc.returncode}):\n{exc.stdout}\n{exc.stderr}") from exc
+        msg = f"{cmd} failed ({exc.returncode}):\n{exc.stdout}\n{exc.stderr}"
+        raise AssertionError(msg) from exc
 
 
 def proc_fds(pid: int) -> int:
@@ -429,7 +463,8 @@ def proc_threads(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("Threads:"):
             return int(line.split()[1])
-    raise AssertionError(f"no Threads line for {pid}")
+    msg = f"no Threads line for {pid}"
+    raise AssertionError(msg)
 
 
 def settle(pid: int, fds: int, threads: int, timeout: float = 10.0) -> tuple[int, int]:
@@ -442,12 +477,9 @@ def settle(pid: int, fds: int, threads: int, timeout: float = 10.0) -> tuple[int
         time.sleep(0.1)
 
 
-def _limits(nofile: int | None) -> Any:
-    def apply() -> None:
-        if nofile is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
-    return apply
+def _with_nofile(argv: list, nofile: int | None) -> list:
+    """argv run under RLIMIT_NOFILE=nofile (soft and hard): prlimit sets it and execs, same pid."""
+    return argv if nofile is None else ["prlimit", f"--nofile={nofile}:{nofile}", "--", *argv]
 
 
 class Proc:
@@ -456,13 +488,12 @@ class Proc:
     def __init__(self, argv: list, *, env: dict, nofile: int | None = None, label: str) -> None:
         self.label = label
         self.p = subprocess.Popen(
-            [str(a) for a in argv],
+            [str(a) for a in _with_nofile(argv, nofile)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            preexec_fn=_limits(nofile),
         )
         PROCESSES["started"] += 1
         self.lines: queue.Queue = queue.Queue()
@@ -489,9 +520,11 @@ class Proc:
         try:
             got = self.lines.get(timeout=timeout)
         except queue.Empty:
-            raise AssertionError(f"{self.label}: no answer within {timeout} s") from None
+            msg = f"{self.label}: no answer within {timeout} s"
+            raise AssertionError(msg) from None
         if got is None:
-            raise AssertionError(f"{self.label} exited ({self.p.wait()}): {''.join(self.err)[-2000:]}")
+            msg = f"{self.label} exited ({self.p.wait()}): {''.join(self.err)[-2000:]}"
+            raise AssertionError(msg)
         return got
 
     def json(self, timeout: float = 30) -> dict:
@@ -515,10 +548,8 @@ class Proc:
         if self.killed:
             return 0
         if self.p.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 self.p.stdin.close()
-            except OSError:
-                pass
             try:
                 self.p.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -531,11 +562,19 @@ class Proc:
 
 
 class EngineProc(Proc):
-    def __init__(self, topo: Topology, side: str, name: str, master: str, *, env: dict | None = None,
-                 nofile: int | None = None) -> None:
+    def __init__(
+        self,
+        topo: Topology,
+        side: str,
+        name: str,
+        master: str,
+        *,
+        env: dict | None = None,
+        nofile: int | None = None,
+    ) -> None:
         host = topo.addr(side)
-        argv = topo.prefix(side) + [sys.executable, HERE, "engine", "--name", name, "--master", master,
-                                    "--host", host]
+        argv = [*topo.prefix(side), sys.executable, HERE, "engine", "--name", name, "--master", master]
+        argv += ["--host", host]
         super().__init__(argv, env={**topo.env, **(env or {})}, nofile=nofile, label=f"engine {name}")
         ready = self.json(60)
         assert ready.get("ready"), ready
@@ -557,9 +596,16 @@ class EngineProc(Proc):
 
 
 class MasterProc(Proc):
-    def __init__(self, topo: Topology, master_bin: Path, *, port: int = 0, nofile: int | None = None,
-                 extra: list | None = None) -> None:
-        argv = topo.prefix("server") + [master_bin, "--host", "0.0.0.0", "--port", port, *(extra or [])]
+    def __init__(
+        self,
+        topo: Topology,
+        master_bin: Path,
+        *,
+        port: int = 0,
+        nofile: int | None = None,
+        extra: list | None = None,
+    ) -> None:
+        argv = [*topo.prefix("server"), master_bin, "--host", "0.0.0.0", "--port", port, *(extra or [])]
         super().__init__(argv, env=topo.env, nofile=nofile, label="xfer-master")
         first = self.line(30)
         assert first.startswith("xfer-master listening on "), first
@@ -588,7 +634,7 @@ class Topology:
         return []
 
     def helper(self, role: str, *args: Any, nofile: int | None = None, side: str = "client") -> Proc:
-        argv = self.prefix(side) + [sys.executable, HERE, role, *map(str, args)]
+        argv = [*self.prefix(side), sys.executable, HERE, role, *map(str, args)]
         return Proc(argv, env=self.env, nofile=nofile, label=role)
 
     def close(self) -> None:
@@ -639,7 +685,12 @@ class Namespaces(Topology):
 
 def _binding_available() -> bool:
     for mod in ("pybind11", "nanobind"):
-        if subprocess.run([sys.executable, "-c", f"import {mod}"], capture_output=True, check=False).returncode == 0:
+        if (
+            subprocess.run(
+                [sys.executable, "-c", f"import {mod}"], capture_output=True, check=False
+            ).returncode
+            == 0
+        ):
             return True
     return False
 
@@ -658,8 +709,21 @@ def build(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("faults-build")
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     launcher = ["-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"] if shutil.which("ccache") else []
-    _run(["cmake", "-S", ENGINE, "-B", out, *gen, *launcher, "-DXFER_BACKEND=cpu", "-DXFER_BUILD_TESTS=OFF",
-          f"-DPython_EXECUTABLE={sys.executable}", "-DXFER_VERSION=0.1.0"])
+    _run(
+        [
+            "cmake",
+            "-S",
+            ENGINE,
+            "-B",
+            out,
+            *gen,
+            *launcher,
+            "-DXFER_BACKEND=cpu",
+            "-DXFER_BUILD_TESTS=OFF",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            "-DXFER_VERSION=0.1.0",
+        ]
+    )
     _run(["cmake", "--build", out, "-j", str(os.cpu_count() or 2)])
     assert (out / "xfer-master").is_file() and list((out / "python" / "xfer").glob("_xfer*.so"))
     return out
@@ -775,7 +839,8 @@ def test_register_cycles_under_a_1024_descriptor_limit(topo, master_bin, procs):
         f"cycles {res['n']}, errors {res['errors']}, {res['seconds']:.1f} s "
         f"({res['seconds'] / res['n'] * 1e6:.0f} us per cycle)",
         f"engine fds {e0[0]} -> {e1[0]}, threads {e0[1]} -> {e1[1]}",
-        f"master fds {m0[0]} -> {m1[0]}, threads {m0[1]} -> {m1[1]}; 2,000 one-shot PING clients in {oneshot_s:.1f} s",
+        f"master fds {m0[0]} -> {m1[0]}, threads {m0[1]} -> {m1[1]}; "
+        f"2,000 one-shot PING clients in {oneshot_s:.1f} s",
     )
     assert res["errors"] == 0, res["first_error"]
     assert e1 == e0 and m1 == m0
@@ -792,7 +857,9 @@ def _oneshot_pings(topo: Topology, port: int, n: int) -> float:
         " assert s.recv(100).startswith(b'OK xfer-master'),'bad reply';s.close()\n"
         "print(time.perf_counter()-t)\n"
     )
-    out = _run(topo.prefix("client") + [sys.executable, "-c", code, topo.addr("server"), port, n], timeout=120)
+    out = _run(
+        [*topo.prefix("client"), sys.executable, "-c", code, topo.addr("server"), port, n], timeout=120
+    )
     return float(out.stdout)
 
 
@@ -803,11 +870,15 @@ def test_five_thousand_idle_connections(topo, master_bin, procs):
     """5,000 idle connections against the engine (limit 256) and against the master (limit 512), both
     under RLIMIT_NOFILE=1024 with a 3 s idle timeout: the excess is refused with a reason, the kept
     ones are closed when idle, nothing crashes, and the engine serves a verified transfer afterwards."""
-    master = procs.add(MasterProc(topo, master_bin, nofile=1024, extra=["--max-connections", 512,
-                                                                         "--idle-timeout", IDLE_S]))
+    master = procs.add(
+        MasterProc(topo, master_bin, nofile=1024, extra=["--max-connections", 512, "--idle-timeout", IDLE_S])
+    )
     # The engine's own master connection stays busy (heartbeat 1 s < the master's idle timeout).
-    limits = {"XFER_MAX_CONNECTIONS": "256", "XFER_IDLE_TIMEOUT_MS": str(IDLE_S * 1000),
-              "XFER_MASTER_HEARTBEAT_MS": "1000"}
+    limits = {
+        "XFER_MAX_CONNECTIONS": "256",
+        "XFER_IDLE_TIMEOUT_MS": str(IDLE_S * 1000),
+        "XFER_MASTER_HEARTBEAT_MS": "1000",
+    }
     srv = procs.add(EngineProc(topo, "server", "crowded", master.endpoint, env=limits, nofile=1024))
     region = srv.ok("serve", size=1 << 20, label="crowded")
     lines = []
@@ -815,8 +886,20 @@ def test_five_thousand_idle_connections(topo, master_bin, procs):
     targets = {"engine": (srv.pid, srv.port, 256), "master": (master.pid, master.port, 511)}
     before = {t: (proc_fds(pid), proc_threads(pid)) for t, (pid, _, _) in targets.items()}
     floods = {
-        t: procs.add(topo.helper("idle", "--host", topo.addr("server"), "--port", port, "--count", 5000, "--proto", t,
-                                 nofile=6000))
+        t: procs.add(
+            topo.helper(
+                "idle",
+                "--host",
+                topo.addr("server"),
+                "--port",
+                port,
+                "--count",
+                5000,
+                "--proto",
+                t,
+                nofile=6000,
+            )
+        )
         for t, (_, port, _) in targets.items()
     }
     got = {t: f.json(120) for t, f in floods.items()}
@@ -833,8 +916,9 @@ def test_five_thousand_idle_connections(topo, master_bin, procs):
         g, w = got[t], watched[t]
         reason = max(g["reasons"], key=g["reasons"].get) if g["reasons"] else "-"
         lines += [
-            f"{t}: 5,000 connects in {g['connect_seconds']:.1f} s: admitted {g['kept'] + g['closed_without_reason']} "
-            f"(room for {cap}), refused {g['refused']} with a reason, reset {g['reset']}, failed {g['failed']}",
+            f"{t}: 5,000 connects in {g['connect_seconds']:.1f} s: admitted "
+            f"{g['kept'] + g['closed_without_reason']} (room for {cap}), "
+            f"refused {g['refused']} with a reason, reset {g['reset']}, failed {g['failed']}",
             f"{t}: refusal: {reason!r}",
             f"{t}: during the flood {during[t][0]} fds, {during[t][1]} threads; idle timeout closed "
             f"{w['closed_by_server']} kept connections (the last {w['last_close_s']:.1f} s after the flood)",
@@ -852,9 +936,13 @@ def test_five_thousand_idle_connections(topo, master_bin, procs):
         assert watched[t]["still_open"] == 0
         assert after[t] == before[t]
     client = procs.add(EngineProc(topo, "client", "crowd-client", master.endpoint))
-    res = client.ok("transfer", segment="crowded", remote=region["addr"], length=region["length"], label="after-flood")
+    res = client.ok(
+        "transfer", segment="crowded", remote=region["addr"], length=region["length"], label="after-flood"
+    )
     served = srv.ok("digest", addr=region["addr"])
-    lines.append(f"transfer after the floods: verified {res['verified']} (sha256 {res['read_sha256'][:16]}...)")
+    lines.append(
+        f"transfer after the floods: verified {res['verified']} (sha256 {res['read_sha256'][:16]}...)"
+    )
     report("5,000 idle connections each to engine and master", topo, *lines)
     assert res["verified"] and served["sha256"] == res["written_sha256"]
     assert srv.alive() and master.alive()
@@ -870,12 +958,30 @@ def test_thread_creation_failure_is_a_refusal(master_bin, procs, base_env):
     srv = procs.add(EngineProc(topo, "server", "cramped", master.endpoint, env=env, nofile=8192))
     region = srv.ok("serve", size=1 << 20, label="cramped")
     before = proc_fds(srv.pid), proc_threads(srv.pid)
-    vm = next(int(line.split()[1]) for line in Path(f"/proc/{srv.pid}/status").read_text().splitlines()
-              if line.startswith("VmSize:")) * 1024
+    vm = (
+        next(
+            int(line.split()[1])
+            for line in Path(f"/proc/{srv.pid}/status").read_text().splitlines()
+            if line.startswith("VmSize:")
+        )
+        * 1024
+    )
     cap = vm + (96 << 20)  # room for a few dozen 2 MiB stacks
     resource.prlimit(srv.pid, resource.RLIMIT_AS, (cap, resource.RLIM_INFINITY))  # soft: can be lifted again
-    flood = procs.add(topo.helper("idle", "--host", "127.0.0.1", "--port", srv.port, "--count", 1000, "--proto",
-                                  "engine", nofile=2000))
+    flood = procs.add(
+        topo.helper(
+            "idle",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            srv.port,
+            "--count",
+            1000,
+            "--proto",
+            "engine",
+            nofile=2000,
+        )
+    )
     got = flood.json(120)
     flood.send("close")
     flood.json(30)
@@ -883,7 +989,9 @@ def test_thread_creation_failure_is_a_refusal(master_bin, procs, base_env):
     after = settle(srv.pid, *before)
     resource.prlimit(srv.pid, resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     client = procs.add(EngineProc(topo, "client", "cramped-client", master.endpoint))
-    res = client.ok("transfer", segment="cramped", remote=region["addr"], length=region["length"], label="cramped")
+    res = client.ok(
+        "transfer", segment="cramped", remote=region["addr"], length=region["length"], label="cramped"
+    )
     reason = max(got["reasons"], key=got["reasons"].get) if got["reasons"] else "-"
     report(
         "thread creation failing (RLIMIT_AS = VmSize + 96 MiB), 1,000 connections",
@@ -914,17 +1022,48 @@ def test_stalled_peers_do_not_block_registration(topo, master_bin, procs):
     srv.ok("latency", n=100, size=1 << 20)  # warm up
     without = srv.ok("latency", n=n, size=1 << 20)
     host, port = topo.addr("server"), srv.port
-    writers = procs.add(topo.helper("stall", "--host", host, "--port", port, "--kind", "write", "--addr",
-                                    side["addr"], "--length", 4 << 20, "--count", 4))
-    readers = procs.add(topo.helper("stall", "--host", host, "--port", port, "--kind", "read", "--addr",
-                                    big["addr"], "--length", 64 << 20, "--count", 4))
+    writers = procs.add(
+        topo.helper(
+            "stall",
+            "--host",
+            host,
+            "--port",
+            port,
+            "--kind",
+            "write",
+            "--addr",
+            side["addr"],
+            "--length",
+            4 << 20,
+            "--count",
+            4,
+        )
+    )
+    readers = procs.add(
+        topo.helper(
+            "stall",
+            "--host",
+            host,
+            "--port",
+            port,
+            "--kind",
+            "read",
+            "--addr",
+            big["addr"],
+            "--length",
+            64 << 20,
+            "--count",
+            4,
+        )
+    )
     assert writers.json()["stalled"] == 4 and readers.json()["stalled"] == 4
     time.sleep(0.5)
     during = proc_fds(srv.pid), proc_threads(srv.pid)
     with_stall = srv.ok("latency", timeout=60, n=n, size=1 << 20)
     # A transfer beside the stalled peers completes, verified by hash.
-    moved = client.ok("transfer", segment="stalled", remote=side["addr"] + (4 << 20), length=4 << 20,
-                      label="beside")
+    moved = client.ok(
+        "transfer", segment="stalled", remote=side["addr"] + (4 << 20), length=4 << 20, label="beside"
+    )
     # Unregister the very regions the stalled peers are in the middle of.
     unreg_big = srv.ok("unregister", timeout=60, addr=big["addr"])["ms"]
     unreg_side = srv.ok("unregister", timeout=60, addr=side["addr"])["ms"]
@@ -941,12 +1080,14 @@ def test_stalled_peers_do_not_block_registration(topo, master_bin, procs):
         topo,
         f"register+unregister median {without['median_ms']:.3f} ms without stalled peers, "
         f"{with_stall['median_ms']:.3f} ms with 4 stalled writers + 4 stalled readers "
-        f"(ratio {ratio:.2f}, p90 {with_stall['p90_ms']:.3f} ms, max {with_stall['max_ms']:.3f} ms; {n} cycles each)",
+        f"(ratio {ratio:.2f}, p90 {with_stall['p90_ms']:.3f} ms, max {with_stall['max_ms']:.3f} ms; "
+        f"{n} cycles each)",
         f"unregister of the regions they were in: {unreg_big:.2f} ms (64 MiB, readers), "
         f"{unreg_side:.2f} ms (8 MiB, writers)",
         f"writers resumed -> statuses {[x['status'] for x in w]} (1 = region gone); readers got "
         f"{[x['bytes'] >> 20 for x in r]} MiB of 64, complete {[x['complete'] for x in r]}",
-        f"transfer beside them verified {moved['verified']}; engine during {during[0]} fds {during[1]} threads, "
+        f"transfer beside them verified {moved['verified']}; engine during {during[0]} fds "
+        f"{during[1]} threads, "
         f"fds {before[0]} -> {after[0]}, threads {before[1]} -> {after[1]}",
     )
     assert ratio <= 5.0, (without, with_stall)
@@ -969,8 +1110,23 @@ def test_peers_killed_mid_frame(topo, master_bin, procs):
     before = proc_fds(srv.pid), proc_threads(srv.pid)
     c_before = proc_fds(client.pid), proc_threads(client.pid)
     host, port = topo.addr("server"), srv.port
-    raw = procs.add(topo.helper("midframe", "--host", host, "--port", port, "--addr", region["addr"], "--length",
-                                8 << 20, "--read-length", 64 << 20, "--count", 4))
+    raw = procs.add(
+        topo.helper(
+            "midframe",
+            "--host",
+            host,
+            "--port",
+            port,
+            "--addr",
+            region["addr"],
+            "--length",
+            8 << 20,
+            "--read-length",
+            64 << 20,
+            "--count",
+            4,
+        )
+    )
     assert raw.json(30)["ready"] == 12
     raw.kill()
     # An engine client killed while its writes are in flight.
@@ -994,12 +1150,14 @@ def test_peers_killed_mid_frame(topo, master_bin, procs):
     report(
         "peers killed mid-frame",
         topo,
-        "12 raw peers killed (4 in a header, 4 in an 8 MiB WRITE's payload, 4 in a 64 MiB READ), one engine writer killed "
-        "in a 32 MiB write loop, one serving engine killed under a 32 MiB read loop",
-        f"serving engine: alive {srv.alive()}, fds {before[0]} -> {after[0]}, threads {before[1]} -> {after[1]}",
+        "12 raw peers killed (4 in a header, 4 in an 8 MiB WRITE's payload, 4 in a 64 MiB READ), "
+        "one engine writer killed in a 32 MiB write loop, one serving engine killed under a 32 MiB read loop",
+        f"serving engine: alive {srv.alive()}, fds {before[0]} -> {after[0]}, "
+        f"threads {before[1]} -> {after[1]}",
         f"client of the killed server: loop ended {loop['finished']} after {loop['iterations']} reads with "
         f"{loop['error']!r}; fds {c_before[0]} -> {c_after[0]}, threads {c_before[1]} -> {c_after[1]}",
-        f"transfer afterwards verified {res['verified']}, server buffer hash matches {served['sha256'] == expect}",
+        f"transfer afterwards verified {res['verified']}, "
+        f"server buffer hash matches {served['sha256'] == expect}",
     )
     assert srv.alive() and client.alive()
     assert loop["finished"] and loop["error"].startswith("XferError"), loop
@@ -1036,11 +1194,16 @@ def test_master_restarted_under_a_live_engine(topo, master_bin, procs):
             break
         time.sleep(0.05)
     up = srv.ok("register_try", size=4096)
-    after_t = newcomer.ok("transfer", segment="phoenix", remote=region["addr"] + (2 << 20), length=2 << 20,
-                          label="after")
+    after_t = newcomer.ok(
+        "transfer", segment="phoenix", remote=region["addr"] + (2 << 20), length=2 << 20, label="after"
+    )
     digest = srv.ok("digest", addr=region["addr"])
-    expect = sha(pattern("during", 1 << 20) + pattern("phoenix", 8 << 20)[1 << 20 : 2 << 20]
-                 + pattern("after", 2 << 20) + pattern("phoenix", 8 << 20)[4 << 20 :])
+    expect = sha(
+        pattern("during", 1 << 20)
+        + pattern("phoenix", 8 << 20)[1 << 20 : 2 << 20]
+        + pattern("after", 2 << 20)
+        + pattern("phoenix", 8 << 20)[4 << 20 :]
+    )
     assert newcomer.quit() == 0  # its connection to the engine goes with it
     after = settle(srv.pid, *before)
     report(
@@ -1049,7 +1212,8 @@ def test_master_restarted_under_a_live_engine(topo, master_bin, procs):
         f"register while the master was down: {down.get('error', 'registered?!')!r}",
         f"transfer between engines while it was down verified {during['verified']}",
         f"segment re-published and found by a new client {seen:.2f} s after the restart"
-        if seen is not None else "segment NOT re-published within 15 s",
+        if seen is not None
+        else "segment NOT re-published within 15 s",
         f"register after: {up['registered']}; transfer by the new client verified {after_t['verified']}; "
         f"server buffer hash matches {digest['sha256'] == expect}",
         f"engine fds {before[0]} -> {after[0]}, threads {before[1]} -> {after[1]}",
