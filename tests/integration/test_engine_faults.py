@@ -576,8 +576,12 @@ class EngineProc(Proc):
         argv = [*topo.prefix(side), sys.executable, HERE, "engine", "--name", name, "--master", master]
         argv += ["--host", host]
         super().__init__(argv, env={**topo.env, **(env or {})}, nofile=nofile, label=f"engine {name}")
-        ready = self.json(60)
-        assert ready.get("ready"), ready
+        try:
+            ready = self.json(60)
+            assert ready.get("ready"), ready
+        except BaseException:
+            self.kill()  # not in anyone's cleanup list yet
+            raise
         self.port = ready["port"]
 
     def call(self, op: str, timeout: float = 60, **kw: Any) -> dict:
@@ -607,10 +611,14 @@ class MasterProc(Proc):
     ) -> None:
         argv = [*topo.prefix("server"), master_bin, "--host", "0.0.0.0", "--port", port, *(extra or [])]
         super().__init__(argv, env=topo.env, nofile=nofile, label="xfer-master")
-        first = self.line(30)
-        assert first.startswith("xfer-master listening on "), first
+        try:
+            first = self.line(30)
+            assert first.startswith("xfer-master listening on "), first
+            self.limits_line = self.line(30).strip()
+        except BaseException:
+            self.kill()  # not in anyone's cleanup list yet
+            raise
         self.port = int(first.rsplit(":", 1)[1])
-        self.limits_line = self.line(30).strip()
         self.endpoint = f"{topo.addr('server')}:{self.port}"
 
     def stop(self) -> int:
