@@ -65,6 +65,9 @@ def cibuildwheel_options(
     `image` replaces the variant's release image (a local build image); `before_build` how the
     toolkit is installed in the container's build environment (for the repair command)."""
     variant = _variant_of(steps)
+    if len({s.abi3 for s in steps}) != 1:
+        msg = "one cibuildwheel run builds either abi3 steps or per-Python steps, not both"
+        raise UsageError(msg)
     floor = parse_platform_tag(variant.floor)
     other = "musllinux" if floor.family == "manylinux" else "manylinux"
     options = {
@@ -82,6 +85,8 @@ def cibuildwheel_options(
     options["environment-pass"] = "SOURCE_DATE_EPOCH"
     options["before-build"] = before_build or "python -m pip install --quiet {project}"
     settings, environment = variant.build.translate()
+    if steps[0].abi3:
+        settings += variant.build.limited_api(steps[0].python_tag)
     if environment:
         options["environment"] = " ".join(f"{k}={quote(v)}" for k, v in environment.items())
     if settings:

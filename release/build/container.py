@@ -124,19 +124,23 @@ def run_cibuildwheel(
     scratch = root / "build" / variant.name / "container-out"
     shutil.rmtree(scratch, ignore_errors=True)
     project, before_build = container_project(steps, version, work)
-    env = {**os.environ, **cibuildwheel_env(steps, image=chosen, before_build=before_build)}
-    env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
-    env["SOURCE_DATE_EPOCH"] = source_date_epoch(root)
-    pythons = ", ".join(s.python for s in steps)
-    say(f"[{variant.name}] cibuildwheel in {chosen} through {engine} for Python {pythons}")
-    proc = subprocess.run(cibuildwheel_command("src", scratch), cwd=project, env=env, check=False)
-    if proc.returncode != 0:
-        shutil.rmtree(scratch, ignore_errors=True)
-        msg = (
-            f"cibuildwheel failed for {variant.name} in {chosen} (exit {proc.returncode}); "
-            f"nothing was written to {wheelhouse}"
-        )
-        raise BuildError(msg)
+    # abi3 steps take other config settings: one cibuildwheel run per kind.
+    for group in ([s for s in steps if not s.abi3], [s for s in steps if s.abi3]):
+        if not group:
+            continue
+        env = {**os.environ, **cibuildwheel_env(tuple(group), image=chosen, before_build=before_build)}
+        env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
+        env["SOURCE_DATE_EPOCH"] = source_date_epoch(root)
+        pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
+        say(f"[{variant.name}] cibuildwheel in {chosen} through {engine} for Python {pythons}")
+        proc = subprocess.run(cibuildwheel_command("src", scratch), cwd=project, env=env, check=False)
+        if proc.returncode != 0:
+            shutil.rmtree(scratch, ignore_errors=True)
+            msg = (
+                f"cibuildwheel failed for {variant.name} in {chosen} (exit {proc.returncode}); "
+                f"nothing was written to {wheelhouse}"
+            )
+            raise BuildError(msg)
     built = sorted(scratch.glob("*.whl"))
     if len(built) != len(steps):
         msg = f"cibuildwheel left {len(built)} wheel(s) in {scratch}, expected {len(steps)}"

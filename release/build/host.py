@@ -83,6 +83,8 @@ def pep517_invocation(ctx: BuildContext, step: BuildStep) -> tuple[list[str], di
     prebuild = ctx.variant.prebuild
     extra = {prebuild.prefix_define: str(ctx.prefix)} if ctx.prefix is not None and prebuild else {}
     pairs, env = ctx.variant.build.translate(extra)
+    if step.abi3:
+        pairs += ctx.variant.build.limited_api(step.python_tag)
     if "CMAKE_ARGS" in env and ctx.env.get("CMAKE_ARGS") and "CMAKE_ARGS" not in ctx.variant.build.env:
         env["CMAKE_ARGS"] = f"{ctx.env['CMAKE_ARGS']} {env['CMAKE_ARGS']}"
     settings = [f"-C{k}={v}" for k, v in pairs]

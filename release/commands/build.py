@@ -59,7 +59,7 @@ def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> tuple[BuildS
             known = ", ".join(loaded.matrix.python)
             msg = f"Python {', '.join(unknown)} is not in the matrix (python: {known})"
             raise UsageError(msg)
-        steps = tuple(s for s in steps if s.python in args.python)
+        steps = tuple(s for s in steps if set(s.serves) & set(args.python))
     return select(steps, args.select)
 
 

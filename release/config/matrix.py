@@ -81,6 +81,11 @@ class Engine:
         default=(),
     )
     prebuild: Prebuild | None = spec("Optional core prebuild, once per variant.", default=None)
+    stable_abi: str | None = spec(
+        "Build one abi3 wheel per variant for every CPython from this version on (e.g. '3.12': "
+        "Python's limited API); older Pythons of the matrix keep a wheel each.",
+        default=None,
+    )
     metadata: Metadata = spec("Metadata common to every variant.", default_factory=Metadata)
     smoke: Smoke = spec("The smoke test run against every wheel.", default_factory=Smoke)
 
@@ -141,6 +146,9 @@ class Variant:
     images: tuple[str, ...] = spec("Names from `images` the wheels must work in.", default=())
     hardware: tuple[str, ...] = spec("Names from `hardware` the wheels are tested on.", default=())
     build_image: BuildImage | None = spec("The container image `build --container` uses.", default=None)
+    stable_abi: str | None = spec(
+        "Overrides `engine.stable_abi` for this variant ('off': a wheel per Python).", default=None
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -331,6 +339,14 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
     except InvalidVersion:
         add("engine.version", f"{m.engine.version!r} is not a PEP 440 version")
 
+    abi_keys = [("engine.stable_abi", m.engine.stable_abi)] + [
+        (f"variants.{n}.stable_abi", v.stable_abi) for n, v in m.variants.items()
+    ]
+    for abi_key, abi in abi_keys:
+        if abi is not None and abi != "off" and abi not in m.python:
+            add(abi_key, f"{abi!r} must be one of the matrix's Pythons ({', '.join(m.python)}) or 'off'")
+        if abi_key == "engine.stable_abi" and abi == "off":
+            add(abi_key, "leave it out to build a wheel per Python ('off' is for variants)")
     if m.engine.prebuild is not None:
         source = Path(m.engine.source) / m.engine.prebuild.cmake_source
         if (

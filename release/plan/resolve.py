@@ -65,6 +65,17 @@ class BuildSettings:
         pairs += list(self.config_settings.items())
         return tuple(pairs), env
 
+    def limited_api(self, python_tag: str) -> tuple[tuple[str, str], ...]:
+        """Config settings that ask the build backend for the limited API of `python_tag` (cp312)."""
+        if self.backend == "scikit-build-core":
+            return (("wheel.py-api", python_tag),)
+        if self.backend == "setuptools":
+            return (("--build-option", f"--py-limited-api={python_tag}"),)
+        if self.backend == "meson-python":
+            return (("setup-args", "-Dpython.allow_limited_api=true"),)
+        msg = f"stable_abi: the {self.backend} build backend has no known limited-API setting"
+        raise UsageError(msg)
+
 
 @dataclass(frozen=True, kw_only=True)
 class LocalImage:
@@ -148,6 +159,8 @@ class ResolvedVariant:
     smoke_commands: tuple[tuple[str, ...], ...]
     pythons: tuple[str, ...]
     """The matrix's Python versions (a wheel for another is not one of this release's)."""
+    stable_abi: str | None
+    """Build one abi3 wheel for every Python from this version on (None: a wheel per Python)."""
     tag_pattern: str
     siblings: tuple[str, ...]
     """The distributions of every variant of the matrix, this one included, in matrix order."""
@@ -236,6 +249,9 @@ def resolve_variant(
         build_image=_build_image(loaded, name, variant),
         smoke_commands=matrix.engine.smoke.commands,
         pythons=matrix.python,
+        stable_abi=None
+        if (variant.stable_abi or matrix.engine.stable_abi) == "off"
+        else (variant.stable_abi or matrix.engine.stable_abi),
         tag_pattern=matrix.publish.tag_pattern,
         siblings=tuple(v.distribution for v in matrix.variants.values()),
         matrix_root=loaded.root,

@@ -21,11 +21,10 @@ from pathlib import Path
 from release.build.images import ensure as ensure_image
 from release.build.interpreters import require_interpreter
 from release.build.toolchain import container_engine
-from release.config.matrix import Image, Simulation
-from release.errors import SmokeError, UsageError
+from release.config.matrix import Image
+from release.errors import SmokeError
 from release.inspect.rules import matches
 from release.plan.resolve import ResolvedVariant
-from release.plan.steps import python_tag
 from release.smoke.container import ContainerSandbox
 from release.smoke.container import interpreter as container_interpreter
 from release.smoke.image import (
@@ -40,11 +39,16 @@ from release.smoke.image import (
     runtime_files,
 )
 from release.smoke.outcome import Outcome, Step
+from release.smoke.selection import (
+    HOST_IMAGE,
+    declared_image,
+    images_for,
+    smoke_pythons,
+    wheels_for,
+)
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
 from release.wheel.files import file_sha256
-from release.wheel.names import InvalidWheelName, parse_wheel_name
 
-HOST_IMAGE = "host"
 TAIL_LINES = 25
 
 _ELF_FILES = """
@@ -85,33 +89,6 @@ class _Failed(Exception):
     """A check failed; the outcome already says why."""
 
 
-def wheels_for(wheelhouse: Path, variant: ResolvedVariant, python: str | None) -> list[Path]:
-    """The variant's wheels in `wheelhouse` (already `wheelhouse/<variant>`), for one Python or all."""
-    found = []
-    for wheel in sorted(wheelhouse.glob("*.whl")):
-        try:
-            name = parse_wheel_name(wheel)
-        except InvalidWheelName:
-            continue
-        if name.matches(variant.distribution) and (python is None or python_tag(python) in name.interpreters):
-            found.append(wheel)
-    return found
-
-
-def wheel_python(wheel: Path) -> str:
-    """`engine_cpu-0.1.0-cp312-cp312-….whl` -> `3.12`."""
-    try:
-        name = parse_wheel_name(wheel)
-    except InvalidWheelName as exc:
-        msg = f"{wheel.name}: not a wheel file name ({exc})"
-        raise SmokeError(msg) from None
-    version = name.python_version()
-    if version is None:
-        msg = f"{wheel.name}: not a CPython wheel (tags {', '.join(name.tags)})"
-        raise SmokeError(msg)
-    return version
-
-
 def vendored_runtime(wheel: Path, globs: Sequence[str]) -> list[str]:
     """Files inside the wheel that match the excluded libraries' globs (also under the name they
     had before auditwheel grafted them with a hash suffix, as verify matches them)."""
@@ -143,6 +120,7 @@ class Smoke:
         self,
         variant: ResolvedVariant,
         wheel: Path,
+        python: str,
         image_name: str,
         image: Image,
         *,
@@ -158,7 +136,7 @@ class Smoke:
         self.wheel = wheel
         self.image_name = image_name
         self.image = image
-        self.python = wheel_python(wheel)
+        self.python = python
         self.workdir = workdir
         self.log = log
         self.outcome = Outcome(
@@ -392,40 +370,6 @@ def _json_ok(stdout: str) -> bool | None:
     return None
 
 
-def images_for(
-    variant: ResolvedVariant, chosen: Sequence[str] | None, *, host_has_runtime: bool
-) -> list[tuple[str, Image]]:
-    """`host` plus the variant's images, restricted to `chosen` names when given.
-
-    `host` is a fresh venv on this machine: it expects the runtime only where the host has it.
-    """
-    host = Image(
-        description="a fresh venv on this machine",
-        simulate=Simulation(runtime="system" if host_has_runtime else "absent"),
-        expect="pass" if host_has_runtime else "runtime-missing",
-    )
-    pairs: list[tuple[str, Image]] = [(HOST_IMAGE, host)]
-    pairs += [(i.name, i.image) for i in variant.images]
-    if chosen:
-        known = {name for name, _ in pairs}
-        unknown = [c for c in chosen if c not in known]
-        if unknown:
-            names = ", ".join(sorted(known))
-            msg = f"--image {unknown[0]!r} is not an image of this variant (images: {names})"
-            raise UsageError(msg)
-        pairs = [(n, i) for n, i in pairs if n in chosen]
-    return pairs
-
-
-def _declared_image(variant: ResolvedVariant, name: str) -> Image:
-    for image in variant.images:
-        if image.name == name:
-            return image.image
-    known = ", ".join(i.name for i in variant.images) or "none"
-    msg = f"--in-image {name!r} is not an image of variant {variant.distribution} (images: {known})"
-    raise UsageError(msg)
-
-
 def smoke_variant(
     variant: ResolvedVariant,
     *,
@@ -454,20 +398,19 @@ def smoke_variant(
     outcomes: list[Outcome] = []
     root = Path(tempfile.mkdtemp(prefix="release-smoke-"))
     try:
-        for wheel in wheels:
-            version = wheel_python(wheel)
+        for wheel, version in ((w, v) for w in wheels for v in smoke_pythons(w, variant, python)):
             interpreter = require_interpreter(version)
             has_runtime = bool(host_runtime) or not variant.runtime_globs
             pairs = images_for(variant, images, host_has_runtime=has_runtime)
             if in_image is not None:
-                pairs = [(in_image, _declared_image(variant, in_image))]
+                pairs = [(in_image, declared_image(variant, in_image))]
             for image_name, image in pairs:
                 if image.python and version not in image.python:
                     continue
                 if image.simulate is None and in_image is None:
                     log(f"[{version} {image_name}] skipped: no simulation and no container engine here")
                     continue
-                workdir = root / f"{wheel.stem}-{image_name}"
+                workdir = root / f"{wheel.stem}-{version}-{image_name}"
                 workdir.mkdir()
                 recipe = local.get(image_name) if in_image is None else None
                 container = None
@@ -477,6 +420,7 @@ def smoke_variant(
                 smoke = Smoke(
                     variant,
                     wheel,
+                    version,
                     image_name,
                     image,
                     workdir=workdir,
