@@ -169,9 +169,10 @@ def _build_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) 
             elif py == abi:
                 serves = tuple(p for p in loaded.matrix.python if _version(p) >= _version(abi))
                 identifier = f"{tag}-abi3-{name}-{family}"
-                steps.append(
-                    BuildStep(identifier=identifier, variant=v, python=py, python_tag=tag, abi3=True, serves=serves)
+                step = BuildStep(
+                    identifier=identifier, variant=v, python=py, python_tag=tag, abi3=True, serves=serves
                 )
+                steps.append(step)
     return tuple(steps)
 
 
