@@ -8,6 +8,7 @@ variant: nothing here reads the matrix.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import time
@@ -28,6 +29,7 @@ from release.build.prebuild import (
     source_date_epoch,
 )
 from release.build.repair import RepairResult, repair_wheel
+from release.build.reuse import read_stats_log, remember, tree_digest, up_to_date, wheel_key
 from release.build.stage import check_wheel_identity, stage_project
 from release.build.toolchain import Toolchain, find_toolchain
 from release.errors import BuildError, ReleaseError
@@ -50,6 +52,8 @@ class WheelResult:
     verify_ok: bool
     verify_summary: str
     seconds: float
+    cache: str = "-"
+    """ccache hits of this wheel's compiler calls ('3/40 (8%)'), or 'up to date' when reused."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,8 @@ class BuildContext:
     prefix: Path | None
     toolchain: Toolchain
     toolkit_override: str | None = None
+    source_digest: str = ""
+    configuration: str = ""
     """Set when the toolkit is not the declared one (--allow-toolkit-mismatch); verify records it."""
 
 
@@ -105,6 +111,55 @@ def project_for(ctx: BuildContext, step: BuildStep) -> Path:
     return private
 
 
+def _key(ctx: BuildContext, step: BuildStep, exe: Path) -> str:
+    """Everything one wheel depends on: sources, settings, interpreter, toolkit, repair inputs."""
+    settings, env = pep517_invocation(ctx, step)
+    return wheel_key(
+        {
+            "source": ctx.source_digest,
+            "prefix": tree_digest(ctx.prefix) if ctx.prefix is not None else None,
+            "settings": settings,
+            "env": sorted(env.items()),
+            "python": str(exe.resolve()),
+            "version": ctx.version,
+            "configuration": ctx.configuration,
+            "repair": [step.variant.floor, *step.variant.excludes],
+            "override": ctx.toolkit_override,
+        }
+    )
+
+
+def reuse_or_build(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) -> WheelResult:
+    """The wheel from the last build when nothing it depends on changed; else a new build."""
+    started = time.monotonic()
+    exe = builder_python(step.python, ctx.staged, ctx.work.parent / "venvs", ctx.env)
+    key = _key(ctx, step, exe)
+    stamp = ctx.work / "stamps" / f"{step.identifier}.json"
+    previous = up_to_date(stamp, key, wheelhouse)
+    if previous is not None:
+        report = json.loads(report_path(previous).read_text(encoding="utf-8"))
+        failed = [r["id"] for r in report.get("rules", []) if r.get("status") == "fail"]
+        warned = [r["id"] for r in report.get("rules", []) if r.get("status") == "warn"]
+        seconds = time.monotonic() - started
+        say(f"{index} {step.identifier}: up to date, nothing changed ({previous.name}, {seconds:.1f} s)")
+        return WheelResult(
+            step=step,
+            wheel=previous,
+            size=previous.stat().st_size,
+            platform=previous.name[:-4].split("-")[-1],
+            floor_met=previous.name[:-4].split("-")[-1] == step.variant.floor,
+            runtime_bound=tuple(report.get("runtime_bound", ())),
+            verify_ok=not failed,
+            verify_summary=verify_summary(failed, warned),
+            seconds=seconds,
+            cache="up to date",
+        )
+    remove_previous_wheels(wheelhouse, {step.python_tag})
+    result = build_one(ctx, step, wheelhouse, index)
+    remember(stamp, key, result.wheel)
+    return result
+
+
 def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) -> WheelResult:
     started = time.monotonic()
     variant = step.variant
@@ -116,6 +171,9 @@ def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) 
     settings, extra_env = pep517_invocation(ctx, step)
     env = {**ctx.env, **extra_env}
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = env.get("CMAKE_BUILD_PARALLEL_LEVEL", "1")
+    stats_log = ctx.work / "logs" / f"{step.identifier}.ccache"
+    stats_log.unlink(missing_ok=True)
+    env["CCACHE_STATSLOG"] = str(stats_log)
     say(f"{index} {step.identifier}: building {variant.distribution} {ctx.version} for Python {step.python}")
     cmd = [str(exe), "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), *settings]
     run_logged([*cmd, str(project_for(ctx, step))], log=log, env=env)
@@ -133,7 +191,8 @@ def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) 
         source_date_epoch=ctx.env["SOURCE_DATE_EPOCH"],
     )
     check_wheel_identity(repaired.wheel, distribution=variant.distribution, version=ctx.version)
-    return _verify(ctx, step, repaired, started, index)
+    stats = read_stats_log(stats_log)
+    return _verify(ctx, step, repaired, started, index, stats.text if stats else "-")
 
 
 def verify_summary(failed: list[str], warned: list[str]) -> str:
@@ -143,7 +202,7 @@ def verify_summary(failed: list[str], warned: list[str]) -> str:
 
 
 def _verify(
-    ctx: BuildContext, step: BuildStep, repaired: RepairResult, started: float, index: str
+    ctx: BuildContext, step: BuildStep, repaired: RepairResult, started: float, index: str, cache: str
 ) -> WheelResult:
     report = verify_wheel(
         repaired.wheel, variant=step.variant, release=False, toolkit_override=ctx.toolkit_override
@@ -164,6 +223,7 @@ def _verify(
         verify_ok=report.ok,
         verify_summary=summary_text,
         seconds=seconds,
+        cache=cache,
     )
 
 
@@ -183,7 +243,7 @@ def build_variant(
     say(f"[{variant.name}] {toolchain.describe()}")
     work = (work_root or variant.matrix_root / "build") / variant.name
     epoch = source_date_epoch(variant.matrix_root)
-    env = build_env(variant, toolchain, epoch)
+    env = build_env(variant, toolchain, epoch, work)
     staged = stage_project(variant, version, work / "src")
     say(f"[{variant.name}] staged {variant.engine_dir.name}/ as {variant.distribution} {version} in {staged}")
     configuration = configuration_key(variant, toolchain, env)
@@ -191,9 +251,19 @@ def build_variant(
     prefix = prebuild_core(
         variant, staged=staged, work=work, version=version, env=env, configuration=configuration
     )
-    ctx = BuildContext(variant, version, staged, work, env, prefix, toolchain, toolkit_override)
+    ctx = BuildContext(
+        variant,
+        version,
+        staged,
+        work,
+        env,
+        prefix,
+        toolchain,
+        toolkit_override,
+        source_digest=tree_digest(staged),
+        configuration=configuration,
+    )
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    remove_previous_wheels(wheelhouse, {s.python_tag for s in steps})
     # CPU-bound: at most `jobs` wheels at a time.
     results: list[WheelResult] = []
     errors: list[ReleaseError] = []

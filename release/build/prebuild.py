@@ -17,6 +17,7 @@ from typing import Any
 import tomlkit
 
 from release.build.interpreters import require_interpreter
+from release.build.reuse import ccache_env, ccache_missing_note, tree_digest
 from release.build.toolchain import Toolchain, require_tool
 from release.errors import BuildError
 from release.plan.resolve import ResolvedVariant
@@ -68,24 +69,21 @@ def run_logged(cmd: list[str], *, log: Path, env: Mapping[str, str], cwd: Path |
         raise BuildError(msg)
 
 
-def build_env(variant: ResolvedVariant, toolchain: Toolchain, epoch: str) -> dict[str, str]:
+def build_env(variant: ResolvedVariant, toolchain: Toolchain, epoch: str, work: Path) -> dict[str, str]:
     env = {**os.environ, **toolchain.env, "SOURCE_DATE_EPOCH": epoch}
     env.pop("PYTHONPATH", None)
+    note = ccache_missing_note()
+    if note:
+        say(note)
     if shutil.which("ccache"):
+        for key, value in ccache_env(work).items():
+            env.setdefault(key, value)
         env.setdefault("CMAKE_C_COMPILER_LAUNCHER", "ccache")
         env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
         env.setdefault("CC", "ccache cc")
         env.setdefault("CXX", "ccache c++")
     env.update(variant.build.env)
     return env
-
-
-def _tree_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(str(path.relative_to(root)).encode())
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
 
 
 def configuration_key(variant: ResolvedVariant, toolchain: Toolchain, env: Mapping[str, str]) -> str:
@@ -135,7 +133,7 @@ def prebuild_core(
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     prefix = work / "core-prefix"
     key = hashlib.sha256(
-        json.dumps([_tree_digest(source), args, defines, configuration]).encode()
+        json.dumps([tree_digest(source), args, defines, configuration]).encode()
     ).hexdigest()
     stamp = prefix / ".release-prebuild"
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == key:

@@ -1,0 +1,98 @@
+"""Reuse across builds: ccache configured so that identical translation units compiled for
+different Pythons hit the cache, and wheels that need no rebuild because nothing they depend on
+changed (a no-op rebuild is quick and says so)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.wheel.files import file_sha256
+from release.wheel.names import report_path
+
+_warned: set[str] = set()
+
+
+def ccache_env(work: Path) -> dict[str, str]:
+    """ccache settings for every compiler call of a variant: paths relative to the variant's work
+    directory (the staged source and every per-Python build tree live below it), the build
+    directory not hashed (it differs per Python), and the compiler identified by content."""
+    return {
+        "CCACHE_BASEDIR": str(work),
+        "CCACHE_NOHASHDIR": "true",
+        "CCACHE_COMPILERCHECK": "content",
+        "CCACHE_SLOPPINESS": "include_file_ctime,include_file_mtime,time_macros",
+    }
+
+
+def ccache_missing_note() -> str | None:
+    """Said once per process where ccache is absent."""
+    if shutil.which("ccache") or "ccache" in _warned:
+        return None
+    _warned.add("ccache")
+    return (
+        "note: ccache is not installed, so every Python compiles the whole engine again: "
+        "`apt-get install ccache` (or `dnf install ccache`) makes per-Python builds share objects"
+    )
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    hits: int
+    misses: int
+
+    @property
+    def text(self) -> str:
+        total = self.hits + self.misses
+        return f"{self.hits}/{total} ({100 * self.hits / total:.0f}%)" if total else "-"
+
+
+def read_stats_log(path: Path) -> CacheStats | None:
+    """Hits and misses from a ccache stats log (CCACHE_STATSLOG: one counter name a line)."""
+    if not path.is_file():
+        return None
+    hits = misses = 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        word = line.strip()
+        if word in ("direct_cache_hit", "preprocessed_cache_hit"):
+            hits += 1
+        elif word == "cache_miss":
+            misses += 1
+    return CacheStats(hits, misses)
+
+
+def tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def wheel_key(parts: Mapping[str, object]) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def up_to_date(stamp: Path, key: str, wheelhouse: Path) -> Path | None:
+    """The wheel a previous build made from exactly these inputs, if it is still in the
+    wheelhouse unchanged with its report; None when it must be built."""
+    try:
+        data = json.loads(stamp.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("key") != key:
+        return None
+    wheel = wheelhouse / str(data.get("wheel", ""))
+    if not wheel.is_file() or not report_path(wheel).is_file():
+        return None
+    return wheel if file_sha256(wheel) == data.get("sha256") else None
+
+
+def remember(stamp: Path, key: str, wheel: Path) -> None:
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    record = {"key": key, "wheel": wheel.name, "sha256": file_sha256(wheel)}
+    stamp.write_text(json.dumps(record), encoding="utf-8")
