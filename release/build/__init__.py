@@ -1,0 +1,1 @@
+"""Building: toolchains, staging, host and container builds, repair."""

@@ -1,0 +1,188 @@
+"""What every host build of a variant shares: the build environment, the configuration key that
+invalidates cached trees, the core compiled once per variant, and cached builder venvs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tomlkit
+
+from release.build.interpreters import require_interpreter
+from release.build.toolchain import Toolchain, require_tool
+from release.errors import BuildError
+from release.plan.resolve import ResolvedVariant
+
+_print_lock = threading.Lock()
+
+# Environment variables that change what a compiler produces.
+_COMPILER_ENV = (
+    "CC",
+    "CXX",
+    "CFLAGS",
+    "CXXFLAGS",
+    "LDFLAGS",
+    "CPPFLAGS",
+    "CMAKE_ARGS",
+    "CMAKE_GENERATOR",
+    "CMAKE_C_COMPILER_LAUNCHER",
+    "CMAKE_CXX_COMPILER_LAUNCHER",
+)
+
+
+def say(message: str) -> None:
+    with _print_lock:
+        print(message, flush=True)
+
+
+def source_date_epoch(root: Path) -> str:
+    """`SOURCE_DATE_EPOCH` as set, else the last commit's time, so rebuilds are byte-identical."""
+    if os.environ.get("SOURCE_DATE_EPOCH"):
+        return os.environ["SOURCE_DATE_EPOCH"]
+    if shutil.which("git") is None:
+        return "315532800"  # 1980-01-01: no git, no commit time to take
+    proc = subprocess.run(
+        ["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True, text=True, check=False
+    )
+    stamp = proc.stdout.strip()
+    return stamp if proc.returncode == 0 and stamp.isdigit() else "315532800"
+
+
+def run_logged(cmd: list[str], *, log: Path, env: Mapping[str, str], cwd: Path | None = None) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a", encoding="utf-8") as out:
+        out.write(f"$ {' '.join(cmd)}\n")
+        out.flush()
+        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
+        msg = f"`{' '.join(cmd[:4])} …` failed (exit {proc.returncode}); last lines of {log}:\n{tail}"
+        raise BuildError(msg)
+
+
+def build_env(variant: ResolvedVariant, toolchain: Toolchain, epoch: str) -> dict[str, str]:
+    env = {**os.environ, **toolchain.env, "SOURCE_DATE_EPOCH": epoch}
+    env.pop("PYTHONPATH", None)
+    if shutil.which("ccache"):
+        env.setdefault("CMAKE_C_COMPILER_LAUNCHER", "ccache")
+        env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
+        env.setdefault("CC", "ccache cc")
+        env.setdefault("CXX", "ccache c++")
+    env.update(variant.build.env)
+    return env
+
+
+def _tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def configuration_key(variant: ResolvedVariant, toolchain: Toolchain, env: Mapping[str, str]) -> str:
+    """What every compilation of a variant depends on besides its sources: the toolkit found,
+    the CMake variables and the compiler environment. A change invalidates cached builds."""
+    cmake = subprocess.run(["cmake", "--version"], capture_output=True, text=True, check=False).stdout
+    parts = {
+        "toolchain": [str(toolchain.prefix), toolchain.version, sorted(toolchain.env.items())],
+        "defines": sorted(variant.build.cmake_defines.items()),
+        "config_settings": sorted(variant.build.config_settings.items()),
+        "env": [(k, env.get(k, "")) for k in _COMPILER_ENV],
+        "generator": bool(shutil.which("ninja")),
+        "cmake": cmake.splitlines()[:1],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def forget_stale_builds(work: Path, key: str) -> None:
+    """Drop CMake build trees made under another configuration: a CMake cache keeps a removed
+    define or an old toolkit's library paths."""
+    stamp = work / ".release-configuration"
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == key:
+        return
+    for tree in [work / "core-build", work / "core-prefix", *work.glob("build-cp*")]:
+        shutil.rmtree(tree, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(key, encoding="utf-8")
+
+
+def prebuild_core(
+    variant: ResolvedVariant,
+    *,
+    staged: Path,
+    work: Path,
+    version: str,
+    env: Mapping[str, str],
+    configuration: str = "",
+) -> Path | None:
+    """Compile and install the engine core once for this variant (cached by its inputs)."""
+    prebuild = variant.prebuild
+    if prebuild is None:
+        return None
+    require_tool("cmake", "install CMake >= 3.18 (apt install cmake, or pip install cmake)")
+    source = staged / prebuild.cmake_source
+    args = [a.replace("{version}", version) for a in prebuild.cmake_args]
+    defines = [f"-D{k}={v}" for k, v in variant.build.cmake_defines.items()]
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    prefix = work / "core-prefix"
+    key = hashlib.sha256(
+        json.dumps([_tree_digest(source), args, defines, configuration]).encode()
+    ).hexdigest()
+    stamp = prefix / ".release-prebuild"
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == key:
+        say(f"[{variant.name}] core: up to date in {prefix}")
+        return prefix
+    started = time.monotonic()
+    say(f"[{variant.name}] core: compiling once for every Python ({' '.join(defines)})")
+    core = work / "core-build"
+    log = work / "logs" / "core.log"
+    log.unlink(missing_ok=True)
+    shutil.rmtree(prefix, ignore_errors=True)
+    shutil.rmtree(core, ignore_errors=True)  # a CMake cache would keep what the key says changed
+    configure = ["cmake", "-S", str(source), "-B", str(core), *generator, "-DCMAKE_BUILD_TYPE=Release"]
+    run_logged([*configure, *defines, *args], log=log, env=env)
+    run_logged(["cmake", "--build", str(core), "--parallel", str(os.cpu_count() or 1)], log=log, env=env)
+    run_logged(["cmake", "--install", str(core), "--prefix", str(prefix)], log=log, env=env)
+    stamp.write_text(key, encoding="utf-8")
+    say(f"[{variant.name}] core: installed to {prefix} ({time.monotonic() - started:.1f} s)")
+    return prefix
+
+
+def _pyproject(project: Path) -> dict[str, Any]:
+    data: dict[str, Any] = tomlkit.parse((project / "pyproject.toml").read_text(encoding="utf-8")).unwrap()
+    return data
+
+
+def builder_python(python: str, staged: Path, venvs: Path, env: Mapping[str, str]) -> Path:
+    """A cached venv for one Python with `build` and the project's build requirements."""
+    interpreter = require_interpreter(python)
+    pyproject = _pyproject(staged)
+    requires = sorted(pyproject.get("build-system", {}).get("requires", ["setuptools", "wheel"]))
+    wanted = ["build>=1.2.1", *requires]
+    # A different interpreter (a new patch release, another install) needs a new environment.
+    identity = [str(interpreter.resolve()), *wanted]
+    venv = venvs / f"cp{python.replace('.', '')}"
+    stamp = venv / ".release-requirements"
+    exe = venv / "bin" / "python"
+    if exe.exists() and stamp.is_file() and stamp.read_text(encoding="utf-8") == json.dumps(identity):
+        return exe
+    shutil.rmtree(venv, ignore_errors=True)
+    log = venvs / f"cp{python.replace('.', '')}.log"
+    log.unlink(missing_ok=True)
+    run_logged([str(interpreter), "-m", "venv", str(venv)], log=log, env=env)
+    run_logged(
+        [str(exe), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *wanted],
+        log=log,
+        env=env,
+    )
+    stamp.write_text(json.dumps(identity), encoding="utf-8")
+    return exe
