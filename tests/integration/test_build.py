@@ -164,7 +164,7 @@ def test_musa_without_sdk_stops_in_one_clear_line(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "MUSA toolkit not found" in lines[0]
-    assert "bash scripts/install-musa.sh" in lines[0]
+    assert "`release toolchain install musa`" in lines[0]
     assert "Traceback" not in proc.stderr + proc.stdout
 
 

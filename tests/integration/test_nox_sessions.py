@@ -51,5 +51,5 @@ def test_missing_toolkit_session_stops_in_one_line(tmp_path: Path) -> None:
     ours = [line for line in (proc.stdout + proc.stderr).splitlines() if not line.startswith("nox >")]
     assert ours == [
         "error: Moore Threads MUSA toolkit not found (looked for include/musa_runtime_api.h in $MUSA_HOME, "
-        "$MUSA_PATH, /usr/local/musa, /usr/local/musa-*): install it with `bash scripts/install-musa.sh`"
+        "$MUSA_PATH, /usr/local/musa, /usr/local/musa-*): install it with `release toolchain install musa`"
     ]
