@@ -83,9 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description="install a backend's toolchain with the script the toolkit ships, or CPython "
         "versions from uv, pyenv or the distribution's packages",
     )
-    install.add_argument("what", metavar="BACKEND|python", help="a backend name, or `python`")
+    install.add_argument("what", nargs="?", metavar="BACKEND|python", help="a backend name, or `python`")
     install.add_argument(
         "versions", nargs="*", metavar="VERSION", help="toolkit version (e.g. 6.4), or Python versions"
+    )
+    install.add_argument(
+        "--variant",
+        help="the toolchain of this matrix variant, at the toolkit version it declares (CI uses this)",
     )
     check = sub.add_parser("check", help="what this machine has for the matrix, and how to get the rest")
     check.add_argument("--python", action="append", help="only these Python versions (repeatable)")
@@ -95,8 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def needs_matrix(args: argparse.Namespace) -> bool:
-    del args
-    return False
+    return getattr(args, "variant", None) is not None
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
@@ -104,6 +107,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         print(script_for(args.backend))
         return 0
     if args.action == "install":
+        if args.variant is not None:
+            return install_variant(args, loaded)
+        if args.what is None:
+            msg = "toolchain install: name a backend (rocm, cuda, musa), `python`, or --variant"
+            raise UsageError(msg)
         if args.what == PYTHON:
             return install_pythons(args.versions)
         if len(args.versions) > 1:
@@ -120,6 +128,18 @@ def script_for(backend: str) -> Path:
         msg = f"no install script for {backend!r}: the toolkit ships {', '.join(known)} (and `python`)"
         raise UsageError(msg)
     return script
+
+
+def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
+    if args.what is not None or loaded is None:
+        msg = "toolchain install --variant V takes no backend or version: the matrix declares both"
+        raise UsageError(msg)
+    variant = loaded.variant(args.variant)
+    backend = loaded.backends[variant.backend]
+    if backend.toolkit is None:
+        print(f"{args.variant}: the {backend.name} backend needs no toolkit")
+        return 0
+    return install_backend(backend.name, variant.toolkit)
 
 
 def install_backend(backend: str, version: str | None) -> int:
