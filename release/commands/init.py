@@ -111,6 +111,12 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         if path != output:
             print(f"wrote {path}")
     guard = _guard(plan.project, plan.variants, print_only=args.no_guard)
+    if not project.readme:
+        notes.append(
+            f"note: {project_dir / 'pyproject.toml'} has no `readme`: publishing checks wheels with "
+            "`twine check --strict`, which refuses a wheel without a long description "
+            '(add readme = "README.md" to [project])'
+        )
     for line in [*([guard] if guard else []), *notes]:
         print(line)
     if args.ci:

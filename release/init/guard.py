@@ -11,6 +11,7 @@ so the list of variants follows the matrix.
 from __future__ import annotations
 
 import ast
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,7 +21,7 @@ END = "# --- end of the variant guard ---"
 
 def guard_code(import_name: str, distributions: Sequence[str]) -> str:
     """The guard block for an import package shipped by these distributions."""
-    family = repr(tuple(distributions))
+    family = "[" + ", ".join(json.dumps(d) for d in distributions) + "]"
     return f'''{BEGIN}
 def _refuse_a_second_variant() -> None:
     """Each of {", ".join(distributions)} ships `{import_name}`: two installed at once overwrite each

@@ -57,6 +57,7 @@ class Project:
     cmake_backend_values: tuple[str, ...] = ()
     cmake_options: tuple[CMakeOption, ...] = ()
     package_dir: Path | None = None
+    readme: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -210,6 +211,7 @@ def read_project(project_dir: Path) -> Project:
         cmake_backend_values=values,
         cmake_options=parse_cmake_options(cmake_text),
         package_dir=find_package_dir(project_dir, data, import_name),
+        readme="readme" in project or "readme" in project.get("dynamic", ()),
     )
 
 
