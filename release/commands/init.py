@@ -144,6 +144,10 @@ def _repository_files(
             f"{noxfile} exists and is kept: add the toolkit's sessions to it with\n"
             '    from release.nox_sessions import register\n    register("matrix.yaml")'
         )
+    gitignore = root / ".gitignore"
+    ignored = repository.gitignore_text(gitignore.read_text(encoding="utf-8") if gitignore.is_file() else "")
+    if ignored is not None:
+        files[gitignore] = ignored
     if ci:
         workflows = repository.workflow_files(root)
         existing = [str(p) for p in workflows if p.exists()]

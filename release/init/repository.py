@@ -36,6 +36,20 @@ register("matrix.yaml")
 '''
 
 
+IGNORED = ("/build/", "/wheelhouse/")
+"""What the toolkit writes into the repository and git should not track."""
+
+
+def gitignore_text(existing: str) -> str | None:
+    """`.gitignore` with the toolkit's output directories added, or None when it has them."""
+    present = {line.strip().strip("/") for line in existing.splitlines()}
+    missing = [entry for entry in IGNORED if entry.strip("/") not in present]
+    if not missing:
+        return None
+    head = existing if not existing or existing.endswith("\n") else existing + "\n"
+    return head + "# release toolkit: build trees and repaired wheels\n" + "\n".join(missing) + "\n"
+
+
 def noxfile_text() -> str:
     return NOXFILE.format(distribution=DISTRIBUTION, requirement=requirement())
 
