@@ -32,25 +32,30 @@ pytestmark = pytest.mark.integration
 IMAGE = "localhost/gpu-wheel-release-readme:debian12"
 SUITE = "bookworm"
 TIER = "unit"
-CACHE = Path(os.environ.get("RELEASE_README_CACHE", Path.home() / ".cache" / "gpu-wheel-release" / "readme"))
+CACHE = Path(
+    os.environ.get("RELEASE_README_CACHE", Path.home() / ".cache" / "gpu-wheel-release" / "readme")
+)
 
 
 def _why_not() -> str | None:
     if os.geteuid() != 0:
         return "the executable README needs root (rootful podman, debootstrap)"
-    for tool, fix in (("podman", "bash scripts/setup-podman.sh"), ("debootstrap", "apt-get install debootstrap")):
+    fixes = {"podman": "bash scripts/setup-podman.sh", "debootstrap": "apt-get install debootstrap"}
+    for tool, fix in fixes.items():
         if shutil.which(tool) is None:
             return f"{tool} is not installed ({fix})"
     info = subprocess.run(["podman", "info"], capture_output=True, text=True, timeout=120, check=False)
     if info.returncode != 0:
-        return f"podman does not run here ({info.stderr.strip().splitlines()[-1:]}): bash scripts/setup-podman.sh"
+        last = (info.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"podman does not run here ({last}): bash scripts/setup-podman.sh"
     return None
 
 
 def make_image(log: Path) -> None:
     """A fresh Debian 12: minbase plus ca-certificates (with this host's CA certificates, which
     this network's TLS needs); make-image.sh keeps it while its inputs are unchanged."""
-    cmd = ["bash", str(ROOT / "scripts" / "make-image.sh"), "--tag", IMAGE, "--suite", SUITE, "--minbase-only"]
+    script = ROOT / "scripts" / "make-image.sh"
+    cmd = ["bash", str(script), "--tag", IMAGE, "--suite", SUITE, "--minbase-only"]
     with log.open("w", encoding="utf-8") as out:
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=1800, check=False)
     assert proc.returncode == 0, log.read_text(encoding="utf-8")[-3000:]
@@ -106,7 +111,9 @@ def test_readme_commands_pass_on_a_fresh_debian_12(tmp_path: Path) -> None:
     log = tmp_path / "container.log"
     cmd = [
         "podman", "run", "--rm", "--network=host",
-        "-v", f"{src}:/src", "-v", f"{apt_cache}:/var/cache/apt/archives", "-v", f"{pip_cache}:/root/.cache/pip",
+        "-v", f"{src}:/src",
+        "-v", f"{apt_cache}:/var/cache/apt/archives",
+        "-v", f"{pip_cache}:/root/.cache/pip",
         # pip in the image's venv trusts the system CA store, as pip on this host does (pip.conf)
         "-e", "PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
         IMAGE, "bash", "-c", container_script(commands),
