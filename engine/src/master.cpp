@@ -3,10 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -27,6 +31,11 @@ const char* backend_name() { return XFER_BACKEND_NAME; }
 namespace {
 constexpr size_t kMaxLine = 1 << 20;
 constexpr size_t kMaxRegions = 65536;
+constexpr size_t kReadChunk = 64 << 10;
+// Descriptors kept free for the listening socket, the epoll set, the wake
+// pipe, the spare descriptor and whatever the process itself opens.
+constexpr long kReservedFds = 32;
+constexpr int kAcceptBackoffMs = 100;
 
 bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > 256) return false;
@@ -34,24 +43,73 @@ bool valid_name(const std::string& s) {
     if (c <= ' ' || c == 0x7f) return false;
   return true;
 }
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
-MasterServer::MasterServer(const std::string& host, uint16_t port) {
+struct MasterServer::Conn {
+  int fd = -1;
+  std::string in;        // received, not yet answered
+  std::string out;       // replies not yet sent
+  size_t out_off = 0;
+  int64_t last_ms = 0;   // last time bytes moved
+  bool eof = false;      // the client shut down its side
+  bool close_after = false;
+  uint32_t events = 0;   // what epoll watches
+};
+
+MasterServer::MasterServer(const std::string& host, uint16_t port, MasterLimits limits) : limits_(limits) {
+  long room = net::fd_limit() - kReservedFds;
+  if (room < 1) room = 1;
+  if (limits_.max_connections < 1) limits_.max_connections = 1;
+  if (limits_.max_connections > room) limits_.max_connections = static_cast<int>(room);
   std::string err;
   listen_fd_ = net::listen_tcp(host, port, &port_, &err);
   if (listen_fd_ < 0) throw std::runtime_error("xfer-master: " + err);
+  net::set_nonblocking(listen_fd_, true);
   if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     net::close_fd(listen_fd_);
     throw std::runtime_error("xfer-master: pipe failed");
   }
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) {
+    net::close_fd(listen_fd_);
+    net::close_fd(wake_pipe_[0]);
+    net::close_fd(wake_pipe_[1]);
+    throw std::runtime_error(std::string("xfer-master: epoll_create1: ") + std::strerror(errno));
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.fd = wake_pipe_[0];
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_pipe_[0], &ev);
+  spare_fd_ = net::open_spare_fd();
 }
 
 MasterServer::~MasterServer() {
   stop();
   if (bg_.joinable()) bg_.join();
+  for (auto& kv : conns_) net::close_fd(kv.first);
+  conns_.clear();
   net::close_fd(listen_fd_);
+  net::close_fd(epoll_fd_);
+  net::close_fd(spare_fd_);
   net::close_fd(wake_pipe_[0]);
   net::close_fd(wake_pipe_[1]);
+}
+
+MasterStats MasterServer::stats() const {
+  MasterStats s;
+  s.active = active_;
+  s.accepted = accepted_;
+  s.refused = refused_;
+  s.idle_closed = idle_closed_;
+  return s;
 }
 
 void MasterServer::start_background() {
@@ -66,45 +124,232 @@ void MasterServer::stop() {
 }
 
 void MasterServer::serve() {
-  while (true) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
-    int rc = ::poll(fds, 2, -1);
-    if (rc < 0) {
+  const int idle = limits_.idle_timeout_ms;
+  // How often idle connections are looked for: a quarter of the timeout, within [10 ms, 1 s].
+  const int sweep_every = idle > 0 ? std::max(10, std::min(1000, idle / 4)) : -1;
+  int64_t next_sweep = sweep_every > 0 ? now_ms() + sweep_every : 0;
+  epoll_event events[256];
+  while (!stopping_) {
+    int timeout = sweep_every;
+    if (accept_paused_) {
+      int64_t left = accept_resume_ms_ - now_ms();
+      int t = left < 0 ? 0 : static_cast<int>(left);
+      timeout = timeout < 0 ? t : std::min(timeout, t);
+    }
+    int n = ::epoll_wait(epoll_fd_, events, 256, timeout);
+    if (n < 0) {
       if (errno == EINTR) continue;
       break;
     }
-    if (fds[1].revents) break;
-    if (fds[0].revents & POLLIN) {
-      int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      std::lock_guard<std::mutex> lk(conn_mu_);
-      conn_fds_.push_back(fd);
-      conn_threads_.emplace_back([this, fd] { serve_connection(fd); });
+    bool wake = false;
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wake_pipe_[0]) {
+        wake = true;
+      } else if (fd == listen_fd_) {
+        accept_pending();
+      } else {
+        on_event(fd, events[i].events);
+      }
+    }
+    if (wake) break;
+    const int64_t now = now_ms();
+    if (accept_paused_ && now >= accept_resume_ms_) pause_accept(false);
+    if (sweep_every > 0 && now >= next_sweep) {
+      sweep_idle();
+      next_sweep = now + sweep_every;
     }
   }
   stopping_ = true;
   // New clients get "connection refused" instead of waiting in the backlog.
+  if (listen_fd_ >= 0) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
   net::close_fd(listen_fd_);
   listen_fd_ = -1;
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard<std::mutex> lk(conn_mu_);
-    for (int fd : conn_fds_) ::shutdown(fd, SHUT_RDWR);
-    threads.swap(conn_threads_);
-  }
-  for (auto& t : threads) t.join();
-  std::lock_guard<std::mutex> lk(conn_mu_);
-  for (int fd : conn_fds_) net::close_fd(fd);
-  conn_fds_.clear();
+  for (auto& kv : conns_) net::close_fd(kv.first);
+  conns_.clear();
+  active_ = 0;
 }
 
-void MasterServer::serve_connection(int fd) {
-  std::string line;
-  while (!stopping_ && net::read_line(fd, &line, kMaxLine)) {
-    std::string reply = handle(line) + "\n";
-    if (!net::send_all(fd, reply.data(), reply.size())) break;
+void MasterServer::pause_accept(bool paused) {
+  if (accept_paused_ == paused || listen_fd_ < 0) return;
+  accept_paused_ = paused;
+  epoll_event ev{};
+  ev.events = paused ? 0u : static_cast<uint32_t>(EPOLLIN);
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+  if (paused) accept_resume_ms_ = now_ms() + kAcceptBackoffMs;
+}
+
+void MasterServer::accept_pending() {
+  // A bounded batch per wakeup; level-triggered epoll brings the rest.
+  for (int i = 0; i < 64; ++i) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      admit(fd);
+      continue;
+    }
+    if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      // Out of descriptors: spend the spare one on answering the oldest
+      // pending client, then back off instead of spinning on a ready socket.
+      if (spare_fd_ >= 0) {
+        net::close_fd(spare_fd_);
+        spare_fd_ = -1;
+        int pending = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (pending >= 0) refuse(pending, "xfer-master is out of file descriptors; try again later");
+        spare_fd_ = net::open_spare_fd();
+      }
+      pause_accept(true);
+    }
+    return;  // EAGAIN, or an error that waiting will not fix here
   }
-  ::shutdown(fd, SHUT_RDWR);
+}
+
+void MasterServer::refuse(int fd, const std::string& why) {
+  std::string line = "ERR busy: " + why + "\n";
+  ssize_t ignored = ::send(fd, line.data(), line.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)ignored;
+  net::close_fd(fd);
+  ++refused_;
+}
+
+void MasterServer::admit(int fd) {
+  if (conns_.size() >= static_cast<size_t>(limits_.max_connections)) {
+    refuse(fd, "xfer-master serves at most " + std::to_string(limits_.max_connections) +
+                   " connections; try again later");
+    return;
+  }
+  std::unique_ptr<Conn> c(new Conn());
+  c->fd = fd;
+  c->last_ms = now_ms();
+  c->events = EPOLLIN;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    refuse(fd, "xfer-master cannot watch another connection");
+    return;
+  }
+  conns_[fd] = std::move(c);
+  ++accepted_;
+  active_ = conns_.size();
+}
+
+void MasterServer::drop(int fd) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  net::close_fd(fd);
+  conns_.erase(it);
+  active_ = conns_.size();
+}
+
+void MasterServer::watch(Conn* c, uint32_t events) {
+  if (c->events == events) return;
+  c->events = events;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = c->fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+void MasterServer::sweep_idle() {
+  const int64_t cutoff = now_ms() - limits_.idle_timeout_ms;
+  std::vector<int> stale;
+  for (auto& kv : conns_)
+    if (kv.second->last_ms < cutoff) stale.push_back(kv.first);
+  for (int fd : stale) {
+    drop(fd);
+    ++idle_closed_;
+  }
+}
+
+void MasterServer::on_event(int fd, uint32_t events) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  Conn* c = it->second.get();
+  if (!c->out.empty()) {
+    // Waiting to send: nothing is read until the replies are out.
+    if (events & (EPOLLERR | EPOLLHUP)) {
+      drop(fd);
+      return;
+    }
+    if (!flush(c)) return;
+    process(c);
+    return;
+  }
+  char buf[kReadChunk];
+  ssize_t k = ::recv(fd, buf, sizeof(buf), 0);
+  if (k < 0) {
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return;
+    drop(fd);
+    return;
+  }
+  if (k == 0) {
+    c->eof = true;
+  } else {
+    c->in.append(buf, static_cast<size_t>(k));
+    c->last_ms = now_ms();
+  }
+  process(c);
+}
+
+// Answers every complete line, sends the replies, and closes the connection
+// when the client is done. Replies the socket cannot take yet wait for
+// EPOLLOUT, and nothing more is read meanwhile (bounded memory per client).
+void MasterServer::process(Conn* c) {
+  const int fd = c->fd;
+  while (true) {
+    size_t start = 0;
+    while (!c->close_after && c->out.size() < kMaxLine) {
+      size_t nl = c->in.find('\n', start);
+      if (nl == std::string::npos) break;
+      std::string line = c->in.substr(start, nl - start);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      start = nl + 1;
+      c->out += handle(line);
+      c->out += '\n';
+    }
+    c->in.erase(0, start);
+    if (c->in.size() > kMaxLine && c->in.find('\n') == std::string::npos) {
+      c->out += "ERR request line longer than " + std::to_string(kMaxLine) + " bytes\n";
+      c->close_after = true;
+      c->in.clear();
+    }
+    if (!c->out.empty()) {
+      if (!flush(c)) return;        // dropped
+      if (!c->out.empty()) return;  // on_event() comes back on EPOLLOUT
+    }
+    const bool more = c->in.find('\n') != std::string::npos;
+    if (c->close_after || (c->eof && !more)) {
+      drop(fd);
+      return;
+    }
+    if (!more) return;
+  }
+}
+
+// Sends pending replies; false when the connection was dropped.
+bool MasterServer::flush(Conn* c) {
+  while (c->out_off < c->out.size()) {
+    ssize_t k = ::send(c->fd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      c->out_off += static_cast<size_t>(k);
+      c->last_ms = now_ms();
+      continue;
+    }
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      watch(c, EPOLLOUT);
+      return true;
+    }
+    drop(c->fd);
+    return false;
+  }
+  c->out.clear();
+  c->out_off = 0;
+  watch(c, c->eof ? 0u : static_cast<uint32_t>(EPOLLIN));
+  return true;
 }
 
 std::string MasterServer::handle(const std::string& line) {
@@ -148,6 +393,14 @@ std::string MasterServer::handle(const std::string& line) {
     segments_.erase(name);
     return "OK";
   }
+  if (cmd == "STATS") {
+    MasterStats st = stats();
+    std::ostringstream out;
+    out << "OK active=" << st.active << " accepted=" << st.accepted << " refused=" << st.refused
+        << " idle_closed=" << st.idle_closed << " max_connections=" << limits_.max_connections
+        << " idle_timeout_ms=" << limits_.idle_timeout_ms;
+    return out.str();
+  }
   if (cmd == "LIST") {
     std::lock_guard<std::mutex> lk(mu_);
     std::ostringstream out;
@@ -158,24 +411,49 @@ std::string MasterServer::handle(const std::string& line) {
   return "ERR unknown command";
 }
 
-MasterClient::MasterClient(std::string endpoint) {
+MasterClient::MasterClient(std::string endpoint, int timeout_ms) : timeout_ms_(timeout_ms) {
   if (!net::split_endpoint(endpoint, &host_, &port_))
     throw std::runtime_error("master endpoint must be host:port, got '" + endpoint + "'");
 }
 
+MasterClient::~MasterClient() { net::close_fd(fd_); }
+
+void MasterClient::disconnect() {
+  std::lock_guard<std::mutex> lk(mu_);
+  net::close_fd(fd_);
+  fd_ = -1;
+}
+
 std::string MasterClient::call(const std::string& request) {
-  std::string err;
-  int fd = net::connect_tcp(host_, port_, &err);
-  if (fd < 0) throw std::runtime_error("cannot reach xfer-master: " + err);
-  timeval tv{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  std::string req = request + "\n";
-  std::string reply;
-  bool ok = net::send_all(fd, req.data(), req.size()) && net::read_line(fd, &reply, kMaxLine);
-  net::close_fd(fd);
-  if (!ok) throw std::runtime_error("xfer-master closed the connection");
-  return reply;
+  std::lock_guard<std::mutex> lk(mu_);
+  const std::string req = request + "\n";
+  for (int attempt = 0;; ++attempt) {
+    const bool fresh = fd_ < 0;
+    if (fresh) {
+      std::string err;
+      fd_ = net::connect_tcp(host_, port_, &err, timeout_ms_);
+      if (fd_ < 0) throw std::runtime_error("cannot reach xfer-master: " + err);
+      net::set_io_timeout(fd_, timeout_ms_);
+      ++opened_;
+    }
+    std::string reply;
+    // A refusal is sent before any request is read: look for it even when the send failed.
+    bool sent = net::send_all(fd_, req.data(), req.size());
+    bool ok = net::read_line(fd_, &reply, kMaxLine) && sent;
+    if (reply.rfind("ERR busy:", 0) == 0) {
+      net::close_fd(fd_);
+      fd_ = -1;
+      throw std::runtime_error("xfer-master at " + host_ + ":" + std::to_string(port_) +
+                               " refused the connection: " + reply.substr(10));
+    }
+    if (ok) return reply;
+    net::close_fd(fd_);
+    fd_ = -1;
+    // A reused connection may have been closed by the master in the meantime
+    // (idle timeout, restart): one more try on a fresh one.
+    if (fresh || attempt > 0)
+      throw std::runtime_error("xfer-master at " + host_ + ":" + std::to_string(port_) + " closed the connection");
+  }
 }
 
 std::string MasterClient::ping() { return call("PING"); }

@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,16 +23,22 @@ void on_signal(int) {
 
 void usage(FILE* f) {
   std::fprintf(f,
-               "usage: xfer-master [--host ADDR] [--port N] [--version]\n"
-               "  --host ADDR  address to listen on (default 0.0.0.0)\n"
-               "  --port N     TCP port; 0 picks a free one (default 0)\n"
-               "Prints 'xfer-master listening on HOST:PORT' once ready; SIGTERM/SIGINT stop it.\n");
+               "usage: xfer-master [--host ADDR] [--port N] [--max-connections N] [--idle-timeout SECONDS]\n"
+               "                   [--version]\n"
+               "  --host ADDR            address to listen on (default 0.0.0.0)\n"
+               "  --port N               TCP port; 0 picks a free one (default 0)\n"
+               "  --max-connections N    concurrent client connections (default 1024, at most what\n"
+               "                         RLIMIT_NOFILE leaves room for); more get 'ERR busy: ...'\n"
+               "  --idle-timeout SECONDS close a connection idle this long (default 60; 0 never)\n"
+               "Prints 'xfer-master listening on HOST:PORT' once ready, then its limits;\n"
+               "SIGTERM/SIGINT stop it.\n");
 }
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string host = "0.0.0.0";
   long port = 0;
+  xfer::MasterLimits limits;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--version") {
@@ -40,6 +47,24 @@ int main(int argc, char** argv) {
     } else if (a == "-h" || a == "--help") {
       usage(stdout);
       return 0;
+    } else if (a == "--max-connections" && i + 1 < argc) {
+      std::string v = argv[++i];
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1 || n > (1L << 24)) {
+        std::fprintf(stderr, "xfer-master: invalid --max-connections '%s' (a positive integer)\n", v.c_str());
+        return 2;
+      }
+      limits.max_connections = static_cast<int>(n);
+    } else if (a == "--idle-timeout" && i + 1 < argc) {
+      std::string v = argv[++i];
+      char* end = nullptr;
+      double secs = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(secs >= 0) || secs > 1e6) {
+        std::fprintf(stderr, "xfer-master: invalid --idle-timeout '%s' (seconds, 0 for never)\n", v.c_str());
+        return 2;
+      }
+      limits.idle_timeout_ms = secs == 0 ? 0 : std::max(1, static_cast<int>(secs * 1000));
     } else if ((a == "--port" || a == "--host") && i + 1 < argc) {
       std::string v = argv[++i];
       if (a == "--host") {
@@ -59,7 +84,8 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    xfer::MasterServer server(host, static_cast<uint16_t>(port));
+    const int asked = limits.max_connections;
+    xfer::MasterServer server(host, static_cast<uint16_t>(port), limits);
     g_wake_fd = server.wake_fd();
     struct sigaction sa;
     std::memset(&sa, 0, sizeof(sa));
@@ -68,6 +94,11 @@ int main(int argc, char** argv) {
     sigaction(SIGINT, &sa, nullptr);
     signal(SIGPIPE, SIG_IGN);
     std::printf("xfer-master listening on %s:%u\n", host.c_str(), server.port());
+    const xfer::MasterLimits& eff = server.limits();
+    char idle[64] = "none";
+    if (eff.idle_timeout_ms > 0) std::snprintf(idle, sizeof(idle), "%g s", eff.idle_timeout_ms / 1000.0);
+    std::printf("xfer-master: at most %d connections%s, idle timeout %s\n", eff.max_connections,
+                eff.max_connections < asked ? " (all that RLIMIT_NOFILE leaves room for)" : "", idle);
     std::fflush(stdout);
     server.serve();
     g_wake_fd = -1;

@@ -5,8 +5,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
+
+#include <chrono>
 
 #include <cstring>
 
@@ -52,7 +58,7 @@ int listen_tcp(const std::string& host, uint16_t port, uint16_t* bound_port, std
   }
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || ::listen(fd, 128) != 0) {
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 || ::listen(fd, SOMAXCONN) != 0) {
     if (err) *err = "bind/listen " + host + ":" + std::to_string(port) + ": " + std::strerror(errno);
     ::close(fd);
     return -1;
@@ -64,6 +70,10 @@ int listen_tcp(const std::string& host, uint16_t port, uint16_t* bound_port, std
 }
 
 int connect_tcp(const std::string& host, uint16_t port, std::string* err) {
+  return connect_tcp(host, port, err, -1);
+}
+
+int connect_tcp(const std::string& host, uint16_t port, std::string* err, int timeout_ms) {
   sockaddr_in sa;
   if (!resolve(host, port, &sa, err)) return -1;
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -72,15 +82,30 @@ int connect_tcp(const std::string& host, uint16_t port, std::string* err) {
     return -1;
   }
   tune_socket(fd);
+  const std::string where = "connect " + host + ":" + std::to_string(port) + ": ";
+  if (timeout_ms >= 0) set_nonblocking(fd, true);
   int rc;
   do {
     rc = ::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
   } while (rc != 0 && errno == EINTR);
+  if (rc != 0 && timeout_ms >= 0 && errno == EINPROGRESS) {
+    if (!wait_fd(fd, POLLOUT, timeout_ms)) {
+      if (err) *err = where + "timed out after " + std::to_string(timeout_ms) + " ms";
+      ::close(fd);
+      return -1;
+    }
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+    rc = soerr == 0 ? 0 : -1;
+    errno = soerr;
+  }
   if (rc != 0) {
-    if (err) *err = "connect " + host + ":" + std::to_string(port) + ": " + std::strerror(errno);
+    if (err) *err = where + std::strerror(errno);
     ::close(fd);
     return -1;
   }
+  if (timeout_ms >= 0) set_nonblocking(fd, false);
   return fd;
 }
 
@@ -167,6 +192,47 @@ bool split_endpoint(const std::string& ep, std::string* host, uint16_t* port) {
 void close_fd(int fd) {
   if (fd >= 0) ::close(fd);
 }
+
+void set_io_timeout(int fd, int timeout_ms) {
+  if (timeout_ms <= 0) return;
+  timeval tv;
+  tv.tv_sec = timeout_ms / 1000;
+  tv.tv_usec = (timeout_ms % 1000) * 1000;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+bool set_nonblocking(int fd, bool on) {
+  int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0) return false;
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  return ::fcntl(fd, F_SETFL, flags) == 0;
+}
+
+bool wait_fd(int fd, short events, int timeout_ms) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+  while (true) {
+    int left = -1;
+    if (timeout_ms >= 0) {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
+      left = ms < 0 ? 0 : static_cast<int>(ms);
+    }
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, left);
+    if (rc > 0) return true;
+    if (rc == 0) return false;
+    if (errno != EINTR) return true;  // let the next socket call report the error
+  }
+}
+
+long fd_limit() {
+  rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 1L << 20;
+  return static_cast<long>(rl.rlim_cur);
+}
+
+int open_spare_fd() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
 }  // namespace net
 }  // namespace xfer

@@ -74,6 +74,7 @@ const char* status_name(uint32_t status) {
     case kOutOfBounds: return "address range not inside a registered region";
     case kDeviceError: return "device staging copy failed on the serving engine";
     case kInvalid: return "invalid request";
+    case kBusy: return "connection refused by the serving engine";
     default: return "unknown status";
   }
 }

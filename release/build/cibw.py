@@ -39,12 +39,14 @@ def _variant_of(steps: tuple[BuildStep, ...]) -> ResolvedVariant:
 
 def repair_command(variant: ResolvedVariant) -> str:
     """The repair step inside the container: the resolved floor and excludes, spelled out, so
-    the container needs no matrix and repairs exactly as the host build does."""
+    the container needs no matrix and repairs exactly as the host build does; `--toolkit` stops a
+    build image whose toolkit is not the declared one with the same line a host build prints."""
     excludes = " ".join(f"--exclude {shlex.quote(pattern)}" for pattern in variant.excludes)
     parts = [
         "python -m release repair",
         f"--plat {shlex.quote(variant.floor)}",
         excludes,
+        f"--toolkit {shlex.quote(f'{variant.backend_name}={variant.toolkit}')}" if variant.toolkit else "",
         "-w {dest_dir} {wheel}",
     ]
     return " ".join(p for p in parts if p)
@@ -55,16 +57,24 @@ def test_command(variant: ResolvedVariant) -> str:
     return f"python -c {shlex.quote(f'import {variant.import_name}')}"
 
 
-def cibuildwheel_options(steps: tuple[BuildStep, ...]) -> dict[str, str]:
-    """cibuildwheel settings for the build steps of one variant, under their TOML keys."""
+def cibuildwheel_options(
+    steps: tuple[BuildStep, ...], *, image: str | None = None, before_build: str | None = None
+) -> dict[str, str]:
+    """cibuildwheel settings for the build steps of one variant, under their TOML keys.
+
+    `image` replaces the variant's release image (a local build image); `before_build` how the
+    toolkit is installed in the container's build environment (for the repair command)."""
     variant = _variant_of(steps)
+    if len({s.abi3 for s in steps}) != 1:
+        msg = "one cibuildwheel run builds either abi3 steps or per-Python steps, not both"
+        raise UsageError(msg)
     floor = parse_platform_tag(variant.floor)
     other = "musllinux" if floor.family == "manylinux" else "manylinux"
     options = {
         "build": " ".join(f"{s.python_tag}-{floor.family_arch}" for s in steps),
         "skip": f"*-{other}_*",
         "archs": floor.arch,
-        f"{floor.family}-{floor.arch}-image": floor.image_name,
+        f"{floor.family}-{floor.arch}-image": image or variant.build_image.release,
         "build-frontend": "build",
     }
     probe = variant.backend.toolkit
@@ -73,8 +83,10 @@ def cibuildwheel_options(steps: tuple[BuildStep, ...]) -> dict[str, str]:
         options["before-all"] = " ".join([probe.install, *([variant.toolkit] if variant.toolkit else [])])
     # Timestamps of the repaired wheel come from the commit, inside the container too.
     options["environment-pass"] = "SOURCE_DATE_EPOCH"
-    options["before-build"] = "python -m pip install --quiet {project}"
+    options["before-build"] = before_build or "python -m pip install --quiet {project}"
     settings, environment = variant.build.translate()
+    if steps[0].abi3:
+        settings += variant.build.limited_api(steps[0].python_tag)
     if environment:
         options["environment"] = " ".join(f"{k}={quote(v)}" for k, v in environment.items())
     if settings:
@@ -90,9 +102,12 @@ def env_name(option: str) -> str:
     return "CIBW_" + option.upper().replace("-", "_")
 
 
-def cibuildwheel_env(steps: tuple[BuildStep, ...]) -> dict[str, str]:
+def cibuildwheel_env(
+    steps: tuple[BuildStep, ...], *, image: str | None = None, before_build: str | None = None
+) -> dict[str, str]:
     """The same settings as `CIBW_*` environment variables."""
-    return {env_name(key): value for key, value in cibuildwheel_options(steps).items()}
+    options = cibuildwheel_options(steps, image=image, before_build=before_build)
+    return {env_name(key): value for key, value in options.items()}
 
 
 def render(options: Mapping[str, str], fmt: str) -> str:

@@ -1,28 +1,37 @@
-"""Release builds in the variant's build image through cibuildwheel, where docker or podman runs.
+"""Container builds: cibuildwheel in the variant's build image, under podman or docker.
 
-The configuration is the one CI uses (`release.build.cibw`), derived from the same resolved steps
-as a host build; cibuildwheel runs from the matrix's directory so the toolkit itself is inside the
-container at /project for the repair step.
+The configuration is `release.build.cibw`'s, derived from the same resolved steps as a host build.
+cibuildwheel copies its working directory into the container, so it runs from a small project
+made for the build (`build/<variant>/container/`): the staged engine (`src/`) and the toolkit's own
+sources (for `before-build` to install it, and the toolchain scripts for `before-all`). Wheels land
+in a scratch directory first and reach the wheelhouse only once they are all built and verified:
+a container that dies mid-build leaves nothing half-made behind.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
 
+from release.build import images
 from release.build.cibw import cibuildwheel_env
 from release.build.host import one_variant, remove_previous_wheels
 from release.build.prebuild import say, source_date_epoch
 from release.build.stage import check_wheel_identity, stage_project
-from release.errors import BuildError
-from release.inspect.verify import verify_wheel, write_report
+from release.errors import BuildError, ToolchainError
+from release.inspect.verify import VerifyReport, verify_wheel, write_report
 from release.plan.steps import BuildStep
 from release.wheel.names import report_path
 
+TOOLKIT_PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts")
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
 
-def cibuildwheel_command(package_dir: Path, output_dir: Path) -> list[str]:
+
+def cibuildwheel_command(package_dir: str, output_dir: Path) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -31,41 +40,131 @@ def cibuildwheel_command(package_dir: Path, output_dir: Path) -> list[str]:
         "linux",
         "--output-dir",
         str(output_dir),
-        str(package_dir),
+        package_dir,
     ]
 
 
-def run_cibuildwheel(steps: tuple[BuildStep, ...], *, wheelhouse: Path, version: str, engine: str) -> int:
+def toolkit_source() -> Path | None:
+    """The toolkit's source tree when it runs from one (a checkout or an editable install)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if all((root / part).exists() for part in TOOLKIT_PARTS[:3]) else None
+
+
+def toolkit_requirement() -> str:
+    """What `before-build` installs in the container when there is no source tree to copy."""
+    try:
+        return f"gpu-wheel-release=={metadata.version('gpu-wheel-release')}"
+    except metadata.PackageNotFoundError:
+        return "gpu-wheel-release"
+
+
+def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) -> tuple[Path, str]:
+    """The directory cibuildwheel copies into the container, and how `before-build` installs
+    the toolkit there."""
     variant = one_variant(steps)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    stage_project(variant, version, work / "src")
+    source = toolkit_source()
+    if source is None:
+        return work, f"python -m pip install --quiet {toolkit_requirement()}"
+    for part in TOOLKIT_PARTS:
+        if (source / part).is_dir():
+            shutil.copytree(source / part, work / part, ignore=_IGNORE)
+        elif (source / part).is_file():
+            shutil.copy2(source / part, work / part)
+    return work, "python -m pip install --quiet {project}"
+
+
+def _verified(
+    wheels: list[Path], steps: tuple[BuildStep, ...], version: str, release: bool
+) -> list[VerifyReport]:
+    variant = one_variant(steps)
+    reports = []
+    for wheel in wheels:
+        check_wheel_identity(wheel, distribution=variant.distribution, version=version)
+        report = verify_wheel(wheel, variant=variant, release=release)
+        write_report(report, report_path(wheel))
+        failed = [r.id for r in report.rules if r.status == "fail"]
+        warned = [r.id for r in report.rules if r.status == "warn"]
+        verdict = (
+            "FAIL " + ",".join(failed)
+            if failed
+            else "pass" + (f" (warn: {','.join(warned)})" if warned else "")
+        )
+        bound = ", ".join(report.runtime_bound) or "no runtime"
+        say(f"  {wheel.name}: binds {bound}; verify {verdict}")
+        reports.append(report)
+    return reports
+
+
+def run_cibuildwheel(
+    steps: tuple[BuildStep, ...],
+    *,
+    wheelhouse: Path,
+    version: str,
+    engine: str,
+    image: str | None = None,
+    release_image: bool = False,
+) -> list[VerifyReport]:
+    """Build the steps' wheels in the variant's build image; returns the verify reports.
+
+    `image` overrides the matrix's image; `release_image` picks the release image (what GitHub
+    Actions uses) instead of the local one. Release-mode verification applies to the release image.
+    """
+    variant = one_variant(steps)
+    chosen = image or (variant.build_image.release if release_image else variant.build_image.local)
+    local = not release_image or image is not None
+    if local and chosen == variant.build_image.local and variant.build_image.local_recipe is not None:
+        images.ensure(engine, variant.build_image.local_recipe, log=say)
+    if local:
+        images.require_interpreters(engine, chosen, tuple(s.python for s in steps))
     root = variant.matrix_root
-    wheelhouse = wheelhouse.resolve()  # cibuildwheel runs from the matrix's directory
+    work = root / "build" / variant.name / "container"
+    scratch = root / "build" / variant.name / "container-out"
+    shutil.rmtree(scratch, ignore_errors=True)
+    project, before_build = container_project(steps, version, work)
+    # abi3 steps take other config settings: one cibuildwheel run per kind.
+    for group in ([s for s in steps if not s.abi3], [s for s in steps if s.abi3]):
+        if not group:
+            continue
+        env = {**os.environ, **cibuildwheel_env(tuple(group), image=chosen, before_build=before_build)}
+        env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
+        env["SOURCE_DATE_EPOCH"] = source_date_epoch(root)
+        pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
+        say(f"[{variant.name}] cibuildwheel in {chosen} through {engine} for Python {pythons}")
+        proc = subprocess.run(cibuildwheel_command("src", scratch), cwd=project, env=env, check=False)
+        if proc.returncode != 0:
+            shutil.rmtree(scratch, ignore_errors=True)
+            msg = (
+                f"cibuildwheel failed for {variant.name} in {chosen} (exit {proc.returncode}); "
+                f"nothing was written to {wheelhouse}"
+            )
+            raise BuildError(msg)
+    built = sorted(scratch.glob("*.whl"))
+    if len(built) != len(steps):
+        msg = f"cibuildwheel left {len(built)} wheel(s) in {scratch}, expected {len(steps)}"
+        raise BuildError(msg)
+    reports = _verified(built, steps, version, release=not local)
     wheelhouse.mkdir(parents=True, exist_ok=True)
     remove_previous_wheels(wheelhouse, {step.python_tag for step in steps})
-    staged = stage_project(variant, version, root / "build" / variant.name / "src")
-    env = {**os.environ, **cibuildwheel_env(steps)}
-    env["CIBW_CONTAINER_ENGINE"] = engine
-    env["SOURCE_DATE_EPOCH"] = source_date_epoch(root)
-    pythons = ", ".join(s.python for s in steps)
-    say(f"[{variant.name}] cibuildwheel in the manylinux image through {engine} for Python {pythons}")
-    proc = subprocess.run(
-        cibuildwheel_command(staged.relative_to(root), wheelhouse), cwd=root, env=env, check=False
-    )
-    if proc.returncode != 0:
-        msg = f"cibuildwheel failed for {variant.name} (exit {proc.returncode})"
-        raise BuildError(msg)
-    built = sorted(wheelhouse.glob("*.whl"))
-    if not built:
-        msg = f"cibuildwheel reported success but left no wheel in {wheelhouse}"
-        raise BuildError(msg)
-    failed = []
     for wheel in built:
-        check_wheel_identity(wheel, distribution=variant.distribution, version=version)
-        report = verify_wheel(wheel, variant=variant, release=True)
-        write_report(report, report_path(wheel))
-        say(f"  {wheel.name}: verify {'pass' if report.ok else 'FAIL'}")
-        if not report.ok:
-            failed.append(wheel.name)
-    if failed:
-        msg = f"release verification failed: {', '.join(failed)}"
-        raise BuildError(msg)
-    return 0
+        shutil.move(str(report_path(wheel)), report_path(wheelhouse / wheel.name))
+        shutil.move(str(wheel), wheelhouse / wheel.name)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return reports
+
+
+def require_engine() -> str:
+    """podman or docker, whichever answers; otherwise the one line that says how to get one."""
+    from release.build.toolchain import container_engine  # noqa: PLC0415
+
+    engine = container_engine()
+    if engine is None:
+        msg = (
+            "--container needs podman or docker, and neither answers here: install podman "
+            "(`apt-get install podman runc`; on hosts like ours also `bash scripts/setup-podman.sh`), "
+            "or drop --container to build on the host"
+        )
+        raise ToolchainError(msg)
+    return engine

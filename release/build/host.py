@@ -61,6 +61,8 @@ class BuildContext:
     env: dict[str, str]
     prefix: Path | None
     toolchain: Toolchain
+    toolkit_override: str | None = None
+    """Set when the toolkit is not the declared one (--allow-toolkit-mismatch); verify records it."""
 
 
 def one_variant(steps: tuple[BuildStep, ...]) -> ResolvedVariant:
@@ -81,6 +83,8 @@ def pep517_invocation(ctx: BuildContext, step: BuildStep) -> tuple[list[str], di
     prebuild = ctx.variant.prebuild
     extra = {prebuild.prefix_define: str(ctx.prefix)} if ctx.prefix is not None and prebuild else {}
     pairs, env = ctx.variant.build.translate(extra)
+    if step.abi3:
+        pairs += ctx.variant.build.limited_api(step.python_tag)
     if "CMAKE_ARGS" in env and ctx.env.get("CMAKE_ARGS") and "CMAKE_ARGS" not in ctx.variant.build.env:
         env["CMAKE_ARGS"] = f"{ctx.env['CMAKE_ARGS']} {env['CMAKE_ARGS']}"
     settings = [f"-C{k}={v}" for k, v in pairs]
@@ -141,7 +145,9 @@ def verify_summary(failed: list[str], warned: list[str]) -> str:
 def _verify(
     ctx: BuildContext, step: BuildStep, repaired: RepairResult, started: float, index: str
 ) -> WheelResult:
-    report = verify_wheel(repaired.wheel, variant=step.variant, release=False)
+    report = verify_wheel(
+        repaired.wheel, variant=step.variant, release=False, toolkit_override=ctx.toolkit_override
+    )
     write_report(report, report_path(repaired.wheel))
     failed = [r.id for r in report.rules if r.status == "fail"]
     warned = [r.id for r in report.rules if r.status == "warn"]
@@ -169,16 +175,12 @@ def build_variant(
     jobs: int,
     work_root: Path | None = None,
     on_done: Callable[[WheelResult], None] | None = None,
+    toolkit_override: str | None = None,
 ) -> list[WheelResult]:
     """Build, repair and verify the wheels of one variant's steps on this host."""
     variant = one_variant(steps)
     toolchain = find_toolchain(variant.backend)
     say(f"[{variant.name}] {toolchain.describe()}")
-    if variant.toolkit and toolchain.version and not toolchain.version.startswith(variant.toolkit):
-        say(
-            f"[{variant.name}] note: the matrix builds releases with toolkit {variant.toolkit}; "
-            f"this host has {toolchain.version}, so this local wheel binds that runtime's sonames"
-        )
     work = (work_root or variant.matrix_root / "build") / variant.name
     epoch = source_date_epoch(variant.matrix_root)
     env = build_env(variant, toolchain, epoch)
@@ -189,7 +191,7 @@ def build_variant(
     prefix = prebuild_core(
         variant, staged=staged, work=work, version=version, env=env, configuration=configuration
     )
-    ctx = BuildContext(variant, version, staged, work, env, prefix, toolchain)
+    ctx = BuildContext(variant, version, staged, work, env, prefix, toolchain, toolkit_override)
     wheelhouse.mkdir(parents=True, exist_ok=True)
     remove_previous_wheels(wheelhouse, {s.python_tag for s in steps})
     # CPU-bound: at most `jobs` wheels at a time.

@@ -7,6 +7,7 @@ allows, and the result says so (a local wheel, not a release wheel).
 from __future__ import annotations
 
 import base64
+import fnmatch
 import hashlib
 import os
 import re
@@ -15,12 +16,13 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.inspect.elf import ElfReadError, inspect_elf, is_elf
+from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
 from release.errors import BuildError, UsageError
-from release.wheel.archive import is_dist_info
+from release.wheel.archive import dist_info_member, is_dist_info
 from release.build.toolchain import check_patchelf, tool_path
 
 _TOO_RECENT = "too-recent versioned symbols"
@@ -33,6 +35,8 @@ class RepairResult:
     floor: str
     floor_met: bool
     excludes: tuple[str, ...]
+    bound: tuple[str, ...] = ()
+    """The excluded libraries the wheel NEEDs (also its METADATA `Requires-External`)."""
 
     @property
     def note(self) -> str:
@@ -61,6 +65,19 @@ class _RepairFailed(Exception):
     pass
 
 
+def _elf_members(wheel: Path) -> Iterator[tuple[zipfile.ZipInfo, bytes, ElfInfo]]:
+    """Every readable ELF member of a wheel we built (our own output, read whole)."""
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            data = zf.read(info)
+            if not is_elf(data[:4]):
+                continue
+            try:
+                yield info, data, inspect_elf(info.filename, data)
+            except ElfReadError:
+                continue
+
+
 def _portable(entry: str) -> bool:
     return entry.startswith(("$ORIGIN", "${ORIGIN}"))
 
@@ -75,15 +92,8 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
     """
     changed: dict[str, bytes] = {}
     removed: list[str] = []
-    with zipfile.ZipFile(wheel) as zf, tempfile.TemporaryDirectory(prefix="rpath-") as tmp:
-        for info in zf.infolist():
-            data = zf.read(info)
-            if not is_elf(data[:4]):
-                continue
-            try:
-                elf = inspect_elf(info.filename, data)
-            except ElfReadError:
-                continue
+    with tempfile.TemporaryDirectory(prefix="rpath-") as tmp:
+        for info, data, elf in _elf_members(wheel):
             entries = elf.rpath + elf.runpath
             foreign = [e for e in entries if e and not _portable(e)]
             if not foreign:
@@ -100,16 +110,47 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
                 raise BuildError(msg)
             changed[info.filename] = scratch.read_bytes()
             removed.extend(f"{info.filename}: {e}" for e in foreign)
-        if not changed:
-            return wheel, []
-        target = out_dir / wheel.name
-        with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as out:
-            for info in zf.infolist():
-                data = changed.get(info.filename, zf.read(info))
-                if is_dist_info(info.filename, "RECORD"):
-                    data = _rewrite_record(data, changed)
-                out.writestr(info, data)
-    return target, removed
+    if not changed:
+        return wheel, []
+    return rewrite_members(wheel, out_dir / wheel.name, changed), removed
+
+
+def rewrite_members(wheel: Path, target: Path, changed: dict[str, bytes]) -> Path:
+    """A copy of `wheel` at `target` with `changed` members replaced and RECORD updated; entry
+    order and timestamps are kept, so a rebuild stays byte-identical."""
+    with zipfile.ZipFile(wheel) as zf, zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as out:
+        for info in zf.infolist():
+            data = changed.get(info.filename, zf.read(info))
+            if is_dist_info(info.filename, "RECORD"):
+                data = _rewrite_record(data, changed)
+            out.writestr(info, data)
+    return target
+
+
+def bound_libraries(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
+    """The NEEDED entries of the wheel's ELF files that match `excludes`: what it binds at load time."""
+    found: set[str] = set()
+    for _info, _data, elf in _elf_members(wheel):
+        found.update(n for n in elf.needed if any(fnmatch.fnmatchcase(n, g) for g in excludes))
+    return tuple(sorted(found))
+
+
+def declare_external(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
+    """Write `Requires-External: <soname>` into METADATA for every library the wheel binds at load
+    time (in place), so the wheel says which runtime it needs. Returns the sonames."""
+    bound = bound_libraries(wheel, excludes)
+    with zipfile.ZipFile(wheel) as zf:
+        name = dist_info_member(zf.namelist(), "METADATA")
+        text = zf.read(name).decode("utf-8")
+    head, sep, body = text.partition("\n\n")
+    kept = [line for line in head.splitlines() if not line.startswith("Requires-External:")]
+    lines = [*kept, *(f"Requires-External: {soname}" for soname in bound)]
+    updated = "\n".join(lines) + "\n" + (sep[1:] + body if sep else "")
+    if updated != text:
+        scratch = wheel.with_name(wheel.name + ".tmp")
+        rewrite_members(wheel, scratch, {name: updated.encode("utf-8")})
+        scratch.replace(wheel)
+    return bound
 
 
 def _rewrite_record(record: bytes, changed: dict[str, bytes]) -> bytes:
@@ -166,10 +207,13 @@ def repair_wheel(
         if len(produced) != 1:
             msg = f"auditwheel repair of {wheel.name} produced {len(produced)} wheels, expected one"
             raise BuildError(msg)
+        bound = declare_external(produced[0], chosen)
         target = dest_dir / produced[0].name
         shutil.move(str(produced[0]), target)
     platform = target.name[:-4].split("-")[-1]
-    return RepairResult(wheel=target, platform=platform, floor=floor, floor_met=floor_met, excludes=chosen)
+    return RepairResult(
+        wheel=target, platform=platform, floor=floor, floor_met=floor_met, excludes=chosen, bound=bound
+    )
 
 
 def _explain(wheel: Path, output: str) -> str:

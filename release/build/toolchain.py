@@ -141,6 +141,24 @@ def install_hint(backend: Backend) -> str:
     return backend.toolkit.install if backend.toolkit is not None else ""
 
 
+def toolkit_mismatch(
+    *, backend: str, declared: str | None, source: str, toolchain: Toolchain, hint: str
+) -> str | None:
+    """One line naming both versions and where each came from, when the toolkit found does not
+    have the declared major.minor; None when they agree (or nothing is declared)."""
+    if not declared or toolchain.prefix is None:
+        return None
+    wanted = declared.split(".")[:2]
+    found = (toolchain.version or "").split(".")[:2]
+    if found == wanted[: len(found)] and len(found) >= len(wanted):
+        return None
+    version = toolchain.version or "an unknown version"
+    return (
+        f"{backend}: the matrix declares toolkit {declared} ({source}), but the toolkit found is "
+        f"{version} at {toolchain.prefix} ({toolchain.found_by}): {hint}"
+    )
+
+
 def require_tool(name: str, hint: str) -> str:
     path = shutil.which(name)
     if path is None:

@@ -1,8 +1,9 @@
 """`release build`: build, repair and verify the wheels of the selected steps.
 
 Without `--variant` every variant of the matrix is built. A Python that is missing here (or has no
-headers), or, when every variant is built, a toolkit that is missing, is skipped on a local run
-and listed at the end with the command that gets it; with `CI=true` it fails the build instead.
+headers), or, when every variant is built, a variant whose toolkit is missing or is not the
+declared one, is skipped on a local run and listed at the end with the command that gets it; with
+`CI=true` it fails the build instead.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from pathlib import Path
 
 from release import table
 from release.build.host import WheelResult, build_variant, summary
-from release.build.toolchain import container_engine, find_toolchain
+from release.build.toolchain import Toolchain, find_toolchain, install_hint, toolkit_mismatch
 from release.commands.toolchain import Interpreter, interpreter, missing_table
 from release.config.matrix import LoadedMatrix
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
+from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan, select
 from release.plan.version import build_version
 
@@ -45,6 +47,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="build through cibuildwheel in the variant's build image (needs docker or podman)",
     )
+    parser.add_argument("--image", help="with --container: this build image instead of the matrix's")
+    parser.add_argument(
+        "--release-image",
+        action="store_true",
+        default=os.environ.get("GITHUB_ACTIONS") == "true",
+        help="with --container: the release image (manylinux + toolkit install; default in GitHub Actions)",
+    )
+    parser.add_argument(
+        "--allow-toolkit-mismatch",
+        action="store_true",
+        help="build on the host although its toolkit is not the declared one (an experiment: verify "
+        "records it and --release fails the wheels)",
+    )
 
 
 def in_ci() -> bool:
@@ -62,7 +77,7 @@ def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> dict[str, tu
             known = ", ".join(loaded.matrix.python)
             msg = f"Python {', '.join(unknown)} is not in the matrix (python: {known})"
             raise UsageError(msg)
-        steps = tuple(s for s in steps if s.python in args.python)
+        steps = tuple(s for s in steps if set(s.serves) & set(args.python))
     by_variant: dict[str, tuple[BuildStep, ...]] = {}
     for step in select(steps, args.select):
         by_variant[step.variant.name] = (*by_variant.get(step.variant.name, ()), step)
@@ -81,26 +96,52 @@ def usable_interpreters(pythons: list[str]) -> tuple[set[str], list[Interpreter]
     return {i.version for i in found if i.usable}, missing
 
 
+def check_toolkit(variant: ResolvedVariant, toolchain: Toolchain, *, allow: bool) -> str | None:
+    """The declared toolkit must be the one found (major.minor); the mismatch line otherwise, or,
+    with `allow`, the override that verify records."""
+    probe = variant.backend.toolkit
+    env_var = probe.env[0] if probe and probe.env else "PATH"
+    hint = (
+        f"install {variant.toolkit} (`{install_hint(variant.backend)} {variant.toolkit}`) and point "
+        f"${env_var} at it, build in the variant's build image with --container, or pass "
+        "--allow-toolkit-mismatch for an experiment"
+    )
+    problem = toolkit_mismatch(
+        backend=variant.name,
+        declared=variant.toolkit,
+        source=variant.toolkit_source,
+        toolchain=toolchain,
+        hint=hint,
+    )
+    if problem is None:
+        return None
+    if not allow:
+        raise ToolchainError(problem)
+    print(f"warning: {problem.split(': install ')[0]}; --allow-toolkit-mismatch: verify records it")
+    return f"declared {variant.toolkit}, built with {toolchain.version}"
+
+
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     every = not args.variant
     planned = chosen_steps(args, loaded)
     version = build_version(loaded, args.tag)
     root = args.wheelhouse or loaded.root / "wheelhouse"
     if args.container:
-        return _run_containers(planned, root, version)
+        return _run_containers(args, planned, root, version)
     pythons, missing = usable_interpreters([s.python for steps in planned.values() for s in steps])
-    skipped_toolkits: list[tuple[str, str]] = []
+    skipped_variants: list[tuple[str, str]] = []
     results: list[WheelResult] = []
     failures: list[str] = []
     started = time.monotonic()
     for name, selected in planned.items():
         variant = selected[0].variant
         try:
-            find_toolchain(variant.backend)  # a missing toolkit stops here, in one line
+            toolchain = find_toolchain(variant.backend)  # a missing toolkit stops here, in one line
+            override = check_toolkit(variant, toolchain, allow=args.allow_toolkit_mismatch)
         except ToolchainError as exc:
             if not every or in_ci():
                 raise
-            skipped_toolkits.append((name, str(exc)))
+            skipped_variants.append((name, str(exc)))
             continue
         steps = tuple(s for s in selected if s.python in pythons)
         print(
@@ -109,29 +150,43 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             flush=True,
         )
         try:
-            results += build_variant(steps, wheelhouse=root / name, version=version, jobs=args.jobs)
+            results += build_variant(
+                steps, wheelhouse=root / name, version=version, jobs=args.jobs, toolkit_override=override
+            )
         except ReleaseError as exc:
             if not every:
                 raise
             failures.append(f"{name}: {exc}")
     if not results and not failures:
-        msg = "nothing could be built here: " + "; ".join(f"{v}: {why}" for v, why in skipped_toolkits)
+        msg = "nothing could be built here: " + "; ".join(f"{v}: {why}" for v, why in skipped_variants)
         raise ToolchainError(msg)
-    return _report(results, root, started, missing=missing, skipped=skipped_toolkits, failures=failures)
+    return _report(results, root, started, missing=missing, skipped=skipped_variants, failures=failures)
 
 
-def _run_containers(planned: dict[str, tuple[BuildStep, ...]], root: Path, version: str) -> int:
-    engine = container_engine()
-    if engine is None:
-        msg = (
-            "--container needs a running docker or podman; none answers here. Without it, drop "
-            "--container to build on the host (the summary says which tag the host allows)"
-        )
-        raise ToolchainError(msg)
-    from release.build.container import run_cibuildwheel  # noqa: PLC0415 (only for --container)
+def _run_containers(
+    args: argparse.Namespace, planned: dict[str, tuple[BuildStep, ...]], root: Path, version: str
+) -> int:
+    from release.build.container import require_engine, run_cibuildwheel  # noqa: PLC0415
 
+    engine = require_engine()
+    started = time.monotonic()
+    failed: list[str] = []
+    built = 0
     for name, steps in planned.items():
-        run_cibuildwheel(steps, wheelhouse=root / name, version=version, engine=engine)
+        reports = run_cibuildwheel(
+            steps,
+            wheelhouse=root / name,
+            version=version,
+            engine=engine,
+            image=args.image,
+            release_image=args.release_image,
+        )
+        built += len(reports)
+        failed += [r.wheel.name for r in reports if not r.ok]
+    print(f"\n{built} wheel(s) in {root} ({time.monotonic() - started:.1f} s)")
+    if failed:
+        msg = f"{len(failed)} wheel(s) failed verification: " + ", ".join(failed)
+        raise VerifyError(msg)
     return 0
 
 

@@ -6,8 +6,11 @@ import argparse
 from pathlib import Path
 
 from release.build.repair import repair_wheel
+from release.build.toolchain import find_toolchain, toolkit_mismatch
+from release.config.backends import load_backends
 from release.config.matrix import LoadedMatrix
-from release.errors import UsageError
+from release.config.resources import toolkit_backends
+from release.errors import ToolchainError, UsageError
 from release.plan.resolve import resolve_variant
 from release.wheel.names import FLOOR
 
@@ -24,7 +27,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--plat", help="the platform floor (instead of --variant), e.g. manylinux_2_28_x86_64"
     )
+    parser.add_argument(
+        "--toolkit",
+        metavar="BACKEND=VERSION",
+        help="fail unless the toolkit found here is this version (what the matrix declares)",
+    )
     parser.add_argument("--dest-dir", "-w", type=Path, default=Path("wheelhouse"), help="output directory")
+
+
+def check_declared_toolkit(spec: str) -> None:
+    """`rocm=6.4`: the toolkit found here must be that version (the container build's check)."""
+    backend_name, sep, version = spec.partition("=")
+    backends = load_backends(toolkit_backends())
+    if not sep or backend_name not in backends or not version:
+        msg = f"--toolkit {spec!r}: expected BACKEND=VERSION with a backend of {', '.join(sorted(backends))}"
+        raise UsageError(msg)
+    backend = backends[backend_name]
+    toolchain = find_toolchain(backend)
+    install = backend.toolkit.install if backend.toolkit else "its install script"
+    hint = (
+        f"this build image does not carry {backend.title} {version}; use an image that does, or let "
+        f"before-all install it (`{install} {version}`)"
+    )
+    problem = toolkit_mismatch(
+        backend=backend_name, declared=version, source="--toolkit", toolchain=toolchain, hint=hint
+    )
+    if problem:
+        raise ToolchainError(problem)
 
 
 def needs_matrix(args: argparse.Namespace) -> bool:
@@ -49,6 +78,8 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
             msg = "repair needs --variant, or --plat PLATFORM_TAG (e.g. manylinux_2_28_x86_64) with --exclude"
             raise UsageError(msg)
         floor, excludes = args.plat, tuple(dict.fromkeys(args.exclude))
+    if args.toolkit:
+        check_declared_toolkit(args.toolkit)
     result = repair_wheel(args.wheel, floor=floor, excludes=excludes, dest_dir=args.dest_dir)
     print(f"repaired {result.wheel} ({result.note}); excluded: {', '.join(result.excludes) or 'nothing'}")
     return 0

@@ -12,7 +12,8 @@ from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError
 from release.plan.steps import make_plan
 from release.smoke.outcome import Outcome, report, summary
-from release.smoke.runner import HOST_IMAGE, smoke_variant, wheels_for
+from release.smoke.runner import smoke_variant
+from release.smoke.selection import HOST_IMAGE, wheels_for
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,6 +6,7 @@ where the toolkit lives and how to install it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,15 @@ class Backend:
     device_code_sections: tuple[str, ...] = spec("ELF sections that hold GPU code objects.")
     toolkit: ToolkitProbe | None = spec("How to find the toolkit; null for none.")
     runtime_hint: str = spec("What a user installs to provide the runtime.")
+    runtime_sonames: Mapping[str, tuple[str, ...]] = spec(
+        "The runtime sonames a wheel built with each toolkit major binds, e.g. {'6': ['libamdhip64.so.6']}: "
+        "what `runtime-abi` expects for the variant's declared toolkit.",
+        default_factory=dict,
+    )
+    debian_runtime: Mapping[str, tuple[str, ...]] = spec(
+        "Debian packages that provide each toolkit major's runtime (for local images and hints).",
+        default_factory=dict,
+    )
 
 
 def load_backends(directory: Path) -> dict[str, Backend]:

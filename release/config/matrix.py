@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -81,8 +81,39 @@ class Engine:
         default=(),
     )
     prebuild: Prebuild | None = spec("Optional core prebuild, once per variant.", default=None)
+    stable_abi: str | None = spec(
+        "Build one abi3 wheel per variant for every CPython from this version on (e.g. '3.12': "
+        "Python's limited API); older Pythons of the matrix keep a wheel each.",
+        default=None,
+    )
     metadata: Metadata = spec("Metadata common to every variant.", default_factory=Metadata)
     smoke: Smoke = spec("The smoke test run against every wheel.", default_factory=Smoke)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DebianRecipe:
+    """How the toolkit makes a local image from Debian packages when it is absent
+    (debootstrap, then `podman import`; no registry needed)."""
+
+    suite: str = spec("Debian suite (sid carries HIP 6.4).", default="sid")
+    packages: tuple[str, ...] = spec("Extra Debian packages: the toolkit, or its runtime.", default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildImage:
+    """Where `release build --container` compiles a variant (cibuildwheel's manylinux image)."""
+
+    release: str | None = spec(
+        "Image for release builds (GitHub Actions, `--release-image`); default: the floor's manylinux "
+        "image. The backend's install script puts the declared toolkit in (cibuildwheel before-all).",
+        default=None,
+    )
+    local: str | None = spec(
+        "Image for container builds elsewhere, e.g. a `localhost/` tag made from `debian`; "
+        "default: the release image.",
+        default=None,
+    )
+    debian: DebianRecipe | None = spec("How to make `local` when it is absent.", default=None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,6 +145,10 @@ class Variant:
     metadata: Metadata | None = spec("Metadata overriding `engine.metadata`.", default=None)
     images: tuple[str, ...] = spec("Names from `images` the wheels must work in.", default=())
     hardware: tuple[str, ...] = spec("Names from `hardware` the wheels are tested on.", default=())
+    build_image: BuildImage | None = spec("The container image `build --container` uses.", default=None)
+    stable_abi: str | None = spec(
+        "Overrides `engine.stable_abi` for this variant ('off': a wheel per Python).", default=None
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -141,6 +176,11 @@ class Image:
     container: str | None = spec("Container reference used in CI and on hardware.", default=None)
     python: tuple[str, ...] = spec("The image's own Python versions (default: the matrix's).", default=())
     simulate: Simulation | None = spec("Simulation on hosts without a container engine.", default=None)
+    debian: DebianRecipe | None = spec(
+        "Made locally as a container image from Debian packages, with the `simulate` layout, where "
+        "podman or docker runs (the smoke test then runs in a real container).",
+        default=None,
+    )
     expect: Literal["pass", "runtime-missing"] = spec(
         "What the smoke test must see in this image.", default="pass"
     )
@@ -299,6 +339,14 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
     except InvalidVersion:
         add("engine.version", f"{m.engine.version!r} is not a PEP 440 version")
 
+    abi_keys = [("engine.stable_abi", m.engine.stable_abi)] + [
+        (f"variants.{n}.stable_abi", v.stable_abi) for n, v in m.variants.items()
+    ]
+    for abi_key, abi in abi_keys:
+        if abi is not None and abi != "off" and abi not in m.python:
+            add(abi_key, f"{abi!r} must be one of the matrix's Pythons ({', '.join(m.python)}) or 'off'")
+        if abi_key == "engine.stable_abi" and abi == "off":
+            add(abi_key, "leave it out to build a wheel per Python ('off' is for variants)")
     if m.engine.prebuild is not None:
         source = Path(m.engine.source) / m.engine.prebuild.cmake_source
         if (
@@ -316,6 +364,7 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
     if not m.variants:
         add("variants", "define at least one variant")
     owners: dict[str, str] = {}
+    majors: dict[tuple[str, str], str] = {}
     for name, v in m.variants.items():
         key = f"variants.{name}"
         if not re.match(r"^[a-z][a-z0-9]*$", name):
@@ -348,6 +397,7 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
                 )
             if not overlaps and pattern.startswith(("libpython", "lib" + m.engine.import_name)):
                 add(f"{key}.exclude[{i}]", f"{pattern!r} would exclude the engine's own library")
+        problems.extend(_check_toolkit(name, v, backends, majors, add))
         if v.device_code and not v.architectures:
             add(f"{key}.architectures", "device_code is true: list the architectures it carries")
         for i, image in enumerate(v.images):
@@ -392,6 +442,36 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
     if p.prerelease == "separate-index" and not p.prerelease_repository:
         add("publish.prerelease_repository", "prerelease: separate-index needs a repository URL")
     return problems
+
+
+def _check_toolkit(
+    name: str,
+    v: Variant,
+    backends: Mapping[str, Backend],
+    majors: dict[tuple[str, str], str],
+    add: Callable[[str, str], None],
+) -> list[Problem]:
+    """The declared toolkit's runtime must be known, and each runtime major has one variant."""
+    known = backends[v.backend].runtime_sonames if v.backend in backends else {}
+    if v.toolkit is None or not known:
+        return []
+    key = f"variants.{name}.toolkit"
+    major = v.toolkit.split(".", 1)[0]
+    if major not in known:
+        majors_known = ", ".join(sorted(known, key=lambda k: (len(k), k)))
+        add(
+            key,
+            f"{v.backend} {v.toolkit}: the backend data knows the runtime of majors {majors_known} only "
+            f"(runtime_sonames in packaging/backends/{v.backend}.json)",
+        )
+    elif (v.backend, major) in majors:
+        add(
+            key,
+            f"variant {majors[(v.backend, major)]!r} already binds {v.backend} {major}: one variant per "
+            f"runtime major (a second major is a second variant, e.g. {v.backend}{major})",
+        )
+    majors.setdefault((v.backend, major), name)
+    return []
 
 
 def _globs_overlap(a: str, b: str) -> bool:

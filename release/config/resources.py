@@ -14,3 +14,11 @@ def toolkit_backends() -> Path:
     here = Path(__file__).resolve().parents[1]
     installed = here / "backends_data"
     return installed if installed.is_dir() else here.parent / "packaging" / "backends"
+
+
+def toolkit_scripts() -> Path:
+    """The toolchain and image scripts shipped with the toolkit: `scripts/` in its source tree,
+    `release/scripts_data/` in an installed toolkit."""
+    here = Path(__file__).resolve().parents[1]
+    installed = here / "scripts_data"
+    return installed if installed.is_dir() else here.parent / "scripts"

@@ -108,6 +108,8 @@ class RuleContext:
     release: bool
     expected_version: str | None
     policies: tuple[Policy, ...]
+    toolkit_override: str | None = None
+    """Set when the wheel was built with --allow-toolkit-mismatch (e.g. 'declared 6.4, built with 5.2')."""
 
     def provided(self) -> set[str]:
         """Names the wheel's own libraries answer to: file names and sonames."""

@@ -403,6 +403,7 @@ def verify_wheel(
     matrix: str | None = None,
     release: bool = False,
     expected_version: str | None = None,
+    toolkit_override: str | None = None,
 ) -> VerifyReport:
     """Inspect one wheel and apply every rule against the resolved `variant` it is one of.
 
@@ -432,6 +433,7 @@ def verify_wheel(
             release=release,
             expected_version=expected_version,
             policies=manylinux_policies(),
+            toolkit_override=toolkit_override,
         )
         results = tuple(rule(ctx) for rule in RULES)
     except (zipfile.BadZipFile, OSError) as exc:

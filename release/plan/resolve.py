@@ -65,13 +65,50 @@ class BuildSettings:
         pairs += list(self.config_settings.items())
         return tuple(pairs), env
 
+    def limited_api(self, python_tag: str) -> tuple[tuple[str, str], ...]:
+        """Config settings that ask the build backend for the limited API of `python_tag` (cp312)."""
+        if self.backend == "scikit-build-core":
+            return (("wheel.py-api", python_tag),)
+        if self.backend == "setuptools":
+            return (("--build-option", f"--py-limited-api={python_tag}"),)
+        if self.backend == "meson-python":
+            return (("setup-args", "-Dpython.allow_limited_api=true"),)
+        msg = f"stable_abi: the {self.backend} build backend has no known limited-API setting"
+        raise UsageError(msg)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalImage:
+    """A container image the toolkit makes from Debian packages when it is absent."""
+
+    tag: str
+    suite: str
+    packages: tuple[str, ...]
+    pythons: tuple[str, ...]
+    toolchain: bool
+    """A build image (compilers, build, auditwheel) rather than a plain runtime image."""
+    runtime_prefix: str | None = None
+    runtime_via: str | None = None
+    runtime_globs: tuple[str, ...] = ()
+
 
 @dataclass(frozen=True, kw_only=True)
 class ResolvedImage:
-    """A declared serving image, with its name."""
+    """A declared serving image, with its name and, where it can be made here, its local image."""
 
     name: str
     image: Image
+    local: LocalImage | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedBuildImage:
+    """The images `release build --container` uses for a variant."""
+
+    release: str
+    """cibuildwheel's image option: `manylinux_2_28` (its pinned image) or a full reference."""
+    local: str
+    local_recipe: LocalImage | None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,6 +129,11 @@ class ResolvedVariant:
     backend: Backend
     toolkit: str | None
     """The toolkit version the matrix declares (e.g. '6.4'), or None."""
+    toolkit_source: str
+    """Where the declaration is: `matrix.yaml:55 (variants.rocm.toolkit)`."""
+    runtime_sonames: tuple[str, ...]
+    """The runtime sonames the declared toolkit provides (`libamdhip64.so.6` for ROCm 6.x): what
+    the wheel must bind, says in METADATA `Requires-External`, and `runtime-abi` checks."""
     excludes: tuple[str, ...]
     """What repair passes to `auditwheel repair --exclude`: the backend's runtime excludes, the
     variant's own, and the declared system libraries. Verify and smoke check against this."""
@@ -113,9 +155,12 @@ class ResolvedVariant:
     device_code: bool
     images: tuple[ResolvedImage, ...]
     hardware: tuple[ResolvedHardware, ...]
+    build_image: ResolvedBuildImage
     smoke_commands: tuple[tuple[str, ...], ...]
     pythons: tuple[str, ...]
     """The matrix's Python versions (a wheel for another is not one of this release's)."""
+    stable_abi: str | None
+    """Build one abi3 wheel for every Python from this version on (None: a wheel per Python)."""
     tag_pattern: str
     siblings: tuple[str, ...]
     """The distributions of every variant of the matrix, this one included, in matrix order."""
@@ -165,6 +210,9 @@ def resolve_variant(
     matrix = loaded.matrix
     backend = loaded.backends[variant.backend]
     runtime_excludes = _unique(backend.exclude, variant.exclude)
+    major = variant.toolkit.split(".", 1)[0] if variant.toolkit else None
+    key = f"variants.{name}.toolkit"
+    line = loaded.lines.get(key) or loaded.lines.get(f"variants.{name}")
     engine_dir = loaded.engine_dir
     kind = build_backend if build_backend is not None else read_build_backend(engine_dir)
     return ResolvedVariant(
@@ -173,6 +221,8 @@ def resolve_variant(
         import_name=matrix.engine.import_name,
         backend=backend,
         toolkit=variant.toolkit,
+        toolkit_source=f"{loaded.path.name}:{line} ({key})" if line else f"{loaded.path.name} ({key})",
+        runtime_sonames=tuple(backend.runtime_sonames.get(major, ())) if major else (),
         excludes=_unique(runtime_excludes, matrix.platform.system_libraries),
         runtime_excludes=runtime_excludes,
         runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
@@ -194,14 +244,66 @@ def resolve_variant(
         own_libraries=matrix.engine.own_libraries,
         architectures=variant.architectures,
         device_code=variant.device_code,
-        images=tuple(ResolvedImage(name=i, image=matrix.images[i]) for i in variant.images),
+        images=tuple(_image(loaded, i, backend, runtime_excludes) for i in variant.images),
         hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
+        build_image=_build_image(loaded, name, variant),
         smoke_commands=matrix.engine.smoke.commands,
         pythons=matrix.python,
+        stable_abi=None
+        if (variant.stable_abi or matrix.engine.stable_abi) == "off"
+        else (variant.stable_abi or matrix.engine.stable_abi),
         tag_pattern=matrix.publish.tag_pattern,
         siblings=tuple(v.distribution for v in matrix.variants.values()),
         matrix_root=loaded.root,
     )
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
+def _image(
+    loaded: LoadedMatrix, name: str, backend: Backend, runtime_excludes: tuple[str, ...]
+) -> ResolvedImage:
+    image = loaded.matrix.images[name]
+    recipe, sim = image.debian, image.simulate
+    if recipe is None:
+        return ResolvedImage(name=name, image=image)
+    prefix = sim.prefix if sim is not None and sim.runtime == "prefix" else None
+    local = LocalImage(
+        tag=f"localhost/{_slug(loaded.matrix.engine.import_name)}-smoke-{_slug(name)}",
+        suite=recipe.suite,
+        packages=recipe.packages,
+        pythons=image.python or loaded.matrix.python,
+        toolchain=False,
+        runtime_prefix=prefix,
+        runtime_via=sim.via if prefix and sim is not None else None,
+        runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
+    )
+    return ResolvedImage(name=name, image=image, local=local)
+
+
+def _build_image(loaded: LoadedMatrix, name: str, variant: Variant) -> ResolvedBuildImage:
+    floor = loaded.matrix.platform.floor
+    family, major, minor, _arch = floor.split("_", 3) if floor.count("_") >= 3 else (floor, "", "", "")
+    declared = variant.build_image
+    release = (declared.release if declared else None) or f"{family}_{major}_{minor}"
+    recipe = declared.debian if declared else None
+    local_tag = (declared.local if declared else None) or (
+        f"localhost/{_slug(loaded.matrix.engine.import_name)}-build-{_slug(name)}" if recipe else release
+    )
+    local = (
+        LocalImage(
+            tag=local_tag,
+            suite=recipe.suite,
+            packages=recipe.packages,
+            pythons=loaded.matrix.python,
+            toolchain=True,
+        )
+        if recipe
+        else None
+    )
+    return ResolvedBuildImage(release=release, local=local_tag, local_recipe=local)
 
 
 def variant_for_distribution(

@@ -47,6 +47,10 @@ class BuildStep:
     variant: ResolvedVariant
     python: str
     python_tag: str
+    abi3: bool = False
+    """One wheel of Python's limited API (`cp312-abi3`) that serves every Python from `python` on."""
+    serves: tuple[str, ...] = ()
+    """The matrix's Pythons this wheel is for (one, or all from `python` on for abi3)."""
 
     @property
     def variant_name(self) -> str:
@@ -58,6 +62,8 @@ class BuildStep:
             "variant": self.variant.name,
             "python": self.python,
             "python_tag": self.python_tag,
+            "abi": "abi3" if self.abi3 else self.python_tag,
+            "serves": list(self.serves),
             "backend": self.variant.backend_name,
             "distribution": self.variant.distribution,
             "platform": self.variant.floor,
@@ -143,15 +149,31 @@ def make_plan(loaded: LoadedMatrix, *, variants: tuple[str, ...] = ()) -> Plan:
     return Plan(loaded, resolved, builds, _smoke_steps(loaded, resolved), _image_steps(builds))
 
 
+def _version(py: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in py.split("."))
+
+
 def _build_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) -> tuple[BuildStep, ...]:
+    """A step per Python, except that with `stable_abi` one abi3 step serves every Python from
+    that version on."""
     family = platform_family(loaded.matrix.platform.floor)
-    return tuple(
-        BuildStep(
-            identifier=f"{python_tag(py)}-{name}-{family}", variant=v, python=py, python_tag=python_tag(py)
-        )
-        for name, v in variants.items()
-        for py in loaded.matrix.python
-    )
+    steps = []
+    for name, v in variants.items():
+        abi = v.stable_abi
+        for py in loaded.matrix.python:
+            tag = python_tag(py)
+            if abi is None or _version(py) < _version(abi):
+                identifier = f"{tag}-{name}-{family}"
+                step = BuildStep(identifier=identifier, variant=v, python=py, python_tag=tag, serves=(py,))
+                steps.append(step)
+            elif py == abi:
+                serves = tuple(p for p in loaded.matrix.python if _version(p) >= _version(abi))
+                identifier = f"{tag}-abi3-{name}-{family}"
+                step = BuildStep(
+                    identifier=identifier, variant=v, python=py, python_tag=tag, abi3=True, serves=serves
+                )
+                steps.append(step)
+    return tuple(steps)
 
 
 def _smoke_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) -> tuple[SmokeStep, ...]:

@@ -335,14 +335,19 @@ def run_command(
     started = time.monotonic()
     try:
         proc = subprocess.run(
-            list(argv), env=dict(env) if env is not None else None, capture_output=True, text=True,
-            timeout=timeout, check=False, cwd=cwd,
+            list(argv),
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=cwd,
         )
         code, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
         code = 124
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        err = (exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""))
+        err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         err += f"\ntimed out after {timeout:.0f}s"
     except FileNotFoundError as exc:
         code, out, err = 127, "", f"{exc.filename}: not found"
@@ -368,9 +373,7 @@ def host_package(soname: str, libdir: Path | None = None) -> str | None:
     if dpkg is None or not path.exists():
         return None
     for candidate in (path, path.resolve()):
-        proc = subprocess.run(
-            [dpkg, "-S", str(candidate)], capture_output=True, text=True, check=False
-        )
+        proc = subprocess.run([dpkg, "-S", str(candidate)], capture_output=True, text=True, check=False)
         if proc.returncode == 0 and ":" in proc.stdout:
             return proc.stdout.split(":", 1)[0].strip()
     return None

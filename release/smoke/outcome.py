@@ -31,6 +31,8 @@ class Outcome:
     image: str
     expect: str
     steps: list[Step] = field(default_factory=list)
+    runner: str = "host"
+    """What ran the checks: the host, a namespace simulation, or a container of a local image."""
     error: str = ""
     output_tail: str = ""
 
@@ -59,7 +61,7 @@ def report(outcomes: Sequence[Outcome]) -> dict[str, object]:
 
 def summary(outcomes: Sequence[Outcome]) -> str:
     rows = [
-        (o.wheel, o.image, o.expect, "pass" if o.ok else f"FAIL ({o.error})", f"{o.seconds:.1f}s")
+        (o.wheel, o.image, o.runner, o.expect, "pass" if o.ok else f"FAIL ({o.error})", f"{o.seconds:.1f}s")
         for o in outcomes
     ]
-    return table.render(("wheel", "image", "expect", "result", "seconds"), rows)
+    return table.render(("wheel", "image", "ran in", "expect", "result", "seconds"), rows)

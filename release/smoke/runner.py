@@ -18,12 +18,15 @@ import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from release.build.images import ensure as ensure_image
 from release.build.interpreters import require_interpreter
-from release.config.matrix import Image, Simulation
-from release.errors import SmokeError, UsageError
+from release.build.toolchain import container_engine
+from release.config.matrix import Image
+from release.errors import SmokeError
 from release.inspect.rules import matches
 from release.plan.resolve import ResolvedVariant
-from release.plan.steps import python_tag
+from release.smoke.container import ContainerSandbox
+from release.smoke.container import interpreter as container_interpreter
 from release.smoke.image import (
     Bind,
     Result,
@@ -36,11 +39,16 @@ from release.smoke.image import (
     runtime_files,
 )
 from release.smoke.outcome import Outcome, Step
+from release.smoke.selection import (
+    HOST_IMAGE,
+    declared_image,
+    images_for,
+    smoke_pythons,
+    wheels_for,
+)
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
 from release.wheel.files import file_sha256
-from release.wheel.names import InvalidWheelName, parse_wheel_name
 
-HOST_IMAGE = "host"
 TAIL_LINES = 25
 
 _ELF_FILES = """
@@ -81,33 +89,6 @@ class _Failed(Exception):
     """A check failed; the outcome already says why."""
 
 
-def wheels_for(wheelhouse: Path, variant: ResolvedVariant, python: str | None) -> list[Path]:
-    """The variant's wheels in `wheelhouse` (already `wheelhouse/<variant>`), for one Python or all."""
-    found = []
-    for wheel in sorted(wheelhouse.glob("*.whl")):
-        try:
-            name = parse_wheel_name(wheel)
-        except InvalidWheelName:
-            continue
-        if name.matches(variant.distribution) and (python is None or python_tag(python) in name.interpreters):
-            found.append(wheel)
-    return found
-
-
-def wheel_python(wheel: Path) -> str:
-    """`engine_cpu-0.1.0-cp312-cp312-….whl` -> `3.12`."""
-    try:
-        name = parse_wheel_name(wheel)
-    except InvalidWheelName as exc:
-        msg = f"{wheel.name}: not a wheel file name ({exc})"
-        raise SmokeError(msg) from None
-    version = name.python_version()
-    if version is None:
-        msg = f"{wheel.name}: not a CPython wheel (tags {', '.join(name.tags)})"
-        raise SmokeError(msg)
-    return version
-
-
 def vendored_runtime(wheel: Path, globs: Sequence[str]) -> list[str]:
     """Files inside the wheel that match the excluded libraries' globs (also under the name they
     had before auditwheel grafted them with a hash suffix, as verify matches them)."""
@@ -139,19 +120,23 @@ class Smoke:
         self,
         variant: ResolvedVariant,
         wheel: Path,
+        python: str,
         image_name: str,
         image: Image,
         *,
         workdir: Path,
         log: Callable[[str], None],
         inside: bool = False,
+        container: tuple[str, str] | None = None,
     ) -> None:
+        """`container`: (engine, image tag) to run the checks in a real container of that image."""
         self.inside = inside
+        self.container = container
         self.variant = variant
         self.wheel = wheel
         self.image_name = image_name
         self.image = image
-        self.python = wheel_python(wheel)
+        self.python = python
         self.workdir = workdir
         self.log = log
         self.outcome = Outcome(
@@ -175,7 +160,7 @@ class Smoke:
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         }
         (workdir / "home").mkdir(parents=True, exist_ok=True)
-        self.sandbox: Sandbox | None = None
+        self.sandbox: Sandbox | ContainerSandbox | None = None
         self.runtime_dir: Path | None = None
         self.runtime_sonames = variant.runtime_needed
 
@@ -204,6 +189,13 @@ class Smoke:
 
     def prepare(self, interpreter: Path, host_runtime: Sequence[str]) -> None:
         sim = self.image.simulate
+        if self.container is not None:
+            engine, tag = self.container
+            box = ContainerSandbox(engine, tag, sim, workdir=self.workdir, wheels=self.wheel.parent.resolve())
+            self.sandbox = box
+            self.runtime_dir = box.runtime_dir
+            self.outcome.runner = f"{engine} container {tag}"
+            return
         if self.inside:
             # Running inside the real image: its declared layout says where the runtime lives.
             layout = self.image.simulate
@@ -227,12 +219,16 @@ class Smoke:
                 Bind(path=self.wheel.parent.resolve()),
             ]
         runtime = host_runtime if sim.rootfs == "host" else ()
-        self.sandbox = Sandbox(
+        sandbox = Sandbox(
             self.image_name, sim, workdir=self.workdir, runtime=runtime, rootfs=rootfs, binds=binds
         )
-        self.runtime_dir = self.sandbox.runtime_dir
+        self.sandbox = sandbox
+        self.runtime_dir = sandbox.runtime_dir
+        self.outcome.runner = "namespace simulation (host runtime)" if runtime else "namespace simulation"
 
     def run(self, interpreter: Path, host_runtime: Sequence[str]) -> Outcome:
+        if self.container is not None:
+            interpreter = container_interpreter(self.python)
         try:
             self.prepare(interpreter, host_runtime)
             self.check_contents()
@@ -247,6 +243,11 @@ class Smoke:
                 self.run_commands()
         except _Failed:
             pass
+        except SmokeError as exc:
+            self.outcome.error = str(exc)
+        finally:
+            if isinstance(self.sandbox, ContainerSandbox):
+                self.sandbox.close()
         return self.outcome
 
     def check_contents(self) -> None:
@@ -369,40 +370,6 @@ def _json_ok(stdout: str) -> bool | None:
     return None
 
 
-def images_for(
-    variant: ResolvedVariant, chosen: Sequence[str] | None, *, host_has_runtime: bool
-) -> list[tuple[str, Image]]:
-    """`host` plus the variant's images, restricted to `chosen` names when given.
-
-    `host` is a fresh venv on this machine: it expects the runtime only where the host has it.
-    """
-    host = Image(
-        description="a fresh venv on this machine",
-        simulate=Simulation(runtime="system" if host_has_runtime else "absent"),
-        expect="pass" if host_has_runtime else "runtime-missing",
-    )
-    pairs: list[tuple[str, Image]] = [(HOST_IMAGE, host)]
-    pairs += [(i.name, i.image) for i in variant.images]
-    if chosen:
-        known = {name for name, _ in pairs}
-        unknown = [c for c in chosen if c not in known]
-        if unknown:
-            names = ", ".join(sorted(known))
-            msg = f"--image {unknown[0]!r} is not an image of this variant (images: {names})"
-            raise UsageError(msg)
-        pairs = [(n, i) for n, i in pairs if n in chosen]
-    return pairs
-
-
-def _declared_image(variant: ResolvedVariant, name: str) -> Image:
-    for image in variant.images:
-        if image.name == name:
-            return image.image
-    known = ", ".join(i.name for i in variant.images) or "none"
-    msg = f"--in-image {name!r} is not an image of variant {variant.distribution} (images: {known})"
-    raise UsageError(msg)
-
-
 def smoke_variant(
     variant: ResolvedVariant,
     *,
@@ -411,8 +378,12 @@ def smoke_variant(
     images: Sequence[str] | None = None,
     in_image: str | None = None,
     log: Callable[[str], None] = print,
+    containers: bool = True,
 ) -> list[Outcome]:
-    """Smoke-test every wheel of a variant (for one Python or all) in every chosen image."""
+    """Smoke-test every wheel of a variant (for one Python or all) in every chosen image.
+
+    An image with a local recipe runs in a real container where podman or docker answers
+    (`containers`), else in the namespace simulation; each outcome says which ran."""
     directory = wheelhouse / variant.name
     wheels = wheels_for(directory, variant, python)
     if not wheels:
@@ -422,26 +393,40 @@ def smoke_variant(
         msg = f"no {variant.distribution} wheel{what} in {directory}: run `{build}` first"
         raise SmokeError(msg)
     host_runtime = runtime_files(distribution_libdir(), variant.runtime_globs)
+    engine = container_engine() if containers else None
+    local = {i.name: i.local for i in variant.images if i.local is not None}
     outcomes: list[Outcome] = []
     root = Path(tempfile.mkdtemp(prefix="release-smoke-"))
     try:
-        for wheel in wheels:
-            version = wheel_python(wheel)
+        for wheel, version in ((w, v) for w in wheels for v in smoke_pythons(w, variant, python)):
             interpreter = require_interpreter(version)
             has_runtime = bool(host_runtime) or not variant.runtime_globs
             pairs = images_for(variant, images, host_has_runtime=has_runtime)
             if in_image is not None:
-                pairs = [(in_image, _declared_image(variant, in_image))]
+                pairs = [(in_image, declared_image(variant, in_image))]
             for image_name, image in pairs:
                 if image.python and version not in image.python:
                     continue
                 if image.simulate is None and in_image is None:
                     log(f"[{version} {image_name}] skipped: no simulation and no container engine here")
                     continue
-                workdir = root / f"{wheel.stem}-{image_name}"
+                workdir = root / f"{wheel.stem}-{version}-{image_name}"
                 workdir.mkdir()
+                recipe = local.get(image_name) if in_image is None else None
+                container = None
+                if engine is not None and recipe is not None and version in recipe.pythons:
+                    ensure_image(engine, recipe, log=log)
+                    container = (engine, recipe.tag)
                 smoke = Smoke(
-                    variant, wheel, image_name, image, workdir=workdir, log=log, inside=in_image is not None
+                    variant,
+                    wheel,
+                    version,
+                    image_name,
+                    image,
+                    workdir=workdir,
+                    log=log,
+                    inside=in_image is not None,
+                    container=container,
                 )
                 outcomes.append(smoke.run(interpreter, host_runtime))
     finally:

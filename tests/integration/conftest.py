@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,6 +28,18 @@ HOST_VARIANTS = ["cpu", "rocm"]
 
 def tag(version: str) -> str:
     return "cp" + version.replace(".", "")
+
+
+def _host_hip() -> str | None:
+    header = Path("/usr/include/hip/hip_version.h")
+    if not header.is_file():
+        return None
+    text = header.read_text(encoding="utf-8", errors="replace")
+    found = dict(re.findall(r"#define\s+HIP_VERSION_(MAJOR|MINOR)\s+(\d+)", text))
+    return f"{found['MAJOR']}.{found['MINOR']}" if {"MAJOR", "MINOR"} <= set(found) else None
+
+
+HOST_HIP = _host_hip()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -72,6 +85,11 @@ def write_host_matrix(
     data["engine"]["source"] = str(ROOT / data["engine"]["source"])
     data["platform"]["floor"] = floor
     data["python"] = pythons or HOST_PYTHONS
+    if "rocm" in data["variants"] and HOST_HIP:
+        # The host's HIP (Debian 12: 5.2) is what a host build binds: declare it, as a maintainer
+        # building locally against it would (the 6.4 release declaration stops a host build).
+        data["variants"]["rocm"]["toolkit"] = HOST_HIP
+        data["variants"]["rocm"].pop("build_image", None)
     keep = variants or HOST_VARIANTS
     data["variants"] = {k: v for k, v in data["variants"].items() if k in keep}
     directory.mkdir(parents=True, exist_ok=True)

@@ -309,7 +309,7 @@ def test_second_variant_in_one_venv_is_refused_naming_both(
 
 RUNTIME_MISSING = (
     "ImportError: xfer: the installed variant xfer-engine-rocm (backend hip, built for AMD GPUs, ROCm/HIP) "
-    "needs the GPU runtime library libamdhip64.so.5, and no copy of it is installed where the dynamic "
+    "needs ROCm 5 (libamdhip64.so.5), and no copy of libamdhip64.so.5 is installed where the dynamic "
     "loader looks."
 )
 CONFLICT_MESSAGE = (

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from release.build.host import WheelResult
+from release.build.toolchain import Toolchain
 from release.commands import build
 from release.commands.toolchain import Interpreter
+from release.config.backends import Backend
 from release.config.matrix import load
 from release.errors import ToolchainError, UsageError
 from release.plan.steps import BuildStep
@@ -21,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def args(**given: object) -> argparse.Namespace:
     defaults: dict[str, object] = {
         "variant": None, "python": None, "select": None, "wheelhouse": None, "tag": None, "jobs": 2,
-        "container": False,
+        "container": False, "image": None, "release_image": False, "allow_toolkit_mismatch": False,
     }  # fmt: skip
     return argparse.Namespace(**{**defaults, **given})
 
@@ -73,7 +75,7 @@ def test_nothing_to_build_is_an_error_even_locally(monkeypatch: pytest.MonkeyPat
 
 
 def fake_results(
-    steps: tuple[BuildStep, ...], *, wheelhouse: Path, version: str, jobs: int
+    steps: tuple[BuildStep, ...], *, wheelhouse: Path, version: str, jobs: int, toolkit_override: str | None
 ) -> list[WheelResult]:
     """What build_variant returns, without building."""
     common = {"size": 1000, "platform": "manylinux_2_34_x86_64", "floor_met": False, "runtime_bound": ()}
@@ -98,23 +100,34 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
     monkeypatch.setattr(build, "interpreter", missing("3.10", "3.12", "3.13"))
     monkeypatch.setattr(build, "build_variant", fake_results)
 
-    def find_toolchain(backend: object) -> None:
-        if getattr(backend, "name", "") == "musa":
+    def find_toolchain(backend: Backend) -> Toolchain:
+        if backend.name == "musa":
             raise ToolchainError("MUSA toolkit not found: install it with `release toolchain install musa`")
+        if backend.name == "cuda":  # the declared 13.0
+            return Toolchain(backend="cuda", prefix=Path("/usr/local/cuda"), version="13.0", found_by="test")
+        if backend.name == "rocm":  # Debian 12's HIP, not the declared 6.4
+            return Toolchain(backend="rocm", prefix=Path("/usr"), version="5.2.21153", found_by="test")
+        return Toolchain(backend=backend.name, prefix=None, version=None, found_by="none needed")
 
     monkeypatch.setattr(build, "find_toolchain", find_toolchain)
     assert build.run(args(wheelhouse=tmp_path), loaded) == 0
     out = capsys.readouterr().out
-    assert "3 wheel(s) in" in out  # cpu, cuda, rocm for 3.11
+    assert "2 wheel(s) in" in out  # cpu and cuda for 3.11
     skipped = out.split("skipped Pythons (CI=true fails on them instead):")[1]
     for version in ("3.10", "3.12", "3.13"):
         assert f"release toolchain install python {version}" in skipped
     assert "musa     MUSA toolkit not found: install it with `release toolchain install musa`" in out
+    rocm = next(line for line in out.splitlines() if line.startswith("rocm "))
+    assert "the matrix declares toolkit 6.4" in rocm and "`release toolchain install rocm 6.4`" in rocm
+    # --allow-toolkit-mismatch builds it anyway (an experiment verify records)
+    capsys.readouterr()
+    assert build.run(args(wheelhouse=tmp_path, allow_toolkit_mismatch=True), loaded) == 0
+    assert "3 wheel(s) in" in capsys.readouterr().out
     # one variant asked for by name: its missing toolkit is an error, not a skip
     with pytest.raises(ToolchainError, match="MUSA toolkit not found"):
         build.run(args(variant=["musa"], wheelhouse=tmp_path), loaded)
     # CI: the missing toolkit of any variant fails
     monkeypatch.setattr(build, "interpreter", missing())
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(ToolchainError, match="MUSA toolkit not found"):
+    with pytest.raises(ToolchainError, match=r"the matrix declares toolkit 6\.4"):
         build.run(args(wheelhouse=tmp_path), loaded)

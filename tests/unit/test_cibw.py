@@ -63,7 +63,7 @@ def test_rocm_options_follow_the_matrix(loaded: LoadedMatrix) -> None:
     assert opts["before-all"] == "bash scripts/install-rocm.sh 6.4"
     assert opts["repair-wheel-command"] == (
         "python -m release repair --plat manylinux_2_28_x86_64 --exclude 'libamdhip64.so*' "
-        "--exclude 'libhsa-runtime64.so*' -w {dest_dir} {wheel}"
+        "--exclude 'libhsa-runtime64.so*' --toolkit rocm=6.4 -w {dest_dir} {wheel}"
     )
     assert opts["config-settings"] == "cmake.define.XFER_BACKEND=hip"
     assert "environment" not in opts, "CMake variables travel once, as config settings"

@@ -37,6 +37,8 @@ def test_sixteen_build_steps(loaded: matrix.LoadedMatrix) -> None:
         "variant": "rocm",
         "python": "3.12",
         "python_tag": "cp312",
+        "abi": "cp312",
+        "serves": ["3.12"],
         "backend": "rocm",
         "distribution": "xfer-engine-rocm",
         "platform": "manylinux_2_28_x86_64",

@@ -12,14 +12,8 @@ from release.errors import SmokeError, ToolchainError, UsageError
 from release.plan.steps import make_plan
 from release.smoke.image import Bind, Sandbox, debian_mirror, minbase_dir, missing_libraries
 from release.smoke.outcome import Outcome, Step, report, summary
-from release.smoke.runner import (
-    _json_ok,
-    images_for,
-    interpreter_home,
-    vendored_runtime,
-    wheel_python,
-    wheels_for,
-)
+from release.smoke.runner import _json_ok, interpreter_home, vendored_runtime
+from release.smoke.selection import images_for, wheel_python, wheels_for
 
 ROOT = Path(__file__).resolve().parents[2]
 LIB = Path("/usr/lib/x86_64-linux-gnu")
@@ -178,7 +172,7 @@ def test_summary_and_report() -> None:
                   expect="pass", steps=[Step("shared libraries", False, 1.0, "missing system library x")],
                   error="shared libraries: missing system library x")
     text = summary([good, bad])
-    assert text.splitlines()[0].split() == ["wheel", "image", "expect", "result", "seconds"]
+    assert text.splitlines()[0].split() == ["wheel", "image", "ran", "in", "expect", "result", "seconds"]
     assert "FAIL (shared libraries: missing system library x)" in text
     data = report([good, bad])
     assert data["ok"] is False

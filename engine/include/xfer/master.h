@@ -6,7 +6,16 @@
 //   GET <name>                         -> OK <host> <port> <n> (<addr> <len> <kind>)*
 //   DEL <name>                         -> OK
 //   LIST                               -> OK <n> <name>*
+//   STATS                              -> OK active=<n> accepted=<n> refused=<n> idle_closed=<n>
+//                                            max_connections=<n> idle_timeout_ms=<n>
 // Errors reply "ERR <reason>". Addresses and lengths are decimal.
+// A connection over the server's limit gets one line, "ERR busy: <why>",
+// before any request, and is closed.
+//
+// One thread serves every connection (epoll): the master holds one
+// descriptor per open connection and nothing per request, closes a
+// connection when the client does, when it has been idle longer than the
+// idle timeout, or when it breaks the protocol.
 #pragma once
 
 #include <atomic>
@@ -32,14 +41,31 @@ struct SegmentInfo {
   std::vector<RegionInfo> regions;
 };
 
+struct MasterLimits {
+  // Concurrent client connections; more are answered "ERR busy: ..." and closed.
+  // Clamped to what RLIMIT_NOFILE leaves room for.
+  int max_connections = 1024;
+  // A connection without traffic for this long is closed; <= 0 never.
+  int idle_timeout_ms = 60000;
+};
+
+struct MasterStats {
+  uint64_t active = 0;
+  uint64_t accepted = 0;
+  uint64_t refused = 0;
+  uint64_t idle_closed = 0;
+};
+
 class MasterServer {
  public:
-  MasterServer(const std::string& host, uint16_t port);
+  MasterServer(const std::string& host, uint16_t port, MasterLimits limits = {});
   ~MasterServer();
   MasterServer(const MasterServer&) = delete;
   MasterServer& operator=(const MasterServer&) = delete;
 
   uint16_t port() const { return port_; }
+  const MasterLimits& limits() const { return limits_; }
+  MasterStats stats() const;
   // Serves until stop() (from another thread or a signal-driven wakeup).
   void serve();
   void start_background();
@@ -48,33 +74,64 @@ class MasterServer {
   int wake_fd() const { return wake_pipe_[1]; }
 
  private:
+  struct Conn;
   std::string handle(const std::string& line);
-  void serve_connection(int fd);
+  void accept_pending();
+  void admit(int fd);
+  void refuse(int fd, const std::string& why);
+  void on_event(int fd, uint32_t events);
+  void process(Conn* c);
+  bool flush(Conn* c);
+  void watch(Conn* c, uint32_t events);
+  void drop(int fd);
+  void sweep_idle();
+  void pause_accept(bool paused);
 
+  MasterLimits limits_;
   int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int spare_fd_ = -1;
   int wake_pipe_[2] = {-1, -1};
   uint16_t port_ = 0;
+  bool accept_paused_ = false;
+  int64_t accept_resume_ms_ = 0;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::map<std::string, SegmentInfo> segments_;
-  std::mutex conn_mu_;
-  std::vector<int> conn_fds_;
-  std::vector<std::thread> conn_threads_;
+  std::map<int, std::unique_ptr<Conn>> conns_;  // touched by the serving thread only
+  std::atomic<uint64_t> active_{0}, accepted_{0}, refused_{0}, idle_closed_{0};
   std::thread bg_;
 };
 
+// A client that keeps one connection to the master and reuses it for every
+// call (calls are serialized). A call on a connection the master has since
+// closed (idle timeout, restart) is retried once on a fresh connection; all
+// requests are idempotent.
 class MasterClient {
  public:
-  explicit MasterClient(std::string endpoint);  // "host:port"
+  explicit MasterClient(std::string endpoint, int timeout_ms = 10000);  // "host:port"
+  ~MasterClient();
+  MasterClient(const MasterClient&) = delete;
+  MasterClient& operator=(const MasterClient&) = delete;
+
   void put(const std::string& name, const SegmentInfo& info);
   bool get(const std::string& name, SegmentInfo* info);
   void del(const std::string& name);
   std::string ping();
+  // Any request line; returns the reply line (which may start with "ERR").
+  std::string call(const std::string& request);
+  // Connections opened so far: a change means the master may have restarted
+  // (and forgotten what was published on the old connection).
+  uint64_t connections_opened() const { return opened_; }
+  void disconnect();
 
  private:
-  std::string call(const std::string& request);
   std::string host_;
   uint16_t port_ = 0;
+  int timeout_ms_ = 10000;
+  std::mutex mu_;
+  int fd_ = -1;
+  std::atomic<uint64_t> opened_{0};
 };
 
 const char* version();

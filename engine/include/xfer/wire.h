@@ -6,6 +6,11 @@
 // A WRITE request is followed by `length` payload bytes; a READ request has
 // no payload. Each request gets one RESPONSE frame with the same request_id;
 // a successful READ response is followed by `length` payload bytes.
+//
+// A serving engine that will not serve a connection (connection limit
+// reached, no thread to serve it) sends one RESPONSE with status kBusy,
+// request_id 0 and `length` bytes of a one-line reason (at most
+// kMaxReason) as soon as it accepts, then closes the connection.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +33,10 @@ enum Status : uint32_t {
   kOutOfBounds = 1,   // unregistered address or range not inside one region
   kDeviceError = 2,   // staging copy to/from device memory failed
   kInvalid = 3,       // well-formed frame asking for something impossible
+  kBusy = 4,          // connection refused; payload is the reason
 };
+
+constexpr uint64_t kMaxReason = 4096;
 
 struct Header {
   uint8_t opcode = 0;

@@ -28,14 +28,23 @@ _WHEELS = {
     "musa": ("xfer-engine-musa", "Moore Threads GPUs, MUSA"),
 }
 
+_RUNTIMES = {"cuda": "CUDA", "hip": "ROCm", "musa": "MUSA"}
+
 _RUNTIME_HELP = {
-    "cuda": "install the CUDA runtime (the CUDA toolkit, or `pip install nvidia-cuda-runtime`) "
-    "or make its lib directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
-    "hip": "install ROCm (the HIP runtime, e.g. `apt install libamdhip64-5` or a ROCm release under "
-    "/opt/rocm) or make its lib directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
-    "musa": "install the Moore Threads MUSA runtime (under /usr/local/musa) or make its lib directory "
-    "visible to the loader (ldconfig / LD_LIBRARY_PATH)",
+    "cuda": "install the CUDA {major} runtime (a CUDA {major} toolkit, or `pip install "
+    "nvidia-cuda-runtime` for CUDA {major}) or make its lib directory visible to the loader "
+    "(ldconfig / LD_LIBRARY_PATH)",
+    "hip": "install ROCm {major} (the HIP runtime, e.g. `apt install libamdhip64-{major}` or a ROCm "
+    "{major}.x release under /opt/rocm) or make its lib directory visible to the loader "
+    "(ldconfig / LD_LIBRARY_PATH)",
+    "musa": "install the Moore Threads MUSA {major} runtime (under /usr/local/musa) or make its lib "
+    "directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
 }
+
+
+def _major(soname: str) -> str:
+    """`libamdhip64.so.6` -> `6` (the runtime ABI a wheel binds)."""
+    return soname.split(".so.", 1)[1].split(".", 1)[0] if ".so." in soname else "?"
 
 
 def _canonical(name: str) -> str:
@@ -122,10 +131,13 @@ def _check_runtime() -> None:
         dist = _distribution() or _build_info.DEFAULT_DISTRIBUTION
         wheel, hardware = _WHEELS.get(backend, (dist, backend))
         others = ", ".join(f"`{w}` ({hw})" for b, (w, hw) in _WHEELS.items() if b != backend)
+        major = _major(soname)
+        runtime = f"{_RUNTIMES.get(backend, backend)} {major}"
+        help_text = _RUNTIME_HELP.get(backend, "install its runtime").format(major=major)
         msg = (
-            f"xfer: the installed variant {dist} (backend {backend}, built for {hardware}) needs the "
-            f"GPU runtime library {soname}, and no copy of it is installed where the dynamic loader "
-            f"looks. To use this variant, {_RUNTIME_HELP.get(backend, 'install its runtime')}. "
+            f"xfer: the installed variant {dist} (backend {backend}, built for {hardware}) needs "
+            f"{runtime} ({soname}), and no copy of {soname} is installed where the dynamic loader "
+            f"looks. To use this variant, {help_text}. "
             f"Otherwise install the wheel for your hardware instead: `pip uninstall {dist}` and then "
             f"`pip install xfer-engine-cpu` for no GPU; other variants: {others}."
         )

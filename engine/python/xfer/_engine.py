@@ -49,6 +49,21 @@ class Engine:
 
     ``master`` is the ``host:port`` of an ``xfer-master``; pass ``""`` to run
     without one and introduce peers with :meth:`add_peer`.
+
+    Limits, read from the environment when the engine is created:
+
+    * ``XFER_MAX_CONNECTIONS`` (default 256): peer connections served at once,
+      one thread each; a peer over the limit is refused with a reason and its
+      transfer fails with "refused the connection: ...".
+    * ``XFER_IDLE_TIMEOUT_MS`` (default 120000; 0 for none): a connection that
+      makes no progress for this long is closed (a peer stalled mid-frame too).
+    * ``XFER_MASTER_HEARTBEAT_MS`` (default 5000): how often the engine checks
+      on the master and re-publishes its segment after a master restart.
+
+    Registration never waits on a peer. While the master is unreachable,
+    :meth:`register` raises (the region is not registered) and
+    :meth:`unregister` succeeds locally; the master is brought up to date once
+    it is back.
     """
 
     def __init__(

@@ -1,0 +1,69 @@
+"""Smoke tests in real containers of local images (podman or docker), one container per wheel
+and image: started once, every check run in it with `exec`, removed at the end."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import platform
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from release.config.matrix import Simulation
+from release.errors import SmokeError
+from release.smoke.image import Result, run_command
+
+_COUNTER = itertools.count()
+
+
+class ContainerSandbox:
+    """Runs commands in one running container of a local image; paths are shared by bind mounts
+    at the same place (the work directory read-write, the wheel's directory read-only)."""
+
+    def __init__(
+        self, engine: str, image: str, layout: Simulation | None, *, workdir: Path, wheels: Path
+    ) -> None:
+        self.engine = engine
+        self.image = image
+        self.layout = layout
+        self.workdir = workdir
+        self.name = f"release-smoke-{os.getpid()}-{next(_COUNTER)}"
+        argv = [
+            engine, "run", "-d", "--rm", "--network=host", "--name", self.name,
+            "-v", f"{workdir}:{workdir}", "-v", f"{wheels}:{wheels}:ro",
+            "--entrypoint", "/bin/sh", image, "-c", "sleep 86400",
+        ]  # fmt: skip
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines() or ["no output"]
+            msg = f"cannot start a container of {image}: {lines[-1]}"
+            raise SmokeError(msg)
+
+    @property
+    def runtime_dir(self) -> Path | None:
+        """Where the image's loader finds the runtime, as its layout declares."""
+        sim = self.layout
+        if sim is None or sim.runtime == "absent":
+            return None
+        if sim.runtime == "prefix" and sim.prefix:
+            return Path(sim.prefix)
+        return Path("/usr/lib") / f"{platform.machine()}-linux-gnu"
+
+    def run(
+        self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 600
+    ) -> Result:
+        command = [self.engine, "exec", "-w", str(self.workdir)]
+        for key, value in (env or {}).items():
+            if key == "PATH" or not key.startswith("LD_"):
+                command += ["-e", f"{key}={value}"]
+        return run_command([*command, self.name, *argv], timeout=timeout, shown=argv)
+
+    def close(self) -> None:
+        subprocess.run([self.engine, "rm", "-f", self.name], capture_output=True, check=False, timeout=120)
+
+
+def interpreter(python: str) -> Path:
+    """The image's interpreter for a version, where local images put it (cibuildwheel's layout)."""
+    tag = "cp" + python.replace(".", "")
+    return Path(f"/opt/python/{tag}-{tag}/bin/python")

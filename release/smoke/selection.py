@@ -1,0 +1,105 @@
+"""Which wheels, Pythons and images one smoke run covers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from release.build.interpreters import find_interpreter
+from release.config.matrix import Image, Simulation
+from release.errors import SmokeError, UsageError
+from release.plan.resolve import ResolvedVariant
+from release.plan.steps import python_tag
+from release.wheel.names import InvalidWheelName, WheelName, parse_wheel_name
+
+HOST_IMAGE = "host"
+
+
+def wheels_for(wheelhouse: Path, variant: ResolvedVariant, python: str | None) -> list[Path]:
+    """The variant's wheels in `wheelhouse` (already `wheelhouse/<variant>`), for one Python or all."""
+    found = []
+    for wheel in sorted(wheelhouse.glob("*.whl")):
+        try:
+            name = parse_wheel_name(wheel)
+        except InvalidWheelName:
+            continue
+        if name.matches(variant.distribution) and (python is None or serves(name, python)):
+            found.append(wheel)
+    return found
+
+
+NEWER_PYTHONS = ("3.14", "3.15")
+"""CPythons beyond the matrix an abi3 wheel is also tried in, where this machine has them."""
+
+
+def smoke_pythons(wheel: Path, variant: ResolvedVariant, python: str | None) -> list[str]:
+    """The Pythons one wheel is smoke-tested with: its own, or for an abi3 wheel every matrix Python
+    from its version on plus any newer CPython found here (or just `python` when one is asked for)."""
+    if python is not None:
+        return [python]
+    own = wheel_python(wheel)
+    name = parse_wheel_name(wheel)
+    if "abi3" not in name.abis:
+        return [own]
+    found = [p for p in NEWER_PYTHONS if find_interpreter(p) is not None]
+    return [p for p in (*variant.pythons, *found) if _key(p) >= _key(own)]
+
+
+def serves(name: WheelName, python: str) -> bool:
+    """Whether a wheel installs into this CPython: its own tag, or abi3 from its version on."""
+    if python_tag(python) in name.interpreters:
+        return True
+    floor = name.python_version()
+    return "abi3" in name.abis and floor is not None and _key(python) >= _key(floor)
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
+def wheel_python(wheel: Path) -> str:
+    """`engine_cpu-0.1.0-cp312-cp312-….whl` -> `3.12`."""
+    try:
+        name = parse_wheel_name(wheel)
+    except InvalidWheelName as exc:
+        msg = f"{wheel.name}: not a wheel file name ({exc})"
+        raise SmokeError(msg) from None
+    version = name.python_version()
+    if version is None:
+        msg = f"{wheel.name}: not a CPython wheel (tags {', '.join(name.tags)})"
+        raise SmokeError(msg)
+    return version
+
+
+def images_for(
+    variant: ResolvedVariant, chosen: Sequence[str] | None, *, host_has_runtime: bool
+) -> list[tuple[str, Image]]:
+    """`host` plus the variant's images, restricted to `chosen` names when given.
+
+    `host` is a fresh venv on this machine: it expects the runtime only where the host has it.
+    """
+    host = Image(
+        description="a fresh venv on this machine",
+        simulate=Simulation(runtime="system" if host_has_runtime else "absent"),
+        expect="pass" if host_has_runtime else "runtime-missing",
+    )
+    pairs: list[tuple[str, Image]] = [(HOST_IMAGE, host)]
+    pairs += [(i.name, i.image) for i in variant.images]
+    if chosen:
+        known = {name for name, _ in pairs}
+        unknown = [c for c in chosen if c not in known]
+        if unknown:
+            names = ", ".join(sorted(known))
+            msg = f"--image {unknown[0]!r} is not an image of this variant (images: {names})"
+            raise UsageError(msg)
+        pairs = [(n, i) for n, i in pairs if n in chosen]
+    return pairs
+
+
+def declared_image(variant: ResolvedVariant, name: str) -> Image:
+    for image in variant.images:
+        if image.name == name:
+            return image.image
+    known = ", ".join(i.name for i in variant.images) or "none"
+    msg = f"--in-image {name!r} is not an image of variant {variant.distribution} (images: {known})"
+    raise UsageError(msg)

@@ -1,0 +1,152 @@
+"""The release path for real: cibuildwheel under podman in a local build image with Debian sid's
+HIP 6.4, the wheels bound to the ROCm they declare, and smoke tests in real containers.
+
+Needs podman (`.ci/run` installs and configures it with scripts/setup-podman.sh). The images are
+made from Debian packages when absent and cached in podman's store between runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from release.build.toolchain import container_engine
+from release.inspect.elf import inspect_elf, is_elf
+from tests.integration.conftest import ROOT, toolkit
+
+ENGINE = container_engine()
+if ENGINE is None:
+    if os.environ.get("CI") == "true":
+        pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
+    pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
+
+
+def _matrix(directory: Path, **rocm: object) -> Path:
+    """The real matrix, rocm only, pointing at the real engine."""
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    data["engine"]["source"] = str(ROOT / "engine")
+    data["variants"] = {"rocm": {**data["variants"]["rocm"], **rocm}}
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    shutil.copytree(ROOT / "packaging", directory / "packaging", dirs_exist_ok=True)
+    return directory / "matrix.yaml"
+
+
+def _needed(wheel: Path) -> set[str]:
+    found: set[str] = set()
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            data = zf.read(info)
+            if is_elf(data[:4]):
+                found.update(inspect_elf(info.filename, data).needed)
+    return found
+
+
+@pytest.fixture(scope="module")
+def container_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`release build --variant rocm --container`: every Python of the matrix, once."""
+    wheelhouse = tmp_path_factory.mktemp("container") / "wheelhouse"
+    proc = toolkit("build", "--variant", "rocm", "--container", "--wheelhouse", str(wheelhouse), timeout=3000)
+    assert "cibuildwheel in localhost/xfer-build-rocm through" in proc.stdout
+    return wheelhouse
+
+
+def test_container_build_binds_the_declared_rocm(container_wheels: Path) -> None:
+    wheels = sorted((container_wheels / "rocm").glob("*.whl"))
+    assert [w.name.split("-")[2] for w in wheels] == ["cp310", "cp311", "cp312", "cp313"]
+    for wheel in wheels:
+        assert wheel.name.startswith("xfer_engine_rocm-0.1.0-")
+        needed = _needed(wheel)
+        assert "libamdhip64.so.6" in needed, needed
+        assert not any(n.startswith("libamdhip64.so.5") for n in needed)
+        with zipfile.ZipFile(wheel) as zf:
+            assert not [n for n in zf.namelist() if "libamdhip64" in n], "the runtime is bound, not vendored"
+            meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            assert "Requires-External: libamdhip64.so.6" in zf.read(meta).decode()
+        report = json.loads(wheel.with_name(wheel.name + ".verify.json").read_text(encoding="utf-8"))
+        assert report["ok"] is True, [r for r in report["rules"] if r["status"] == "fail"]
+        assert report["runtime_bound"] == ["libamdhip64.so.6"]
+        statuses = {r["id"]: r["status"] for r in report["rules"]}
+        assert statuses.get("runtime-abi", "pass") == "pass"
+        # Debian sid's toolchain honestly allows a newer tag than the release floor.
+        assert report["platform_tags"][0].startswith("manylinux_2_")
+
+
+def test_smoke_runs_in_real_containers_for_each_layout(container_wheels: Path) -> None:
+    proc = toolkit(
+        "smoke", "--variant", "rocm", "--python", "3.12", "--wheelhouse", str(container_wheels),
+        "--json", timeout=3000,
+    )  # fmt: skip
+    results = json.loads(proc.stdout)["results"]
+    by_image = {r["image"]: r for r in results}
+    for image in ("rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent"):
+        runner = by_image[image]["runner"]
+        assert runner.startswith(f"{ENGINE} container localhost/xfer-smoke-{image}"), by_image[image]
+        assert by_image[image]["ok"], by_image[image]
+    location = {
+        r["image"]: next(s["detail"] for s in r["steps"] if s["name"] == "runtime location")
+        for r in results
+        if r["expect"] == "pass" and r["image"] != "host"
+    }
+    assert location["rocm-opt-prefix"].startswith("/opt/rocm-6.4.3/lib/libamdhip64.so.6")
+    assert location["rocm-ld-library-path"].startswith("/opt/rocm/lib/libamdhip64.so.6")
+    assert "/usr/lib/x86_64-linux-gnu/libamdhip64.so.6" in location["rocm-distro"]
+    refused = next(s for s in by_image["rocm-absent"]["steps"] if s["name"] == "import xfer refused")
+    assert "needs ROCm 6 (libamdhip64.so.6)" in refused["detail"]
+
+
+def test_host_build_under_the_64_declaration_stops_with_the_mismatch_line(tmp_path: Path) -> None:
+    matrix = _matrix(tmp_path)
+    proc = toolkit("--matrix", str(matrix), "build", "--variant", "rocm", "--python", "3.12", check=False)
+    assert proc.returncode == 4
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "the matrix declares toolkit 6.4 (matrix.yaml:" in lines[0]
+    assert "but the toolkit found is 5.2" in lines[0]
+    assert "--container" in lines[0] and "install-rocm.sh 6.4" in lines[0]
+
+
+def test_an_image_without_the_interpreters_is_one_line(tmp_path: Path) -> None:
+    matrix = _matrix(tmp_path)
+    proc = toolkit(
+        "--matrix", str(matrix), "build", "--variant", "rocm", "--python", "3.12", "--container",
+        "--image", "localhost/xfer-smoke-rocm-absent", check=False,
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("error: image localhost/xfer-smoke-rocm-absent lacks the interpreter(s)")
+    assert "/opt/python/cp39-cp39/bin/python" in line
+
+
+def test_no_container_engine_is_one_line_with_the_install_command(tmp_path: Path) -> None:
+    matrix = _matrix(tmp_path)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {"PATH": f"{bare}:/usr/bin/nonexistent"}
+    proc = toolkit("--matrix", str(matrix), "build", "--variant", "rocm", "--container", env=env, check=False)
+    assert proc.returncode == 4
+    (line,) = proc.stderr.strip().splitlines()
+    assert "needs podman or docker" in line and "apt-get install podman" in line
+
+
+def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(tmp_path: Path) -> None:
+    """ROCm 7 declared, the image carries 6.4: the container's repair step stops with the mismatch
+    line, cibuildwheel fails, and the wheelhouse keeps exactly what it had."""
+    matrix = _matrix(tmp_path, toolkit="7.0", distribution="xfer-engine-rocm7")
+    wheelhouse = tmp_path / "wheelhouse"
+    (wheelhouse / "rocm").mkdir(parents=True)
+    keep = wheelhouse / "rocm" / "xfer_engine_rocm7-0.0.9-cp312-cp312-manylinux_2_28_x86_64.whl"
+    keep.write_bytes(b"an earlier wheel")
+    proc = toolkit(
+        "--matrix", str(matrix), "build", "--variant", "rocm", "--python", "3.12", "--container",
+        "--image", "localhost/xfer-build-rocm", "--wheelhouse", str(wheelhouse), check=False, timeout=3000,
+    )  # fmt: skip
+    assert proc.returncode == 5, proc.stdout + proc.stderr
+    assert "declares toolkit 7.0 (--toolkit), but the toolkit found is 6.4" in proc.stdout + proc.stderr
+    assert sorted(p.name for p in (wheelhouse / "rocm").iterdir()) == [keep.name]
+    assert keep.read_bytes() == b"an earlier wheel"
