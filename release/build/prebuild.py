@@ -84,6 +84,8 @@ def activity(cmd: list[str]) -> str:
         return "building the wheel"
     if words[1:3] == ["-m", "pip"]:
         return "installing build requirements"
+    if words[1:3] == ["-m", "venv"]:
+        return "creating the build environment"
     return f"running {words[0]}"
 
 

@@ -29,7 +29,8 @@ def test_progress_is_the_last_ninja_or_make_counter(tail: bytes, expected: str |
         (["cmake", "--install", "b", "--prefix", "p"], "installing"),
         (["/v/bin/python", "-m", "build", "--wheel"], "building the wheel"),
         (["/v/bin/python", "-m", "pip", "install", "x"], "installing build requirements"),
-        (["/usr/bin/python3.12", "-m", "venv", "v"], "running python3.12"),
+        (["/usr/bin/python3.12", "-m", "venv", "v"], "creating the build environment"),
+        (["/usr/bin/ld", "-o", "x"], "running ld"),
     ],
 )
 def test_activity_names_the_step(cmd: list[str], expected: str) -> None:
