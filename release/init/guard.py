@@ -59,12 +59,16 @@ def mentions_metadata(source: str) -> bool:
 
 
 def insertion_line(source: str) -> int:
-    """0-based line index after the module docstring and `from __future__` imports."""
+    """0-based line index after a leading comment block (a licence header), the module docstring
+    and `from __future__` imports."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return 0
+    lines = source.splitlines()
     line = 0
+    while line < len(lines) and lines[line].startswith("#"):
+        line += 1
     for index, node in enumerate(tree.body):
         docstring = index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
         future = isinstance(node, ast.ImportFrom) and node.module == "__future__"

@@ -548,3 +548,13 @@ def test_nox_sessions_come_from_the_toolkit(tmp_path: Path, monkeypatch: pytest.
     assert doc == "Build, repair and verify the rocm wheel for Python 3.12."
     monkeypatch.setenv("RELEASE_MATRIX", str(tmp_path / "elsewhere.yaml"))
     assert nox_sessions.matrix_file("matrix.yaml") == tmp_path / "elsewhere.yaml"
+
+
+def test_the_guard_goes_below_a_licence_header_docstring_and_future_imports() -> None:
+    from release.init.guard import BEGIN, guard_code, with_guard
+
+    header = ["# Copyright 2026 Ringlet authors", "# SPDX-License-Identifier: Apache-2.0", '"""Doc."""']
+    source = "\n".join([*header, "", "import os", ""])
+    lines = with_guard(source, guard_code("k", ["k-cpu", "k-rocm"])).splitlines()
+    assert lines[:3] == header
+    assert lines.index(BEGIN) < lines.index("import os")
