@@ -126,8 +126,12 @@ def test_readme_commands_pass_on_a_fresh_debian_12(tmp_path: Path) -> None:
     assert proc.returncode == 0, tail
     assert "== set-up command passed" in output and "== test command passed" in output, tail
     # The main job built what this machine can (Debian 12: Python 3.11) and named what it skipped.
+    # (its tag is what the host's glibc and libstdc++ allow, which the engine's code decides)
     wheels = sorted(p.name for p in (src / "wheelhouse" / "rocm").glob("*.whl"))
-    assert wheels == ["xfer_engine_rocm-0.1.0-cp311-cp311-manylinux_2_34_x86_64.whl"], (wheels, tail)
+    assert len(wheels) == 1 and wheels[0].startswith("xfer_engine_rocm-0.1.0-cp311-cp311-manylinux_2_"), (
+        wheels,
+        tail,
+    )
     assert "skipped Pythons (CI=true fails on them instead):" in output, tail
     assert "release toolchain install python 3.12" in output, tail
     assert " passed" in output.split("== test command:")[1], tail
