@@ -1,8 +1,9 @@
-"""Sessions generated from matrix.yaml; each one calls `python -m release`.
+"""This repository's sessions: the matrix's (from the toolkit, as any project gets them with
+`release init`) and the toolkit's own tests, lint and benchmarks.
 
-Sessions run in the interpreter that runs nox (the toolkit is installed there by the README's
-set-up command); the Python a build targets is the session's parameter, found by
-`release.build.interpreters` on PATH or in pyenv's version directories, so nothing needs exporting.
+Sessions run in the interpreter that runs nox (`.venv/bin/nox` after `bash scripts/bootstrap.sh`);
+none makes a venv. `RELEASE_MATRIX=path/to/matrix.yaml nox ...` drives them from another matrix;
+`RELEASE_TEST_TIER=unit nox -s tests` runs the unit tier only.
 """
 
 from __future__ import annotations
@@ -14,102 +15,33 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # this checkout's toolkit, even where another copy is installed
 
-from release.build.interpreters import interpreter_dirs  # noqa: E402
-from release.config import matrix as _matrix  # noqa: E402
+from release.nox_sessions import register  # noqa: E402
 
-MATRIX_FILE = os.environ.get("RELEASE_MATRIX", str(ROOT / "matrix.yaml"))
-MATRIX = _matrix.load(MATRIX_FILE).matrix
-PYTHONS = list(MATRIX.python)
-
-# Make `python3.X` resolvable for nox and for every tool it starts (pyenv shims alone fail).
-os.environ["PATH"] = os.pathsep.join([*interpreter_dirs(MATRIX.python), os.environ.get("PATH", "")])
+register(ROOT / "matrix.yaml")
 
 nox.options.sessions = ["plan", "lint", "tests"]
-nox.options.error_on_missing_interpreters = True
 nox.options.default_venv_backend = "none"
 
-# Per-Python sessions need a real interpreter so nox parametrizes them and fails on a missing
-# one; their venv stays empty (the toolkit keeps its own cached builder environments).
-PER_PYTHON: dict[str, object] = {"venv_backend": "venv", "venv_params": ["--without-pip"]}
-
-TOOLKIT = [sys.executable, "-m", "release", "--matrix", MATRIX_FILE]
-
-
-@nox.session
-def plan(session: nox.Session) -> None:
-    """Print the build steps the matrix expands to."""
-    session.run(*TOOLKIT, "plan", *session.posargs, external=True)
-
-
-def _make_build(variant: str) -> None:
-    @nox.session(name=f"build_{variant}", python=PYTHONS, **PER_PYTHON)
-    def build(session: nox.Session) -> None:
-        session.run(
-            *TOOLKIT,
-            "build",
-            "--variant",
-            variant,
-            "--python",
-            str(session.python),
-            *session.posargs,
-            external=True,
-        )
-
-    build.__doc__ = f"Build, repair and verify the {variant} wheel for one Python."
-
-
-def _make_smoke(variant: str) -> None:
-    @nox.session(name=f"smoke_{variant}", python=PYTHONS, **PER_PYTHON)
-    def smoke(session: nox.Session) -> None:
-        session.run(
-            *TOOLKIT,
-            "smoke",
-            "--variant",
-            variant,
-            "--python",
-            str(session.python),
-            *session.posargs,
-            external=True,
-        )
-
-    smoke.__doc__ = f"Install the {variant} wheel in fresh environments and images; run the selftest."
-
-
-for _variant in MATRIX.variants:
-    _make_build(_variant)
-    _make_smoke(_variant)
-
-
-@nox.session
-def verify(session: nox.Session) -> None:
-    """Verify every wheel in wheelhouse/ against the matrix."""
-    wheelhouse = Path(MATRIX_FILE).resolve().parent / "wheelhouse"
-    wheels = session.posargs or sorted(str(p) for p in wheelhouse.glob("*/*.whl"))
-    if not wheels:
-        session.error("no wheels in wheelhouse/: run a build_<variant> session first")
-    session.run(*TOOLKIT, "verify", *wheels, external=True)
-
-
-@nox.session
-def publish(session: nox.Session) -> None:
-    """Preflight the whole wheelhouse and upload it (pass --tag, --repository, --dry-run)."""
-    session.run(*TOOLKIT, "publish", *session.posargs, external=True)
+TIERS = {"unit": ["tests/unit"], "integration": ["tests/integration"], "all": ["tests"]}
 
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit and integration tests (pass pytest arguments after --)."""
-    session.run(sys.executable, "-m", "pytest", *(session.posargs or ["tests"]), external=True)
+    """Unit and integration tests (pass pytest arguments after --; RELEASE_TEST_TIER=unit narrows)."""
+    tier = os.environ.get("RELEASE_TEST_TIER", "all")
+    if tier not in TIERS:
+        session.error(f"RELEASE_TEST_TIER={tier!r}: one of {', '.join(TIERS)}")
+    session.run(sys.executable, "-m", "pytest", *(session.posargs or TIERS[tier]), external=True)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff and mypy --strict on release/."""
+    """ruff, mypy --strict on release/, and the schema drift check."""
     session.run(sys.executable, "-m", "ruff", "check", ".", external=True)
     session.run(sys.executable, "-m", "mypy", "--strict", "release", external=True)
-    session.run(*TOOLKIT, "schema", "--check", external=True)
+    session.run(sys.executable, "-m", "release", "schema", "--check", external=True)
 
 
 @nox.session

@@ -28,11 +28,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "smoke": ("smoke", "install wheels in fresh environments and simulated images"),
     "publish": ("publish", "preflight the whole set and upload it idempotently"),
     "cibuildwheel-config": ("cibuildwheel_config", "print the cibuildwheel configuration of a variant"),
-    "init": ("init", "write a starter matrix.yaml for a project"),
+    "init": ("init", "set up a project: matrix.yaml, noxfile.py and (--ci github) its workflows"),
+    "toolchain": ("toolchain", "install a backend's toolchain or CPython versions; check what a build needs"),
     "schema": ("schema", "print the JSON Schema of matrix.yaml (or --check the committed one)"),
 }
 # Commands that work without a matrix file, and ones that never read it.
-MATRIX_OPTIONAL = {"verify", "repair"}
+MATRIX_OPTIONAL = {"verify", "repair", "toolchain"}
 NO_MATRIX = {"init", "schema"}
 DEFAULT_MATRIX = "matrix.yaml"
 

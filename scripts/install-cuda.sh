@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the CUDA toolkit pieces the engine builds against (nvcc, cudart headers and the shared
 # runtime), idempotently.
-#   bash scripts/install-cuda.sh [CUDA_VERSION]     (default 13.0)
+#   release toolchain install cuda [CUDA_VERSION]     (default 13.0; here also bash scripts/install-cuda.sh)
 # Debian/Ubuntu and manylinux_2_28 / AlmaLinux 8, from NVIDIA's package repositories.
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
@@ -24,18 +24,24 @@ case "$family" in
     log "installing CUDA $version from NVIDIA's repository for $distro"
     apt_install ca-certificates wget
     tmp="$(mktemp -d)"
-    wget -qO "$tmp/keyring.deb" "https://developer.download.nvidia.com/compute/cuda/repos/$distro/x86_64/cuda-keyring_1.1-1_all.deb"
-    as_root dpkg -i "$tmp/keyring.deb"
+    url="https://developer.download.nvidia.com/compute/cuda/repos/$distro/x86_64/cuda-keyring_1.1-1_all.deb"
+    wget -qO "$tmp/keyring.deb" "$url" \
+      || die "downloading NVIDIA's repository keyring failed ($url): no network to developer.download.nvidia.com, or no repository for $distro"
+    as_root dpkg -i "$tmp/keyring.deb" || die "installing NVIDIA's repository keyring failed"
     rm -rf "$tmp"
     _APT_UPDATED=
-    apt_install "cuda-nvcc-$dashed" "cuda-cudart-dev-$dashed"
+    apt_install "cuda-nvcc-$dashed" "cuda-cudart-dev-$dashed" \
+      || die "apt could not install CUDA $version (cuda-nvcc-$dashed, cuda-cudart-dev-$dashed) from NVIDIA's repository"
     ;;
   rhel)
     log "installing CUDA $version from NVIDIA's rhel8 repository"
     as_root dnf install -y dnf-plugins-core
-    as_root dnf config-manager --add-repo https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/cuda-rhel8.repo
-    as_root dnf install -y "cuda-nvcc-$dashed" "cuda-cudart-devel-$dashed"
+    as_root dnf config-manager --add-repo https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/cuda-rhel8.repo \
+      || die "adding NVIDIA's rhel8 repository failed (no network to developer.download.nvidia.com?)"
+    as_root dnf install -y "cuda-nvcc-$dashed" "cuda-cudart-devel-$dashed" \
+      || die "dnf could not install CUDA $version (cuda-nvcc-$dashed, cuda-cudart-devel-$dashed)"
     ;;
   *) die "unsupported distribution family '$family'" ;;
 esac
-log "done: $(ls -d /usr/local/cuda-"$version" 2>/dev/null)"
+[ -x "/usr/local/cuda-$version/bin/nvcc" ] || die "the packages installed but /usr/local/cuda-$version/bin/nvcc is missing"
+log "done: /usr/local/cuda-$version"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Moore Threads MUSA toolkit, idempotently.
-#   bash scripts/install-musa.sh [PATH_TO_MUSA_TOOLKIT_INSTALLER]
+#   release toolchain install musa [PATH_TO_MUSA_TOOLKIT_INSTALLER]
+#   (or, in this repository: bash scripts/install-musa.sh [PATH_TO_MUSA_TOOLKIT_INSTALLER])
 # Moore Threads does not publish the MUSA SDK in a public apt/dnf repository: the toolkit is a
 # downloaded installer (.run or .deb/.rpm from the Moore Threads developer site). Give its path
 # (or MUSA_INSTALLER) and this script installs it to /usr/local/musa; without one it says so.
@@ -17,7 +18,7 @@ done
 
 installer="${1:-${MUSA_INSTALLER:-}}"
 [ -n "$installer" ] || die "no MUSA toolkit found and no installer given: download the MUSA Toolkit \
-installer from Moore Threads, then run: bash scripts/install-musa.sh /path/to/musa_toolkits_*.{run,deb,rpm} \
+installer from Moore Threads, then run: release toolchain install musa /path/to/musa_toolkits_*.{run,deb,rpm} \
 (or set MUSA_HOME to an existing install)"
 [ -f "$installer" ] || die "installer $installer does not exist"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the ROCm/HIP host toolchain (headers, libamdhip64, hipcc), idempotently.
-#   bash scripts/install-rocm.sh [ROCM_VERSION]
+#   release toolchain install rocm [ROCM_VERSION]     (here also bash scripts/install-rocm.sh)
 # Debian 12 / Ubuntu >= 23.04: the distribution's HIP packages (HIP 5.2 on Debian 12) unless a
 #   ROCM_VERSION is given, which uses AMD's apt repository (Ubuntu only).
 # manylinux_2_28 / AlmaLinux 8: AMD's el8 repository, ROCm ROCM_VERSION (default 6.4).
@@ -22,16 +22,19 @@ case "$family" in
   debian)
     if [ -z "$version" ]; then
       log "installing the distribution's HIP packages"
-      apt_install libamdhip64-dev libhsa-runtime-dev hipcc
+      apt_install libamdhip64-dev libhsa-runtime-dev hipcc \
+        || die "apt could not install Debian's HIP packages (libamdhip64-dev libhsa-runtime-dev hipcc): they need Debian 12 or Ubuntu 23.04+; elsewhere give a ROCm version for AMD's repository"
     else
       . /etc/os-release
       log "installing ROCm $version from AMD's repository for ${VERSION_CODENAME:-unknown}"
       apt_install ca-certificates gnupg wget
-      wget -qO- https://repo.radeon.com/rocm/rocm.gpg.key | gpg --dearmor | as_root tee /etc/apt/keyrings/rocm.gpg >/dev/null
+      as_root mkdir -p /etc/apt/keyrings
+      wget -qO- https://repo.radeon.com/rocm/rocm.gpg.key | gpg --dearmor | as_root tee /etc/apt/keyrings/rocm.gpg >/dev/null \
+        || die "downloading AMD's repository key failed (https://repo.radeon.com/rocm/rocm.gpg.key): no network to repo.radeon.com?"
       echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/$version ${VERSION_CODENAME} main" \
         | as_root tee /etc/apt/sources.list.d/rocm.list >/dev/null
       _APT_UPDATED=
-      apt_install rocm-hip-runtime-dev
+      apt_install rocm-hip-runtime-dev || die "apt could not install rocm-hip-runtime-dev $version from AMD's repository"
     fi
     ;;
   rhel)
@@ -55,7 +58,7 @@ priority=50
 gpgcheck=1
 gpgkey=https://repo.radeon.com/rocm/rocm.gpg.key
 REPO
-    as_root dnf install -y rocm-hip-runtime-devel
+    as_root dnf install -y rocm-hip-runtime-devel || die "dnf could not install rocm-hip-runtime-devel $version from AMD's repository"
     ;;
   *) die "unsupported distribution family '$family'" ;;
 esac

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -57,15 +58,89 @@ def source_date_epoch(root: Path) -> str:
     return stamp if proc.returncode == 0 and stamp.isdigit() else "315532800"
 
 
+HEARTBEAT_SECONDS = 10.0
+"""How often a long command says it is still running (`RELEASE_HEARTBEAT` seconds; 0: never)."""
+_PROGRESS = re.compile(rb"\[\s*(\d+)\s*/\s*(\d+)\s*\]|\[\s*(\d+)%\]")
+
+
+def build_progress(tail: bytes) -> str | None:
+    """The build's own progress from the end of its log: ninja's `[n/m]`, make's `[ p%]`."""
+    matches = list(_PROGRESS.finditer(tail))
+    if not matches:
+        return None
+    last = matches[-1]  # the current step
+    return f"[{int(last[1])}/{int(last[2])}]" if last[1] else f"[{int(last[3])}%]"
+
+
+def activity(cmd: list[str]) -> str:
+    """What a command does, in a word or three, for the heartbeat line."""
+    words = [Path(cmd[0]).name, *cmd[1:3]]
+    if words[:2] == ["cmake", "--build"]:
+        return "compiling"
+    if words[:2] == ["cmake", "--install"]:
+        return "installing"
+    if words[0] == "cmake":
+        return "configuring"
+    if words[1:3] == ["-m", "build"]:
+        return "building the wheel"
+    if words[1:3] == ["-m", "pip"]:
+        return "installing build requirements"
+    if words[1:3] == ["-m", "venv"]:
+        return "creating the build environment"
+    return f"running {words[0]}"
+
+
+def _elapsed(seconds: float) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+
+
+def _heartbeat_interval() -> float:
+    try:
+        return max(0.0, float(os.environ.get("RELEASE_HEARTBEAT", HEARTBEAT_SECONDS)))
+    except ValueError:
+        return HEARTBEAT_SECONDS
+
+
+def _log_tail(log: Path, size: int = 16384) -> bytes:
+    try:
+        with log.open("rb") as stream:
+            stream.seek(max(0, stream.seek(0, os.SEEK_END) - size))
+            return stream.read()
+    except OSError:
+        return b""
+
+
 def run_logged(cmd: list[str], *, log: Path, env: Mapping[str, str], cwd: Path | None = None) -> None:
+    """Run `cmd` with its output in `log`. While it runs, a heartbeat line every few seconds says
+    what it does, for how long, and the build's own progress read from the log's tail; a failure
+    names the log and shows its last lines."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    interval = _heartbeat_interval()
+    started = time.monotonic()
     with log.open("a", encoding="utf-8") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, check=False)
-    if proc.returncode != 0:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd)
+        try:
+            while True:
+                try:
+                    returncode = proc.wait(timeout=interval or None)
+                    break
+                except subprocess.TimeoutExpired:
+                    progress = build_progress(_log_tail(log))
+                    say(
+                        f"  [{log.stem}] {activity(cmd)}: {_elapsed(time.monotonic() - started)}"
+                        + (f", {progress}" if progress else "")
+                        + f" (log: {log})"
+                    )
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    if returncode != 0:
         tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
-        msg = f"`{' '.join(cmd[:4])} …` failed (exit {proc.returncode}); last lines of {log}:\n{tail}"
+        msg = f"`{' '.join(cmd[:4])} …` failed (exit {returncode}); last lines of {log}:\n{tail}"
         raise BuildError(msg)
 
 

@@ -120,9 +120,25 @@ def find_toolchain(backend: Backend) -> Toolchain:
     looked = ", ".join([f"${v}" for v in probe.env] + list(probe.prefixes))
     msg = (
         f"{backend.title} toolkit not found (looked for {probe.marker} in {looked}): "
-        f"install it with `{probe.install}`"
+        f"install it with `{install_hint(backend)}`"
     )
     raise ToolchainError(msg)
+
+
+def toolkit_scripts() -> Path:
+    """The toolchain install scripts shipped with the toolkit: `scripts/` in its source tree, which
+    an installed toolkit carries as `release/scripts_data/` (see pyproject.toml)."""
+    here = Path(__file__).resolve().parents[1]
+    installed = here / "scripts_data"
+    return installed if installed.is_dir() else here.parent / "scripts"
+
+
+def install_hint(backend: Backend) -> str:
+    """The command that installs a backend's toolkit wherever the toolkit is installed: the
+    toolkit's own command when it ships the backend's script, else the backend data's command."""
+    if (toolkit_scripts() / f"install-{backend.name}.sh").is_file():
+        return f"release toolchain install {backend.name}"
+    return backend.toolkit.install if backend.toolkit is not None else ""
 
 
 def toolkit_mismatch(

@@ -1,4 +1,10 @@
-"""`release build`: build, repair and verify the wheels of the selected steps."""
+"""`release build`: build, repair and verify the wheels of the selected steps.
+
+Without `--variant` every variant of the matrix is built. A Python that is missing here (or has no
+headers), or, when every variant is built, a variant whose toolkit is missing or is not the
+declared one, is skipped on a local run and listed at the end with the command that gets it; with
+`CI=true` it fails the build instead.
+"""
 
 from __future__ import annotations
 
@@ -7,17 +13,23 @@ import os
 import time
 from pathlib import Path
 
-from release.build.host import build_variant, summary
-from release.build.toolchain import Toolchain, find_toolchain, toolkit_mismatch
+from release import table
+from release.build.host import WheelResult, build_variant, summary
+from release.build.toolchain import Toolchain, find_toolchain, install_hint, toolkit_mismatch
+from release.commands.toolchain import Interpreter, interpreter, missing_table
 from release.config.matrix import LoadedMatrix
-from release.errors import ToolchainError, UsageError, VerifyError
+from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan, select
 from release.plan.version import build_version
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variant", required=True, help="variant from the matrix (cpu, cuda, rocm, musa)")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        help="variant from the matrix (repeatable; default: every variant)",
+    )
     parser.add_argument(
         "--python",
         action="append",
@@ -50,9 +62,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> tuple[BuildStep, ...]:
-    plan = make_plan(loaded, variants=(args.variant,))
-    steps = plan.builds_of(args.variant)
+def in_ci() -> bool:
+    """`CI=true` (GitHub Actions, most CI services): nothing may be skipped."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> dict[str, tuple[BuildStep, ...]]:
+    """The selected steps by variant: `--variant` (default: every variant), `--python`, `--select`."""
+    variants = tuple(dict.fromkeys(args.variant or ()))
+    steps = make_plan(loaded, variants=variants).builds
     if args.python:
         unknown = [p for p in args.python if p not in loaded.matrix.python]
         if unknown:
@@ -60,19 +78,33 @@ def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> tuple[BuildS
             msg = f"Python {', '.join(unknown)} is not in the matrix (python: {known})"
             raise UsageError(msg)
         steps = tuple(s for s in steps if set(s.serves) & set(args.python))
-    return select(steps, args.select)
+    by_variant: dict[str, tuple[BuildStep, ...]] = {}
+    for step in select(steps, args.select):
+        by_variant[step.variant.name] = (*by_variant.get(step.variant.name, ()), step)
+    return by_variant
+
+
+def usable_interpreters(pythons: list[str]) -> tuple[set[str], list[Interpreter]]:
+    """(versions a build can use, the others with why and how to get them); CI=true fails on any."""
+    found = [interpreter(p) for p in dict.fromkeys(pythons)]
+    missing = [i for i in found if not i.usable]
+    if missing and (in_ci() or len(missing) == len(found)):
+        reasons = "; ".join(f"{i.problem}: `{i.fix}`" for i in missing)
+        why = " (CI=true: nothing may be skipped)" if in_ci() and len(missing) < len(found) else ""
+        msg = f"{reasons}{why}"
+        raise ToolchainError(msg)
+    return {i.version for i in found if i.usable}, missing
 
 
 def check_toolkit(variant: ResolvedVariant, toolchain: Toolchain, *, allow: bool) -> str | None:
     """The declared toolkit must be the one found (major.minor); the mismatch line otherwise, or,
     with `allow`, the override that verify records."""
     probe = variant.backend.toolkit
-    install = f"{probe.install} {variant.toolkit}" if probe is not None else "its install script"
     env_var = probe.env[0] if probe and probe.env else "PATH"
     hint = (
-        f"install {variant.toolkit} (`{install}`) and point ${env_var} "
-        "at it, build in the variant's build image with --container, or pass --allow-toolkit-mismatch "
-        "for an experiment"
+        f"install {variant.toolkit} (`{install_hint(variant.backend)} {variant.toolkit}`) and point "
+        f"${env_var} at it, build in the variant's build image with --container, or pass "
+        "--allow-toolkit-mismatch for an experiment"
     )
     problem = toolkit_mismatch(
         backend=variant.name,
@@ -90,49 +122,102 @@ def check_toolkit(variant: ResolvedVariant, toolchain: Toolchain, *, allow: bool
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
-    steps = chosen_steps(args, loaded)
-    variant = steps[0].variant
+    every = not args.variant
+    planned = chosen_steps(args, loaded)
     version = build_version(loaded, args.tag)
-    wheelhouse = (args.wheelhouse or loaded.root / "wheelhouse") / args.variant
+    root = args.wheelhouse or loaded.root / "wheelhouse"
     if args.container:
-        from release.build.container import require_engine, run_cibuildwheel  # noqa: PLC0415
+        return _run_containers(args, planned, root, version)
+    pythons, missing = usable_interpreters([s.python for steps in planned.values() for s in steps])
+    skipped_variants: list[tuple[str, str]] = []
+    results: list[WheelResult] = []
+    failures: list[str] = []
+    started = time.monotonic()
+    for name, selected in planned.items():
+        variant = selected[0].variant
+        try:
+            toolchain = find_toolchain(variant.backend)  # a missing toolkit stops here, in one line
+            override = check_toolkit(variant, toolchain, allow=args.allow_toolkit_mismatch)
+        except ToolchainError as exc:
+            if not every or in_ci():
+                raise
+            skipped_variants.append((name, str(exc)))
+            continue
+        steps = tuple(s for s in selected if s.python in pythons)
+        print(
+            f"building {len(steps)} wheel(s) of {variant.distribution} {version} on the host "
+            f"(no container: the platform tag is the best this host allows)",
+            flush=True,
+        )
+        try:
+            results += build_variant(
+                steps, wheelhouse=root / name, version=version, jobs=args.jobs, toolkit_override=override
+            )
+        except ReleaseError as exc:
+            if not every:
+                raise
+            failures.append(f"{name}: {exc}")
+    if not results and not failures:
+        msg = "nothing could be built here: " + "; ".join(f"{v}: {why}" for v, why in skipped_variants)
+        raise ToolchainError(msg)
+    return _report(results, root, started, missing=missing, skipped=skipped_variants, failures=failures)
 
-        started = time.monotonic()
+
+def _run_containers(
+    args: argparse.Namespace, planned: dict[str, tuple[BuildStep, ...]], root: Path, version: str
+) -> int:
+    from release.build.container import require_engine, run_cibuildwheel  # noqa: PLC0415
+
+    engine = require_engine()
+    started = time.monotonic()
+    failed: list[str] = []
+    built = 0
+    for name, steps in planned.items():
         reports = run_cibuildwheel(
             steps,
-            wheelhouse=wheelhouse,
+            wheelhouse=root / name,
             version=version,
-            engine=require_engine(),
+            engine=engine,
             image=args.image,
             release_image=args.release_image,
         )
-        print(f"\n{len(reports)} wheel(s) in {wheelhouse} ({time.monotonic() - started:.1f} s)")
-        failed = [r.wheel.name for r in reports if not r.ok]
-        if failed:
-            msg = f"{len(failed)} wheel(s) failed verification: " + ", ".join(failed)
-            raise VerifyError(msg)
-        return 0
-    toolchain = find_toolchain(variant.backend)  # a missing toolkit stops here, in one line
-    override = check_toolkit(variant, toolchain, allow=args.allow_toolkit_mismatch)
-    print(
-        f"building {len(steps)} wheel(s) of {variant.distribution} {version} on the host "
-        f"(no container: the platform tag is the best this host allows)",
-        flush=True,
-    )
-    started = time.monotonic()
-    results = build_variant(
-        steps, wheelhouse=wheelhouse, version=version, jobs=args.jobs, toolkit_override=override
-    )
-    results.sort(key=lambda r: r.step.identifier)
-    print()
-    print(summary(results))
+        built += len(reports)
+        failed += [r.wheel.name for r in reports if not r.ok]
+    print(f"\n{built} wheel(s) in {root} ({time.monotonic() - started:.1f} s)")
+    if failed:
+        msg = f"{len(failed)} wheel(s) failed verification: " + ", ".join(failed)
+        raise VerifyError(msg)
+    return 0
+
+
+def _report(
+    results: list[WheelResult],
+    root: Path,
+    started: float,
+    *,
+    missing: list[Interpreter],
+    skipped: list[tuple[str, str]],
+    failures: list[str],
+) -> int:
+    results.sort(key=lambda r: (r.step.variant.name, r.step.identifier))
+    if results:
+        print()
+        print(summary(results))
     floor_missed = [r for r in results if not r.floor_met]
     if floor_missed:
         print(
             f"\nnote: this host allows {floor_missed[0].platform}, not the matrix floor "
-            f"{variant.floor}: valid local wheels, not release wheels"
+            f"{floor_missed[0].step.variant.floor}: valid local wheels, not release wheels"
         )
-    print(f"\n{len(results)} wheel(s) in {wheelhouse} ({time.monotonic() - started:.1f} s)")
+    print(f"\n{len(results)} wheel(s) in {root} ({time.monotonic() - started:.1f} s)")
+    if missing:
+        print("\nskipped Pythons (CI=true fails on them instead):")
+        print(missing_table(missing))
+    if skipped:
+        print("\nskipped variants (CI=true fails on them instead):")
+        print(table.render(("variant", "skipped because"), skipped))
+    if failures:
+        raise BuildError("\n".join(failures))
     bad = [r for r in results if not r.verify_ok]
     if bad:
         msg = f"{len(bad)} wheel(s) failed verification: " + ", ".join(r.wheel.name for r in bad)

@@ -1,4 +1,12 @@
-"""`release init`: write a starter matrix.yaml for a project (see `release.init.scaffold`)."""
+"""`release init`: set up a project's repository for releases.
+
+In the repository (the directory of `--output`, `.` by default) it writes `matrix.yaml` (see
+`release.init.scaffold`), `.release/matrix.schema.json` (what the matrix's first line points
+editors at), a thin `noxfile.py` whose sessions come from the installed toolkit, the variant guard
+at the top of the import package's `__init__.py` (see `release.init.guard`), and with `--ci github`
+the release, CI and hardware workflows, pinned to this toolkit's version. Nothing that exists is
+overwritten without `--force`, and nothing is written unless everything can be.
+"""
 
 from __future__ import annotations
 
@@ -6,15 +14,21 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
+from release import requirement
 from release.config.backends import Backend, load_backends
-from release.config.matrix import (
-    LoadedMatrix,
-    default_backends_dir,
-    loads,
-)
+from release.config.matrix import LoadedMatrix, default_backends_dir, loads
 from release.errors import MatrixError, UsageError
-from release.init.scaffold import DEFAULT_FLOOR, check_output, make_plan, parse_variants, render
-from release.init.scan import policy_libraries, read_project, read_wheels
+from release.init import repository
+from release.init.guard import guard_code, write_guard
+from release.init.scaffold import (
+    DEFAULT_FLOOR,
+    check_output,
+    distribution_name,
+    make_plan,
+    parse_variants,
+    render,
+)
+from release.init.scan import Project, policy_libraries, read_project, read_wheels
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,11 +44,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(repeatable)",
     )
     add("--import-name", help="the top-level import package (default: found in the project)")
-    add("--output", type=Path, default=Path("matrix.yaml"), help="file to write (default: %(default)s)")
-    add("--force", action="store_true", help="overwrite the output file if it exists")
+    add(
+        "--output",
+        type=Path,
+        default=Path("matrix.yaml"),
+        help="the matrix to write; its directory is the repository root (default: %(default)s)",
+    )
+    add("--force", action="store_true", help="overwrite files that exist (the matrix, the workflows)")
+    add(
+        "--ci",
+        choices=repository.CI_SYSTEMS,
+        help="also write the CI workflows (release, ci, hardware) for this CI system",
+    )
+    add(
+        "--no-guard",
+        action="store_true",
+        help="print the variant guard instead of writing it into the import package's __init__.py",
+    )
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
+    del loaded
     output: Path = args.output
     check_output(output, force=args.force)
     project_dir: Path = args.path
@@ -64,16 +94,84 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     except MatrixError as exc:  # a bug of init, never the user's: say so plainly
         msg = f"init produced a matrix that does not load (please report this):\n{exc}"
         raise UsageError(msg) from None
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(text, encoding="utf-8")
-    print(f"wrote {output}: {_variants_text(plan.variants)} of {project.name} (import {project.import_name})")
+
+    files, notes = _repository_files(output, text, ci=args.ci, force=args.force)
+    for path, content in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+
+    imports = plan.project.import_name
+    print(f"wrote {output}: {_variants_text(plan.variants)} of {project.name} (import {imports})")
     print(f"  python: {', '.join(plan.pythons)}; scripts: {', '.join(plan.scripts) or 'none'}")
     print(
         f"  system libraries: {', '.join(plan.system_libraries) or 'none'}"
         + ("" if facts.names else " (no --wheel given: none read)")
     )
-    print(f"next: fill in the `yours:` lines, then `python -m release --matrix {output} plan`")
+    for path in files:
+        if path != output:
+            print(f"wrote {path}")
+    guard = _guard(plan.project, plan.variants, print_only=args.no_guard)
+    if not project.readme:
+        notes.append(
+            f"note: {project_dir / 'pyproject.toml'} has no `readme`: publishing checks wheels with "
+            "`twine check --strict`, which refuses a wheel without a long description "
+            '(add readme = "README.md" to [project])'
+        )
+    for line in [*([guard] if guard else []), *notes]:
+        print(line)
+    if args.ci:
+        print(f"the workflows install {requirement()}: to upgrade, rerun with a newer toolkit and --force")
+    first, python = next(iter(plan.variants)), plan.pythons[0]
+    print(
+        f"next: fill in the `yours:` lines of {output.name}, check them with `release plan`, then "
+        f"`nox -s build_{first}-{python} smoke_{first}-{python}`"
+    )
     return 0
+
+
+def _repository_files(
+    output: Path, matrix_text: str, *, ci: str | None, force: bool
+) -> tuple[dict[Path, str], list[str]]:
+    """Every file to write (path -> text) and notes for the user; refuses before anything is written."""
+    root = output.resolve().parent
+    files = {output: matrix_text, root / repository.SCHEMA_PATH: repository.schema_text()}
+    notes: list[str] = []
+    noxfile = root / "noxfile.py"
+    if not noxfile.exists():
+        files[noxfile] = repository.noxfile_text()
+    elif not repository.is_toolkit_noxfile(noxfile.read_text(encoding="utf-8", errors="replace")):
+        notes.append(
+            f"{noxfile} exists and is kept: add the toolkit's sessions to it with\n"
+            '    from release.nox_sessions import register\n    register("matrix.yaml")'
+        )
+    gitignore = root / ".gitignore"
+    ignored = repository.gitignore_text(gitignore.read_text(encoding="utf-8") if gitignore.is_file() else "")
+    if ignored is not None:
+        files[gitignore] = ignored
+    if ci:
+        workflows = repository.workflow_files(root)
+        existing = [str(p) for p in workflows if p.exists()]
+        if existing and not force:
+            msg = f"{', '.join(existing)} already exist: pass --force to overwrite them"
+            raise UsageError(msg)
+        files.update(workflows)
+    return files, notes
+
+
+def _guard(project: Project, variants: Mapping[str, Backend], *, print_only: bool) -> str | None:
+    """Write (or print) the guard that keeps two variants from sharing the import package."""
+    if len(variants) < 2:
+        return None
+    names = [distribution_name(project.name, v, variants) for v in variants]
+    block = guard_code(project.import_name, names)
+    where = project.package_dir
+    if print_only or where is None:
+        place = f"{where / '__init__.py'}" if where else f"the `{project.import_name}` package's __init__.py"
+        return (
+            f"variant guard: put this at the top of {place} (release verify's variant-conflict rule "
+            f"fails wheels without it):\n{block}"
+        )
+    return write_guard(where / "__init__.py", project.import_name, names)
 
 
 def _variants_text(variants: Mapping[str, Backend]) -> str:

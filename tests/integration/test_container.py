@@ -108,7 +108,7 @@ def test_host_build_under_the_64_declaration_stops_with_the_mismatch_line(tmp_pa
     assert len(lines) == 1, proc.stderr
     assert "the matrix declares toolkit 6.4 (matrix.yaml:" in lines[0]
     assert "but the toolkit found is 5.2" in lines[0]
-    assert "--container" in lines[0] and "install-rocm.sh 6.4" in lines[0]
+    assert "--container" in lines[0] and "`release toolchain install rocm 6.4`" in lines[0]
 
 
 def test_an_image_without_the_interpreters_is_one_line(tmp_path: Path) -> None:

@@ -12,13 +12,13 @@ from release import cli
 from release.config.matrix import LoadedMatrix
 from release.plan import steps
 from release.plan.resolve import ResolvedVariant
-from tests.integration.conftest import write_host_matrix
+from tests.integration.conftest import ONE_PYTHON, write_host_matrix
 
 
 def test_one_build_resolves_its_variant_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    matrix = write_host_matrix(tmp_path, pythons=["3.12"], variants=["cpu", "rocm"])
+    matrix = write_host_matrix(tmp_path, pythons=[ONE_PYTHON], variants=["cpu", "rocm"])
     calls: list[str] = []
     real = steps.resolve_variant
 

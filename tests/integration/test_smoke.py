@@ -25,7 +25,7 @@ from release.plan.steps import make_plan
 from release.smoke.image import distribution_libdir
 from release.smoke.runner import smoke_variant
 
-from .conftest import ROOT, toolkit
+from .conftest import HOST_PYTHONS, NEWEST, ROOT, tag, toolkit
 
 pytestmark = [
     pytest.mark.integration,
@@ -234,7 +234,7 @@ def test_rocm_wheel_passes_in_distro_and_prefix_layouts_and_refuses_without_runt
     data = json.loads(proc.stdout)
     assert proc.returncode == 0, proc.stderr
     results = data["results"]
-    assert {r["python"] for r in results} == {"3.10", "3.13"}
+    assert {r["python"] for r in results} == set(HOST_PYTHONS)
     for r in results:
         steps = {s["name"]: s for s in r["steps"]}
         if r["image"] == "rocm-distro":
@@ -279,9 +279,9 @@ def test_second_variant_in_one_venv_is_refused_naming_both(
     host_wheelhouse: tuple[Path, Path], tmp_path: Path
 ) -> None:
     _matrix, wheelhouse = host_wheelhouse
-    (cpu,) = sorted((wheelhouse / "cpu").glob("*cp313*.whl"))
-    (rocm,) = sorted((wheelhouse / "rocm").glob("*cp313*.whl"))
-    interpreter = find_interpreter("3.13")
+    (cpu,) = sorted((wheelhouse / "cpu").glob(f"*{tag(NEWEST)}*.whl"))
+    (rocm,) = sorted((wheelhouse / "rocm").glob(f"*{tag(NEWEST)}*.whl"))
+    interpreter = find_interpreter(NEWEST)
     assert interpreter is not None
     venv = tmp_path / "venv"
     env = {

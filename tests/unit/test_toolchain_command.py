@@ -1,0 +1,102 @@
+"""`release toolchain`: shipped install scripts, interpreter checks and the one-line hints (no process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from release import cli
+from release.build import toolchain as toolchain_mod
+from release.commands import toolchain
+from release.config.backends import load_backends
+from release.config.resources import toolkit_backends
+
+
+def fake_python(root: Path, version: str, *, headers: bool) -> Path:
+    exe = root / "bin" / f"python{version}"
+    exe.parent.mkdir(parents=True)
+    exe.write_text("", encoding="utf-8")
+    if headers:
+        include = root / "include" / f"python{version}"
+        include.mkdir(parents=True)
+        (include / "Python.h").write_text("", encoding="utf-8")
+    return exe
+
+
+def test_every_backend_with_a_toolkit_has_a_shipped_install_script() -> None:
+    for name, backend in load_backends(toolkit_backends()).items():
+        if backend.toolkit is None:
+            continue
+        assert toolchain.script_for(name).is_file(), name
+        assert toolchain_mod.install_hint(backend) == f"release toolchain install {name}"
+
+
+def test_a_backend_the_toolkit_ships_no_script_for_keeps_its_own_command(tmp_path: Path) -> None:
+    backend = load_backends(toolkit_backends())["rocm"]
+    taught = type(backend)(**{**vars(backend), "name": "xpu"})
+    assert toolchain_mod.install_hint(taught) == backend.toolkit.install  # type: ignore[union-attr]
+
+
+def test_missing_toolkit_names_the_toolkit_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    backend = load_backends(toolkit_backends())["musa"]
+    for var in ("MUSA_HOME", "MUSA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(toolchain_mod.ToolchainError) as caught:
+        toolchain_mod.find_toolchain(backend)
+    assert str(caught.value).endswith("install it with `release toolchain install musa`")
+    assert "\n" not in str(caught.value)
+
+
+def test_unknown_script_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["toolchain", "path", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no install script for 'nope'" in err and "rocm" in err
+
+
+def test_interpreter_without_headers_is_named_with_the_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exe = fake_python(tmp_path / "py", "3.11", headers=False)
+    monkeypatch.setattr(toolchain, "find_interpreter", lambda version: exe)
+    found = toolchain.interpreter("3.11")
+    assert not found.usable
+    headers = tmp_path / "py" / "include" / "python3.11" / "Python.h"
+    assert found.problem == f"Python 3.11 at {exe} has no headers ({headers} missing)"
+    assert found.fix == f"reinstall {tmp_path / 'py'}"
+
+
+def test_distribution_python_without_headers_points_at_the_dev_package() -> None:
+    assert toolchain.python_headers(Path("/usr/bin/python3.11"), "3.11").parents[2] == Path("/usr")
+
+
+def test_interpreter_with_headers_is_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exe = fake_python(tmp_path / "py", "3.12", headers=True)
+    monkeypatch.setattr(toolchain, "find_interpreter", lambda version: exe)
+    assert toolchain.interpreter("3.12").usable
+
+
+def test_absent_interpreter_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(toolchain, "find_interpreter", lambda version: None)
+    found = toolchain.interpreter("3.10")
+    assert found.path is None and found.fix == "release toolchain install python 3.10"
+    table = toolchain.missing_table([found])
+    assert "3.10" in table and "release toolchain install python 3.10" in table
+
+
+def test_python_install_without_any_installer_names_every_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(toolchain, "find_interpreter", lambda version: None)
+    monkeypatch.setattr(toolchain, "_uv", lambda: None)
+    monkeypatch.setattr(toolchain, "_pyenv", lambda: None)
+    monkeypatch.setattr(toolchain, "_apt_has", lambda package: False)
+    with pytest.raises(toolchain.ToolchainError) as caught:
+        toolchain.install_python("3.10")
+    assert str(caught.value) == (
+        "no Python 3.10 could be installed: uv: not installed (`pip install uv`); pyenv: not installed; "
+        "apt: no python3.10 package in this distribution's archive"
+    )
+
+
+def test_python_version_must_be_major_minor() -> None:
+    with pytest.raises(toolchain.UsageError):
+        toolchain.install_python("3")
