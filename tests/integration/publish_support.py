@@ -407,6 +407,120 @@ class FaultProxy:
             sock.close()
 
 
+Behaviour = Callable[[socket.socket, str], None]
+
+
+class HostileIndex:
+    """An HTTP server on 127.0.0.1 that answers each connection as a behaviour says.
+
+    `behaviours` are used one per connection, in order, the last one for every later
+    connection; each gets the socket and the request path. `connections` counts them.
+    """
+
+    def __init__(self, *behaviours: Behaviour) -> None:
+        self.behaviours = list(behaviours)
+        self.connections = 0
+        self._listener = socket.socket()
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = int(self._listener.getsockname()[1])
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def simple(self) -> str:
+        return f"http://127.0.0.1:{self.port}/simple/"
+
+    def close(self) -> None:
+        self._closed.set()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+
+    def __enter__(self) -> HostileIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            behaviour = self.behaviours[min(self.connections, len(self.behaviours) - 1)]
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn, behaviour), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, behaviour: Behaviour) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.settimeout(30)
+            request = b""
+            while b"\r\n\r\n" not in request and len(request) < 65536:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                request += chunk
+            path = request.split(b" ", 2)[1].decode("latin-1")
+            behaviour(conn, path)
+
+
+def send(status: str, headers: dict[str, str], body: bytes) -> Behaviour:
+    """A complete answer."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        head = "".join(f"{k}: {v}\r\n" for k, v in {"Content-Length": str(len(body)), **headers}.items())
+        conn.sendall(f"HTTP/1.1 {status}\r\n{head}Connection: close\r\n\r\n".encode() + body)
+
+    return behave
+
+
+def raw(data: bytes) -> Behaviour:
+    """These bytes, then close: a broken answer of any kind."""
+    return lambda conn, path: conn.sendall(data)
+
+
+def json_page(files: Sequence[str] = ()) -> Behaviour:
+    """A valid PEP 691 page for whichever project is asked for."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        project = path.rstrip("/").rsplit("/", 1)[-1]
+        page = {"meta": {"api-version": "1.1"}, "name": project, "files": [{"filename": f} for f in files]}
+        send("200 OK", {"Content-Type": "application/vnd.pypi.simple.v1+json"}, json.dumps(page).encode())(
+            conn, path
+        )
+
+    return behave
+
+
+def drip(head: bytes, every: float = 0.5, limit: float = 60.0) -> Behaviour:
+    """Send `head`, then one byte every `every` seconds (for at most `limit` seconds)."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        conn.sendall(head)
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            conn.sendall(b"x")
+            time.sleep(every)
+
+    return behave
+
+
+def flood(head: bytes, total: int) -> Behaviour:
+    """Send `head`, then `total` bytes as fast as the client takes them (it may hang up)."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        conn.sendall(head)
+        block = b"0" * (1 << 20)
+        sent = 0
+        while sent < total:
+            conn.sendall(block)
+            sent += len(block)
+
+    return behave
+
+
 def run_release(
     *args: str, matrix: Path, env: dict[str, str] | None = None, timeout: float = 120, debug: bool = False
 ) -> subprocess.CompletedProcess[str]:
