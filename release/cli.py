@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("verify", "inspect wheels and apply the verification rules"),
     "smoke": ("smoke", "install wheels in fresh environments and simulated images"),
     "publish": ("publish", "preflight the whole set and upload it idempotently"),
+    "github-release": ("github_release", "attach files to the tag's GitHub Release, never replacing one"),
     "cibuildwheel-config": ("cibuildwheel_config", "print the cibuildwheel configuration of a variant"),
     "init": ("init", "write a starter matrix.yaml for a project"),
     "schema": ("schema", "print the JSON Schema of matrix.yaml (or --check the committed one)"),

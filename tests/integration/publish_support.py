@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fnmatch
 import hashlib
 import io
 import json
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -521,6 +524,96 @@ def flood(head: bytes, total: int) -> Behaviour:
     return behave
 
 
+# ------------------------------------------------------------------------------------------------
+# A stand-in for the GitHub CLI: `gh release view/create/upload/download` over a directory
+
+
+def fake_gh(argv: Sequence[str], root: Path) -> int:
+    """`gh release …` against `root/<owner>/<name>/<tag>/` (the assets) and `root/calls.jsonl`.
+
+    Like gh: `view` fails with "release not found"; `create` refuses an existing tag; `upload`
+    refuses an existing asset name unless `--clobber` (which it honours, so a test can see it is
+    never passed); asset digests are given unless FAKE_GH_NO_DIGEST is set (older GitHub).
+    """
+    with (root / "calls.jsonl").open("a", encoding="utf-8") as log:
+        log.write(json.dumps(list(argv)) + "\n")
+    args = list(argv)
+    if args[:1] != ["release"] or "--repo" not in args:
+        print(f"unknown command: {' '.join(args)}", file=sys.stderr)
+        return 2
+    at = args.index("--repo")
+    repo = args[at + 1]
+    del args[at : at + 2]
+    command, tag, rest = args[1], args[2], args[3:]
+    release = root / repo / tag
+    if command == "view":
+        if not release.is_dir():
+            print("release not found", file=sys.stderr)
+            return 1
+        assets = []
+        for path in sorted(p for p in release.iterdir() if p.name != ".release.json"):
+            asset: dict[str, Any] = {"name": path.name, "size": path.stat().st_size, "state": "uploaded"}
+            if not os.environ.get("FAKE_GH_NO_DIGEST"):
+                asset["digest"] = "sha256:" + sha256_file(path)
+            assets.append(asset)
+        print(json.dumps({"assets": assets}))
+        return 0
+    flags = {a for a in rest if a.startswith("--")}
+    files = [Path(a) for a in rest if not a.startswith("--") and Path(a).is_file()]
+    if command == "create":
+        if release.is_dir():
+            print(f"HTTP 422: a release with the same tag name already exists: {tag}", file=sys.stderr)
+            return 1
+        release.mkdir(parents=True)
+        (release / ".release.json").write_text(json.dumps(sorted(flags)), encoding="utf-8")
+        for f in files:
+            shutil.copyfile(f, release / f.name)
+        return 0
+    if command == "upload":
+        if not release.is_dir():
+            print("release not found", file=sys.stderr)
+            return 1
+        taken = [f.name for f in files if (release / f.name).exists()]
+        if taken and "--clobber" not in flags:
+            print(f"asset under the same name already exists: {taken}", file=sys.stderr)
+            return 1
+        for f in files:
+            shutil.copyfile(f, release / f.name)
+        return 0
+    if command == "download":
+        pattern, target = rest[rest.index("--pattern") + 1], Path(rest[rest.index("--dir") + 1])
+        assets = [p for p in release.iterdir() if p.name != ".release.json"]
+        hits = [p for p in assets if fnmatch.fnmatch(p.name, pattern)]
+        for p in hits:
+            shutil.copyfile(p, target / p.name)
+        return 0 if hits else 1
+    print(f"unknown command: release {command}", file=sys.stderr)
+    return 2
+
+
+def write_fake_gh(directory: Path) -> tuple[Path, Path]:
+    """An executable `gh` stand-in in `directory` and the root of the releases it keeps."""
+    root = directory / "github"
+    root.mkdir(parents=True, exist_ok=True)
+    script = directory / "gh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"export PYTHONPATH={shlex.quote(str(ROOT))}\n"
+        f"exec {shlex.quote(sys.executable)} -m tests.integration.publish_support gh "
+        f'{shlex.quote(str(root))} "$@"\n',
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return script, root
+
+
+def gh_calls(root: Path) -> list[list[str]]:
+    path = root / "calls.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
 def run_release(
     *args: str, matrix: Path, env: dict[str, str] | None = None, timeout: float = 120, debug: bool = False
 ) -> subprocess.CompletedProcess[str]:
@@ -538,3 +631,5 @@ def run_release(
 
 if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
     serve(sys.argv[2:])
+if __name__ == "__main__" and sys.argv[1:2] == ["gh"]:
+    sys.exit(fake_gh(sys.argv[3:], Path(sys.argv[2])))

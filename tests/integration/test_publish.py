@@ -30,6 +30,7 @@ from tests.integration.publish_support import (
     drip,
     expected_files,
     flood,
+    gh_calls,
     index_server,
     json_page,
     make_wheel,
@@ -39,6 +40,7 @@ from tests.integration.publish_support import (
     send,
     sha256_file,
     wheel_name,
+    write_fake_gh,
     write_matrix,
     write_report,
 )
@@ -507,3 +509,130 @@ def test_a_password_with_a_slash_is_never_printed(project: tuple[Path, Path]) ->
         result = publish(matrix, repository, "--index-url", "http://127.0.0.1:9/simple/", *FAST, debug=True)
         assert result.returncode in (2, 8), result.stdout + result.stderr
         assert "Word9" not in result.stdout + result.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# `release github-release` against a stand-in gh: add what is missing, never replace an asset
+
+REPO = "acme/xfer"
+
+
+def github_release(
+    matrix: Path, gh: Path, *paths: Path, tag: str = "v0.1.0", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    args = ("github-release", "--tag", tag, "--repo", REPO, "--gh", str(gh), *map(str, paths))
+    return run_release(*args, matrix=matrix, env=env)
+
+
+def release_files(root: Path, tag: str = "v0.1.0") -> dict[str, str]:
+    directory = root / REPO / tag
+    return {p.name: sha256_file(p) for p in sorted(directory.iterdir()) if p.name != ".release.json"}
+
+
+def local_files(wheelhouse: Path) -> dict[str, str]:
+    return {p.name: sha256_file(p) for p in sorted(wheelhouse.glob("*/*")) if p.is_file()}
+
+
+def commands(calls: list[list[str]]) -> list[str]:
+    return [call[1] for call in calls]
+
+
+def test_github_release_is_created_then_a_rerun_adds_nothing(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    first = github_release(matrix, gh, wheelhouse)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert release_files(root) == local_files(wheelhouse)
+    assert len(release_files(root)) == 8  # 4 wheels, 4 verify reports
+    assert commands(gh_calls(root)) == ["view", "create"]
+    create = gh_calls(root)[1]
+    assert {"--verify-tag", "--generate-notes"} <= set(create) and "--prerelease" not in create
+    assert f"{REPO} v0.1.0: 8 added, 0 already there" in first.stdout
+
+    again = github_release(matrix, gh, wheelhouse)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert commands(gh_calls(root)) == ["view", "create", "view"]
+    assert again.stdout.count("already there") == 9
+    assert release_files(root) == local_files(wheelhouse)
+
+
+def test_a_missing_asset_is_added_without_clobber(project: tuple[Path, Path], tmp_path: Path) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    assert github_release(matrix, gh, wheelhouse).returncode == 0
+    lost = sorted((root / REPO / "v0.1.0").glob("*.whl"))[0]
+    lost.unlink()
+    result = github_release(matrix, gh, wheelhouse)
+    assert result.returncode == 0, result.stdout + result.stderr
+    upload = gh_calls(root)[-1]
+    assert upload[:3] == ["release", "upload", "v0.1.0"]
+    assert [Path(a).name for a in upload[3:] if a.endswith(".whl")] == [lost.name]
+    assert not any("--clobber" in call for call in gh_calls(root))
+    assert release_files(root) == local_files(wheelhouse)
+
+
+def test_an_asset_that_differs_stops_the_run_before_any_upload(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    assert github_release(matrix, gh, wheelhouse).returncode == 0
+    assets = sorted((root / REPO / "v0.1.0").glob("*.whl"))
+    changed, lost = assets[0], assets[1]
+    changed.write_bytes(bytes(b ^ 1 for b in changed.read_bytes()))  # same size, other bytes
+    lost.unlink()
+    before = release_files(root)
+    result = github_release(matrix, gh, wheelhouse)
+    assert result.returncode == 8
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: 1 asset(s) of release v0.1.0 in acme/xfer differ")
+    assert f"  - {changed.name}: sha256 " in result.stderr
+    assert lost.name not in result.stderr
+    assert commands(gh_calls(root))[-1] == "view"  # nothing uploaded, not even the missing one
+    assert release_files(root) == before
+
+
+def test_without_digests_the_asset_is_downloaded_and_hashed(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    assert github_release(matrix, gh, wheelhouse).returncode == 0
+    older_github = {"FAKE_GH_NO_DIGEST": "1"}
+    same = github_release(matrix, gh, wheelhouse, env=older_github)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert commands(gh_calls(root)).count("download") == 8
+
+    assets = sorted((root / REPO / "v0.1.0").glob("*.whl"))
+    assets[0].write_bytes(bytes(b ^ 1 for b in assets[0].read_bytes()))
+    assets[1].write_bytes(assets[1].read_bytes() + b"longer")
+    result = github_release(matrix, gh, wheelhouse, env=older_github)
+    assert result.returncode == 8
+    assert f"  - {assets[0].name}: sha256 " in result.stderr
+    assert f"  - {assets[1].name}: {assets[1].stat().st_size:,} bytes on the release" in result.stderr
+
+
+def test_a_prerelease_tag_makes_a_prerelease(project: tuple[Path, Path], tmp_path: Path) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    result = github_release(matrix, gh, wheelhouse, tag="v0.2.0rc1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--prerelease" in gh_calls(root)[-1]
+
+
+def test_gh_missing_or_failing_is_one_line(project: tuple[Path, Path], tmp_path: Path) -> None:
+    matrix, wheelhouse = project
+    missing = github_release(matrix, tmp_path / "no-such-gh", wheelhouse)
+    assert missing.returncode == 4
+    hint = "not found (install the GitHub CLI, or pass --gh PATH)"
+    assert missing.stderr == f"error: {tmp_path / 'no-such-gh'}: {hint}\n"
+
+    broken = tmp_path / "gh-broken"
+    broken.write_text("#!/bin/sh\necho 'HTTP 401: Bad credentials (https://api.github.com)' >&2; exit 1\n")
+    broken.chmod(0o755)
+    result = github_release(matrix, broken, wheelhouse, env={"GH_TOKEN": "ghp-secret-token"})
+    assert result.returncode == 8
+    assert result.stderr.startswith("error: gh release view failed for acme/xfer v0.1.0: HTTP 401: Bad")
+    assert len(result.stderr.splitlines()) == 1
