@@ -184,10 +184,13 @@ class DocumentReader:
             return INVALID
         return tuple(values)
 
-    def _mapping_items(self, node: yaml.MappingNode, key: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
+    def _mapping_items(
+        self, node: yaml.MappingNode, key: str, *, register: bool = True
+    ) -> list[tuple[str, yaml.Node, yaml.Node]]:
         """The (name, key node, value node) entries of a mapping, YAML merge keys (`<<`) applied:
-        the mapping's own keys win over merged ones, and an earlier merged mapping over a later."""
-        own = self._own_items(node, key)
+        the mapping's own keys win over merged ones, and an earlier merged mapping over a later.
+        With `register`, `lines` learns where each entry is (an own key's line is never replaced)."""
+        own = self._own_items(node, key, register=register)
         merges = [vnode for knode, vnode in node.value if knode.tag == _MERGE_TAG]
         if not merges:
             return own
@@ -200,7 +203,8 @@ class DocumentReader:
                     self.problem(source, dotted(key, "<<"), message)
                     continue
                 for name, knode, value in self._merge_source(source, key):
-                    self.lines.setdefault(dotted(key, name), knode.start_mark.line + 1)
+                    if register:
+                        self.lines.setdefault(dotted(key, name), knode.start_mark.line + 1)
                     items.setdefault(name, (knode, value))
         return [(name, knode, vnode) for name, (knode, vnode) in items.items()]
 
@@ -217,13 +221,15 @@ class DocumentReader:
             return []
         self._merging.add(ident)
         try:
-            items = self._mapping_items(node, key)
+            items = self._mapping_items(node, key, register=False)
         finally:
             self._merging.discard(ident)
         self._merged[ident] = items
         return items
 
-    def _own_items(self, node: yaml.MappingNode, key: str) -> list[tuple[str, yaml.Node, yaml.Node]]:
+    def _own_items(
+        self, node: yaml.MappingNode, key: str, *, register: bool
+    ) -> list[tuple[str, yaml.Node, yaml.Node]]:
         items: list[tuple[str, yaml.Node, yaml.Node]] = []
         seen: dict[str, int] = {}
         for knode, vnode in node.value:
@@ -239,7 +245,8 @@ class DocumentReader:
                 self.problem(knode, where, f"duplicate key (first defined on line {seen[name]})")
                 continue
             seen[name] = knode.start_mark.line + 1
-            self.lines[where] = seen[name]  # checks on a named entry point at its name
+            if register:
+                self.lines[where] = seen[name]  # checks on a named entry point at its name
             if name.startswith(EXTENSION_PREFIX):
                 continue
             items.append((name, knode, vnode))

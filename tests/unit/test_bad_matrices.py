@@ -460,6 +460,11 @@ CASES = [
     bad("merged-bad-value",
         with_base("backend: cpu, device_code: maybe"),
         "x-base:", "variants.cpu.device_code", "expected true or false, got 'maybe'"),
+    bad("own-key-line-not-the-merged-one",
+        then(sub('toolkit: "4.0"', 'toolkit: "4.0; id"'),
+             sub("  musa:\n    distribution: xfer-engine-musa\n",
+                 "  musa:\n    <<: {toolkit: '1.0'}\n    distribution: xfer-engine-musa\n")),
+        ("  musa:", "    toolkit:"), "variants.musa.toolkit", "'4.0; id' is not a toolkit version"),
     # ---------------------------------------------------------------- text that tries to forge lines
     bad("key-with-newline", cpu_extra('"bad\\nmatrix.yaml:1: forged: error": 1'),
         ("  cpu:", '    "bad'), "variants.cpu.'bad\\nmatrix.yaml:1: forged: error'", "unknown key"),
