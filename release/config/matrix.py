@@ -364,9 +364,9 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
     if not m.variants:
         add("variants", "define at least one variant")
     owners: dict[str, str] = {}
-    own_libraries = tuple(o for o in m.engine.own_libraries if len(o) <= MAX_GLOB) or (
-        f"lib{m.engine.import_name}*",
-    )
+    # The declared globs, and the import name's own `lib<name>*` in any case.
+    declared = [o for o in m.engine.own_libraries if len(o) <= MAX_GLOB]
+    own_libraries = tuple(dict.fromkeys([*declared, f"lib{m.engine.import_name}*"]))
     for name, v in m.variants.items():
         key = dotted("variants", name)
         if not re.match(r"^[a-z][a-z0-9]*$", name):
@@ -404,7 +404,7 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
             if len(pattern) > MAX_GLOB:
                 add(f"{key}.exclude[{i}]", f"longer than {MAX_GLOB} characters: no soname is")
                 continue
-            overlaps = [(own, globs.common_match(pattern, own)) for own in own_libraries]
+            overlaps = ((own, globs.common_match(pattern, own)) for own in own_libraries)
             for own, example in overlaps:
                 if example is None:
                     continue
@@ -413,6 +413,7 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
                     f"{pattern!r} would also exclude the engine's own library {own!r} "
                     f"(engine.own_libraries; both match {example!r}): name the runtime's soname instead",
                 )
+                break
             if pattern.startswith("libpython"):
                 add(f"{key}.exclude[{i}]", f"{pattern!r} would exclude libpython, which no wheel may vendor")
         if v.device_code and not v.architectures:
