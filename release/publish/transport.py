@@ -167,7 +167,7 @@ def fetch(url: str, deadline: Deadline, max_bytes: int) -> Answer:
     )
     with opener.open(request, timeout=max(deadline.left(), 0.001)) as response:
         length = response.headers.get("Content-Length", "").strip()
-        declared = int(length) if length.isdigit() else None
+        declared = int(length) if length.isascii() and length.isdigit() else None
         if declared is not None and declared > max_bytes:
             raise TooLarge(declared)
         chunks: list[bytes] = []

@@ -289,6 +289,11 @@ def test_a_declared_length_over_the_cap_is_refused_unread(monkeypatch: pytest.Mo
     assert response.reads == []
 
 
+def test_a_length_that_is_no_number_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    _opened(monkeypatch, FakeResponse({"Content-Length": "\u00b2", "Content-Type": "text/html"}, [b"<p>"]))
+    assert index.list_files(URL, "demo") == {}
+
+
 def test_an_undeclared_body_is_cut_at_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
     response = FakeResponse({}, [b"x" * 600] * 100)
     _opened(monkeypatch, response)
