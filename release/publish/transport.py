@@ -24,8 +24,6 @@ from typing import IO, Any
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 
 
-
-
 class Deadline:
     """The time left for one request, across every connection it opens (redirects included).
 
@@ -65,7 +63,7 @@ class Deadline:
                 raise OSError(msg)
             self._sockets.append(sock.dup())
             if self._timer is None:
-                self._timer = threading.Timer(left, self._expire)
+                self._timer = threading.Timer(max(self.left(), 0.0), self._expire)
                 self._timer.daemon = True
                 self._timer.start()
         return sock
