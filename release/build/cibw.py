@@ -27,6 +27,10 @@ from release.wheel.names import parse_platform_tag
 
 FORMATS = ("toml", "env", "json")
 _SAFE = re.compile(r"[A-Za-z0-9_./:,+@%-]+")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RESERVED = frozenset(
+    "if then else elif fi case esac for select while until do done in function time coproc".split()
+)
 
 
 def _variant_of(steps: tuple[BuildStep, ...]) -> ResolvedVariant:
@@ -88,7 +92,7 @@ def cibuildwheel_options(
     if steps[0].abi3:
         settings += variant.build.limited_api(steps[0].python_tag)
     if environment:
-        options["environment"] = " ".join(f"{k}={quote(v)}" for k, v in environment.items())
+        options["environment"] = " ".join(f"{_name(k)}={quote(v)}" for k, v in environment.items())
     if settings:
         # cibuildwheel splits config-settings with shlex, unlike `environment`.
         options["config-settings"] = " ".join(shlex.quote(f"{k}={v}") for k, v in settings)
@@ -135,15 +139,25 @@ def render(options: Mapping[str, str], fmt: str) -> str:
     raise UsageError(msg)
 
 
-def quote(value: str) -> str:
-    """Quote a literal for cibuildwheel's `environment`/`config-settings` parser (bashlex based).
+def _name(key: str) -> str:
+    """An environment variable name, checked again where it meets cibuildwheel's parser."""
+    if not _IDENTIFIER.fullmatch(key):
+        msg = f"{key!r} is not an environment variable name: cibuildwheel would evaluate it"
+        raise UsageError(msg)
+    return key
 
-    Its evaluator rejects a bare `A=B` value and does not join adjacent quoted pieces, so a value
-    is left bare only when plainly safe, else wrapped whole in single or escaped double quotes.
+
+def quote(value: str) -> str:
+    """Quote a literal for cibuildwheel's `environment` parser (bashlex), the same for bash.
+
+    bashlex does not keep single-quoted text opaque (a backtick, `${` or `$(` inside quotes trips
+    it, `<(` even inside double quotes), so every character outside a plainly safe set is
+    escaped with a backslash instead, and a newline, which a backslash would join, is the only
+    one put in double quotes; a bare reserved word (`if`) is escaped too. Names are never
+    quoted: the matrix admits identifiers only.
     """
-    if _SAFE.fullmatch(value):
-        return value
-    if "'" not in value:
-        return f"'{value}'"
-    escaped = re.sub(r'([\\"$`])', r"\\\1", value)
-    return f'"{escaped}"'
+    if not value:
+        return "''"
+    if value in _RESERVED:  # `if` alone is a syntax error to bashlex, which parses each value
+        return "\\" + value
+    return "".join(ch if _SAFE.fullmatch(ch) else '"\n"' if ch == "\n" else "\\" + ch for ch in value)

@@ -6,7 +6,6 @@ generated from them (`python -m release schema`), and a test fails when the two 
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,8 +15,18 @@ from typing import Literal
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from release.config import globs
 from release.config.backends import Backend, load_backends
-from release.config.dataschema import DocumentReader, compose, json_schema, spec, suggest
+from release.config.dataschema import (
+    DocumentReader,
+    compose,
+    dotted,
+    json_schema,
+    printable,
+    read_file,
+    spec,
+    suggest,
+)
 from release.config.resources import toolkit_backends
 from release.errors import MatrixError, Problem, UsageError
 from release.wheel.names import FLOOR
@@ -26,8 +35,22 @@ SCHEMA_FILE = Path(__file__).with_name("matrix.schema.json")
 SCHEMA_ID = "https://example.invalid/gpu-wheel-release/config/matrix.schema.json"
 SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 SCHEMA_VERSION = 1
+_IDENTIFIER_RULE = "(letters, digits and _, not starting with a digit)"
+
+MAX_MATRIX_BYTES = 1 << 20
+"""A matrix file larger than this is refused before it is read (the real one is a few KiB)."""
+MAX_GLOB = 255
+"""The longest soname glob: a file name is at most 255 bytes."""
 
 _PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+# Names that reach a shell-like parser (cibuildwheel's bashlex `environment`, shlex-split
+# config-settings, `-DNAME=VALUE`, a workflow's word splitting) are held to these; values are
+# quoted where they are rendered.
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SETTING_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+_TOOLKIT = re.compile(r"^[0-9]+(\.[0-9A-Za-z]+)*$")
+_URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,11 +296,10 @@ def schema() -> dict[str, object]:
 def load(path: Path | str, *, backends_dir: Path | None = None) -> LoadedMatrix:
     """Read, convert and check a matrix file; raise `MatrixError` listing every problem."""
     path = Path(path)
-    display = str(path)
+    display = printable(str(path))
+    data = read_file(path, display, MAX_MATRIX_BYTES)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise MatrixError([Problem(display, None, "", f"cannot read: {exc.strerror}")]) from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         problem = Problem(display, None, "", f"not UTF-8 text (byte {exc.start}): save it as UTF-8")
         raise MatrixError([problem]) from None
@@ -317,7 +339,12 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
         while line is None and "." in parent:
             parent = parent.rsplit(".", 1)[0]
             line = lines.get(parent)
-        problems.append(Problem(file, line, key, message))
+        problems.append(Problem(file, line, printable(key), printable(message)))
+
+    def names(key: str, mapping: Mapping[str, str], pattern: re.Pattern[str], what: str) -> None:
+        for name in mapping:
+            if not pattern.match(name):
+                add(dotted(key, name), f"{name!r} is not {what}")
 
     if not m.python:
         add("python", "list at least one Python version")
@@ -358,15 +385,39 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
                 f"{m.engine.prebuild.cmake_source!r} must be a directory inside "
                 f"engine.source (it is staged with the project): got {source}",
             )
+        if not _IDENTIFIER.match(m.engine.prebuild.prefix_define):
+            add(
+                "engine.prebuild.prefix_define",
+                f"{m.engine.prebuild.prefix_define!r} is not a CMake variable name {_IDENTIFIER_RULE}",
+            )
+    for i, script in enumerate(m.engine.scripts):
+        if not _SCRIPT_NAME.match(script):
+            add(
+                f"engine.scripts[{i}]",
+                f"{script!r} is not a console script name (letters, digits, _ . + -, not first . + -)",
+            )
+    for i, command in enumerate(m.engine.smoke.commands):
+        if not command or not command[0]:
+            add(f"engine.smoke.commands[{i}]", "an empty command: give the program, then its arguments")
+    for i, own in enumerate(m.engine.own_libraries):
+        if len(own) > MAX_GLOB:
+            add(f"engine.own_libraries[{i}]", f"longer than {MAX_GLOB} characters: no soname is")
     if not m.publish.tag_pattern.strip():
         add("publish.tag_pattern", "empty: no tag could ever publish (use e.g. 'v*')")
+    for name in ("repository", "prerelease_repository"):
+        url = getattr(m.publish, name)
+        if url is not None and not _URL.match(url):
+            add(f"publish.{name}", f"{url!r} is not an http(s) URL")
 
     if not m.variants:
         add("variants", "define at least one variant")
     owners: dict[str, str] = {}
     majors: dict[tuple[str, str], str] = {}
+    # The declared globs, and the import name's own `lib<name>*` in any case.
+    declared = [o for o in m.engine.own_libraries if len(o) <= MAX_GLOB]
+    own_libraries = tuple(dict.fromkeys([*declared, f"lib{m.engine.import_name}*"]))
     for name, v in m.variants.items():
-        key = f"variants.{name}"
+        key = dotted("variants", name)
         if not re.match(r"^[a-z][a-z0-9]*$", name):
             add(key, f"variant name {name!r} must be lowercase letters and digits (it names sessions)")
         if v.backend not in backends:
@@ -387,16 +438,33 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
                     f"{owners[canon]!r}: each variant needs its own name",
                 )
             owners[canon] = name
+        if v.toolkit is not None and not _TOOLKIT.match(v.toolkit):
+            add(f"{key}.toolkit", f"{v.toolkit!r} is not a toolkit version like '6.4' or '13.0'")
+        names(f"{key}.env", v.env, _IDENTIFIER, f"an environment variable name {_IDENTIFIER_RULE}")
+        cmake_name = f"a CMake variable name {_IDENTIFIER_RULE}"
+        names(f"{key}.cmake_defines", v.cmake_defines, _IDENTIFIER, cmake_name)
+        names(
+            f"{key}.config_settings",
+            v.config_settings,
+            _SETTING_KEY,
+            "a config-settings key (letters, digits, _ . and -, not starting with . or -)",
+        )
         for i, pattern in enumerate(v.exclude):
-            overlaps = [own for own in m.engine.own_libraries if _globs_overlap(pattern, own)]
-            for own in overlaps:
+            if len(pattern) > MAX_GLOB:
+                add(f"{key}.exclude[{i}]", f"longer than {MAX_GLOB} characters: no soname is")
+                continue
+            overlaps = ((own, globs.common_match(pattern, own)) for own in own_libraries)
+            for own, example in overlaps:
+                if example is None:
+                    continue
                 add(
                     f"{key}.exclude[{i}]",
-                    f"{pattern!r} would also exclude the engine's own "
-                    f"library {own!r} (engine.own_libraries): name the runtime's soname instead",
+                    f"{pattern!r} would also exclude the engine's own library {own!r} "
+                    f"(engine.own_libraries; both match {example!r}): name the runtime's soname instead",
                 )
-            if not overlaps and pattern.startswith(("libpython", "lib" + m.engine.import_name)):
-                add(f"{key}.exclude[{i}]", f"{pattern!r} would exclude the engine's own library")
+                break
+            if pattern.startswith("libpython"):
+                add(f"{key}.exclude[{i}]", f"{pattern!r} would exclude libpython, which no wheel may vendor")
         problems.extend(_check_toolkit(name, v, backends, majors, add))
         if v.device_code and not v.architectures:
             add(f"{key}.architectures", "device_code is true: list the architectures it carries")
@@ -414,7 +482,7 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
                 )
 
     for name, img in m.images.items():
-        key = f"images.{name}"
+        key = dotted("images", name)
         if img.container is None and img.simulate is None:
             add(key, "give a container reference, a simulation, or both")
         sim = img.simulate
@@ -433,10 +501,11 @@ def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int],
                 )
 
     for name, hw in m.hardware.items():
+        key = dotted("hardware", name)
         if not hw.runner:
-            add(f"hardware.{name}.runner", "list the runner labels (e.g. [self-hosted, linux, mi300x])")
+            add(f"{key}.runner", "list the runner labels (e.g. [self-hosted, linux, mi300x])")
         if hw.nodes not in (1, 2):
-            add(f"hardware.{name}.nodes", "1 (one runner) or 2 (prefill and decode on two runners)")
+            add(f"{key}.nodes", "1 (one runner) or 2 (prefill and decode on two runners)")
 
     p = m.publish
     if p.prerelease == "separate-index" and not p.prerelease_repository:
@@ -475,12 +544,5 @@ def _check_toolkit(
 
 
 def _globs_overlap(a: str, b: str) -> bool:
-    """Whether two soname globs could match a common name (checked on each other's literals)."""
-    lit_a = a.replace("*", "").replace("?", "")
-    lit_b = b.replace("*", "").replace("?", "")
-    return (
-        fnmatch.fnmatchcase(b.replace("*", "x"), a)
-        or fnmatch.fnmatchcase(a.replace("*", "x"), b)
-        or fnmatch.fnmatchcase(lit_b, a)
-        or fnmatch.fnmatchcase(lit_a, b)
-    )
+    """Whether some name is matched by both soname globs (`libfoo*` and `*.so*` are: libfoo.so)."""
+    return globs.common_match(a, b) is not None

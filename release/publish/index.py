@@ -4,40 +4,75 @@
 file comes from `hashes` (JSON) or the `#sha256=` fragment of its link (HTML). Reads are never
 authenticated and never follow a redirect to another host (pypiserver redirects unknown projects
 to pypi.org: that is "not on this index", not PyPI's files).
+
+The answer is untrusted input, bounded by construction: one deadline covers the whole request
+(connect, TLS, headers, body, redirects), not each read; the body is capped before it is kept;
+the page is parsed into typed records or refused with one line that says what is wrong. Every
+transport failure is `IndexUnavailable` (worth retrying); a page that is not a simple-API page
+is a `PublishError`. URLs are printed with any password removed, however malformed they are.
 """
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import json
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from http.client import HTTPMessage
-from typing import IO
 
 from packaging.utils import canonicalize_name
 
 from release.errors import PublishError, UsageError
+from release.publish import transport
 
-ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
+ACCEPT = transport.ACCEPT
 # Upload URL -> simple API of the same index, for the hosts we know.
 KNOWN_INDEXES = {
     "https://upload.pypi.org/legacy/": "https://pypi.org/simple/",
     "https://test.pypi.org/legacy/": "https://test.pypi.org/simple/",
 }
+DEFAULT_TIMEOUT = 60.0
+"""Seconds for one whole request: an index that drips a byte every few seconds ends here."""
+MAX_RESPONSE_BYTES = 64 << 20
+"""The largest project page kept; a larger answer is refused before it is all read."""
+
+_JSON_TYPES = {
+    "application/vnd.pypi.simple.v1+json",
+    "application/vnd.pypi.simple.latest+json",
+    "application/json",
+}
+_HTML_TYPES = {
+    "",
+    "text/html",
+    "application/xhtml+xml",
+    "application/vnd.pypi.simple.v1+html",
+    "application/vnd.pypi.simple.latest+html",
+}
+_SHA256 = re.compile(r"[0-9a-fA-F]{64}")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
 
 
 class IndexUnavailable(PublishError):
-    """The index could not be read (network error, 5xx): worth retrying."""
+    """The index could not be read (network error, 5xx, deadline): worth retrying."""
+
+
+class NotSimpleAPI(ValueError):
+    """A page that is not shaped like a simple-API project page; the message says where."""
 
 
 @dataclass(frozen=True)
 class IndexFile:
     filename: str
     sha256: str | None
+
+
+# ---------------------------------------------------------------------------------------------
+# URLs: transport rules, the simple-API URL, and passwords kept out of every message
 
 
 def is_loopback(host: str) -> bool:
@@ -50,8 +85,22 @@ def is_loopback(host: str) -> bool:
 
 
 def check_transport(url: str, what: str = "repository") -> None:
-    """Refuse plain HTTP except on loopback, and anything that is not HTTP(S)."""
-    parts = urllib.parse.urlsplit(url)
+    """Refuse a malformed URL, plain HTTP except on loopback, and anything that is not HTTP(S)."""
+    if not url.isprintable() or any(ch.isspace() for ch in url):
+        msg = f"{what} {printable(redact_url(url))} holds whitespace or control characters: not a URL"
+        raise UsageError(msg)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number)
+    except ValueError:
+        msg = (
+            f"{what} {redact_url(url)} is not a valid URL (a password holding / ? # or @ "
+            "must be percent-encoded)"
+        )
+        raise UsageError(msg) from None
+    if parts.scheme in ("http", "https") and not parts.hostname:
+        msg = f"{what} {redact_url(url)} names no host"
+        raise UsageError(msg)
     if parts.scheme == "https":
         return
     if parts.scheme == "http":
@@ -67,12 +116,37 @@ def check_transport(url: str, what: str = "repository") -> None:
 
 
 def redact_url(url: str) -> str:
-    """The URL without a password in its user-info part."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
+    """The URL without the secret part of its user-info, whatever the URL looks like.
+
+    The user-info runs from after `scheme://` to the last `@` of the string: a password may
+    hold `/`, `:`, `#` or `@` (malformed, but typed and printed all the same). Everything
+    between the first `:` and that `@` is hidden, or the whole user-info when it has no `:`
+    (a token given as the user name). An `@` in a path is hidden too: safe, if not pretty.
+    """
+    scheme = _SCHEME.match(url)
+    start = scheme.end() if scheme else 0
+    at = url.rfind("@", start)
+    if at < 0:
         return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    colon = url.find(":", start, at)
+    if colon < 0:
+        return f"{url[:start]}***{url[at:]}"
+    return f"{url[: colon + 1]}***{url[at:]}"
+
+
+def redact_text(text: str) -> str:
+    """Every `scheme://…` in free text with `redact_url` applied (a URL ends at whitespace or a quote)."""
+    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+
+
+def printable(text: str) -> str:
+    """Non-printable characters escaped as `repr` does: an answer cannot start a line of its own."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def _without_userinfo(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
 
 
 def simple_url_for(upload_url: str) -> str:
@@ -80,8 +154,11 @@ def simple_url_for(upload_url: str) -> str:
     normalized = upload_url if upload_url.endswith("/") else upload_url + "/"
     if normalized in KNOWN_INDEXES:
         return KNOWN_INDEXES[normalized]
-    parts = urllib.parse.urlsplit(normalized)
-    if parts.path == "/":
+    try:
+        parts = urllib.parse.urlsplit(normalized)
+    except ValueError:
+        parts = None
+    if parts is not None and parts.path == "/":
         # pypiserver: uploads go to the root, the simple API lives under /simple/. Reads are never
         # authenticated, so user-info (user:password@) never reaches the listing URL.
         netloc = parts.netloc.rsplit("@", 1)[-1]
@@ -91,6 +168,45 @@ def simple_url_for(upload_url: str) -> str:
         "(e.g. https://pypi.example.org/simple/)"
     )
     raise UsageError(msg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing: typed records, or one line that says what is wrong
+
+
+def _show(value: object) -> str:
+    """A short, single-line rendering of an untrusted value."""
+    if isinstance(value, str) and len(value) > 40:
+        return repr(value[:40]) + "…"
+    text = repr(value) if isinstance(value, str) else json.dumps(value, default=str)[:40]
+    return printable(text)
+
+
+def _filename(value: object, where: str) -> str:
+    if not isinstance(value, str) or not value or not value.isprintable() or len(value) > 255:
+        msg = f"{where} is {_show(value)}, not a file name"
+        raise NotSimpleAPI(msg)
+    if "/" in value or "\\" in value or value in (".", ".."):
+        msg = f"{where} is {_show(value)}, not a file name"
+        raise NotSimpleAPI(msg)
+    return value
+
+
+def _digest(value: object, where: str) -> str:
+    if not isinstance(value, str) or not _SHA256.fullmatch(value):
+        msg = f"{where} is {_show(value)}, not a sha256 (64 hex digits)"
+        raise NotSimpleAPI(msg)
+    return value.lower()
+
+
+def _collect(files: list[IndexFile]) -> list[IndexFile]:
+    seen: dict[str, str | None] = {}
+    for f in files:
+        if f.filename in seen and seen[f.filename] != f.sha256:
+            msg = f"{_show(f.filename)} is listed twice with different sha256"
+            raise NotSimpleAPI(msg)
+        seen[f.filename] = f.sha256
+    return files
 
 
 class _Links(HTMLParser):
@@ -114,81 +230,156 @@ class _Links(HTMLParser):
             return
         url, _, fragment = self._href.partition("#")
         name = "".join(self._text).strip() or urllib.parse.unquote(url.rstrip("/").rsplit("/", 1)[-1])
+        where = f"link {len(self.files) + 1}"
+        name = _filename(name, where)
         algo, _, digest = fragment.partition("=")
-        self.files.append(IndexFile(name, digest.lower() if algo == "sha256" and digest else None))
+        sha = _digest(digest, f"the sha256 of {where}") if algo == "sha256" else None
+        self.files.append(IndexFile(name, sha))
         self._href = None
 
 
 def parse_html(text: str) -> list[IndexFile]:
+    """The files of a PEP 503 project page; `NotSimpleAPI` for a link that names no file."""
     parser = _Links()
     parser.feed(text)
     parser.close()
-    return parser.files
+    return _collect(parser.files)
 
 
-def parse_json(text: str) -> list[IndexFile]:
-    data = json.loads(text)
-    files = []
-    for entry in data.get("files", []):
-        hashes = entry.get("hashes") or {}
-        digest = hashes.get("sha256")
-        files.append(IndexFile(entry["filename"], digest.lower() if digest else None))
-    return files
-
-
-class _NoRedirectAcrossHosts(urllib.request.HTTPRedirectHandler):
-    def redirect_request(  # noqa: PLR0917 (the base class's signature)
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: HTTPMessage,
-        newurl: str,
-    ) -> urllib.request.Request | None:
-        old = urllib.parse.urlsplit(req.full_url)
-        new = urllib.parse.urlsplit(urllib.parse.urljoin(req.full_url, newurl))
-        if (old.scheme, old.netloc) != (new.scheme, new.netloc):
-            raise _ForeignRedirect(newurl)
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
-
-
-class _ForeignRedirect(Exception):
-    pass
-
-
-def list_files(index_url: str, project: str, *, timeout: float = 30.0) -> dict[str, str | None]:
-    """Files of `project` on the index: file name -> sha256 (None when the index gives none)."""
-    parts = urllib.parse.urlsplit(index_url)
-    index_url = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[-1]))
-    base = index_url if index_url.endswith("/") else index_url + "/"
-    url = urllib.parse.urljoin(base, canonicalize_name(project) + "/")
-    request = urllib.request.Request(url, headers={"Accept": ACCEPT})  # noqa: S310 (checked scheme)
-    opener = urllib.request.build_opener(_NoRedirectAcrossHosts())
+def parse_json(text: str | bytes, project: str | None = None) -> list[IndexFile]:
+    """The files of a PEP 691 project page; `NotSimpleAPI` for anything else."""
     try:
-        with opener.open(request, timeout=timeout) as response:
-            content_type = response.headers.get("Content-Type", "")
-            body = response.read().decode("utf-8", "replace")
-    except _ForeignRedirect:
+        data = json.loads(text)
+    except RecursionError:
+        msg = "JSON nested too deeply"
+        raise NotSimpleAPI(msg) from None
+    except json.JSONDecodeError as exc:
+        msg = f"not JSON ({exc.msg} at line {exc.lineno})"
+        raise NotSimpleAPI(msg) from None
+    except ValueError as exc:  # undecodable bytes, an integer over the digit limit
+        msg = f"not JSON ({printable(str(exc))[:80]})"
+        raise NotSimpleAPI(msg) from None
+    if not isinstance(data, dict):
+        msg = f"the page is {_show(data)}, not a JSON object"
+        raise NotSimpleAPI(msg)
+    meta = data.get("meta")
+    if meta is not None:
+        version = meta.get("api-version") if isinstance(meta, dict) else None
+        if not isinstance(version, str) or version.split(".")[0] != "1":
+            msg = f"meta.api-version is {_show(version)}, not 1.x"
+            raise NotSimpleAPI(msg)
+    name = data.get("name")
+    if name is not None and not isinstance(name, str):
+        msg = f"name is {_show(name)}, not a project name"
+        raise NotSimpleAPI(msg)
+    if name is not None and project is not None and canonicalize_name(name) != canonicalize_name(project):
+        msg = f"the page of project {_show(name)}, not of {project}"
+        raise NotSimpleAPI(msg)
+    entries = data.get("files")
+    if not isinstance(entries, list):
+        msg = f"files is {_show(entries)}, not a list"
+        raise NotSimpleAPI(msg)
+    files = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            msg = f"files[{i}] is {_show(entry)}, not an object"
+            raise NotSimpleAPI(msg)
+        filename = _filename(entry.get("filename"), f"files[{i}].filename")
+        hashes = entry.get("hashes", {})
+        if not isinstance(hashes, dict):
+            msg = f"files[{i}].hashes is {_show(hashes)}, not an object"
+            raise NotSimpleAPI(msg)
+        digest = hashes.get("sha256")
+        sha = None if digest is None else _digest(digest, f"files[{i}].hashes.sha256")
+        files.append(IndexFile(filename, sha))
+    return _collect(files)
+
+
+def project_url(index_url: str, project: str) -> str:
+    """`<simple>/<normalized project>/`, without user-info (reads are never authenticated)."""
+    index_url = _without_userinfo(index_url)
+    base = index_url if index_url.endswith("/") else index_url + "/"
+    return urllib.parse.urljoin(base, canonicalize_name(project) + "/")
+
+
+def list_files(
+    index_url: str,
+    project: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+    fetcher: transport.Fetch | None = None,
+) -> dict[str, str | None]:
+    """Files of `project` on the index: file name -> sha256 (None when the index gives none)."""
+    try:
+        url = project_url(index_url, project)
+    except ValueError:
+        msg = f"{redact_url(index_url)} is not a usable index URL"
+        raise UsageError(msg) from None
+    shown = redact_url(url)
+    deadline = transport.Deadline(timeout)
+    try:
+        with deadline:
+            answer = (fetcher or transport.fetch)(url, deadline, max_bytes)
+    except transport.ForeignRedirect:
         return {}
+    except transport.TooLarge as exc:
+        size = f" ({exc.size:,} bytes)" if exc.size is not None else ""
+        msg = f"{shown} answered more than {max_bytes:,} bytes{size}: not a project page; nothing kept"
+        raise PublishError(msg) from None
     except urllib.error.HTTPError as exc:
-        if exc.code == 404:
+        exc.close()
+        if exc.code in (404, 410):
             return {}
         if exc.code in (401, 403):
-            msg = f"the index refused to list {project} (HTTP {exc.code}) at {redact_url(url)}"
+            msg = f"the index refused to list {project} (HTTP {exc.code}) at {shown}"
             raise PublishError(msg) from None
-        msg = f"cannot read {redact_url(url)}: HTTP {exc.code} {exc.reason}"
+        msg = f"cannot read {shown}: HTTP {exc.code} {printable(str(exc.reason))[:80]}"
         raise IndexUnavailable(msg) from None
-    except (urllib.error.URLError, OSError) as exc:
-        reason = getattr(exc, "reason", exc)
-        msg = f"cannot read {redact_url(url)}: {reason}"
+    except http.client.InvalidURL:
+        msg = f"{shown} is not a usable index URL"
+        raise UsageError(msg) from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
+        if deadline.expired or isinstance(getattr(exc, "reason", exc), TimeoutError):
+            reason = f"no complete answer within {timeout:g}s"
+        else:
+            reason = _transport_reason(exc)
+        msg = f"cannot read {shown}: {reason}"
         raise IndexUnavailable(msg) from None
-    except ValueError as exc:  # http.client.InvalidURL and friends: a malformed URL
-        msg = f"{redact_url(url)} is not a usable index URL ({redact_url(str(exc))})"
+    except ValueError as exc:  # urllib's checks of a malformed URL
+        msg = f"{shown} is not a usable index URL ({printable(redact_text(str(exc)))[:80]})"
         raise UsageError(msg) from None
     try:
-        files = parse_json(body) if "json" in content_type else parse_html(body)
-    except (ValueError, KeyError, TypeError) as exc:
-        msg = f"{redact_url(url)} answered something that is not a simple-API page ({exc})"
+        files = _parse(answer, project)
+    except NotSimpleAPI as exc:
+        msg = f"{shown} answered something that is not a simple-API page: {exc}"
         raise PublishError(msg) from None
     return {f.filename: f.sha256 for f in files}
+
+
+def _parse(answer: transport.Answer, project: str) -> list[IndexFile]:
+    mime = answer.content_type.split(";", 1)[0].strip().lower()
+    if mime in _JSON_TYPES:
+        return parse_json(answer.body, project)
+    if mime in _HTML_TYPES:
+        return parse_html(answer.body.decode("utf-8", "replace"))
+    msg = f"Content-Type {_show(answer.content_type)}"
+    raise NotSimpleAPI(msg)
+
+
+def _transport_reason(exc: BaseException) -> str:
+    """A one-line reason for a transport failure, without anything the server chose to say at length."""
+    reason = getattr(exc, "reason", exc)
+    if isinstance(exc, http.client.IncompleteRead):
+        text = f"the answer ended early ({len(exc.partial)} bytes read)"
+    elif isinstance(exc, http.client.LineTooLong):
+        text = "a header line over http.client's limit"
+    elif isinstance(exc, http.client.RemoteDisconnected):
+        text = "the index closed the connection without an answer"
+    elif isinstance(exc, http.client.BadStatusLine):
+        text = "not an HTTP answer (bad status line)"
+    elif isinstance(exc, http.client.HTTPException):
+        text = f"a broken HTTP answer ({type(exc).__name__})"
+    else:
+        text = str(reason) or type(reason).__name__
+    return printable(redact_text(text))[:160]

@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,19 +85,19 @@ class Credentials:
         if username:
             env["TWINE_USERNAME"] = username
         env["TWINE_NON_INTERACTIVE"] = "1"
-        secrets = tuple(
-            s
-            for s in (env.get("TWINE_PASSWORD"), token, env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN"))
-            if s and len(s) >= 3
-        )
+        raw = (env.get("TWINE_PASSWORD"), token, env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN"))
+        # As typed, and as it appears percent-encoded inside a URL.
+        forms = (form for s in raw if s and len(s) >= 3 for form in (s, urllib.parse.quote(s, safe="")))
+        secrets = tuple(dict.fromkeys(forms))
         trusted = bool(env.get("ACTIONS_ID_TOKEN_REQUEST_URL")) and not env.get("TWINE_PASSWORD")
         user = env.get("TWINE_USERNAME") or ("__token__" if trusted else None)
         return cls(username=user, env=env, secrets=secrets, trusted_publishing=trusted)
 
     def redact(self, text: str) -> str:
+        """`text` without the known secrets, and without the password of any URL in it."""
         for secret in sorted(self.secrets, key=len, reverse=True):
             text = text.replace(secret, "***")
-        return re.sub(r"(://[^/\s:@]+:)[^/\s@]+@", r"\1***@", text)
+        return index.redact_text(text)
 
 
 # ---------------------------------------------------------------------------------------------

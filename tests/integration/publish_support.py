@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import fnmatch
 import hashlib
 import io
 import json
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -407,6 +410,210 @@ class FaultProxy:
             sock.close()
 
 
+Behaviour = Callable[[socket.socket, str], None]
+
+
+class HostileIndex:
+    """An HTTP server on 127.0.0.1 that answers each connection as a behaviour says.
+
+    `behaviours` are used one per connection, in order, the last one for every later
+    connection; each gets the socket and the request path. `connections` counts them.
+    """
+
+    def __init__(self, *behaviours: Behaviour) -> None:
+        self.behaviours = list(behaviours)
+        self.connections = 0
+        self._listener = socket.socket()
+        self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(16)
+        self.port = int(self._listener.getsockname()[1])
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def simple(self) -> str:
+        return f"http://127.0.0.1:{self.port}/simple/"
+
+    def close(self) -> None:
+        self._closed.set()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+
+    def __enter__(self) -> HostileIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:
+                return
+            behaviour = self.behaviours[min(self.connections, len(self.behaviours) - 1)]
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(conn, behaviour), daemon=True).start()
+
+    def _serve(self, conn: socket.socket, behaviour: Behaviour) -> None:
+        with conn, contextlib.suppress(OSError):
+            conn.settimeout(30)
+            request = b""
+            while b"\r\n\r\n" not in request and len(request) < 65536:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    return
+                request += chunk
+            path = request.split(b" ", 2)[1].decode("latin-1")
+            behaviour(conn, path)
+
+
+def send(status: str, headers: dict[str, str], body: bytes) -> Behaviour:
+    """A complete answer."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        head = "".join(f"{k}: {v}\r\n" for k, v in {"Content-Length": str(len(body)), **headers}.items())
+        conn.sendall(f"HTTP/1.1 {status}\r\n{head}Connection: close\r\n\r\n".encode() + body)
+
+    return behave
+
+
+def raw(data: bytes) -> Behaviour:
+    """These bytes, then close: a broken answer of any kind."""
+    return lambda conn, path: conn.sendall(data)
+
+
+def json_page(files: Sequence[str] = ()) -> Behaviour:
+    """A valid PEP 691 page for whichever project is asked for."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        project = path.rstrip("/").rsplit("/", 1)[-1]
+        page = {"meta": {"api-version": "1.1"}, "name": project, "files": [{"filename": f} for f in files]}
+        send("200 OK", {"Content-Type": "application/vnd.pypi.simple.v1+json"}, json.dumps(page).encode())(
+            conn, path
+        )
+
+    return behave
+
+
+def drip(head: bytes, every: float = 0.5, limit: float = 60.0) -> Behaviour:
+    """Send `head`, then one byte every `every` seconds (for at most `limit` seconds)."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        conn.sendall(head)
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            conn.sendall(b"x")
+            time.sleep(every)
+
+    return behave
+
+
+def flood(head: bytes, total: int) -> Behaviour:
+    """Send `head`, then `total` bytes as fast as the client takes them (it may hang up)."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        conn.sendall(head)
+        block = b"0" * (1 << 20)
+        sent = 0
+        while sent < total:
+            conn.sendall(block)
+            sent += len(block)
+
+    return behave
+
+
+# ------------------------------------------------------------------------------------------------
+# A stand-in for the GitHub CLI: `gh release view/create/upload/download` over a directory
+
+
+def fake_gh(argv: Sequence[str], root: Path) -> int:
+    """`gh release …` against `root/<owner>/<name>/<tag>/` (the assets) and `root/calls.jsonl`.
+
+    Like gh: `view` fails with "release not found"; `create` refuses an existing tag; `upload`
+    refuses an existing asset name unless `--clobber` (which it honours, so a test can see it is
+    never passed); asset digests are given unless FAKE_GH_NO_DIGEST is set (older GitHub).
+    """
+    with (root / "calls.jsonl").open("a", encoding="utf-8") as log:
+        log.write(json.dumps(list(argv)) + "\n")
+    args = list(argv)
+    if args[:1] != ["release"] or "--repo" not in args:
+        print(f"unknown command: {' '.join(args)}", file=sys.stderr)
+        return 2
+    at = args.index("--repo")
+    repo = args[at + 1]
+    del args[at : at + 2]
+    command, tag, rest = args[1], args[2], args[3:]
+    release = root / repo / tag
+    if command == "view":
+        if not release.is_dir():
+            print("release not found", file=sys.stderr)
+            return 1
+        assets = []
+        for path in sorted(p for p in release.iterdir() if p.name != ".release.json"):
+            asset: dict[str, Any] = {"name": path.name, "size": path.stat().st_size, "state": "uploaded"}
+            if not os.environ.get("FAKE_GH_NO_DIGEST"):
+                asset["digest"] = "sha256:" + sha256_file(path)
+            assets.append(asset)
+        print(json.dumps({"assets": assets}))
+        return 0
+    flags = {a for a in rest if a.startswith("--")}
+    files = [Path(a) for a in rest if not a.startswith("--") and Path(a).is_file()]
+    if command == "create":
+        if release.is_dir():
+            print(f"HTTP 422: a release with the same tag name already exists: {tag}", file=sys.stderr)
+            return 1
+        release.mkdir(parents=True)
+        (release / ".release.json").write_text(json.dumps(sorted(flags)), encoding="utf-8")
+        for f in files:
+            shutil.copyfile(f, release / f.name)
+        return 0
+    if command == "upload":
+        if not release.is_dir():
+            print("release not found", file=sys.stderr)
+            return 1
+        taken = [f.name for f in files if (release / f.name).exists()]
+        if taken and "--clobber" not in flags:
+            print(f"asset under the same name already exists: {taken}", file=sys.stderr)
+            return 1
+        for f in files:
+            shutil.copyfile(f, release / f.name)
+        return 0
+    if command == "download":
+        pattern, target = rest[rest.index("--pattern") + 1], Path(rest[rest.index("--dir") + 1])
+        assets = [p for p in release.iterdir() if p.name != ".release.json"]
+        hits = [p for p in assets if fnmatch.fnmatch(p.name, pattern)]
+        for p in hits:
+            shutil.copyfile(p, target / p.name)
+        return 0 if hits else 1
+    print(f"unknown command: release {command}", file=sys.stderr)
+    return 2
+
+
+def write_fake_gh(directory: Path) -> tuple[Path, Path]:
+    """An executable `gh` stand-in in `directory` and the root of the releases it keeps."""
+    root = directory / "github"
+    root.mkdir(parents=True, exist_ok=True)
+    script = directory / "gh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"export PYTHONPATH={shlex.quote(str(ROOT))}\n"
+        f"exec {shlex.quote(sys.executable)} -m tests.integration.publish_support gh "
+        f'{shlex.quote(str(root))} "$@"\n',
+        encoding="utf-8",
+    )
+    script.chmod(0o755)
+    return script, root
+
+
+def gh_calls(root: Path) -> list[list[str]]:
+    path = root / "calls.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
 def run_release(
     *args: str, matrix: Path, env: dict[str, str] | None = None, timeout: float = 120, debug: bool = False
 ) -> subprocess.CompletedProcess[str]:
@@ -424,3 +631,5 @@ def run_release(
 
 if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
     serve(sys.argv[2:])
+if __name__ == "__main__" and sys.argv[1:2] == ["gh"]:
+    sys.exit(fake_gh(sys.argv[3:], Path(sys.argv[2])))

@@ -13,21 +13,34 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from release.errors import PublishError
+from release.publish import index
+from release.publish.upload import Credentials, Uploader
 from tests.integration.publish_support import (
     USER,
     FaultProxy,
+    HostileIndex,
     IndexServer,
+    drip,
     expected_files,
+    flood,
+    gh_calls,
     index_server,
+    json_page,
     make_wheel,
     make_wheelhouse,
+    raw,
     run_release,
+    send,
     sha256_file,
     wheel_name,
+    write_fake_gh,
     write_matrix,
     write_report,
 )
@@ -365,3 +378,261 @@ def test_prerelease_skipped_as_the_matrix_says(project: tuple[Path, Path]) -> No
     result = run_release("publish", "--tag", "v0.2.0rc1", matrix=matrix)
     assert result.returncode == 0, result.stderr
     assert "0.2.0rc1 is a pre-release and publish.prerelease is skip: nothing is published" in result.stdout
+
+
+# ------------------------------------------------------------------------------------------------
+# A hostile index: every broken answer is retried, then one error line; no answer is unbounded
+
+JSON = "application/vnd.pypi.simple.v1+json"
+OK_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n\r\n"
+
+BROKEN = {
+    "bad-status-line": raw(b"SPDY/9 what\r\n\r\n"),
+    "no-status-line": raw(b"\x00\x01\x02 binary garbage\r\n\r\n"),
+    "over-long-header": raw(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"),
+    "too-many-headers": raw(b"HTTP/1.1 200 OK\r\n" + b"X-A: b\r\n" * 150 + b"\r\n"),
+    "incomplete-body": raw(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 900\r\n\r\n<a>"),
+    "broken-chunks": raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n"),
+    "hang-up": raw(b""),
+    "server-error": send("502 Bad Gateway", {}, b"upstream down"),
+}
+
+
+def _one_error_line(stderr: str) -> None:
+    assert "Traceback" not in stderr
+    assert [line for line in stderr.splitlines() if line.startswith("error:")] == stderr.splitlines()[:1]
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_broken_answers_are_retried_then_reported(project: tuple[Path, Path], name: str) -> None:
+    matrix, _ = project
+    with HostileIndex(BROKEN[name]) as hostile:
+        result = publish(matrix, "http://127.0.0.1:9/", "--index-url", hostile.simple, *FAST)
+        connections = hostile.connections
+    assert result.returncode == 8, result.stdout + result.stderr
+    _one_error_line(result.stderr)
+    assert f"cannot read {hostile.simple}xfer-engine-cpu/" in result.stderr
+    assert "re-run when the index answers" in result.stderr
+    assert result.stdout.count("retrying in") == 2
+    assert connections == 3  # --tries 3
+
+
+def test_a_broken_answer_then_a_good_one_publishes(
+    project: tuple[Path, Path], index_server: IndexServer
+) -> None:
+    matrix, wheelhouse = project
+    with HostileIndex(BROKEN["bad-status-line"], json_page()) as hostile:
+        result = publish(matrix, index_server.url, "--index-url", hostile.simple, *FAST)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "try 1/3 failed: cannot read" in result.stdout
+    assert "not an HTTP answer (bad status line)" in result.stdout
+    assert index_server.files() == expected_files(wheelhouse)
+
+
+MALFORMED = {
+    "a-list": send("200 OK", {"Content-Type": JSON}, b"[]"),
+    "null": send("200 OK", {"Content-Type": JSON}, b"null"),
+    "files-of-strings": send("200 OK", {"Content-Type": JSON}, b'{"files": ["x"]}'),
+    "integer-sha256": send(
+        "200 OK", {"Content-Type": JSON}, b'{"files": [{"filename": "a.whl", "hashes": {"sha256": 5}}]}'
+    ),
+    "deep-nesting": send("200 OK", {"Content-Type": JSON}, b"[" * 200_000 + b"]" * 200_000),
+    "bad-html-digest": send("200 OK", {"Content-Type": "text/html"}, b'<a href="a.whl#sha256=zz">a.whl</a>'),
+    "a-picture": send("200 OK", {"Content-Type": "image/png"}, b"\x89PNG"),
+    "declared-1.2-gb": raw(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1200000000\r\n\r\n"
+                           + b"0" * 65536),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_answers_not_shaped_like_the_simple_api_are_one_line(project: tuple[Path, Path], name: str) -> None:
+    matrix, _ = project
+    with HostileIndex(MALFORMED[name]) as hostile:
+        result = publish(matrix, "http://127.0.0.1:9/", "--index-url", hostile.simple, *FAST)
+        connections = hostile.connections
+    assert result.returncode == 8, result.stdout + result.stderr
+    _one_error_line(result.stderr)
+    assert len(result.stderr.splitlines()) == 1
+    assert f"error: {hostile.simple}xfer-engine-cpu/ answered " in result.stderr
+    assert connections == 1  # not a transport failure: not retried
+
+
+@pytest.mark.parametrize(
+    "behaviour",
+    [
+        drip(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nX-Slow: "),  # headers never end
+        drip(OK_HEAD + b"<html>"),  # the body never ends
+    ],
+    ids=["dripping-headers", "dripping-body"],
+)
+def test_a_dripping_index_meets_the_total_deadline(behaviour: Callable[..., None]) -> None:
+    """One byte every 0.5 s: each read is quick, the request as a whole is not."""
+    with HostileIndex(behaviour) as hostile:
+        started = time.monotonic()
+        with pytest.raises(index.IndexUnavailable, match="no complete answer within 2s"):
+            index.list_files(hostile.simple, "demo", timeout=2)
+        assert time.monotonic() - started < 5
+
+        log: list[str] = []
+        uploader = Uploader(
+            repository="http://127.0.0.1:9/",
+            index_url=hostile.simple,
+            credentials=Credentials.from_env({}),
+            tries=2,
+            backoff=0.1,
+            log=log.append,
+        )
+        uploader.list = lambda project: index.list_files(hostile.simple, project, timeout=1)  # type: ignore[method-assign]
+        started = time.monotonic()
+        with pytest.raises(index.IndexUnavailable):
+            uploader.listing(["demo"])
+        assert time.monotonic() - started < 5
+        assert "try 1/2 failed" in log[0]
+
+
+def test_an_endless_body_is_cut_at_the_cap() -> None:
+    """No Content-Length, a stream of zeros: memory stays near the cap, not the stream."""
+    with HostileIndex(flood(OK_HEAD, 1200 << 20)) as hostile:
+        tracemalloc.start()
+        try:
+            with pytest.raises(PublishError, match="answered more than 4,194,304 bytes"):
+                index.list_files(hostile.simple, "demo", max_bytes=4 << 20)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert peak < 24 << 20
+
+
+def test_a_password_with_a_slash_is_never_printed(project: tuple[Path, Path]) -> None:
+    matrix, _ = project
+    for repository in ("http://user:pa/ss-Word9@127.0.0.1:8080/", "http://user:p@ss-Word9@127.0.0.1:9/"):
+        result = publish(matrix, repository, "--index-url", "http://127.0.0.1:9/simple/", *FAST, debug=True)
+        assert result.returncode in (2, 8), result.stdout + result.stderr
+        assert "Word9" not in result.stdout + result.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# `release github-release` against a stand-in gh: add what is missing, never replace an asset
+
+REPO = "acme/xfer"
+
+
+def github_release(
+    matrix: Path, gh: Path, *paths: Path, tag: str = "v0.1.0", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    args = ("github-release", "--tag", tag, "--repo", REPO, "--gh", str(gh), *map(str, paths))
+    return run_release(*args, matrix=matrix, env=env)
+
+
+def release_files(root: Path, tag: str = "v0.1.0") -> dict[str, str]:
+    directory = root / REPO / tag
+    return {p.name: sha256_file(p) for p in sorted(directory.iterdir()) if p.name != ".release.json"}
+
+
+def local_files(wheelhouse: Path) -> dict[str, str]:
+    return {p.name: sha256_file(p) for p in sorted(wheelhouse.glob("*/*")) if p.is_file()}
+
+
+def commands(calls: list[list[str]]) -> list[str]:
+    return [call[1] for call in calls]
+
+
+def test_github_release_is_created_then_a_rerun_adds_nothing(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    first = github_release(matrix, gh, wheelhouse)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert release_files(root) == local_files(wheelhouse)
+    assert len(release_files(root)) == 8  # 4 wheels, 4 verify reports
+    assert commands(gh_calls(root)) == ["view", "create"]
+    create = gh_calls(root)[1]
+    assert {"--verify-tag", "--generate-notes"} <= set(create) and "--prerelease" not in create
+    assert f"{REPO} v0.1.0: 8 added, 0 already there" in first.stdout
+
+    again = github_release(matrix, gh, wheelhouse)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert commands(gh_calls(root)) == ["view", "create", "view"]
+    assert again.stdout.count("already there") == 9
+    assert release_files(root) == local_files(wheelhouse)
+
+
+def test_a_missing_asset_is_added_without_clobber(project: tuple[Path, Path], tmp_path: Path) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    assert github_release(matrix, gh, wheelhouse).returncode == 0
+    lost = sorted((root / REPO / "v0.1.0").glob("*.whl"))[0]
+    lost.unlink()
+    result = github_release(matrix, gh, wheelhouse)
+    assert result.returncode == 0, result.stdout + result.stderr
+    upload = gh_calls(root)[-1]
+    assert upload[:3] == ["release", "upload", "v0.1.0"]
+    assert [Path(a).name for a in upload[3:] if a.endswith(".whl")] == [lost.name]
+    assert not any("--clobber" in call for call in gh_calls(root))
+    assert release_files(root) == local_files(wheelhouse)
+
+
+def test_an_asset_that_differs_stops_the_run_before_any_upload(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    assert github_release(matrix, gh, wheelhouse).returncode == 0
+    assets = sorted((root / REPO / "v0.1.0").glob("*.whl"))
+    changed, lost = assets[0], assets[1]
+    changed.write_bytes(bytes(b ^ 1 for b in changed.read_bytes()))  # same size, other bytes
+    lost.unlink()
+    before = release_files(root)
+    result = github_release(matrix, gh, wheelhouse)
+    assert result.returncode == 8
+    assert "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: 1 asset(s) of release v0.1.0 in acme/xfer differ")
+    assert f"  - {changed.name}: sha256 " in result.stderr
+    assert lost.name not in result.stderr
+    assert commands(gh_calls(root))[-1] == "view"  # nothing uploaded, not even the missing one
+    assert release_files(root) == before
+
+
+def test_without_digests_the_asset_is_downloaded_and_hashed(
+    project: tuple[Path, Path], tmp_path: Path
+) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    assert github_release(matrix, gh, wheelhouse).returncode == 0
+    older_github = {"FAKE_GH_NO_DIGEST": "1"}
+    same = github_release(matrix, gh, wheelhouse, env=older_github)
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert commands(gh_calls(root)).count("download") == 8
+
+    assets = sorted((root / REPO / "v0.1.0").glob("*.whl"))
+    assets[0].write_bytes(bytes(b ^ 1 for b in assets[0].read_bytes()))
+    assets[1].write_bytes(assets[1].read_bytes() + b"longer")
+    result = github_release(matrix, gh, wheelhouse, env=older_github)
+    assert result.returncode == 8
+    assert f"  - {assets[0].name}: sha256 " in result.stderr
+    assert f"  - {assets[1].name}: {assets[1].stat().st_size:,} bytes on the release" in result.stderr
+
+
+def test_a_prerelease_tag_makes_a_prerelease(project: tuple[Path, Path], tmp_path: Path) -> None:
+    matrix, wheelhouse = project
+    gh, root = write_fake_gh(tmp_path / "gh")
+    result = github_release(matrix, gh, wheelhouse, tag="v0.2.0rc1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--prerelease" in gh_calls(root)[-1]
+
+
+def test_gh_missing_or_failing_is_one_line(project: tuple[Path, Path], tmp_path: Path) -> None:
+    matrix, wheelhouse = project
+    missing = github_release(matrix, tmp_path / "no-such-gh", wheelhouse)
+    assert missing.returncode == 4
+    hint = "not found (install the GitHub CLI, or pass --gh PATH)"
+    assert missing.stderr == f"error: {tmp_path / 'no-such-gh'}: {hint}\n"
+
+    broken = tmp_path / "gh-broken"
+    broken.write_text("#!/bin/sh\necho 'HTTP 401: Bad credentials (https://api.github.com)' >&2; exit 1\n")
+    broken.chmod(0o755)
+    result = github_release(matrix, broken, wheelhouse, env={"GH_TOKEN": "ghp-secret-token"})
+    assert result.returncode == 8
+    assert result.stderr.startswith("error: gh release view failed for acme/xfer v0.1.0: HTTP 401: Bad")
+    assert len(result.stderr.splitlines()) == 1

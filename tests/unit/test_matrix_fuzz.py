@@ -1,8 +1,10 @@
 """Whatever the YAML, loading gives a matrix or a clean `MatrixError`, and the CLI exits 0 or 3.
 
-Three sources of documents: random nested structures, random edits of the real matrix (keys
-deleted, values swapped for other types, unknown keys inserted, keys misspelt) and random text,
-including line-level edits of the real file.
+Four sources of documents: random nested structures, random edits of the real matrix (keys
+deleted, values swapped for other types, unknown keys inserted, keys misspelt), random text,
+including line-level edits of the real file, and random YAML merge keys (`<<`) in the real file.
+A failure prints one `error:` line, then one line per further problem: no key or value forges
+a line of its own.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import contextlib
 import functools
 import io
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,6 +116,10 @@ class Fuzzer:
         if isinstance(outcome, MatrixError):
             assert code == 3, err.getvalue()
             assert outcome.problems
+            lines = err.getvalue().splitlines()
+            assert len(lines) == len(outcome.problems), err.getvalue()
+            assert lines[0].startswith("error: ")
+            assert not any(line.startswith("error:") for line in lines[1:])
             max_line = len(text.splitlines()) + 1
             for problem in outcome.problems:
                 assert problem.file == str(self.file)
@@ -219,6 +226,24 @@ def edited_text(draw: st.DrawFn) -> str:
     return "".join(lines)
 
 
+_MAPPING_LINES = [
+    i for i, line in enumerate(REAL_TEXT.splitlines()) if re.fullmatch(r"( *)[a-z][\w-]*:( *#.*)?", line)
+]
+
+
+@st.composite
+def merged_matrices(draw: st.DrawFn) -> str:
+    """The real matrix with an anchored value (`x-m: &m …`) merged into one of its mappings."""
+    lines = REAL_TEXT.splitlines(keepends=True)
+    merged = draw(st.dictionaries(keys, values, max_size=4) | values)
+    at = draw(st.sampled_from(_MAPPING_LINES))
+    child = lines[at + 1]
+    indent = child[: len(child) - len(child.lstrip(" "))] or "  "
+    reference = draw(st.sampled_from(["*m", "[*m]", "[*m, *m]", "[*m, {}]", "*m\n" + indent + "<<: *m"]))
+    lines.insert(at + 1, f"{indent}<<: {reference}\n")
+    return f"x-m: &m {json.dumps(merged)}\n" + "".join(lines)
+
+
 @fuzz(150)
 @given(doc=values)
 def test_random_structures(doc: object, fuzzer: Fuzzer) -> None:
@@ -234,6 +259,12 @@ def test_random_edits_of_the_real_matrix(text: str, fuzzer: Fuzzer) -> None:
 @fuzz(100)
 @given(text=edited_text() | st.text(text_chars, max_size=200))
 def test_random_text(text: str, fuzzer: Fuzzer) -> None:
+    fuzzer.check(text)
+
+
+@fuzz(100)
+@given(text=merged_matrices())
+def test_random_merge_keys(text: str, fuzzer: Fuzzer) -> None:
     fuzzer.check(text)
 
 

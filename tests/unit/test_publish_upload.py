@@ -244,13 +244,13 @@ def test_transport_refused(url: str) -> None:
 
 
 def test_parse_html_and_json() -> None:
-    html = """<html><body><h1>Links</h1>
-    <a href="../../packages/a-1.0-py3-none-any.whl#sha256=ABCDEF">a-1.0-py3-none-any.whl</a><br>
+    html = f"""<html><body><h1>Links</h1>
+    <a href="../../packages/a-1.0-py3-none-any.whl#sha256={"AB" * 32}">a-1.0-py3-none-any.whl</a><br>
     <a href="https://files/b-1.0.tar.gz#md5=123">b-1.0.tar.gz</a>
     <a href="/c/c-2.0-py3-none-any.whl">c-2.0-py3-none-any.whl</a>
     </body></html>"""
     assert index.parse_html(html) == [
-        index.IndexFile("a-1.0-py3-none-any.whl", "abcdef"),
+        index.IndexFile("a-1.0-py3-none-any.whl", "ab" * 32),
         index.IndexFile("b-1.0.tar.gz", None),
         index.IndexFile("c-2.0-py3-none-any.whl", None),
     ]
@@ -259,9 +259,12 @@ def test_parse_html_and_json() -> None:
             "meta": {"api-version": "1.1"},
             "name": "a",
             "files": [
-                {"filename": "a-1.0.whl", "url": "u", "hashes": {"sha256": "AA"}},
+                {"filename": "a-1.0.whl", "url": "u", "hashes": {"sha256": "AA" * 32}},
                 {"filename": "a-1.1.whl", "url": "u", "hashes": {}},
             ],
         }
     )
-    assert index.parse_json(data) == [index.IndexFile("a-1.0.whl", "aa"), index.IndexFile("a-1.1.whl", None)]
+    assert index.parse_json(data) == [
+        index.IndexFile("a-1.0.whl", "aa" * 32),
+        index.IndexFile("a-1.1.whl", None),
+    ]

@@ -1,0 +1,276 @@
+"""`release github-release`: attach a release's files to its GitHub Release, never replacing one.
+
+PyPI keeps every file it was given; `gh release upload --clobber` replaced GitHub Release assets
+on a re-run, so the two could differ. Here the release's assets are listed first (`gh release
+view --json assets`: names, sizes and, from newer GitHub, sha256 digests; without a digest an
+asset of the local file's size is downloaded and hashed). An asset whose content differs from
+the local file stops the run before anything is uploaded, naming it; missing assets go up in one
+`gh release upload` without `--clobber`; a missing release is created with all of them
+(`--verify-tag --generate-notes`, `--prerelease` when the tag's version is one).
+
+`gh` runs from PATH (or `--gh`, or `RELEASE_GH`) with the caller's environment (`GH_TOKEN`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
+
+from release import table
+from release.config.matrix import LoadedMatrix
+from release.errors import PublishError, ToolchainError, UsageError
+from release.plan.version import is_prerelease, tag_from_env, version_from_tag
+from release.publish.index import printable
+
+# GitHub renames an asset whose name holds anything else; a renamed asset could never be matched.
+_ASSET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+_REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+_DIGEST = re.compile(r"sha256:([0-9a-fA-F]{64})")
+NOT_FOUND = "release not found"
+
+Runner = Callable[[Sequence[str]], tuple[int, str, str]]
+"""Runs a command: (exit status, stdout, stderr)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "paths", nargs="+", metavar="DIR_OR_FILE", help="files, or directories of files, to attach"
+    )
+    parser.add_argument("--tag", help="the release tag (default: the pushed tag in GitHub Actions)")
+    parser.add_argument(
+        "--repo",
+        default=os.environ.get("GITHUB_REPOSITORY"),
+        metavar="OWNER/NAME",
+        help="the GitHub repository (default: GITHUB_REPOSITORY)",
+    )
+    parser.add_argument(
+        "--gh",
+        default=os.environ.get("RELEASE_GH", "gh"),
+        metavar="PATH",
+        help="the GitHub CLI executable (default: RELEASE_GH, else gh on PATH)",
+    )
+
+
+@dataclass(frozen=True)
+class Asset:
+    name: str
+    size: int
+    sha256: str | None
+
+
+@dataclass(frozen=True)
+class Local:
+    name: str
+    path: Path
+    size: int
+    sha256: str
+
+
+def collect(arguments: Sequence[str]) -> dict[str, Local]:
+    """Every regular file named or inside a named directory (recursively, dot-files skipped)."""
+    found: dict[str, Local] = {}
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_dir():
+            paths = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+        elif path.is_file():
+            paths = [path]
+        else:
+            msg = f"{argument}: no such file or directory"
+            raise UsageError(msg)
+        for p in paths:
+            if not _ASSET_NAME.fullmatch(p.name):
+                msg = f"{p}: GitHub would rename an asset called {p.name!r}; rename the file"
+                raise UsageError(msg)
+            if p.name in found and found[p.name].path != p:
+                msg = f"two files are called {p.name}: {found[p.name].path} and {p} (an asset has one name)"
+                raise UsageError(msg)
+            found[p.name] = Local(p.name, p, p.stat().st_size, _sha256(p))
+    if not found:
+        msg = f"nothing to attach in {', '.join(arguments)}"
+        raise UsageError(msg)
+    return dict(sorted(found.items()))
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def parse_assets(text: str) -> dict[str, Asset]:
+    """The assets of `gh release view --json assets`; `PublishError` for anything else."""
+
+    def bad(what: str) -> NoReturn:
+        msg = f"gh release view answered something unexpected: {what}"
+        raise PublishError(msg)
+
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        bad("not JSON")
+    assets = data.get("assets") if isinstance(data, dict) else None
+    if not isinstance(assets, list):
+        bad("no assets list")
+    found: dict[str, Asset] = {}
+    for i, entry in enumerate(assets):
+        if not isinstance(entry, dict):
+            bad(f"assets[{i}] is not an object")
+        name, size, digest = entry.get("name"), entry.get("size"), entry.get("digest")
+        if not isinstance(name, str) or not name.isprintable():
+            bad(f"assets[{i}].name is not a name")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            bad(f"assets[{i}].size is not a size")
+        match = _DIGEST.fullmatch(digest) if isinstance(digest, str) else None
+        if digest not in (None, "") and match is None:
+            bad(f"assets[{i}].digest is not sha256:<64 hex digits>")
+        found[name] = Asset(name, size, match.group(1).lower() if match else None)
+    return found
+
+
+def run_process(cmd: Sequence[str]) -> tuple[int, str, str]:
+    try:
+        proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+    except FileNotFoundError:
+        msg = f"{cmd[0]}: not found (install the GitHub CLI, or pass --gh PATH)"
+        raise ToolchainError(msg) from None
+    except PermissionError:
+        msg = f"{cmd[0]}: not executable"
+        raise ToolchainError(msg) from None
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@dataclass
+class GitHubRelease:
+    """One release of one repository, through the `gh` executable."""
+
+    gh: str
+    repo: str
+    tag: str
+    runner: Runner = run_process
+    secrets: tuple[str, ...] = ()
+
+    def _gh(self, *args: str) -> tuple[int, str, str]:
+        return self.runner([self.gh, "release", *args, "--repo", self.repo])
+
+    def _fail(self, what: str, stderr: str) -> NoReturn:
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        said = " | ".join(lines[-3:]) or "no output"
+        for secret in self.secrets:
+            said = said.replace(secret, "***")
+        msg = f"gh release {what} failed for {self.repo} {self.tag}: {printable(said)[:300]}"
+        raise PublishError(msg)
+
+    def assets(self) -> dict[str, Asset] | None:
+        """The release's assets, or None when there is no release for the tag."""
+        rc, out, err = self._gh("view", self.tag, "--json", "assets")
+        if rc != 0:
+            if NOT_FOUND in err.lower():
+                return None
+            self._fail("view", err)
+        return parse_assets(out)
+
+    def create(self, files: Sequence[Path], *, prerelease: bool) -> bool:
+        """Create the release with `files`; False when it appeared meanwhile (another run)."""
+        flags = ["--verify-tag", "--title", self.tag, "--generate-notes"]
+        if prerelease:
+            flags.append("--prerelease")
+        rc, _, err = self._gh("create", self.tag, *map(str, files), *flags)
+        if rc == 0:
+            return True
+        if "already exists" in err.lower():
+            return False
+        self._fail("create", err)
+
+    def upload(self, files: Sequence[Path]) -> None:
+        """Add assets; never `--clobber`: an existing name makes gh refuse, and so do we."""
+        rc, _, err = self._gh("upload", self.tag, *map(str, files))
+        if rc != 0:
+            self._fail("upload", err)
+
+    def download_sha256(self, name: str) -> str:
+        with tempfile.TemporaryDirectory(prefix="release-asset-") as tmp:
+            rc, _, err = self._gh("download", self.tag, "--pattern", name, "--dir", tmp)
+            path = Path(tmp) / name
+            if rc != 0 or not path.is_file():
+                self._fail("download", err or f"{name} did not arrive")
+            return _sha256(path)
+
+
+def differs(release: GitHubRelease, local: Local, asset: Asset) -> str | None:
+    """Why the asset is not the local file, or None when it is."""
+    if asset.size != local.size:
+        return f"{asset.size:,} bytes on the release, {local.size:,} here"
+    remote = asset.sha256 or release.download_sha256(asset.name)
+    if remote != local.sha256:
+        return f"sha256 {remote[:12]}… on the release, {local.sha256[:12]}… here"
+    return None
+
+
+def attach(release: GitHubRelease, files: Mapping[str, Local], *, prerelease: bool) -> list[tuple[str, str]]:
+    """(name, what happened) per file; `PublishError` naming every asset that differs."""
+    assets = release.assets()
+    if assets is None:
+        if release.create([f.path for f in files.values()], prerelease=prerelease):
+            return [(name, "uploaded (release created)") for name in files]
+        assets = release.assets()
+        if assets is None:
+            msg = f"gh release create said {release.tag} exists, but gh release view does not find it"
+            raise PublishError(msg)
+    conflicts = []
+    missing = []
+    rows = []
+    for name, local in files.items():
+        if name not in assets:
+            missing.append(local)
+            rows.append((name, "uploaded"))
+            continue
+        why = differs(release, local, assets[name])
+        if why is not None:
+            conflicts.append(f"  - {name}: {why}")
+        rows.append((name, "already there" if why is None else "DIFFERS"))
+    if conflicts:
+        msg = (
+            f"{len(conflicts)} asset(s) of release {release.tag} in {release.repo} differ from the local "
+            "files; nothing was uploaded (a release asset is never replaced: PyPI keeps its files, so "
+            "the two would disagree; delete the asset on GitHub only if it is the wrong one):\n"
+            + "\n".join(conflicts)
+        )
+        raise PublishError(msg)
+    if missing:
+        release.upload([f.path for f in missing])
+    return rows
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    matrix = loaded.matrix
+    tag = args.tag or tag_from_env()
+    if not tag:
+        msg = "github-release needs a release tag: pass --tag v1.2.3 (in GitHub Actions, the pushed tag)"
+        raise UsageError(msg)
+    if not args.repo or not _REPO.fullmatch(args.repo):
+        msg = f"--repo must be OWNER/NAME (default: GITHUB_REPOSITORY), not {args.repo!r}"
+        raise UsageError(msg)
+    version = version_from_tag(tag, matrix.publish.tag_pattern)
+    if not matrix.publish.github_release:
+        print(f"{loaded.path.name}: publish.github_release is false: nothing is attached")
+        return 0
+    files = collect(args.paths)
+    secrets = tuple(v for k in ("GH_TOKEN", "GITHUB_TOKEN") if len(v := os.environ.get(k, "")) >= 3)
+    release = GitHubRelease(gh=args.gh, repo=args.repo, tag=tag, secrets=secrets)
+    rows = attach(release, files, prerelease=is_prerelease(version))
+    print(table.render(("asset", "status"), rows))
+    added = sum(status.startswith("uploaded") for _, status in rows)
+    print(f"\n{args.repo} {tag}: {added} added, {len(rows) - added} already there")
+    return 0
