@@ -10,13 +10,11 @@ from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError, VerifyError
-from release.inspect.rules import RULE_IDS
-from release.inspect.verify import VerifyReport, verify_wheel, write_report
+from release.inspect.report import VerifyReport, render_report
+from release.inspect.verify import verify_wheel, write_report
 from release.plan.resolve import require_variant, variant_for_distribution
 from release.plan.steps import make_plan
 from release.wheel.names import InvalidWheelName, parse_wheel_name
-
-_LABEL = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "not-applicable": "n/a"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,37 +48,6 @@ def _collect(arguments: Sequence[str]) -> list[Path]:
             msg = f"{path}: no such wheel file or directory"
             raise UsageError(msg)
     return wheels
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
-
-
-def render_report(report: VerifyReport) -> str:
-    """The readable report: a header, then one line per rule."""
-    variant = report.variant or "-"
-    lines = [
-        report.wheel.name,
-        f"  variant {variant}  tags {', '.join(report.tags)}  size {_size(report.size)} "
-        f"({_size(report.unpacked_size)} unpacked, {len(report.elf_files)} ELF files)",
-        f"  runtime bound: {', '.join(report.runtime_bound) or 'none'}",
-    ]
-    width = max(len(r) for r in RULE_IDS)
-    lines.extend(f"  {_LABEL[r.status]:<4}  {r.id:<{width}}  {r.message}" for r in report.rules)
-    if not report.ok:
-        failed = [r.id for r in report.rules if r.status == "fail"]
-        verdict = f"FAILED ({', '.join(failed)})"
-    elif not report.releasable:
-        verdict = "ok, not releasable (see WARN)"
-    else:
-        verdict = "ok, releasable"
-    lines.append(f"  result: {verdict}")
-    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:

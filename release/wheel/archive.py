@@ -55,3 +55,20 @@ def read_metadata(wheel: Path) -> Message:
 def requires_dist(metadata: Message) -> list[str]:
     """Unconditional `Requires-Dist` entries (those without an `extra ==` marker)."""
     return [r for r in metadata.get_all("Requires-Dist") or [] if "extra ==" not in r]
+
+
+def install_path(member: str) -> str:
+    """Where a member lands, relative to site-packages: `pkg-1.0.data/platlib/x/y.so` -> `x/y.so`;
+    `pkg-1.0.data/scripts/tool` -> `<scripts>/tool`."""
+    first, _, rest = member.partition("/")
+    if first.endswith(".data") and rest:
+        scheme, _, inner = rest.partition("/")
+        if scheme in ("purelib", "platlib"):
+            return inner
+        return f"<{scheme}>/{inner}"
+    return member
+
+
+def in_dist_info(member: str) -> bool:
+    """Whether a member is one of the wheel's `*.dist-info/` files."""
+    return ".dist-info/" in member

@@ -8,20 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from release.commands.verify import render_report
 from release.inspect.elf import (
     MissingRange,
     SparseImage,
     find_architectures,
     max_required,
     parse_version,
-    policies_from_json,
-    policy_for,
     split_versioned,
     wanted_ranges,
 )
-from release.inspect.rules import RULE_IDS, RuleResult, classify_rpath, has_metadata_guard, matches
-from release.inspect.verify import SCHEMA_FILE, VerifyReport, install_path, manylinux_policies
+from release.inspect.policy import policies_from_json, policy_for
+from release.inspect.report import SCHEMA_FILE, VerifyReport, render_report
+from release.inspect.rules import RULE_IDS
+from release.inspect.rules.registry import RuleResult, matches
+from release.inspect.verify import manylinux_policies
+from release.wheel.archive import install_path
 from release.wheel.names import parse_platform_tag
 
 
@@ -41,26 +42,6 @@ from release.wheel.names import parse_platform_tag
 def test_parse_platform_tag(tag: str, family: str, libc: tuple[int, int] | None, arch: str) -> None:
     parsed = parse_platform_tag(tag)
     assert (parsed.family, parsed.libc, parsed.arch) == (family, libc, arch)
-
-
-@pytest.mark.parametrize(
-    ("entry", "install", "expected"),
-    [
-        ("$ORIGIN", "xfer/_xfer.so", "inside"),
-        ("$ORIGIN/../xfer_engine_rocm.libs", "xfer/_xfer.so", "inside"),
-        ("${ORIGIN}/lib", "xfer/_xfer.so", "inside"),
-        ("$ORIGIN/../..", "xfer/_xfer.so", "escapes"),
-        ("$ORIGIN/..", "_top.so", "escapes"),
-        ("/tmp/build/lib", "xfer/_xfer.so", "absolute"),
-        ("/opt/rocm/lib", "xfer/_xfer.so", "absolute"),
-        ("build/lib", "xfer/_xfer.so", "relative"),
-        ("$ORIGINAL/x", "xfer/_xfer.so", "relative"),
-        ("$ORIGIN/../lib/python3.12/site-packages/xfer.libs", "<scripts>/xfer-master", "inside"),
-        ("$ORIGIN/../lib", "<scripts>/xfer-master", "escapes"),
-    ],
-)
-def test_classify_rpath(entry: str, install: str, expected: str) -> None:
-    assert classify_rpath(entry, install) == expected
 
 
 @pytest.mark.parametrize(
@@ -94,27 +75,6 @@ def test_install_path(member: str, expected: str) -> None:
 )
 def test_matches(name: str, patterns: list[str], expected: bool) -> None:
     assert matches(name, patterns) is expected
-
-
-GUARDS = {
-    "from importlib.metadata import distributions\nx = list(distributions())": True,
-    "import importlib.metadata\nimportlib.metadata.distributions()": True,
-    "import importlib.metadata as md\nmd.packages_distributions()": True,
-    "from importlib import metadata\nmetadata.distribution('xfer-engine')": True,
-    "from importlib.metadata import metadata as m\nm('xfer-engine-rocm')": True,
-    "import importlib_metadata\nimportlib_metadata.distributions()": True,
-    "def _guard():\n    from importlib.metadata import distributions as d\n    return d()\n": True,
-    "from importlib.metadata import version\nversion('xfer')": False,
-    "import importlib.metadata": False,
-    "def distributions():\n    return []\ndistributions()": False,
-    "from ._xfer import *": False,
-    "this is not python (": False,
-}
-
-
-@pytest.mark.parametrize(("source", "expected"), list(GUARDS.items()))
-def test_has_metadata_guard(source: str, expected: bool) -> None:
-    assert has_metadata_guard(source) is expected
 
 
 def test_versions() -> None:
