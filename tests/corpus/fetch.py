@@ -71,7 +71,8 @@ def is_cached(wheel: CorpusWheel, cache: Path) -> bool:
 def _progress(name: str, done: int, total: int, started: float) -> None:
     elapsed = max(time.monotonic() - started, 1e-6)
     rate = done / elapsed / 1e6
-    line = f"\r  {name}: {done / 1e6:8.1f} / {total / 1e6:.1f} MB  {100 * done / max(total, 1):5.1f}%  {rate:6.1f} MB/s"
+    percent = 100 * done / max(total, 1)
+    line = f"\r  {name}: {done / 1e6:8.1f} / {total / 1e6:.1f} MB  {percent:5.1f}%  {rate:6.1f} MB/s"
     sys.stderr.write(line)
     sys.stderr.flush()
 
@@ -115,9 +116,11 @@ def download(wheel: CorpusWheel, cache: Path, *, quiet: bool = False) -> Path:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", help="cache directory (default: $RELEASE_CORPUS_CACHE or ~/.cache/release-corpus)")
+    parser.add_argument(
+        "--cache", help="cache directory (default: $RELEASE_CORPUS_CACHE or ~/.cache/release-corpus)"
+    )
     parser.add_argument("--only", nargs="*", default=(), metavar="PROJECT", help="fetch only these projects")
-    parser.add_argument("--list", action="store_true", help="print the manifest and what is cached, fetch nothing")
+    parser.add_argument("--list", action="store_true", help="print the manifest and the cache state only")
     args = parser.parse_args(argv)
     cache = cache_dir(args.cache)
     wheels = [w for w in load_manifest() if not args.only or w.project in args.only]

@@ -356,7 +356,8 @@ class ElfImage:
         for i, (file, versions) in enumerate(self.verneed):
             last = i == len(self.verneed) - 1
             size = 16 + 16 * len(versions)
-            verneed += struct.pack(f"{e}HHIII", 1, len(versions), self.dynstr_offsets[file], 16, 0 if last else size)
+            file_at = self.dynstr_offsets[file]
+            verneed += struct.pack(f"{e}HHIII", 1, len(versions), file_at, 16, 0 if last else size)
             for j, version in enumerate(versions):
                 nxt = 0 if j == len(versions) - 1 else 16
                 verneed += struct.pack(
@@ -368,7 +369,8 @@ class ElfImage:
         sections.append(Section(".dynstr", SHT_STRTAB, bytes(dynstr), SHF_ALLOC))
         if self.verneed:
             sections.append(
-                Section(".gnu.version_r", SHT_GNU_VERNEED, bytes(verneed), SHF_ALLOC, info=len(self.verneed), align=8)
+                Section(".gnu.version_r", SHT_GNU_VERNEED, bytes(verneed), SHF_ALLOC,
+                        info=len(self.verneed), align=8)
             )
         sections.append(Section(".text", SHT_PROGBITS, self.text, SHF_ALLOC | SHF_EXECINSTR, align=16))
         dyn_size = 16 if self.elfclass == 64 else 8

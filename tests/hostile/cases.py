@@ -83,7 +83,9 @@ class Case:
 
     @property
     def expected_rules(self) -> tuple[str, ...]:
-        return tuple(self.expected.removeprefix("rule:").split(",")) if self.expected.startswith("rule:") else ()
+        if not self.expected.startswith("rule:"):
+            return ()
+        return tuple(self.expected.removeprefix("rule:").split(","))
 
 
 # --- assembling wheels -------------------------------------------------------------------------
@@ -610,17 +612,20 @@ CASES: tuple[Case, ...] = (
     Case("control-valid", "a valid manylinux_2_28 wheel with one small ELF extension", "ok", control_valid),
     Case("elf-verneed-vncnt-loop", ".gnu.version_r: vn_cnt=65535, vn_next=0, vna_next=0, sh_info=65535 "
          "(4e9 iterations in pyelftools iter_versions)", "error", elf_verneed_loop),
-    Case("elf-verneed-shinfo-huge", ".gnu.version_r sh_info=0xffffffff with vn_next=0: one entry re-read 4e9 times",
+    Case("elf-verneed-shinfo-huge",
+         ".gnu.version_r sh_info=0xffffffff with vn_next=0: one entry re-read 4e9 times",
          "error", elf_verneed_shinfo_huge),
     Case("elf-verneed-aux-oob", "vn_aux points 2 GB past the end of the file", "error", elf_verneed_aux_oob),
     Case("elf-verneed-file-strtab-oob", "vn_file is a .dynstr offset far outside the string table",
          "error", elf_verneed_file_oob),
     Case("elf-vna-name-oob", "vna_name points past the end of .dynstr (into other sections' bytes)",
          "error", elf_vna_name_oob),
-    Case("elf-needed-strtab-oob", "DT_NEEDED value is a .dynstr offset of 0xfffffff0", "error", elf_needed_oob),
+    Case("elf-needed-strtab-oob", "DT_NEEDED value is a .dynstr offset of 0xfffffff0", "error",
+         elf_needed_oob),
     Case("elf-shname-oob", "a section's sh_name is outside .shstrtab", "error", elf_shname_oob),
     Case("elf-shstrndx-oob", "e_shstrndx=4000 with 6 sections", "error", elf_shstrndx_oob),
-    Case("elf-shtable-truncated", "the file ends 20 bytes into the 4th section header", "error", elf_shtable_truncated),
+    Case("elf-shtable-truncated", "the file ends 20 bytes into the 4th section header", "error",
+         elf_shtable_truncated),
     Case("elf-shoff-beyond-eof", "e_shoff is 1 MiB past the end of the file", "error", elf_shoff_beyond_eof),
     Case("elf-shnum-65535", "e_shnum=65535 (a 4 MiB section table) in a 1 KB file", "error", elf_shnum_65535),
     Case("elf-shnum-extended-huge", "e_shnum=0 and section 0 sh_size=2**40 (extended numbering), "
@@ -646,11 +651,13 @@ CASES: tuple[Case, ...] = (
     Case("elf-dynstr-no-nul", ".dynstr's last string (the SONAME) has no terminating NUL",
          "error", elf_dynstr_no_nul),
     Case("elf-bad-class", "EI_CLASS=7", "error", elf_bad_class),
-    Case("elf-verneed-link-oob", ".gnu.version_r sh_link=999 (no such string table)", "error", elf_verneed_link_oob),
+    Case("elf-verneed-link-oob", ".gnu.version_r sh_link=999 (no such string table)", "error",
+         elf_verneed_link_oob),
     Case("elf-dynamic-link-self", ".dynamic sh_link names .dynamic itself as its string table",
          "error", elf_dynamic_link_self),
     Case("elf-text-beyond-eof", ".text sh_offset=2**40", "error", elf_text_beyond_eof),
-    Case("elf-header-only", "a 100-byte file: an ELF header whose tables are not there", "error", elf_header_only),
+    Case("elf-header-only", "a 100-byte file: an ELF header whose tables are not there", "error",
+         elf_header_only),
     Case("elf32-in-x86_64-wheel", "an ELFCLASS32 i386 extension in a manylinux x86_64 wheel",
          "rule:wheel-integrity", elf_wrong_class(elfclass=32, machine=EM_386)),
     Case("elf-big-endian-in-x86_64-wheel", "a big-endian ppc64 extension in a manylinux x86_64 wheel",
@@ -665,8 +672,10 @@ CASES: tuple[Case, ...] = (
          "error", zip_deflate_size_lies),
     Case("zip-deflate-size-lies-streamed", "ELF member declared 16 MiB (streamed), inflates to 2 GiB",
          "error", zip_deflate_size_lies_stream),
-    Case("zip-metadata-bomb", "dist-info/METADATA declared 200 bytes, inflates to 1 GiB", "error", zip_metadata_bomb),
-    Case("zip-record-huge-line", "RECORD is a single 64 MiB line (64 KB deflated)", "error", zip_record_huge_line),
+    Case("zip-metadata-bomb", "dist-info/METADATA declared 200 bytes, inflates to 1 GiB", "error",
+         zip_metadata_bomb),
+    Case("zip-record-huge-line", "RECORD is a single 64 MiB line (64 KB deflated)", "error",
+         zip_record_huge_line),
     Case("zip-bzip2-bomb", "a ~1.8 KB bzip2 member (.so) that expands to 2.25 GB", "error", zip_bzip2_bomb),
     Case("zip-lzma-import-scan", "xfer-engine-cpu wheel: xfer/__init__.py is ~222 KB of LZMA that expands "
          "to ~1.46 GB, read by the import-package scan", "error", zip_lzma_import_scan, _M),
@@ -690,8 +699,10 @@ CASES: tuple[Case, ...] = (
          record_variant("missing-file")),
     Case("record-wrong-sha256", "RECORD's sha256 of the extension is another file's", "rule:wheel-integrity",
          record_variant("wrong-sha256")),
-    Case("record-bad-size", "RECORD's size of the extension is 7", "rule:wheel-integrity", record_variant("bad-size")),
-    Case("record-dotdot-path", "RECORD lists ../../etc/passwd", "rule:wheel-integrity", record_variant("dotdot")),
+    Case("record-bad-size", "RECORD's size of the extension is 7", "rule:wheel-integrity",
+         record_variant("bad-size")),
+    Case("record-dotdot-path", "RECORD lists ../../etc/passwd", "rule:wheel-integrity",
+         record_variant("dotdot")),
     Case("record-md5", "RECORD uses md5= digests", "rule:wheel-integrity", record_variant("md5")),
     Case("record-absent", "no dist-info/RECORD", "rule:wheel-integrity",
          lambda: make_wheel([init_py(), ext(_elf_head())], record=False)),

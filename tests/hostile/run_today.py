@@ -122,7 +122,7 @@ def _cell(text: str, limit: int = 160) -> str:
 def render(results: Sequence[Outcome], *, timeout: float, memory: int) -> str:
     counts: dict[str, int] = {}
     for r in results:
-        key = r.outcome.split(" ")[0] if not r.outcome.startswith("rule:") else "rule"
+        key = "rule failure" if r.outcome.startswith("rule:") else r.outcome.split(" (")[0]
         counts[key] = counts.get(key, 0) + 1
     lines = [
         "# Hostile corpus: today's `release verify`",
@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=TIMEOUT)
     parser.add_argument("--memory", type=int, default=MEMORY)
-    parser.add_argument("--dir", type=Path, help="where to generate the wheels (default: a temporary directory)")
+    parser.add_argument("--dir", type=Path, help="where to write the wheels (default: a temporary directory)")
     args = parser.parse_args(argv)
     selected = [c for c in CASES if not args.ids or c.id in args.ids]
     with tempfile.TemporaryDirectory(prefix="hostile-") as tmp:

@@ -23,7 +23,8 @@ from tests.hostile.cases import CASES, case, generate
 DESIGN_RULES = {
     "vendored-runtime", "missing-runtime-needed", "duplicate-library", "debug-info", "build-path-rpath",
     "platform-floor", "external-dependency", "device-code", "wheel-name", "non-executable-script",
-    "variant-conflict", "runtime-abi", "wheel-integrity", "size-limit", "padding", "consistency", "stable-abi",
+    "variant-conflict", "runtime-abi", "wheel-integrity", "size-limit", "padding", "consistency",
+    "stable-abi",
 }  # fmt: skip
 
 
