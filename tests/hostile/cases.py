@@ -264,8 +264,8 @@ def elf_phnum_xnum() -> Built:
     return make_wheel([init_py(), big_member(EXT, pieces)])
 
 
-def elf_phnum_65535() -> Built:
-    return patched(lambda elf: elf.set_ehdr("e_phnum", 65535))
+def elf_phnum_65534() -> Built:
+    return patched(lambda elf: elf.set_ehdr("e_phnum", 65534))  # 65535 would be PN_XNUM
 
 
 def elf_phoff_beyond_eof() -> Built:
@@ -276,16 +276,18 @@ def elf_dynamic_no_null() -> Built:
     return patched(lambda elf: None, dynamic_null=False)
 
 
-def elf_dynamic_no_null_run() -> Built:
-    """No DT_NULL, and 24 MB of 0x01 bytes after .dynamic: 1.5 million bogus DT_NEEDED-like tags."""
-    elf = ElfImage(dynamic_null=False)
-    elf.build()
-    at = elf.section_offset[".dynamic"] + elf.shdr(".dynamic", "sh_size")
-    shift = 24 << 20
-    elf.set_shdr(".shstrtab", "sh_offset", elf.section_offset[".shstrtab"] + shift)
-    elf.set_ehdr("e_shoff", elf.ehdr("e_shoff") + shift)
-    pieces: list[bytes | tuple[int, int]] = [bytes(elf.image[:at]), (1, shift), bytes(elf.image[at:])]
-    return make_wheel([init_py(), big_member(EXT, pieces)])
+def elf_dynamic_no_null_run(megabytes: int) -> Callable[[], Built]:
+    """No DT_NULL, and `megabytes` MiB of 0x01 bytes after .dynamic: 65536 bogus tags per MiB."""
+    def build() -> Built:
+        elf = ElfImage(dynamic_null=False)
+        elf.build()
+        at = elf.section_offset[".dynamic"] + elf.shdr(".dynamic", "sh_size")
+        shift = megabytes << 20
+        elf.set_shdr(".shstrtab", "sh_offset", elf.section_offset[".shstrtab"] + shift)
+        elf.set_ehdr("e_shoff", elf.ehdr("e_shoff") + shift)
+        pieces: list[bytes | tuple[int, int]] = [bytes(elf.image[:at]), (1, shift), bytes(elf.image[at:])]
+        return make_wheel([init_py(), big_member(EXT, pieces)])
+    return build
 
 
 def elf_dynamic_size_lies() -> Built:
@@ -632,12 +634,17 @@ CASES: tuple[Case, ...] = (
          "e_shentsize=72, over 48 MiB of zeros", "error", elf_shnum_extended),
     Case("elf-phnum-xnum-huge", "e_phnum=PN_XNUM and section 0 sh_info=0xffffffff: the program header "
          "table runs over 48 MiB of zeros", "error", elf_phnum_xnum),
-    Case("elf-phnum-65535", "e_phnum=65535 in a 1 KB file", "error", elf_phnum_65535),
+    Case("elf-phnum-65534", "e_phnum=65534 (the largest plain count) in a 1 KB file", "error",
+         elf_phnum_65534),
     Case("elf-phoff-beyond-eof", "e_phoff=0xffffffffffff", "error", elf_phoff_beyond_eof),
     Case("elf-dynamic-no-null", ".dynamic without DT_NULL: tags run on into .shstrtab and the section table",
          "error", elf_dynamic_no_null),
     Case("elf-dynamic-no-null-24mb", ".dynamic without DT_NULL followed by 24 MiB of 0x01 bytes "
-         "(1.5 million bogus tags)", "error", elf_dynamic_no_null_run),
+         "(1.5 million bogus tags; streamed, as members over 8 MiB are)", "error",
+         elf_dynamic_no_null_run(24)),
+    Case("elf-dynamic-no-null-7mb", ".dynamic without DT_NULL followed by 7 MiB of 0x01 bytes "
+         "(460,000 bogus tags; read whole, as members under 8 MiB are)", "error",
+         elf_dynamic_no_null_run(7)),
     Case("elf-dynamic-size-lies", ".dynamic sh_size and PT_DYNAMIC p_filesz 0xfffffffffff0, no DT_NULL",
          "error", elf_dynamic_size_lies),
     Case("elf-note-namesz-huge", "a .note section and PT_NOTE whose note has namesz=0xffffffff",

@@ -35,6 +35,8 @@ from tests.hostile.cases import CASES, SENTINEL, Case, generate
 ROOT = Path(__file__).resolve().parents[2]
 MEMORY = 2 << 30
 TIMEOUT = 60.0
+SLOW = 10.0
+HEAVY_MB = 500
 
 
 @dataclass
@@ -119,6 +121,15 @@ def _cell(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _verdict(r: Outcome) -> str:
+    """yes / no; a matching outcome reached slowly (> 10 s) or with > 500 MB peak RSS is flagged."""
+    if not r.matches:
+        return "**no**"
+    costs = [f"{r.seconds:.0f} s"] if r.seconds > SLOW else []
+    costs += [f"{r.rss_mb:.0f} MB"] if r.rss_mb > HEAVY_MB else []
+    return f"yes, but {' and '.join(costs)}" if costs else "yes"
+
+
 def render(results: Sequence[Outcome], *, timeout: float, memory: int) -> str:
     counts: dict[str, int] = {}
     for r in results:
@@ -131,7 +142,8 @@ def render(results: Sequence[Outcome], *, timeout: float, memory: int) -> str:
         f"Each case ran alone as `python3 -m release --matrix M verify WHEEL` from the repository root, "
         f"under RLIMIT_AS={memory >> 20} MiB and a {timeout:.0f} s timeout; peak RSS is the child's "
         "ru_maxrss. M is the repository's matrix.yaml for cases marked (matrix), otherwise no matrix.",
-        "`matches` says whether today's outcome is the expected one.",
+        "`matches` says whether today's outcome is the expected one (`yes, but …` when it took over "
+        f"{SLOW:.0f} s or {HEAVY_MB} MB to get there).",
         "",
         f"{len(results)} cases; today: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) + "; "
         f"{sum(r.matches for r in results)} match their expected outcome.",
@@ -143,7 +155,7 @@ def render(results: Sequence[Outcome], *, timeout: float, memory: int) -> str:
         flags = f" ({', '.join(sorted(r.case.flags))})" if r.case.flags else ""
         lines.append(
             f"| `{r.case.id}`{flags} | {r.size:,} | {r.case.expected} | {r.outcome} | "
-            f"{'yes' if r.matches else '**no**'} | {r.rss_mb:.0f} | {r.seconds:.1f} | {_cell(r.detail)} |"
+            f"{_verdict(r)} | {r.rss_mb:.0f} | {r.seconds:.1f} | {_cell(r.detail)} |"
         )
     lines += ["", "Cases:", ""]
     lines += [f"- `{c.id}`: {c.description}" for c in (r.case for r in results)]
