@@ -10,11 +10,11 @@ from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError, VerifyError
-from release.inspect.report import VerifyReport, render_report
-from release.inspect.verify import verify_wheel, write_report
+from release.inspect.report import render_report
+from release.inspect.verify import verify_release, verify_wheel, write_report
 from release.plan.resolve import require_variant, variant_for_distribution
 from release.plan.steps import make_plan
-from release.wheel.names import InvalidWheelName, parse_wheel_name
+from release.wheel.names import REPORT_SUFFIX, InvalidWheelName, parse_wheel_name
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--version", dest="expected_version", metavar="VERSION", help="the version (or tag vX.Y.Z) expected"
     )
     parser.add_argument(
-        "--write-reports", action="store_true", help="also write <wheel>.verify.json beside each wheel"
+        "--write-reports", action="store_true", help=f"also write <wheel>{REPORT_SUFFIX} beside each wheel"
     )
 
 
@@ -57,21 +57,17 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         raise UsageError(msg)
     variants = make_plan(loaded).variants if loaded is not None else {}
     chosen = require_variant(variants, args.variant, loaded.path.name) if args.variant and loaded else None
-    reports: list[VerifyReport] = []
-    for wheel in wheels:
-        try:
-            distribution = str(parse_wheel_name(wheel).distribution)
-        except InvalidWheelName as exc:
-            msg = f"{wheel}: not a wheel file name ({exc})"
-            raise UsageError(msg) from None
-        report = verify_wheel(
-            wheel,
-            variant=chosen or variant_for_distribution(variants, distribution),
-            matrix=str(loaded.path) if loaded is not None else None,
-            release=args.release,
-            expected_version=args.expected_version,
-        )
-        reports.append(report)
+    mapped = [(w, chosen or variant_for_distribution(variants, _distribution(w))) for w in wheels]
+    common = {
+        "matrix": str(loaded.path) if loaded is not None else None,
+        "release": args.release,
+        "expected_version": args.expected_version,
+    }
+    if len(wheels) > 1 and loaded is not None:
+        reports = verify_release(mapped, variants=variants, **common)
+    else:
+        reports = [verify_wheel(w, variant=v, **common) for w, v in mapped]
+    for report in reports:
         if args.write_reports:
             write_report(report)
         if not args.json:
@@ -88,3 +84,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         msg = f"{len(failed)} of {len(reports)} wheels failed verification: {names}"
         raise VerifyError(msg)
     return 0
+
+
+def _distribution(wheel: Path) -> str:
+    try:
+        return str(parse_wheel_name(wheel).distribution)
+    except InvalidWheelName as exc:
+        msg = f"{wheel}: not a wheel file name ({exc})"
+        raise UsageError(msg) from None

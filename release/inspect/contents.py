@@ -14,13 +14,18 @@ from release.inspect.elf import ElfInfo
 
 @dataclass(frozen=True)
 class Member:
-    """One file of the wheel."""
+    """One file of the wheel (directory entries are not members)."""
 
     name: str
     install_path: str
     """Where the file lands relative to site-packages; `<scripts>/x` for `*.data/scripts/x`."""
     size: int
     mode: int
+    """Unix permission bits from the zip (0 when it was not written on unix)."""
+    digest: str = ""
+    """sha256 of the content in RECORD's form (urlsafe base64, no padding)."""
+    symlink: bool = False
+    """The zip marks it a symbolic link (the content is the link's target)."""
 
 
 @dataclass
@@ -34,6 +39,12 @@ class WheelContents:
     members: list[Member]
     elf_files: list[ElfInfo]
     read: Callable[[str], bytes]
-    """A member's bytes (bounded: for small text members such as `__init__.py`)."""
+    """A small member's bytes (bounded: for text members such as `__init__.py`)."""
     metadata: Mapping[str, str] = field(default_factory=dict)
     """`Name` and `Version` of `*.dist-info/METADATA` (empty when it cannot be read)."""
+    texts: Mapping[str, str] = field(default_factory=dict)
+    """The top-level `*.dist-info/` METADATA, WHEEL and RECORD, by member name."""
+    directories: tuple[str, ...] = ()
+    """Directory entries of the zip (`name/`)."""
+    size: int = 0
+    """Bytes of the wheel file."""

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from release.inspect.elf import parse_version
+from release.inspect.versions import parse_version
 
 
 @dataclass(frozen=True)

@@ -1,50 +1,53 @@
-"""Reading one wheel for verify: its members, its METADATA and every ELF file, from the mapped zip.
+"""Reading one wheel for verify, bounded by construction.
 
-ELF files are read into memory and never extracted; a large deflated library is streamed, keeping
-only the pieces the ELF inspection reads.
+The zip's structure is checked before anything is inflated (`release.wheel.zip`), the members'
+declared sizes must fit the budget of a wheel that size, and then every member is streamed once,
+in worker threads, through `release.wheel.inflate`: its sha256 for RECORD, and for an ELF file the
+few ranges its first bytes name (headers, dynamic and note segments, the section table), a hash of
+its code and the GPU code containers in it. Nothing is extracted and no member is held whole
+unless it is small. A file whose facts lie outside the kept ranges is read again, once per range,
+up to that range only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
-import mmap
-import struct
-import zipfile
-import zlib
+import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from release.errors import UsageError, VerifyError
 from release.inspect.contents import Member, WheelContents
-from release.inspect.elf import (
-    ElfInfo,
-    ElfReadError,
-    MissingRange,
-    SparseImage,
-    inspect_elf,
-    is_elf,
-    wanted_ranges,
-)
+from release.inspect.devicecode import DeviceScanner
+from release.inspect.elf import ElfInfo, ElfReadError, Plan, describe, is_elf, plan_reading, tables_needed
+from release.inspect.elfformat import Image, MissingRange
 from release.wheel.archive import (
+    MAX_TEXT_MEMBER,
     WheelReadError,
+    dist_info_leaf,
     dist_info_member,
-    in_dist_info,
     install_path,
     parse_metadata,
+    record_digest,
 )
+from release.wheel.inflate import Budget, budget_for, pieces, read_member
 from release.wheel.names import InvalidWheelName, parse_wheel_name
+from release.wheel.zip import Archive, ZipEntry, ZipError, read_directory
 
-if TYPE_CHECKING:
-    from concurrent.futures import Future
-
-_NOT_ELF = (".py", ".pyi", ".pyc", ".txt", ".json", ".h", ".hpp", ".md", ".typed", ".toml", ".cmake")
-_READ_AHEAD = 3
-_STREAM_ABOVE = 8 << 20  # deflated ELF members larger than this are streamed, not held whole
-_STREAM_INPUT = 64 << 10
-_STREAM_OUTPUT = 1 << 20
+TEXT_LEAVES = ("METADATA", "WHEEL", "RECORD")
+MAX_SMALL_READ = 1 << 20
+"""What `WheelContents.read` returns at most (it reads `__init__.py` for the variant guard)."""
+_HEAD = 64 << 10
+"""Bytes of an ELF file gathered before its reading is planned."""
+_REFETCH_LIMIT = 64 << 20
+"""Bytes of an ELF file's tables fetched again at most (after the stream did not keep them)."""
+_REFETCHES = 4
+_LARGE = 1 << 20
+"""Members at least this large are read in worker threads; smaller ones in the calling thread."""
 
 
 def parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
@@ -57,161 +60,246 @@ def parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
     return str(name.distribution), name.version, name.tags
 
 
-def _member_bytes(view: memoryview, path: Path, info: zipfile.ZipInfo, *, elf_only: bool) -> bytes | None:
-    """A member's content, inflated in one call from the mapped wheel (zlib releases the GIL, so
-    worker threads overlap). With `elf_only`, None for a member that is not an ELF file."""
-    start = _data_start(view, info)
-    if info.compress_type == zipfile.ZIP_STORED:
-        if elf_only and not is_elf(bytes(view[start : start + 4])):
-            return None
-        data = bytes(view[start : start + info.file_size])
-    elif info.compress_type == zipfile.ZIP_DEFLATED:
-        if elf_only:
-            probe = zlib.decompressobj(-15)
-            if not is_elf(probe.decompress(view[start : start + min(info.compress_size, 4096)], 4)):
-                return None
-        data = zlib.decompress(view[start : start + info.compress_size], -15, max(info.file_size, 1))
-    else:
-        with zipfile.ZipFile(path) as zf:
-            data = zf.read(info)
-        if elf_only and not is_elf(data):
-            return None
-    if len(data) != info.file_size:
-        msg = f"{info.filename}: {len(data)} bytes read, {info.file_size} expected"
-        raise zipfile.BadZipFile(msg)
-    return data
+class _ElfStream:
+    """One ELF member as it streams by: what its plan keeps, its code hash, its GPU containers."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        self.head = bytearray()
+        self.plan: Plan | None = None
+        self.kept: list[tuple[int, bytes]] = []
+        self.code = hashlib.sha256()
+        self.scanner = DeviceScanner(size)
+        self._waiting: list[tuple[int, bytes]] = []
+
+    def feed(self, offset: int, piece: bytes) -> None:
+        if self.plan is None:
+            self.head += piece[: _HEAD - len(self.head)]
+            self._waiting.append((offset, piece))
+            if len(self.head) < min(_HEAD, self.size):
+                return
+            self.plan = plan_reading(self.name, bytes(self.head), self.size)
+            waiting, self._waiting = self._waiting, []
+            for at, data in waiting:
+                self._take(self.plan, at, data)
+            return
+        self._take(self.plan, offset, piece)
+
+    def _take(self, plan: Plan, offset: int, piece: bytes) -> None:
+        self.scanner.feed(offset, piece)
+        end = offset + len(piece)
+        with memoryview(piece) as view:
+            for lo, hi in plan.code:
+                if lo < end and offset < hi:
+                    self.code.update(view[max(lo, offset) - offset : min(hi, end) - offset])
+        self.kept.extend(_overlaps(plan.keep, offset, piece))
 
 
-def _data_start(view: memoryview, info: zipfile.ZipInfo) -> int:
-    header = bytes(view[info.header_offset : info.header_offset + 30])
-    if len(header) != 30 or header[:4] != b"PK\x03\x04":
-        msg = f"{info.filename}: bad local file header"
-        raise zipfile.BadZipFile(msg)
-    if info.flag_bits & 0x1:
-        msg = f"{info.filename}: encrypted members are not supported"
-        raise zipfile.BadZipFile(msg)
-    name_len, extra_len = struct.unpack("<HH", header[26:30])
-    start: int = info.header_offset + 30 + name_len + extra_len
-    return start
+def _overlaps(ranges: Sequence[tuple[int, int]], offset: int, piece: bytes) -> Iterator[tuple[int, bytes]]:
+    end = offset + len(piece)
+    for lo, hi in ranges:
+        if lo < end and offset < hi:
+            start = max(lo, offset)
+            yield start, piece[start - offset : min(hi, end) - offset]
 
 
-def _member_image(view: memoryview, path: Path, info: zipfile.ZipInfo) -> bytes | SparseImage | None:
-    """An ELF member for inspection, or None if it is not one. A large deflated member is streamed
-    through zlib keeping only the pieces `wanted_ranges` names (headers, dynamic section, code,
-    section table): its bulk data is never held in memory."""
-    if info.compress_type != zipfile.ZIP_DEFLATED or info.file_size < _STREAM_ABOVE:
-        return _member_bytes(view, path, info, elf_only=True)
-    start = _data_start(view, info)
-    end = start + info.compress_size
-    inflater = zlib.decompressobj(-15)
-    pieces: list[tuple[int, bytes]] = []
-    ranges: list[tuple[int, int]] | None = None
+@dataclass(frozen=True)
+class _Read:
+    """What one member's stream gave."""
+
+    digest: str
+    elf: ElfInfo | None
+    text: str | None
+
+
+def _read_member(
+    archive: Archive, entry: ZipEntry, budget: Budget, device_sections: Sequence[str], *, text: bool
+) -> _Read:
+    digest = hashlib.sha256()
+    elf: _ElfStream | None = None
+    first: list[tuple[int, bytes]] | None = []  # pieces until the first 64 bytes tell if it is ELF
+    held = bytearray()
     offset = 0
-    for step in range(start, end, _STREAM_INPUT):
-        pending: bytes | memoryview = view[step : min(end, step + _STREAM_INPUT)]
-        while pending:
-            out = inflater.decompress(pending, _STREAM_OUTPUT)
-            pending = inflater.unconsumed_tail
-            if not out:
-                continue
-            if ranges is None:
-                if not is_elf(out):
-                    return None
-                ranges = wanted_ranges(out, info.file_size)
-                if ranges is None:
-                    return _member_bytes(view, path, info, elf_only=True)
-            stop = offset + len(out)
-            if any(lo < stop and offset < hi for lo, hi in ranges):
-                pieces.append((offset, out))
-            offset = stop
-    if offset != info.file_size:
-        msg = f"{info.filename}: {offset} bytes inflated, {info.file_size} expected"
-        raise zipfile.BadZipFile(msg)
-    return SparseImage(info.file_size, pieces)
+    for piece in pieces(archive, entry, budget):
+        digest.update(piece)
+        if text:
+            held += piece
+        if elf is not None:
+            elf.feed(offset, piece)
+        elif first is not None:
+            first.append((offset, piece))
+            if offset + len(piece) >= 64:
+                elf = _elf_stream(entry, first)
+                first = None
+        offset += len(piece)
+    whole = digest.digest()
+    info = None
+    if elf is not None:
+        info = _describe(archive, entry, budget, elf, whole=whole, device_sections=device_sections)
+    return _Read(record_digest(whole), info, held.decode("utf-8", errors="replace") if text else None)
 
 
-def _may_be_elf(info: zipfile.ZipInfo) -> bool:
-    name = info.filename
-    return info.file_size >= 64 and not name.endswith(_NOT_ELF) and not in_dist_info(name)
+def _elf_stream(entry: ZipEntry, first: list[tuple[int, bytes]]) -> _ElfStream | None:
+    """A stream for an ELF member (given its first pieces), None for any other file."""
+    if not is_elf(b"".join(p for _, p in first)[:4]):
+        return None
+    stream = _ElfStream(entry.name, entry.size)
+    for at, piece in first:
+        stream.feed(at, piece)
+    return stream
 
 
-def _metadata(view: memoryview, path: Path, infos: Sequence[zipfile.ZipInfo]) -> dict[str, str]:
-    """`Name` and `Version` of the wheel's METADATA; empty when there is not exactly one."""
-    by_name = {i.filename: i for i in infos}
-    try:
-        member = dist_info_member(list(by_name), "METADATA")
-    except WheelReadError:
-        return {}
-    raw = _member_bytes(view, path, by_name[member], elf_only=False) or b""
-    headers = parse_metadata(raw.decode("utf-8", errors="replace"))
-    return {k: str(headers[k]) for k in ("Name", "Version") if headers[k] is not None}
+def _describe(
+    archive: Archive,
+    entry: ZipEntry,
+    budget: Budget,
+    stream: _ElfStream,
+    *,
+    whole: bytes,
+    device_sections: Sequence[str],
+) -> ElfInfo:
+    """The ELF facts once the member has streamed by, fetching what the plan did not keep: the
+    tables the section headers name, in one more pass up to the last of them."""
+    kept = stream.kept
+    for _ in range(_REFETCHES):
+        image = Image(entry.size, kept)
+        try:
+            return describe(
+                entry.name,
+                image,
+                device_sections=device_sections,
+                code_digest=stream.code.digest(),
+                file_digest=whole,
+                architectures=stream.scanner.architectures,
+            )
+        except MissingRange as missing:
+            wanted = [(missing.offset, missing.offset + missing.length)]
+        with contextlib.suppress(MissingRange):
+            wanted += tables_needed(entry.name, image)
+        wanted = [(lo, hi) for lo, hi in wanted if not image.holds(lo, hi - lo)]
+        if sum(hi - lo for lo, hi in wanted) > _REFETCH_LIMIT:
+            msg = f"{entry.name}: not a readable ELF file (its tables need more than {_REFETCH_LIMIT} bytes)"
+            raise ElfReadError(msg)
+        offset = 0
+        for piece in pieces(archive, entry, budget, limit=max(hi for _, hi in wanted)):
+            kept.extend(_overlaps(wanted, offset, piece))
+            offset += len(piece)
+    msg = f"{entry.name}: not a readable ELF file (its tables lie in more than {_REFETCHES} places)"
+    raise ElfReadError(msg)
 
 
-def read_wheel(path: Path, device_sections: Sequence[str]) -> WheelContents:
-    """The wheel's members, METADATA fields and ELF files; `VerifyError` when it cannot be read."""
-    distribution, version, tags = parse_name(path)
-    with zipfile.ZipFile(path) as zf:
-        infos = [i for i in zf.infolist() if not i.is_dir()]
-    members = [
-        Member(i.filename, install_path(i.filename), i.file_size, (i.external_attr >> 16) & 0o7777)
-        for i in infos
-    ]
-    with path.open("rb") as fh:
-        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if path.stat().st_size else None
-    view = memoryview(mapped) if mapped is not None else memoryview(b"")
-    try:
-        metadata = _metadata(view, path, infos)
-        elf_files = _read_elf_files(view, path, infos, device_sections)
-    except (zipfile.BadZipFile, zlib.error) as exc:
-        msg = f"{path.name}: cannot read the wheel ({exc})"
-        raise VerifyError(msg) from None
-    finally:
-        view.release()
-        if mapped is not None:
-            with contextlib.suppress(BufferError):
-                mapped.close()
-    by_name = {i.filename: i for i in infos}
-
-    def read(member: str) -> bytes:
-        with zipfile.ZipFile(path) as zf:
-            return zf.read(by_name[member])
-
-    return WheelContents(path, distribution, version, tags, members, elf_files, read, metadata)
+def _workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
 
 
-def _read_elf_files(
-    view: memoryview, path: Path, infos: Sequence[zipfile.ZipInfo], device_sections: Sequence[str]
-) -> list[ElfInfo]:
-    elf_files: list[ElfInfo] = []
-    candidates = iter([i for i in infos if _may_be_elf(i)])
-    # Inflate the next members in worker threads while this one is parsed; a small window
-    # bounds the memory held for a large wheel.
+def _read_all(
+    archive: Archive, files: Sequence[ZipEntry], budget: Budget, device_sections: Sequence[str]
+) -> dict[ZipEntry, _Read]:
+    """Every member streamed once: the large ones a few at a time in worker threads, largest
+    first, while this thread reads the small ones."""
     # Imported here: concurrent.futures pulls in logging, a cost every `verify` start would pay.
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    def read(entry: ZipEntry) -> _Read:
+        text = dist_info_leaf(entry.name) in TEXT_LEAVES
+        return _read_member(archive, entry, budget, device_sections, text=text)
 
-        def submit(info: zipfile.ZipInfo) -> tuple[zipfile.ZipInfo, Future[bytes | SparseImage | None]]:
-            return info, pool.submit(_member_image, view, path, info)
+    large = iter(sorted((e for e in files if e.size >= _LARGE), key=lambda e: -e.size))
+    results: dict[ZipEntry, _Read] = {}
+    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+        pending = deque((e, pool.submit(read, e)) for e in itertools.islice(large, 2 * _workers()))
+        try:
+            for entry in files:
+                if entry.size < _LARGE:
+                    results[entry] = read(entry)
+            while pending:
+                entry, future = pending.popleft()
+                results[entry] = future.result()
+                following = next(large, None)
+                if following is not None:
+                    pending.append((following, pool.submit(read, following)))
+        finally:
+            for _, future in pending:
+                future.cancel()
+    return results
 
-        pending = deque(submit(info) for info in itertools.islice(candidates, _READ_AHEAD))
-        while pending:
-            info, future = pending.popleft()
-            following = next(candidates, None)
-            if following is not None:
-                pending.append(submit(following))
-            data = future.result()
-            if data is None:
-                continue
-            try:
-                try:
-                    elf = inspect_elf(info.filename, data, device_sections=device_sections)
-                except MissingRange:
-                    whole = _member_bytes(view, path, info, elf_only=False) or b""
-                    elf = inspect_elf(info.filename, whole, device_sections=device_sections)
-            except ElfReadError as exc:
-                msg = f"{path.name}: {exc}"
-                raise VerifyError(msg) from None
-            elf_files.append(elf)
-            del data
-    return elf_files
+
+def _budget(files: Sequence[ZipEntry], size: int) -> Budget:
+    """The inflation budget of a wheel of `size` bytes, which its members' declared sizes must fit."""
+    budget = Budget(budget_for(size))
+    declared = sum(e.size for e in files)
+    if declared > budget.limit:
+        msg = f"its members declare {declared} bytes unpacked, more than the {budget.limit} allowed "
+        msg += f"for a wheel of {size} bytes"
+        raise ZipError(msg)
+    for entry in files:
+        if dist_info_leaf(entry.name) in TEXT_LEAVES and entry.size > MAX_TEXT_MEMBER:
+            msg = f"{entry.name}: {entry.size} bytes, more than a metadata file may hold"
+            raise ZipError(msg)
+    return budget
+
+
+def read_wheel(path: Path, device_sections: Sequence[str]) -> WheelContents:
+    """The wheel's members (with their sha256), METADATA fields, dist-info texts and ELF files;
+    `VerifyError` naming the member when the wheel cannot be read safely."""
+    distribution, version, tags = parse_name(path)
+    try:
+        with path.open("rb") as fh:
+            archive = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
+            entries = read_directory(archive)
+            files = [e for e in entries if not e.is_dir]
+            results = _read_all(archive, files, _budget(files, archive.size), device_sections)
+    except OSError as exc:
+        msg = f"{path.name}: cannot read the wheel ({exc.strerror})"
+        raise VerifyError(msg) from None
+    except (ZipError, ElfReadError) as exc:
+        msg = f"{path.name}: {exc}"
+        raise VerifyError(msg) from None
+    return _contents(path, archive.size, (distribution, version, tags), entries, results)
+
+
+def _contents(
+    path: Path,
+    size: int,
+    name: tuple[str, str, tuple[str, ...]],
+    entries: Sequence[ZipEntry],
+    results: dict[ZipEntry, _Read],
+) -> WheelContents:
+    files = [e for e in entries if not e.is_dir]
+    members = [
+        Member(
+            e.name, install_path(e.name), e.size, e.unix_mode & 0o7777, results[e].digest, e.is_symlink
+        )
+        for e in files
+    ]
+    texts = {e.name: t for e in files if (t := results[e].text) is not None}
+    metadata: dict[str, str] = {}
+    with contextlib.suppress(WheelReadError):
+        headers = parse_metadata(texts[dist_info_member(texts, "METADATA")])
+        metadata = {k: str(headers[k]) for k in ("Name", "Version") if headers[k] is not None}
+    by_name = {e.name: e for e in files}
+
+    def read(member: str) -> bytes:
+        try:
+            with path.open("rb") as fh:
+                again = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
+                return read_member(again, by_name[member], Budget(MAX_SMALL_READ), most=MAX_SMALL_READ)
+        except (OSError, ZipError) as exc:
+            msg = f"{path.name}: {member}: cannot read it again ({exc})"
+            raise VerifyError(msg) from None
+
+    distribution, version, tags = name
+    return WheelContents(
+        path=path,
+        distribution=distribution,
+        version=version,
+        tags=tags,
+        members=members,
+        elf_files=[info for e in files if (info := results[e].elf) is not None],
+        read=read,
+        metadata=metadata,
+        texts=texts,
+        directories=tuple(e.name for e in entries if e.is_dir),
+        size=size,
+    )

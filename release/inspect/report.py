@@ -15,7 +15,7 @@ from release.inspect.rules import RULE_IDS
 from release.inspect.rules.registry import STATUSES, RuleResult
 from release.wheel.files import file_sha256
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SCHEMA_FILE = Path(__file__).with_name("verify.schema.json")
 _LABEL = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "not-applicable": "n/a"}
 
@@ -87,6 +87,7 @@ def elf_json(info: ElfInfo) -> dict[str, object]:
     return {
         "path": info.path,
         "size": info.size,
+        "machine": info.machine,
         "executable": info.executable,
         "needed": list(info.needed),
         "soname": info.soname,
@@ -98,6 +99,7 @@ def elf_json(info: ElfInfo) -> dict[str, object]:
         "debug_sections": list(info.debug_sections),
         "device_code_sections": list(info.device_sections),
         "architectures": list(info.architectures),
+        "padding": info.padding,
     }
 
 
@@ -132,6 +134,7 @@ def report_schema() -> dict[str, object]:
         {
             "path": {"type": "string", "description": "Member path inside the wheel."},
             "size": count,
+            "machine": {"type": "string", "description": "The architecture it is built for (x86_64...)."},
             "executable": {
                 "type": "boolean",
                 "description": "An executable (PT_INTERP or ET_EXEC), not only a shared object.",
@@ -146,6 +149,7 @@ def report_schema() -> dict[str, object]:
             "debug_sections": _strings("Unstripped .debug_* sections."),
             "device_code_sections": _strings("Sections named in the backend's device_code_sections."),
             "architectures": _strings("GPU architectures (gfx942, sm_90) found in those sections."),
+            "padding": {**count, "description": "Bytes in no section or header: alignment padding."},
         }
     )
     rule = _object(

@@ -12,18 +12,18 @@ import importlib.util
 import json
 import os
 import tempfile
-import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from release.config.resources import toolkit_backends
-from release.errors import ToolchainError, UsageError, VerifyError
+from release.errors import ToolchainError, UsageError
 from release.inspect.policy import Policy, policies_from_json
 from release.inspect.reader import parse_name, read_wheel
 from release.inspect.report import VerifyReport
 from release.inspect.rules import RULES
-from release.inspect.rules.registry import RuleContext, matches
+from release.inspect.rules.registry import RuleContext, RuleResult, matches
 from release.wheel.names import report_path
 
 if TYPE_CHECKING:
@@ -70,19 +70,15 @@ def _known_backends() -> tuple[_RuntimeKnowledge, ...]:
     return tuple(known)
 
 
-def verify_wheel(
+def inspect_wheel(
     wheel: Path,
     *,
     variant: ResolvedVariant | None = None,
     matrix: str | None = None,
     release: bool = False,
     expected_version: str | None = None,
-) -> VerifyReport:
-    """Inspect one wheel and apply every rule against the resolved `variant` it is one of.
-
-    Rules that need a variant say `not-applicable` without one (no matrix, or a wheel that is none
-    of the matrix's distributions); `release` turns the floor warning into a failure;
-    `expected_version` (a release tag like v1.2.0 or a version) is checked by wheel-name."""
+) -> RuleContext:
+    """Read one wheel and gather what the rules judge it against (see `verify_wheel`)."""
     wheel = Path(wheel)
     if not wheel.is_file():
         msg = f"{wheel}: no such wheel file"
@@ -96,37 +92,78 @@ def verify_wheel(
         known = _known_backends()
         globs = tuple(dict.fromkeys(g for b in known for g in b.runtime_libraries))
         sections = tuple(dict.fromkeys(s for b in known for s in b.device_code_sections))
-    try:
-        contents = read_wheel(wheel, sections)
-        ctx = RuleContext(
-            wheel=contents,
-            matrix=matrix,
-            variant=variant,
-            runtime_globs=globs,
-            release=release,
-            expected_version=expected_version,
-            policies=manylinux_policies(),
-        )
-        results = tuple(r.apply(ctx) for r in RULES)
-    except (zipfile.BadZipFile, OSError) as exc:
-        msg = f"{wheel.name}: cannot read the wheel ({exc})"
-        raise VerifyError(msg) from None
-    runtime_bound = sorted({n for e in contents.elf_files for n in e.needed if matches(n, globs)})
+    return RuleContext(
+        wheel=read_wheel(wheel, sections),
+        matrix=matrix,
+        variant=variant,
+        runtime_globs=globs,
+        release=release,
+        expected_version=expected_version,
+        policies=manylinux_policies(),
+    )
+
+
+def judge(ctx: RuleContext, results: Sequence[RuleResult] | None = None) -> VerifyReport:
+    """The report of one inspected wheel: every rule applied (or the results given)."""
+    contents = ctx.wheel
+    runtime_bound = sorted({n for e in contents.elf_files for n in e.needed if matches(n, ctx.runtime_globs)})
     return VerifyReport(
-        wheel=wheel,
-        size=wheel.stat().st_size,
+        wheel=contents.path,
+        size=contents.size,
         unpacked_size=sum(m.size for m in contents.members),
         distribution=contents.distribution,
         version=contents.version,
         tags=contents.tags,
         platform_tags=tuple(sorted({t.split("-")[-1] for t in contents.tags})),
-        variant=variant.name if variant is not None else None,
-        matrix=matrix,
-        release_mode=release,
+        variant=ctx.variant.name if ctx.variant is not None else None,
+        matrix=ctx.matrix,
+        release_mode=ctx.release,
         runtime_bound=tuple(runtime_bound),
         elf_files=tuple(contents.elf_files),
-        rules=results,
+        rules=tuple(results) if results is not None else tuple(r.apply(ctx) for r in RULES),
     )
+
+
+def verify_wheel(
+    wheel: Path,
+    *,
+    variant: ResolvedVariant | None = None,
+    matrix: str | None = None,
+    release: bool = False,
+    expected_version: str | None = None,
+) -> VerifyReport:
+    """Inspect one wheel and apply every rule against the resolved `variant` it is one of.
+
+    Rules that need a variant say `not-applicable` without one (no matrix, or a wheel that is none
+    of the matrix's distributions); `release` turns the floor warning into a failure;
+    `expected_version` (a release tag like v1.2.0 or a version) is checked by wheel-name. Rules
+    over the wheels of a release (`consistency`) say `not-applicable`: see `verify_release`."""
+    ctx = inspect_wheel(
+        wheel, variant=variant, matrix=matrix, release=release, expected_version=expected_version
+    )
+    return judge(ctx)
+
+
+def verify_release(
+    wheels: Sequence[tuple[Path, ResolvedVariant | None]],
+    *,
+    variants: Mapping[str, ResolvedVariant],
+    matrix: str | None = None,
+    release: bool = False,
+    expected_version: str | None = None,
+) -> list[VerifyReport]:
+    """Verify the wheels of one release, each against its variant (None: not one of the matrix's),
+    and apply the rules over all of them (`consistency`) too; publish's preflight calls this."""
+    contexts = [
+        inspect_wheel(w, variant=v, matrix=matrix, release=release, expected_version=expected_version)
+        for w, v in wheels
+    ]
+    results = [[r.apply(ctx) for r in RULES] for ctx in contexts]
+    for index, rule in enumerate(RULES):
+        if rule.across is not None:
+            for row, found in zip(results, rule.across(contexts, variants), strict=True):
+                row[index] = rule.result(found)
+    return [judge(ctx, row) for ctx, row in zip(contexts, results, strict=True)]
 
 
 def write_report(report: VerifyReport, path: Path | None = None) -> Path:

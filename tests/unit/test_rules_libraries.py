@@ -103,3 +103,19 @@ def test_build_path_rpath(case: Case) -> None:
 )
 def test_classify_rpath(entry: str, install: str, expected: str) -> None:
     assert classify_rpath(entry, install) == expected
+
+
+PAD = f"{LIBS}/liburing-2907b6bc.so.1.0.7"
+PADDING = [
+    Case("little padding", lambda f: None, "pass"),
+    Case("a patchelf'd library, 99% padding", _add(PAD, size=2_100_073, padding=2_087_200), "fail", (PAD,),
+         says="99% of 2.1 MB"),
+    Case("half is not most", _add(PAD, size=4 << 20, padding=2 << 20), "pass"),
+    Case("a small library may be mostly padding", _add(PAD, size=600_000, padding=590_000), "pass"),
+    Case("no matrix needed", _add(PAD, size=2_100_073, padding=2_087_200), "fail", matrix=False),
+]
+
+
+@pytest.mark.parametrize("case", PADDING, ids=[c.name for c in PADDING])
+def test_padding(case: Case) -> None:
+    check_case("padding", case)

@@ -16,6 +16,14 @@ def _set(**values: object) -> Change:
     return change
 
 
+def _chain(*changes: Change) -> Change:
+    def change(f: Facts) -> None:
+        for c in changes:
+            c(f)
+
+    return change
+
+
 NAMES = [
     Case("what the matrix expects", lambda f: None, "pass"),
     Case("wrong distribution for --variant", _set(distribution="xfer_engine_rokm"), "fail", variant="rocm",
@@ -122,3 +130,44 @@ GUARDS = {
 @pytest.mark.parametrize(("source", "expected"), list(GUARDS.items()))
 def test_has_metadata_guard(source: str, expected: bool) -> None:
     assert has_metadata_guard(source) is expected
+
+
+def _size(size: int) -> Change:
+    def change(f: Facts) -> None:
+        f.size = size
+
+    return change
+
+
+SIZES = [
+    Case("under 100 MiB", _size(50_000_000), "pass", says="PyPI's default"),
+    Case("exactly 100 MiB", _size(100 << 20), "pass"),
+    Case("over 100 MiB", _size((100 << 20) + 1), "fail", says="refuses the upload"),
+    Case("over 100 MiB, foreign wheel: warn", _chain(_size(300 << 20), _set(distribution="x")), "warn"),
+    Case("over 100 MiB, no matrix: warn", _size(300 << 20), "warn", matrix=False, says="no matrix"),
+]
+
+
+@pytest.mark.parametrize("case", SIZES, ids=[c.name for c in SIZES])
+def test_size_limit(case: Case) -> None:
+    check_case("size-limit", case)
+
+
+def test_size_limit_reads_a_granted_limit_from_the_variant() -> None:
+    from dataclasses import dataclass
+
+    from tests.unit.test_rules_good import apply, context, good_rocm
+
+    facts = good_rocm()
+    facts.size = 300 << 20
+    ctx = context(facts)
+    assert ctx.variant is not None
+
+    @dataclass(frozen=True)
+    class Granted:
+        name: str
+        size_limit: int
+
+    granted = ctx.__class__(**{**ctx.__dict__, "variant": Granted("rocm", 400 << 20)})  # type: ignore[arg-type]
+    result = apply("size-limit", granted)
+    assert result.status == "pass" and "publish.size_limit" in result.message

@@ -29,6 +29,12 @@ def _both(first: Change, second: Change) -> Change:
     return change
 
 
+def _no_elf(f: Facts) -> None:
+    for path in list(f.elves):
+        del f.elves[path]
+        del f.modes[path]
+
+
 NEW = f"{LIBS}/libnew.so"
 GLIBC_234 = _add(NEW, version_requirements=(("libc.so.6", "GLIBC_2.34"), ("libc.so.6", "GLIBC_2.2.5")))
 FLOOR = [
@@ -47,7 +53,8 @@ FLOOR = [
     Case("other architecture than the floor", _tag("cp312-cp312-manylinux_2_28_aarch64"), "warn",
          says="aarch64"),
     Case("legacy manylinux2014 alias", _tag("cp312-cp312-manylinux2014_x86_64"), "pass"),
-    Case("pure python", _tag("py3-none-any"), "not-applicable"),
+    Case("pure python with native code", _tag("py3-none-any"), "fail", (CORE,), says="platform 'any'"),
+    Case("pure python", _both(_tag("py3-none-any"), _no_elf), "not-applicable"),
     Case("no matrix: tag checked, floor not", _both(GLIBC_234, _tag("cp312-cp312-manylinux_2_34_x86_64")),
          "pass", matrix=False, says="floor not checked"),
     Case("no matrix, too new for the tag", _both(GLIBC_234, _tag("cp312-cp312-manylinux_2_17_x86_64")),

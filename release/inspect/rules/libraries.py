@@ -91,3 +91,26 @@ def build_path_rpath(ctx: RuleContext) -> Finding:
             tuple(paths),
         )
     return Finding("pass", "every RPATH/RUNPATH is $ORIGIN-relative inside the wheel")
+
+
+PADDING_SHARE = 0.5
+PADDING_LEAST = 1 << 20
+"""A library is flagged when more than half of it, and at least 1 MiB, is padding."""
+
+
+@rule("padding")
+def padding(ctx: RuleContext) -> Finding:
+    """A library whose bytes are mostly alignment padding (a relink or patchelf with a large page size)."""
+    padded = [
+        e for e in ctx.wheel.elf_files if e.padding >= PADDING_LEAST and e.padding > PADDING_SHARE * e.size
+    ]
+    if padded:
+        what = [f"{e.path} ({e.padding / e.size:.0%} of {e.size / 1e6:.1f} MB)" for e in padded]
+        return Finding(
+            "fail",
+            f"mostly alignment padding: {listing(what)} (rewritten with a 2 MiB page size, as patchelf does "
+            "unless given --page-size 4096; relink or re-run repair with a 4 KiB page size)",
+            tuple(e.path for e in padded),
+        )
+    total = sum(e.padding for e in ctx.wheel.elf_files)
+    return Finding("pass", f"{total} bytes of padding in {len(ctx.wheel.elf_files)} ELF files")

@@ -17,6 +17,8 @@ _GUARD_CALLS = frozenset({"distributions", "packages_distributions", "distributi
 _METADATA_MODULES = frozenset({"importlib.metadata", "importlib_metadata"})
 MAX_GUARD_SOURCE = 1 << 20
 """An `__init__.py` larger than this is not parsed for the guard (no real one comes close)."""
+DEFAULT_SIZE_LIMIT = 100 << 20
+"""PyPI's upload limit per file (100 MiB) unless the project was granted more."""
 
 
 def _python_tag_version(interpreter: str) -> str | None:
@@ -154,4 +156,23 @@ def variant_conflict(ctx: RuleContext) -> Finding:
         f"{import_name}; check the installed distributions with importlib.metadata "
         "and refuse to load beside another variant",
         (member.name,),
+    )
+
+
+@rule("size-limit")
+def size_limit(ctx: RuleContext) -> Finding:
+    """The wheel is larger than the index takes per file."""
+    size = ctx.wheel.size
+    granted = getattr(ctx.variant, "size_limit", None) if ctx.variant is not None else None
+    limit = granted or DEFAULT_SIZE_LIMIT
+    which = f"the matrix's publish.size_limit ({limit} bytes)" if granted else "PyPI's default 100 MiB a file"
+    if size <= limit:
+        return Finding("pass", f"{size / 1e6:.1f} MB, within {which}")
+    if ctx.variant is None:
+        message = f"{size / 1e6:.1f} MB is over {which}: its project needs a larger limit (no matrix)"
+        return Finding("warn", message)
+    return Finding(
+        "fail",
+        f"{size / 1e6:.1f} MB is over {which}: the index refuses the upload (ask PyPI for a larger limit "
+        "and declare it in the matrix, or make the wheel smaller)",
     )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from release.inspect.elf import parse_version, split_versioned
 from release.inspect.policy import Policy, policy_for
 from release.inspect.rules.registry import Finding, RuleContext, Status, listing, matches, rule
+from release.inspect.versions import parse_version, split_versioned
 from release.wheel.names import PlatformTag, parse_platform_tag
 
 _LOADER = ("ld-linux*.so*", "ld64.so*", "libpython3*.so*")
@@ -64,7 +64,14 @@ def platform_floor(ctx: RuleContext) -> Finding:
     """The wheel's own symbols need a newer glibc/libstdc++ than its tag or the matrix's floor."""
     tags = platform_tags(ctx)
     if all(t.family == "any" for t in tags):
-        return Finding("not-applicable", "a pure Python wheel (platform 'any')")
+        if not ctx.wheel.elf_files:
+            return Finding("not-applicable", "a pure Python wheel (platform 'any')")
+        needs = [f"{e.path} needs GLIBC_{e.max_version('GLIBC') or '?'}" for e in ctx.wheel.elf_files]
+        return Finding(
+            "fail",
+            f"platform 'any' promises every system, but the wheel's native code needs one: {listing(needs)}",
+            tuple(e.path for e in ctx.wheel.elf_files),
+        )
     claims = [t for t in tags if t.family == "manylinux" and t.libc is not None]
     claim: PlatformTag | None = min(claims, key=lambda t: t.libc or (0, 0)) if claims else None
     policy = wheel_policy(ctx, claims) if claim is not None else None

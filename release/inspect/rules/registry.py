@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from release.inspect.contents import WheelContents
     from release.inspect.policy import Policy
     from release.plan.resolve import ResolvedVariant
@@ -69,32 +71,51 @@ class RuleContext:
 
 
 Check = Callable[[RuleContext], Finding]
+AcrossCheck = Callable[[Sequence[RuleContext], "Mapping[str, ResolvedVariant]"], list[Finding]]
+"""A rule over the wheels of one release: one finding per wheel, in order, given every variant."""
 
 
 @dataclass(frozen=True)
 class Rule:
-    """A registered rule."""
+    """A registered rule: `check` judges one wheel; a release rule also has `across`."""
 
     id: str
     check: Check
+    across: AcrossCheck | None = None
 
     def apply(self, ctx: RuleContext) -> RuleResult:
-        found = self.check(ctx)
+        return self.result(self.check(ctx))
+
+    def result(self, found: Finding) -> RuleResult:
         return RuleResult(self.id, found.status, found.message, found.paths)
 
 
 _REGISTRY: dict[str, Rule] = {}
 
 
+def _register(new: Rule) -> None:
+    if new.id in _REGISTRY:
+        msg = f"rule {new.id!r} is registered twice"
+        raise ValueError(msg)
+    _REGISTRY[new.id] = new
+
+
 def rule(rule_id: str) -> Callable[[Check], Check]:
     """Register a rule under its stable id (reports, the schema and the README use it)."""
 
     def register(check: Check) -> Check:
-        if rule_id in _REGISTRY:
-            msg = f"rule {rule_id!r} is registered twice"
-            raise ValueError(msg)
-        _REGISTRY[rule_id] = Rule(rule_id, check)
+        _register(Rule(rule_id, check))
         return check
+
+    return register
+
+
+def release_rule(rule_id: str, *, alone: str) -> Callable[[AcrossCheck], AcrossCheck]:
+    """Register a rule over the wheels of one release; a wheel verified alone gets `alone` (n/a)."""
+
+    def register(across: AcrossCheck) -> AcrossCheck:
+        _register(Rule(rule_id, lambda ctx: Finding("not-applicable", alone), across))
+        return across
 
     return register
 

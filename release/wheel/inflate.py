@@ -1,0 +1,144 @@
+"""Bounded reading of zip members: every byte inflated is capped by the member's declared size
+and by one budget for the whole read of a wheel.
+
+A member that inflates past its declared size, stops short of it, or whose CRC-32 differs is an
+error naming it. The fastest inflater installed is used (isal, then zlib-ng, then zlib); they
+release the GIL while they work, so several members inflate at once in threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import zlib
+from collections.abc import Iterator
+from importlib import import_module
+from types import ModuleType
+from typing import Protocol, cast
+
+from release.wheel.zip import STORED, Archive, ZipEntry, ZipError
+
+CHUNK = 4 << 20
+"""Bytes of output per piece: the memory one member holds while it is read."""
+_INPUT = 1 << 20
+BUDGET_FLOOR = 256 << 20
+BUDGET_RATIO = 32
+"""A read of a wheel may inflate `BUDGET_FLOOR + BUDGET_RATIO * its size` bytes: generous for real
+wheels (GPU wheels unpack to 1.3-4 times their size), and it keeps a small wheel's read short."""
+
+
+class _Inflater(Protocol):
+    unconsumed_tail: bytes
+    eof: bool
+
+    def decompress(self, data: bytes | memoryview, max_length: int = ...) -> bytes: ...
+
+
+class _Codec(Protocol):
+    def decompressobj(self, wbits: int = ...) -> _Inflater: ...
+
+    def crc32(self, data: bytes | memoryview, value: int = ...) -> int: ...
+
+
+def _fastest() -> tuple[str, _Codec]:
+    for name in ("isal.isal_zlib", "zlib_ng.zlib_ng"):
+        try:
+            module: ModuleType = import_module(name)
+        except ImportError:
+            continue
+        return name.split(".")[0], cast("_Codec", module)
+    return "zlib", cast("_Codec", zlib)
+
+
+INFLATER, _CODEC = _fastest()
+"""Which inflater reads members ('isal', 'zlib_ng' or 'zlib')."""
+
+
+def budget_for(wheel_size: int) -> int:
+    """How many bytes one read of a wheel of this size may inflate."""
+    return BUDGET_FLOOR + BUDGET_RATIO * wheel_size
+
+
+class Budget:
+    """The bytes a read of one wheel may still inflate, shared by the threads reading it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.spent = 0
+        self._lock = threading.Lock()
+
+    def take(self, count: int, name: str) -> None:
+        with self._lock:
+            self.spent += count
+            over = self.spent > self.limit
+        if over:
+            msg = f"{name}: reading it would inflate more than {self.limit} bytes in all (the budget)"
+            raise ZipError(msg)
+
+
+def pieces(
+    archive: Archive, entry: ZipEntry, budget: Budget, *, limit: int | None = None, chunk: int = CHUNK
+) -> Iterator[bytes]:
+    """The member's content in pieces of at most `chunk` bytes, checked against its declared size
+    and CRC-32 (or only its first `limit` bytes, unchecked, when `limit` is given)."""
+    wanted = entry.size if limit is None else min(limit, entry.size)
+    produced = 0
+    crc = 0
+    read = _stored if entry.method == STORED else _inflate
+    source = read(archive, entry, wanted, chunk)
+    for piece in source:
+        produced += len(piece)
+        budget.take(len(piece), entry.name)
+        if limit is None:
+            crc = _CODEC.crc32(piece, crc)
+        yield piece
+    if limit is None and produced == entry.size and crc != entry.crc:
+        msg = f"{entry.name}: CRC-32 {crc:08x}, the archive says {entry.crc:08x} (damaged member)"
+        raise ZipError(msg)
+
+
+def _stored(archive: Archive, entry: ZipEntry, wanted: int, chunk: int) -> Iterator[bytes]:
+    for at in range(entry.data_offset, entry.data_offset + wanted, chunk):
+        yield archive.read(at, min(chunk, entry.data_offset + wanted - at))
+
+
+def _inflate(archive: Archive, entry: ZipEntry, wanted: int, chunk: int) -> Iterator[bytes]:
+    """Inflate the member; stop after `wanted` bytes when that is less than its size, else check
+    that the stream ends exactly at the declared size."""
+    inflater = _CODEC.decompressobj(-15)
+    position, end = entry.data_offset, entry.data_end
+    produced = 0
+    tail = b""
+    while not inflater.eof:
+        if not tail:
+            if position >= end:
+                break
+            tail = archive.read(position, min(_INPUT, end - position))
+            position += len(tail)
+        # One byte more than may come, and never 0 (which would mean "no limit").
+        room = min(chunk, entry.size - produced + 1)
+        try:
+            out = inflater.decompress(tail, room)
+        except zlib.error as exc:
+            msg = f"{entry.name}: not a valid deflate stream ({exc})"
+            raise ZipError(msg) from None
+        tail = inflater.unconsumed_tail
+        if produced + len(out) > entry.size:
+            msg = f"{entry.name}: inflates past its declared size of {entry.size} bytes"
+            raise ZipError(msg)
+        if wanted < entry.size and produced + len(out) >= wanted:
+            yield out[: wanted - produced]
+            return
+        produced += len(out)
+        if out:
+            yield out
+    if not inflater.eof or produced != entry.size:
+        msg = f"{entry.name}: inflates to {produced} bytes, its declared size is {entry.size}"
+        raise ZipError(msg)
+
+
+def read_member(archive: Archive, entry: ZipEntry, budget: Budget, *, most: int) -> bytes:
+    """A small member whole (metadata, an `__init__.py`); `ZipError` when it declares more than `most`."""
+    if entry.size > most:
+        msg = f"{entry.name}: {entry.size} bytes, more than the {most} this file may hold"
+        raise ZipError(msg)
+    return b"".join(pieces(archive, entry, budget))
