@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from release.inspect.elf import ElfInfo
 
 
-@dataclass(frozen=True)
-class Member:
-    """One file of the wheel (directory entries are not members)."""
+class Member(NamedTuple):
+    """One file of the wheel (directory entries are not members; a tuple: there may be 100,000)."""
 
     name: str
     install_path: str

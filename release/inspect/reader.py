@@ -116,6 +116,10 @@ class _Read:
 def _read_member(
     archive: Archive, entry: ZipEntry, budget: Budget, device_sections: Sequence[str], *, text: bool
 ) -> _Read:
+    if entry.size < 64:  # too small to be an ELF file: one read
+        data = read_member(archive, entry, budget, most=64)
+        small = data.decode("utf-8", "replace") if text else None
+        return _Read(record_digest(hashlib.sha256(data).digest()), None, small)
     digest = hashlib.sha256()
     elf: _ElfStream | None = None
     first: list[tuple[int, bytes]] | None = []  # pieces until the first 64 bytes tell if it is ELF
@@ -202,8 +206,10 @@ def _read_all(
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     def read(entry: ZipEntry) -> _Read:
-        text = dist_info_leaf(entry.name) in TEXT_LEAVES
+        text = entry.name in texts
         return _read_member(archive, entry, budget, device_sections, text=text)
+
+    texts = {e.name for e in files if dist_info_leaf(e.name) in TEXT_LEAVES}
 
     large = iter(sorted((e for e in files if e.size >= _LARGE), key=lambda e: -e.size))
     results: dict[ZipEntry, _Read] = {}

@@ -7,12 +7,11 @@ from __future__ import annotations
 import base64
 import csv
 import email.parser
-import io
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
+from typing import NamedTuple
 
 from release.wheel.inflate import Budget, budget_for, read_member
 from release.wheel.zip import Archive, read_directory
@@ -94,8 +93,7 @@ def record_digest(digest: bytes) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-@dataclass(frozen=True)
-class RecordEntry:
+class RecordEntry(NamedTuple):
     """One line of RECORD: a path, its `algorithm=digest` (or none) and its size (or none)."""
 
     path: str
@@ -108,14 +106,17 @@ class RecordEntry:
 def parse_record(text: str) -> list[RecordEntry]:
     """RECORD's lines (a CSV file: path, hash, size); `WheelReadError` naming a malformed line."""
     entries: list[RecordEntry] = []
-    try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
-    except csv.Error as exc:
-        msg = f"RECORD is not CSV ({exc})"
-        raise WheelReadError(msg) from None
-    for number, row in enumerate(rows, 1):
-        if not row:
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line:
             continue
+        if '"' in line:  # a quoted path (with a comma or a quote in it): the csv module reads it
+            try:
+                row = next(csv.reader([line]), [])
+            except csv.Error as exc:
+                msg = f"RECORD line {number} is not CSV ({exc})"
+                raise WheelReadError(msg) from None
+        else:
+            row = line.split(",")
         if len(row) != 3:
             msg = f"RECORD line {number}: {len(row)} fields, not 3 (path, hash, size)"
             raise WheelReadError(msg)
@@ -124,7 +125,6 @@ def parse_record(text: str) -> list[RecordEntry]:
         if size and not size.isdigit():
             msg = f"RECORD line {number}: size {size[:20]!r} is not a number"
             raise WheelReadError(msg)
-        entries.append(
-            RecordEntry(path, algorithm or None, digest or None, int(size) if size else None, number)
-        )
+        number_of_bytes = int(size) if size else None
+        entries.append(RecordEntry(path, algorithm or None, digest or None, number_of_bytes, number))
     return entries

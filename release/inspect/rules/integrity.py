@@ -31,19 +31,24 @@ from release.wheel.archive import (
 from release.wheel.names import parse_platform_tag
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+_CONTROL = re.compile(r"[\x00-\x1f]")
+_PARENT = re.compile(r"(^|/)\.\.(/|$)")
+_SUSPECT = re.compile(r"[\x00-\x1f\\]|^/|^[A-Za-z]:|(^|/)\.\.(/|$)")
 _STRONG = frozenset({"sha384", "sha512"})
 """RECORD digests installers accept that verify does not recompute (it hashes sha256 only)."""
 
 
 def path_problem(name: str) -> str | None:
     """Why a member or RECORD path would not install inside the wheel root, or None."""
-    if "\0" in name or any(ord(c) < 32 for c in name):
+    if not _SUSPECT.search(name):
+        return None
+    if _CONTROL.search(name):
         return "a control character or NUL in the name"
     if "\\" in name:
         return "a backslash in the name"
     if name.startswith("/") or _DRIVE.match(name):
         return "an absolute path"
-    if any(part == ".." for part in name.split("/")):
+    if _PARENT.search(name):
         return "a '..' component"
     return None
 
