@@ -33,6 +33,11 @@ def find_architectures(data: bytes) -> tuple[str, ...]:
     return tuple(sorted({m.group(1).decode("ascii") for m in _ARCH.finditer(data)}))
 
 
+def outside(ranges: Sequence[tuple[int, int]], scanned: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges not wholly inside one of the `scanned` ones, sorted."""
+    return sorted(r for r in ranges if not any(lo <= r[0] and r[1] <= hi for lo, hi in scanned))
+
+
 @dataclass
 class _Capture:
     start: int
@@ -53,32 +58,50 @@ class DeviceScanner:
         self._covered = 0
         """Bytes before this offset belong to containers already read: they are not scanned."""
         self._carry = b""
+        self._next = 0
 
     def feed(self, offset: int, chunk: bytes) -> None:
-        """The next bytes of the file, starting at `offset` (the end of the previous chunk)."""
-        window = self._carry + chunk
-        base = offset - len(self._carry)
-        self._fill(base, window)
+        """Bytes of the file at `offset`, in increasing order (gaps are allowed: bytes that cannot
+        hold GPU code, such as debug sections, need not pass)."""
+        if offset != self._next:
+            self._carry = b""
+        self._next = offset + len(chunk)
+        if self._carry:  # a magic across the seam: the end of the last chunk and the start of this one
+            seam = self._carry + chunk[: len(BUNDLE_MAGIC) - 1]
+            self._fill(offset - len(self._carry), seam)
+            self._scan(offset - len(self._carry), seam, before=offset)
+        self._fill(offset, chunk)
+        self._scan(offset, chunk, before=offset + len(chunk))
+        keep = len(BUNDLE_MAGIC) - 1
+        self._carry = (self._carry + bytes(chunk[-keep:]))[-keep:]
+
+    def _scan(self, base: int, window: bytes, *, before: int) -> None:
+        """Start reading every container whose magic starts in `window` before `before`, outside
+        the containers already read."""
         starts = ((NV_MAGIC, self._fat_binary), (BUNDLE_MAGIC, self._bundle))
+        end = min(len(window), before - base)
         upcoming = [-1] * len(starts)
         position = max(0, self._covered - base)
-        while True:
+        while position < end:
             for i, (magic, _start) in enumerate(starts):
-                if upcoming[i] != len(window) and upcoming[i] < position:
+                if upcoming[i] < position:
                     found = window.find(magic, position)
                     upcoming[i] = found if found >= 0 else len(window)
             hit = min(upcoming)
-            if hit >= len(window):
+            if hit >= end:
                 break
             start = starts[upcoming.index(hit)][1]
             if base + hit >= self._covered and base + hit not in self.found:
                 start(base + hit)
                 self._fill(base, window)
             position = max(hit + 1, self._covered - base)
-        self._carry = bytes(window[-(len(BUNDLE_MAGIC) - 1) :])
 
     def architectures(self, ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
-        """The architectures of the containers that start inside any of `ranges`."""
+        """The architectures of the containers that start inside any of `ranges` (headers the bytes
+        fed did not complete are read as far as they go)."""
+        while self._captures:
+            capture = self._captures.pop(0)
+            capture.then(capture.start, bytes(capture.data))
         names = {
             arch
             for start, archs in self.found.items()
@@ -115,6 +138,8 @@ class DeviceScanner:
         self._want(start, 16, self._fat_header)
 
     def _fat_header(self, start: int, data: bytes) -> None:
+        if len(data) < 16:
+            return
         _magic, _version, header_size, entries = struct.unpack_from("<IHHQ", data)
         end = start + header_size + entries
         if header_size != 16 or end > self.size:
@@ -124,6 +149,8 @@ class DeviceScanner:
         self._want(start + header_size, 32, lambda at, raw: self._fat_entry(start, end, at, raw))
 
     def _fat_entry(self, container: int, end: int, at: int, data: bytes) -> None:
+        if len(data) < 32:
+            return
         _kind, _version, header_size, payload = struct.unpack_from("<HHIQ", data)
         (arch,) = struct.unpack_from("<I", data, 28)
         if header_size < 32:

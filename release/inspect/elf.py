@@ -40,9 +40,9 @@ from release.inspect.elfformat import (
     check_table,
     code_ranges,
     covered_bytes,
-    digest_ranges,
     dynamic_entries,
     linked_strings,
+    loaded_ranges,
     machine_name,
     read_header,
     read_sections,
@@ -53,6 +53,7 @@ from release.inspect.elfformat import (
     walk_notes,
 )
 from release.inspect.versions import max_required
+from release.wheel.inflate import crc32
 
 
 class ElfReadError(Exception):
@@ -76,8 +77,9 @@ class ElfInfo:
     device_sections: tuple[str, ...]
     architectures: tuple[str, ...]
     code_sha256: str
-    """sha256 of the executable segments and the symbol hash table (a fingerprint of the exported
-    names), or of the whole file when it has no code. Renaming a copy (file name, SONAME) keeps it."""
+    """sha256 of the `CodeFingerprint` of the executable segments and of the symbol hash table (a
+    fingerprint of the exported names), or of the whole file when it has no code. Renaming a copy
+    (file name, SONAME) keeps it."""
     machine: str = "x86_64"
     """The platform architecture it is built for (`x86_64`, `aarch64`, `i686`…), as tags spell it."""
     padding: int = 0
@@ -104,6 +106,29 @@ PHDRS_WITHIN = 1 << 20
 Architectures = Callable[[Sequence[tuple[int, int]]], tuple[str, ...]]
 
 
+class CodeFingerprint:
+    """What identifies a library's code, built as its bytes pass: the length and CRC-32 of the
+    executable segments and the sha256 of their first MiB. A renamed copy has the same one;
+    another library (other code, or the same code at other addresses) another. Cheaper than a
+    second sha256 over hundreds of MB of code."""
+
+    SAMPLE = 1 << 20
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.crc = 0
+        self.sample = hashlib.sha256()
+
+    def update(self, data: bytes | memoryview) -> None:
+        if self.length < self.SAMPLE:
+            self.sample.update(data[: self.SAMPLE - self.length])
+        self.crc = crc32(data, self.crc)
+        self.length += len(data)
+
+    def digest(self) -> bytes:
+        return self.length.to_bytes(8, "little") + self.crc.to_bytes(4, "little") + self.sample.digest()
+
+
 def _unreadable(path: str, exc: Exception) -> ElfReadError:
     return ElfReadError(f"{path}: not a readable ELF file ({exc})")
 
@@ -115,6 +140,8 @@ class Plan:
     keep: tuple[tuple[int, int], ...]
     code: tuple[tuple[int, int], ...]
     """The executable segments, hashed as they pass."""
+    loaded: tuple[tuple[int, int], ...]
+    """The loadable segments: GPU code is loaded, so only these are searched for it."""
 
 
 def plan_reading(path: str, head: bytes, size: int) -> Plan:
@@ -147,7 +174,7 @@ def _plan(head: bytes, size: int) -> Plan:
             msg = f"a section header table of {table} bytes"
             raise ElfFormatError(msg)
         keep.append((max(0, header.shoff - TAIL_KEEP), header.shoff + table))
-    return Plan(tuple(keep), tuple(code_ranges(segments)))
+    return Plan(tuple(keep), tuple(code_ranges(segments)), tuple(loaded_ranges(segments)))
 
 
 def tables_needed(path: str, image: Image) -> list[tuple[int, int]]:
@@ -180,8 +207,8 @@ def describe(
     file_digest: bytes,
     architectures: Architectures,
 ) -> ElfInfo:
-    """The facts of one ELF file from its kept bytes: `code_digest` is the sha256 of the ranges its
-    plan named as code, `file_digest` that of the whole file; `architectures` names the GPU
+    """The facts of one ELF file from its kept bytes: `code_digest` is the `CodeFingerprint` of the
+    ranges its plan named as code, `file_digest` that of the whole file; `architectures` names the GPU
     architectures of the containers inside given byte ranges. Raises `MissingRange` when a byte it
     needs was not kept, `ElfReadError` when the file is malformed."""
     try:
@@ -284,16 +311,29 @@ def _versions(
 
 def inspect_elf(path: str, data: bytes, *, device_sections: Sequence[str] = ()) -> ElfInfo:
     """The facts of one ELF file held whole in memory; `ElfReadError` when it is malformed."""
-    from release.inspect.devicecode import DeviceScanner  # noqa: PLC0415 (only in-memory callers need it)
+    from release.inspect.devicecode import DeviceScanner, outside  # noqa: PLC0415 (in-memory callers only)
 
     plan = plan_reading(path, data[:PHDRS_WITHIN], len(data))
     scanner = DeviceScanner(len(data))
-    scanner.feed(0, data)
+    for start, end in plan.loaded:
+        scanner.feed(start, data[start:end])
+
+    def architectures(ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
+        unscanned = outside(ranges, plan.loaded)
+        again = DeviceScanner(len(data))
+        for start, end in unscanned:
+            again.feed(start, data[start:end])
+        return tuple(sorted({*scanner.architectures(ranges), *again.architectures(unscanned)}))
+
+    code = CodeFingerprint()
+    with memoryview(data) as view:
+        for start, end in plan.code:
+            code.update(view[start:end])
     return describe(
         path,
         Image.whole(data),
         device_sections=device_sections,
-        code_digest=digest_ranges(data, plan.code),
+        code_digest=code.digest(),
         file_digest=hashlib.sha256(data).digest(),
-        architectures=scanner.architectures,
+        architectures=architectures,
     )

@@ -10,7 +10,6 @@ outside those pieces raises `MissingRange`, for the reader to fetch them.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -357,7 +356,17 @@ def machine_name(header: Header) -> str:
 
 def code_ranges(segments: Sequence[Segment]) -> list[tuple[int, int]]:
     """The file bytes of the executable loadable segments, sorted and merged."""
-    spans = sorted((s.offset, s.offset + s.filesz) for s in segments if s.type == PT_LOAD and s.flags & PF_X)
+    code = [(s.offset, s.offset + s.filesz) for s in segments if s.type == PT_LOAD and s.flags & PF_X]
+    return _merged(code)
+
+
+def loaded_ranges(segments: Sequence[Segment]) -> list[tuple[int, int]]:
+    """The file bytes of every loadable segment, sorted and merged."""
+    return _merged([(s.offset, s.offset + s.filesz) for s in segments if s.type == PT_LOAD])
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    spans = sorted(ranges)
     merged: list[tuple[int, int]] = []
     for start, end in spans:
         if merged and start <= merged[-1][1]:
@@ -365,14 +374,3 @@ def code_ranges(segments: Sequence[Segment]) -> list[tuple[int, int]]:
         elif end > start:
             merged.append((start, end))
     return merged
-
-
-def digest_ranges(data: bytes, ranges: Sequence[tuple[int, int]]) -> bytes:
-    """sha256 of the given byte ranges of a whole file (what the reader computes while streaming)."""
-    digest = hashlib.sha256()
-    with memoryview(data) as view:
-        for start, end in ranges:
-            digest.update(view[start:end])
-    return digest.digest()
-
-

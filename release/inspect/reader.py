@@ -15,6 +15,8 @@ import contextlib
 import hashlib
 import itertools
 import os
+import queue
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -22,8 +24,17 @@ from pathlib import Path
 
 from release.errors import UsageError, VerifyError
 from release.inspect.contents import Member, WheelContents
-from release.inspect.devicecode import DeviceScanner
-from release.inspect.elf import ElfInfo, ElfReadError, Plan, describe, is_elf, plan_reading, tables_needed
+from release.inspect.devicecode import DeviceScanner, outside
+from release.inspect.elf import (
+    CodeFingerprint,
+    ElfInfo,
+    ElfReadError,
+    Plan,
+    describe,
+    is_elf,
+    plan_reading,
+    tables_needed,
+)
 from release.inspect.elfformat import Image, MissingRange
 from release.wheel.archive import (
     MAX_TEXT_MEMBER,
@@ -47,6 +58,8 @@ _REFETCH_LIMIT = 64 << 20
 """Bytes of an ELF file's tables fetched again at most (after the stream did not keep them)."""
 _REFETCHES = 4
 _LARGE = 1 << 20
+_AHEAD = 32 << 20
+"""Members at least this large are inflated by a thread of their own, ahead of their reading."""
 """Members at least this large are read in worker threads; smaller ones in the calling thread."""
 
 
@@ -69,7 +82,7 @@ class _ElfStream:
         self.head = bytearray()
         self.plan: Plan | None = None
         self.kept: list[tuple[int, bytes]] = []
-        self.code = hashlib.sha256()
+        self.code = CodeFingerprint()
         self.scanner = DeviceScanner(size)
         self._waiting: list[tuple[int, bytes]] = []
 
@@ -87,7 +100,8 @@ class _ElfStream:
         self._take(self.plan, offset, piece)
 
     def _take(self, plan: Plan, offset: int, piece: bytes) -> None:
-        self.scanner.feed(offset, piece)
+        for at, loaded in _overlaps(plan.loaded, offset, piece):
+            self.scanner.feed(at, loaded)
         end = offset + len(piece)
         with memoryview(piece) as view:
             for lo, hi in plan.code:
@@ -113,6 +127,40 @@ class _Read:
     text: str | None
 
 
+def _ahead(source: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """The pieces of `source`, inflated by a thread of their own up to `depth` pieces ahead: the
+    inflater releases the GIL, so a large member's hashing and scanning overlap its inflation."""
+    pipe: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for piece in source:
+                while not stop.is_set():
+                    with contextlib.suppress(queue.Full):
+                        pipe.put(piece, timeout=0.1)
+                        break
+                if stop.is_set():
+                    return
+            pipe.put(None)
+        except BaseException as exc:
+            pipe.put(exc)
+
+    producer = threading.Thread(target=produce, name="inflate-ahead", daemon=True)
+    producer.start()
+    try:
+        while (item := pipe.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                pipe.get_nowait()
+        producer.join()
+
+
 def _read_member(
     archive: Archive, entry: ZipEntry, budget: Budget, device_sections: Sequence[str], *, text: bool
 ) -> _Read:
@@ -125,7 +173,8 @@ def _read_member(
     first: list[tuple[int, bytes]] | None = []  # pieces until the first 64 bytes tell if it is ELF
     held = bytearray()
     offset = 0
-    for piece in pieces(archive, entry, budget):
+    stream = pieces(archive, entry, budget)
+    for piece in _ahead(stream) if entry.size >= _AHEAD else stream:
         digest.update(piece)
         if text:
             held += piece
@@ -166,6 +215,21 @@ def _describe(
     """The ELF facts once the member has streamed by, fetching what the plan did not keep: the
     tables the section headers name, in one more pass up to the last of them."""
     kept = stream.kept
+
+    def architectures(ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
+        """GPU architectures in `ranges`; a device section outside the loaded segments (an
+        unloaded one, as objcopy adds them) was not scanned as it passed: it is read again."""
+        unscanned = outside(ranges, stream.plan.loaded if stream.plan is not None else ())
+        if not unscanned:
+            return stream.scanner.architectures(ranges)
+        again = DeviceScanner(entry.size)
+        offset = 0
+        for piece in pieces(archive, entry, budget, limit=max(hi for _, hi in unscanned)):
+            for at, data in _overlaps(unscanned, offset, piece):
+                again.feed(at, data)
+            offset += len(piece)
+        return tuple(sorted({*stream.scanner.architectures(ranges), *again.architectures(unscanned)}))
+
     for _ in range(_REFETCHES):
         image = Image(entry.size, kept)
         try:
@@ -175,7 +239,7 @@ def _describe(
                 device_sections=device_sections,
                 code_digest=stream.code.digest(),
                 file_digest=whole,
-                architectures=stream.scanner.architectures,
+                architectures=architectures,
             )
         except MissingRange as missing:
             wanted = [(missing.offset, missing.offset + missing.length)]

@@ -186,6 +186,6 @@ def wheel_integrity(ctx: RuleContext) -> Finding:
     """What installers check: paths, links, duplicates, dist-info, WHEEL, RECORD, tags vs ELF files."""
     problems = integrity_problems(ctx)
     if problems:
-        return Finding("fail", f"an installer would refuse or mis-install it: {listing(problems, 5)}")
+        return Finding("fail", f"not what installers expect: {listing(problems, 5)}")
     count = len(ctx.wheel.members)
     return Finding("pass", f"{count} files inside the wheel root, each in RECORD with its sha256; tags fit")
