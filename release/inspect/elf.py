@@ -77,9 +77,9 @@ class ElfInfo:
     device_sections: tuple[str, ...]
     architectures: tuple[str, ...]
     code_sha256: str
-    """sha256 of the `CodeFingerprint` of the executable segments and of the symbol hash table (a
-    fingerprint of the exported names), or of the whole file when it has no code. Renaming a copy
-    (file name, SONAME) keeps it."""
+    """sha256 of the `CodeFingerprint` of `.text` (of the executable segments without section
+    headers) and of the symbol hash table (a fingerprint of the exported names), or of the whole
+    file when it has no code. Renaming a copy (file name, SONAME) keeps it."""
     machine: str = "x86_64"
     """The platform architecture it is built for (`x86_64`, `aarch64`, `i686`…), as tags spell it."""
     padding: int = 0
@@ -104,13 +104,13 @@ MAX_SECTION_TABLE = 8 << 20
 PHDRS_WITHIN = 1 << 20
 """The program headers must lie in the file's first MiB (every linker puts them after the header)."""
 Architectures = Callable[[Sequence[tuple[int, int]]], tuple[str, ...]]
+Fingerprint = Callable[[Sequence[tuple[int, int]]], bytes]
 
 
 class CodeFingerprint:
-    """What identifies a library's code, built as its bytes pass: the length and CRC-32 of the
-    executable segments and the sha256 of their first MiB. A renamed copy has the same one;
-    another library (other code, or the same code at other addresses) another. Cheaper than a
-    second sha256 over hundreds of MB of code."""
+    """What identifies a library's code, built as its bytes pass: the length and CRC-32 of its code
+    and the sha256 of the first MiB. A renamed copy has the same one; another library (other code,
+    or the same code at other addresses) another. Cheaper than a second sha256 over hundreds of MB."""
 
     SAMPLE = 1 << 20
 
@@ -138,15 +138,13 @@ class Plan:
     """What to keep of an ELF file while it streams, decided from its first bytes."""
 
     keep: tuple[tuple[int, int], ...]
-    code: tuple[tuple[int, int], ...]
-    """The executable segments, hashed as they pass."""
     loaded: tuple[tuple[int, int], ...]
     """The loadable segments: GPU code is loaded, so only these are searched for it."""
 
 
 def plan_reading(path: str, head: bytes, size: int) -> Plan:
-    """The byte ranges to keep (headers, dynamic and note segments, the section table) and to
-    hash as code, from the first bytes of the file; `ElfReadError` for a malformed header."""
+    """The byte ranges to keep (headers, dynamic and note segments, the section table) and the
+    loaded ones, from the first bytes of the file; `ElfReadError` for a malformed header."""
     try:
         return _plan(head, size)
     except (ElfFormatError, struct.error) as exc:
@@ -174,7 +172,7 @@ def _plan(head: bytes, size: int) -> Plan:
             msg = f"a section header table of {table} bytes"
             raise ElfFormatError(msg)
         keep.append((max(0, header.shoff - TAIL_KEEP), header.shoff + table))
-    return Plan(tuple(keep), tuple(code_ranges(segments)), tuple(loaded_ranges(segments)))
+    return Plan(tuple(keep), tuple(loaded_ranges(segments)))
 
 
 def tables_needed(path: str, image: Image) -> list[tuple[int, int]]:
@@ -203,16 +201,16 @@ def describe(
     image: Image,
     *,
     device_sections: Sequence[str],
-    code_digest: bytes,
+    fingerprint: Fingerprint,
     file_digest: bytes,
     architectures: Architectures,
 ) -> ElfInfo:
-    """The facts of one ELF file from its kept bytes: `code_digest` is the `CodeFingerprint` of the
-    ranges its plan named as code, `file_digest` that of the whole file; `architectures` names the GPU
+    """The facts of one ELF file from its kept bytes: `fingerprint` gives the `CodeFingerprint`
+    digest of byte ranges, `file_digest` is the sha256 of the whole file; `architectures` names the GPU
     architectures of the containers inside given byte ranges. Raises `MissingRange` when a byte it
     needs was not kept, `ElfReadError` when the file is malformed."""
     try:
-        return _describe(path, image, device_sections, (code_digest, file_digest), architectures)
+        return _describe(path, image, device_sections, (fingerprint, architectures), file_digest)
     except (ElfFormatError, struct.error) as exc:
         raise _unreadable(path, exc) from None
 
@@ -221,8 +219,8 @@ def _describe(
     path: str,
     image: Image,
     device_sections: Sequence[str],
-    digests: tuple[bytes, bytes],
-    architectures: Architectures,
+    readers: tuple[Fingerprint, Architectures],
+    whole: bytes,
 ) -> ElfInfo:
     header = read_header(image.read(0, min(image.size, 64)), image.size)
     segments = read_segments(header, image)
@@ -240,9 +238,12 @@ def _describe(
     search = {tag: [p for text in found[tag] for p in text.split(":") if p] for tag in (DT_RPATH, DT_RUNPATH)}
     device = [s for s in sections if names[s.index] in device_sections and s.in_file]
     hashes = next((s for s in sections if s.type in (SHT_GNU_HASH, SHT_HASH) and s.in_file), None)
-    code, whole = digests
-    if code_ranges(segments):
-        code_sha256 = hashlib.sha256(code + (section_bytes(image, hashes) if hashes else b"")).hexdigest()
+    fingerprint, architectures = readers
+    text = [(s.offset, s.offset + s.size) for s in sections if names[s.index] == ".text" and s.in_file]
+    code = text or code_ranges(segments)
+    if code:
+        table = section_bytes(image, hashes) if hashes else b""
+        code_sha256 = hashlib.sha256(fingerprint(code) + table).hexdigest()
     else:
         code_sha256 = whole.hex()
     return ElfInfo(
@@ -325,15 +326,18 @@ def inspect_elf(path: str, data: bytes, *, device_sections: Sequence[str] = ()) 
             again.feed(start, data[start:end])
         return tuple(sorted({*scanner.architectures(ranges), *again.architectures(unscanned)}))
 
-    code = CodeFingerprint()
-    with memoryview(data) as view:
-        for start, end in plan.code:
-            code.update(view[start:end])
+    def fingerprint(ranges: Sequence[tuple[int, int]]) -> bytes:
+        code = CodeFingerprint()
+        with memoryview(data) as view:
+            for start, end in ranges:
+                code.update(view[start:end])
+        return code.digest()
+
     return describe(
         path,
         Image.whole(data),
         device_sections=device_sections,
-        code_digest=code.digest(),
+        fingerprint=fingerprint,
         file_digest=hashlib.sha256(data).digest(),
         architectures=architectures,
     )

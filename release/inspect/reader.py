@@ -74,7 +74,7 @@ def parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
 
 
 class _ElfStream:
-    """One ELF member as it streams by: what its plan keeps, its code hash, its GPU containers."""
+    """One ELF member as it streams by: what its plan keeps, and its GPU containers."""
 
     def __init__(self, name: str, size: int) -> None:
         self.name = name
@@ -82,7 +82,6 @@ class _ElfStream:
         self.head = bytearray()
         self.plan: Plan | None = None
         self.kept: list[tuple[int, bytes]] = []
-        self.code = CodeFingerprint()
         self.scanner = DeviceScanner(size)
         self._waiting: list[tuple[int, bytes]] = []
 
@@ -102,11 +101,6 @@ class _ElfStream:
     def _take(self, plan: Plan, offset: int, piece: bytes) -> None:
         for at, loaded in _overlaps(plan.loaded, offset, piece):
             self.scanner.feed(at, loaded)
-        end = offset + len(piece)
-        with memoryview(piece) as view:
-            for lo, hi in plan.code:
-                if lo < end and offset < hi:
-                    self.code.update(view[max(lo, offset) - offset : min(hi, end) - offset])
         self.kept.extend(_overlaps(plan.keep, offset, piece))
 
 
@@ -230,6 +224,21 @@ def _describe(
             offset += len(piece)
         return tuple(sorted({*stream.scanner.architectures(ranges), *again.architectures(unscanned)}))
 
+    def fingerprint(ranges: Sequence[tuple[int, int]]) -> bytes:
+        """The code fingerprint of `ranges`: from the kept bytes, else read again up to them."""
+        code = CodeFingerprint()
+        image = Image(entry.size, kept)
+        if all(image.holds(lo, hi - lo) for lo, hi in ranges):
+            for lo, hi in ranges:
+                code.update(image.read(lo, hi - lo))
+            return code.digest()
+        offset = 0
+        for piece in pieces(archive, entry, budget, limit=max(hi for _, hi in ranges)):
+            for _at, data in _overlaps(sorted(ranges), offset, piece):
+                code.update(data)
+            offset += len(piece)
+        return code.digest()
+
     for _ in range(_REFETCHES):
         image = Image(entry.size, kept)
         try:
@@ -237,7 +246,7 @@ def _describe(
                 entry.name,
                 image,
                 device_sections=device_sections,
-                code_digest=stream.code.digest(),
+                fingerprint=fingerprint,
                 file_digest=whole,
                 architectures=architectures,
             )
