@@ -11,6 +11,7 @@ up to that range only.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import hashlib
 import itertools
@@ -26,6 +27,7 @@ from release.errors import UsageError, VerifyError
 from release.inspect.contents import Member, WheelContents
 from release.inspect.devicecode import DeviceScanner, outside
 from release.inspect.elf import (
+    HEAD_KEEP,
     CodeFingerprint,
     ElfInfo,
     ElfReadError,
@@ -45,7 +47,7 @@ from release.wheel.archive import (
     parse_metadata,
     record_digest,
 )
-from release.wheel.inflate import Budget, budget_for, pieces, read_member
+from release.wheel.inflate import Budget, Checkpoints, budget_for, crc32, pieces, read_member, span
 from release.wheel.names import InvalidWheelName, parse_wheel_name
 from release.wheel.zip import Archive, ZipEntry, ZipError, read_directory
 
@@ -58,6 +60,7 @@ _REFETCH_LIMIT = 64 << 20
 """Bytes of an ELF file's tables fetched again at most (after the stream did not keep them)."""
 _REFETCHES = 4
 _LARGE = 1 << 20
+_BLOCK = 64 << 10
 _AHEAD = 32 << 20
 """Members at least this large are inflated by a thread of their own, ahead of their reading."""
 """Members at least this large are read in worker threads; smaller ones in the calling thread."""
@@ -76,13 +79,18 @@ def parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
 class _ElfStream:
     """One ELF member as it streams by: what its plan keeps, and its GPU containers."""
 
-    def __init__(self, name: str, size: int) -> None:
+    def __init__(self, name: str, size: int, checkpoints: Checkpoints) -> None:
         self.name = name
         self.size = size
+        self.checkpoints = checkpoints
+        """Where a read of a range of the file can resume (a large file is read again in places)."""
         self.head = bytearray()
         self.plan: Plan | None = None
         self.kept: list[tuple[int, bytes]] = []
         self.scanner = DeviceScanner(size)
+        self.blocks = array.array("I")
+        """CRC-32 of each whole `_BLOCK` of the file: a large file's code identity without a second pass."""
+        self._crc = 0
         self._waiting: list[tuple[int, bytes]] = []
 
     def feed(self, offset: int, piece: bytes) -> None:
@@ -102,6 +110,27 @@ class _ElfStream:
         for at, loaded in _overlaps(plan.loaded, offset, piece):
             self.scanner.feed(at, loaded)
         self.kept.extend(_overlaps(plan.keep, offset, piece))
+        with memoryview(piece) as view:
+            at = 0
+            while at < len(view):
+                take = min(_BLOCK - (offset + at) % _BLOCK, len(view) - at)
+                self._crc = crc32(view[at : at + take], self._crc)
+                at += take
+                if (offset + at) % _BLOCK == 0:
+                    self.blocks.append(self._crc)
+                    self._crc = 0
+
+    def block_print(self, ranges: Sequence[tuple[int, int]]) -> bytes | None:
+        """The identity of `ranges` from the CRC-32 of the whole blocks inside them (None when one
+        holds no whole block): the same for two files with the same bytes at the same offsets."""
+        digest = hashlib.sha256()
+        for lo, hi in ranges:
+            first, last = -(-lo // _BLOCK), hi // _BLOCK
+            if last <= first or last > len(self.blocks):
+                return None
+            digest.update(hi.to_bytes(8, "little") + (hi - lo).to_bytes(8, "little"))
+            digest.update(self.blocks[first:last].tobytes())
+        return b"blocks" + digest.digest()
 
 
 def _overlaps(ranges: Sequence[tuple[int, int]], offset: int, piece: bytes) -> Iterator[tuple[int, bytes]]:
@@ -167,7 +196,8 @@ def _read_member(
     first: list[tuple[int, bytes]] | None = []  # pieces until the first 64 bytes tell if it is ELF
     held = bytearray()
     offset = 0
-    stream = pieces(archive, entry, budget)
+    checkpoints = Checkpoints()
+    stream = pieces(archive, entry, budget, checkpoints=checkpoints if entry.size > HEAD_KEEP else None)
     for piece in _ahead(stream) if entry.size >= _AHEAD else stream:
         digest.update(piece)
         if text:
@@ -177,7 +207,7 @@ def _read_member(
         elif first is not None:
             first.append((offset, piece))
             if offset + len(piece) >= 64:
-                elf = _elf_stream(entry, first)
+                elf = _elf_stream(entry, first, checkpoints)
                 first = None
         offset += len(piece)
     whole = digest.digest()
@@ -187,11 +217,11 @@ def _read_member(
     return _Read(record_digest(whole), info, held.decode("utf-8", errors="replace") if text else None)
 
 
-def _elf_stream(entry: ZipEntry, first: list[tuple[int, bytes]]) -> _ElfStream | None:
+def _elf_stream(entry: ZipEntry, first: list[tuple[int, bytes]], marks: Checkpoints) -> _ElfStream | None:
     """A stream for an ELF member (given its first pieces), None for any other file."""
     if not is_elf(b"".join(p for _, p in first)[:4]):
         return None
-    stream = _ElfStream(entry.name, entry.size)
+    stream = _ElfStream(entry.name, entry.size, marks)
     for at, piece in first:
         stream.feed(at, piece)
     return stream
@@ -210,6 +240,13 @@ def _describe(
     tables the section headers name, in one more pass up to the last of them."""
     kept = stream.kept
 
+    def read_again(ranges: Sequence[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
+        """The bytes of `ranges` (in order), each read again from the checkpoint before it."""
+        for lo, hi in sorted(ranges):
+            marks = stream.checkpoints
+            for offset, piece in span(archive, entry, budget, start=lo, end=hi, checkpoints=marks):
+                yield from _overlaps([(lo, hi)], offset, piece)
+
     def architectures(ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
         """GPU architectures in `ranges`; a device section outside the loaded segments (an
         unloaded one, as objcopy adds them) was not scanned as it passed: it is read again."""
@@ -217,26 +254,24 @@ def _describe(
         if not unscanned:
             return stream.scanner.architectures(ranges)
         again = DeviceScanner(entry.size)
-        offset = 0
-        for piece in pieces(archive, entry, budget, limit=max(hi for _, hi in unscanned)):
-            for at, data in _overlaps(unscanned, offset, piece):
-                again.feed(at, data)
-            offset += len(piece)
+        for at, data in read_again(unscanned):
+            again.feed(at, data)
         return tuple(sorted({*stream.scanner.architectures(ranges), *again.architectures(unscanned)}))
 
     def fingerprint(ranges: Sequence[tuple[int, int]]) -> bytes:
-        """The code fingerprint of `ranges`: from the kept bytes, else read again up to them."""
+        """The code fingerprint of `ranges`: from the kept bytes, else from the blocks' CRC-32,
+        else (code too small to hold a whole block, and not kept) read again up to it."""
         code = CodeFingerprint()
         image = Image(entry.size, kept)
         if all(image.holds(lo, hi - lo) for lo, hi in ranges):
             for lo, hi in ranges:
                 code.update(image.read(lo, hi - lo))
             return code.digest()
-        offset = 0
-        for piece in pieces(archive, entry, budget, limit=max(hi for _, hi in ranges)):
-            for _at, data in _overlaps(sorted(ranges), offset, piece):
-                code.update(data)
-            offset += len(piece)
+        blocks = stream.block_print(ranges)
+        if blocks is not None:
+            return blocks
+        for _at, data in read_again(ranges):
+            code.update(data)
         return code.digest()
 
     for _ in range(_REFETCHES):
@@ -258,10 +293,7 @@ def _describe(
         if sum(hi - lo for lo, hi in wanted) > _REFETCH_LIMIT:
             msg = f"{entry.name}: not a readable ELF file (its tables need more than {_REFETCH_LIMIT} bytes)"
             raise ElfReadError(msg)
-        offset = 0
-        for piece in pieces(archive, entry, budget, limit=max(hi for _, hi in wanted)):
-            kept.extend(_overlaps(wanted, offset, piece))
-            offset += len(piece)
+        kept.extend(read_again(wanted))
     msg = f"{entry.name}: not a readable ELF file (its tables lie in more than {_REFETCHES} places)"
     raise ElfReadError(msg)
 

@@ -2,8 +2,8 @@
 and by one budget for the whole read of a wheel.
 
 A member that inflates past its declared size, stops short of it, or whose CRC-32 differs is an
-error naming it. The fastest inflater installed is used (isal, then zlib-ng, then zlib); they
-release the GIL while they work, so several members inflate at once in threads.
+error naming it. zlib-ng is used when installed (zlib otherwise); both release the GIL while they
+work, so several members inflate at once in threads.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from importlib import import_module
 from types import ModuleType
 from typing import Protocol, cast
@@ -32,6 +33,8 @@ class _Inflater(Protocol):
 
     def decompress(self, data: bytes | memoryview, max_length: int = ...) -> bytes: ...
 
+    def copy(self) -> _Inflater: ...
+
 
 class _Codec(Protocol):
     def decompressobj(self, wbits: int = ...) -> _Inflater: ...
@@ -40,17 +43,42 @@ class _Codec(Protocol):
 
 
 def _fastest() -> tuple[str, _Codec]:
-    for name in ("isal.isal_zlib", "zlib_ng.zlib_ng"):
-        try:
-            module: ModuleType = import_module(name)
-        except ImportError:
-            continue
-        return name.split(".")[0], cast("_Codec", module)
-    return "zlib", cast("_Codec", zlib)
+    # zlib-ng inflates about as fast as isal here, twice zlib's speed, and its decompressors can
+    # be copied (checkpoints); zlib is the fallback.
+    try:
+        module: ModuleType = import_module("zlib_ng.zlib_ng")
+    except ImportError:
+        return "zlib", cast("_Codec", zlib)
+    return "zlib_ng", cast("_Codec", module)
 
 
 INFLATER, _CODEC = _fastest()
-"""Which inflater reads members ('isal', 'zlib_ng' or 'zlib')."""
+"""Which inflater reads members ('zlib_ng', else 'zlib')."""
+CHECKPOINT_EVERY = 16 << 20
+"""Output bytes between two checkpoints of a member's inflation."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where an inflation can resume: its output offset, the next input position, the input not
+    consumed yet and a copy of the decompressor."""
+
+    produced: int
+    position: int
+    tail: bytes
+    state: _Inflater
+
+
+class Checkpoints:
+    """The checkpoints of one member's inflation, every `CHECKPOINT_EVERY` bytes (about 45 KB each;
+    none with an inflater that cannot copy its state): reading a range again then costs at most
+    that many bytes more than the range."""
+
+    def __init__(self) -> None:
+        self.saved: list[Checkpoint] = []
+
+    def before(self, offset: int) -> Checkpoint | None:
+        return next((c for c in reversed(self.saved) if c.produced <= offset), None)
 
 
 def decompressor() -> _Inflater:
@@ -59,8 +87,8 @@ def decompressor() -> _Inflater:
 
 
 def crc32(data: bytes | memoryview, value: int = 0) -> int:
-    """CRC-32 by the fastest implementation installed (isal's and zlib-ng's use carry-less
-    multiplication: several times zlib's speed)."""
+    """CRC-32 by the fastest implementation installed (zlib-ng's uses carry-less multiplication:
+    several times zlib's speed)."""
     return _CODEC.crc32(data, value)
 
 
@@ -87,15 +115,24 @@ class Budget:
 
 
 def pieces(
-    archive: Archive, entry: ZipEntry, budget: Budget, *, limit: int | None = None, chunk: int = CHUNK
+    archive: Archive,
+    entry: ZipEntry,
+    budget: Budget,
+    *,
+    limit: int | None = None,
+    chunk: int = CHUNK,
+    checkpoints: Checkpoints | None = None,
 ) -> Iterator[bytes]:
     """The member's content in pieces of at most `chunk` bytes, checked against its declared size
-    and CRC-32 (or only its first `limit` bytes, unchecked, when `limit` is given)."""
+    and CRC-32 (or only its first `limit` bytes, unchecked, when `limit` is given); `checkpoints`
+    collects where a later read of a range can resume (see `span`)."""
     wanted = entry.size if limit is None else min(limit, entry.size)
     produced = 0
     crc = 0
-    read = _stored if entry.method == STORED else _inflate
-    source = read(archive, entry, wanted, chunk)
+    if entry.method == STORED:
+        source = _stored(archive, entry, 0, wanted, chunk)
+    else:
+        source = _inflate(archive, entry, wanted, chunk, checkpoints=checkpoints)
     for piece in source:
         produced += len(piece)
         budget.take(len(piece), entry.name)
@@ -107,18 +144,48 @@ def pieces(
         raise ZipError(msg)
 
 
-def _stored(archive: Archive, entry: ZipEntry, wanted: int, chunk: int) -> Iterator[bytes]:
-    for at in range(entry.data_offset, entry.data_offset + wanted, chunk):
-        yield archive.read(at, min(chunk, entry.data_offset + wanted - at))
+def span(
+    archive: Archive, entry: ZipEntry, budget: Budget, *, start: int, end: int, checkpoints: Checkpoints
+) -> Iterator[tuple[int, bytes]]:
+    """(offset, piece) pairs covering the member's bytes [start, end), from the last checkpoint
+    before `start` (a stored member from `start` itself); the first piece may begin before it."""
+    end = min(end, entry.size)
+    if entry.method == STORED:
+        source = _stored(archive, entry, start, end, CHUNK)
+        offset = start
+    else:
+        resume = checkpoints.before(start)
+        offset = resume.produced if resume is not None else 0
+        source = _inflate(archive, entry, end, CHUNK, resume=resume)
+    for piece in source:
+        budget.take(len(piece), entry.name)
+        yield offset, piece
+        offset += len(piece)
 
 
-def _inflate(archive: Archive, entry: ZipEntry, wanted: int, chunk: int) -> Iterator[bytes]:
-    """Inflate the member; stop after `wanted` bytes when that is less than its size, else check
-    that the stream ends exactly at the declared size."""
-    inflater = decompressor()
-    position, end = entry.data_offset, entry.data_end
-    produced = 0
-    tail = b""
+def _stored(archive: Archive, entry: ZipEntry, start: int, end: int, chunk: int) -> Iterator[bytes]:
+    for at in range(entry.data_offset + start, entry.data_offset + end, chunk):
+        yield archive.read(at, min(chunk, entry.data_offset + end - at))
+
+
+def _inflate(
+    archive: Archive,
+    entry: ZipEntry,
+    wanted: int,
+    chunk: int,
+    *,
+    checkpoints: Checkpoints | None = None,
+    resume: Checkpoint | None = None,
+) -> Iterator[bytes]:
+    """Inflate the member (from `resume`, if given); stop after `wanted` bytes when that is less
+    than its size, else check that the stream ends exactly at the declared size."""
+    if resume is not None:
+        inflater, produced = resume.state.copy(), resume.produced
+        position, tail = resume.position, resume.tail
+    else:
+        inflater, produced, position, tail = decompressor(), 0, entry.data_offset, b""
+    end = entry.data_end
+    mark = produced + CHECKPOINT_EVERY if checkpoints is not None and hasattr(inflater, "copy") else -1
     while not inflater.eof:
         if not tail:
             if position >= end:
@@ -140,6 +207,9 @@ def _inflate(archive: Archive, entry: ZipEntry, wanted: int, chunk: int) -> Iter
             yield out[: wanted - produced]
             return
         produced += len(out)
+        if 0 <= mark <= produced and checkpoints is not None:
+            checkpoints.saved.append(Checkpoint(produced, position, tail, inflater.copy()))
+            mark = produced + CHECKPOINT_EVERY
         if out:
             yield out
     if not inflater.eof or produced != entry.size:
