@@ -1,8 +1,8 @@
 """ELF facts for `release verify`: what one shared object or executable needs and carries.
 
 A file streaming out of a wheel is planned from its first bytes (`plan_reading`: which ranges to
-keep, which to hash as code) and described once it has passed (`describe`); a file already in
-memory is described by `inspect_elf`. The format itself is read by `release.inspect.elfformat`.
+keep, which are loaded) and described once it has passed (`describe`); a file already in memory is
+described by `inspect_elf`. The format itself is read by `release.inspect.elfformat`.
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@
 The zip's structure is checked before anything is inflated (`release.wheel.zip`), the members'
 declared sizes must fit the budget of a wheel that size, and then every member is streamed once,
 in worker threads, through `release.wheel.inflate`: its sha256 for RECORD, and for an ELF file the
-few ranges its first bytes name (headers, dynamic and note segments, the section table), a hash of
-its code and the GPU code containers in it. Nothing is extracted and no member is held whole
-unless it is small. A file whose facts lie outside the kept ranges is read again, once per range,
-up to that range only.
+few ranges its first bytes name (headers, dynamic and note segments, the section table), the CRC-32
+of each 64 KiB block (its code's identity) and the GPU code containers in its loaded segments.
+Nothing is extracted and no member is held whole unless it is small. A table that lies outside the
+kept ranges is read again, from the inflation checkpoint before it.
 """
 
 from __future__ import annotations

@@ -41,11 +41,6 @@ def dist_info_dirs(names: Iterable[str]) -> list[str]:
     return sorted(t for t in tops if t.endswith(".dist-info"))
 
 
-def in_dist_info(member: str) -> bool:
-    """Whether a member is one of the wheel's `*.dist-info/` files."""
-    return ".dist-info/" in member
-
-
 def dist_info_leaf(member: str) -> str | None:
     """'METADATA' for `x-1.0.dist-info/METADATA` (a file directly in a top-level dist-info), else None."""
     top, _, leaf = member.partition("/")
