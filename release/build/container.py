@@ -23,7 +23,8 @@ from release.build.host import one_variant, remove_previous_wheels
 from release.build.prebuild import say, source_date_epoch
 from release.build.stage import check_wheel_identity, stage_project
 from release.errors import BuildError, ToolchainError
-from release.inspect.verify import VerifyReport, verify_wheel, write_report
+from release.inspect.report import VerifyReport
+from release.inspect.verify import verify_wheel, write_report
 from release.plan.steps import BuildStep
 from release.wheel.names import report_path
 

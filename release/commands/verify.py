@@ -10,13 +10,11 @@ from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError, VerifyError
-from release.inspect.rules import RULE_IDS
-from release.inspect.verify import VerifyReport, verify_wheel, write_report
+from release.inspect.report import render_report
+from release.inspect.verify import verify_release, verify_wheel, write_report
 from release.plan.resolve import require_variant, variant_for_distribution
 from release.plan.steps import make_plan
 from release.wheel.names import REPORT_SUFFIX, InvalidWheelName, parse_wheel_name
-
-_LABEL = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "not-applicable": "n/a"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,37 +50,6 @@ def _collect(arguments: Sequence[str]) -> list[Path]:
     return wheels
 
 
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
-
-
-def render_report(report: VerifyReport) -> str:
-    """The readable report: a header, then one line per rule."""
-    variant = report.variant or "-"
-    lines = [
-        report.wheel.name,
-        f"  variant {variant}  tags {', '.join(report.tags)}  size {_size(report.size)} "
-        f"({_size(report.unpacked_size)} unpacked, {len(report.elf_files)} ELF files)",
-        f"  runtime bound: {', '.join(report.runtime_bound) or 'none'}",
-    ]
-    width = max(len(r) for r in RULE_IDS)
-    lines.extend(f"  {_LABEL[r.status]:<4}  {r.id:<{width}}  {r.message}" for r in report.rules)
-    if not report.ok:
-        failed = [r.id for r in report.rules if r.status == "fail"]
-        verdict = f"FAILED ({', '.join(failed)})"
-    elif not report.releasable:
-        verdict = "ok, not releasable (see WARN)"
-    else:
-        verdict = "ok, releasable"
-    lines.append(f"  result: {verdict}")
-    return "\n".join(lines)
-
-
 def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     wheels = _collect(args.wheels)
     if args.variant is not None and loaded is None:
@@ -90,21 +57,17 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         raise UsageError(msg)
     variants = make_plan(loaded).variants if loaded is not None else {}
     chosen = require_variant(variants, args.variant, loaded.path.name) if args.variant and loaded else None
-    reports: list[VerifyReport] = []
-    for wheel in wheels:
-        try:
-            distribution = str(parse_wheel_name(wheel).distribution)
-        except InvalidWheelName as exc:
-            msg = f"{wheel}: not a wheel file name ({exc})"
-            raise UsageError(msg) from None
-        report = verify_wheel(
-            wheel,
-            variant=chosen or variant_for_distribution(variants, distribution),
-            matrix=str(loaded.path) if loaded is not None else None,
-            release=args.release,
-            expected_version=args.expected_version,
-        )
-        reports.append(report)
+    mapped = [(w, chosen or variant_for_distribution(variants, _distribution(w))) for w in wheels]
+    common = {
+        "matrix": str(loaded.path) if loaded is not None else None,
+        "release": args.release,
+        "expected_version": args.expected_version,
+    }
+    if len(wheels) > 1 and loaded is not None:
+        reports = verify_release(mapped, variants=variants, **common)
+    else:
+        reports = [verify_wheel(w, variant=v, **common) for w, v in mapped]
+    for report in reports:
         if args.write_reports:
             write_report(report)
         if not args.json:
@@ -121,3 +84,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         msg = f"{len(failed)} of {len(reports)} wheels failed verification: {names}"
         raise VerifyError(msg)
     return 0
+
+
+def _distribution(wheel: Path) -> str:
+    try:
+        return str(parse_wheel_name(wheel).distribution)
+    except InvalidWheelName as exc:
+        msg = f"{wheel}: not a wheel file name ({exc})"
+        raise UsageError(msg) from None

@@ -1,42 +1,63 @@
-"""ELF inspection for `release verify`: what one shared object or executable needs and carries.
+"""ELF facts for `release verify`: what one shared object or executable needs and carries.
 
-Files are parsed from bytes already in memory (read straight from the wheel's zip). Only the
-section headers, the dynamic section, the GNU version-needed section, `.text` (for a content
-hash) and the device code sections a backend names are read: no symbol table is walked.
+A file streaming out of a wheel is planned from its first bytes (`plan_reading`: which ranges to
+keep, which are loaded) and described once it has passed (`describe`); a file already in memory is
+described by `inspect_elf`. The format itself is read by `release.inspect.elfformat`.
 """
 
 from __future__ import annotations
 
-import bisect
 import hashlib
-import io
-import re
 import struct
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import IO, cast
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerNeedSection
-
-ELF_MAGIC = b"\x7fELF"
-
-# GPU architecture names as they appear inside code objects and fat binaries:
-# AMD (gfx942, gfx90a), NVIDIA (sm_90, sm_90a), Moore Threads (mp_21).
-_ARCH = re.compile(rb"(?<![A-Za-z0-9_])(gfx\d{3,4}[a-z]?|sm_\d{2,3}[a-z]?|mp_\d{2})(?![0-9])")
-_IDENTITY = (".text", ".gnu.hash", ".hash")
-_SHT_DYNAMIC = 6
-_SHT_NOBITS = 8
-_SHT_GNU_VERNEED = 0x6FFFFFFE
-_SHT_NUMBERS = {"SHT_DYNAMIC": _SHT_DYNAMIC, "SHT_NOBITS": _SHT_NOBITS, "SHT_GNU_verneed": _SHT_GNU_VERNEED}
-_VERSIONED = re.compile(r"^([A-Z][A-Z_]*?)_(\d+(?:\.\d+)*)$")
+from release.inspect.elfformat import (
+    DT_NEEDED,
+    DT_RPATH,
+    DT_RUNPATH,
+    DT_SONAME,
+    DT_STRSZ,
+    DT_STRTAB,
+    DT_VERNEED,
+    DT_VERNEEDNUM,
+    ELF_MAGIC,
+    ET_EXEC,
+    MAX_DYNAMIC,
+    MAX_NOTES,
+    PT_DYNAMIC,
+    PT_INTERP,
+    PT_NOTE,
+    SHT_DYNAMIC,
+    SHT_GNU_HASH,
+    SHT_GNU_VERNEED,
+    SHT_HASH,
+    ElfFormatError,
+    Header,
+    Image,
+    Section,
+    address_to_offset,
+    check_table,
+    code_ranges,
+    covered_bytes,
+    dynamic_entries,
+    linked_strings,
+    loaded_ranges,
+    machine_name,
+    read_header,
+    read_sections,
+    read_segments,
+    section_bytes,
+    string_at,
+    version_needs,
+    walk_notes,
+)
+from release.inspect.versions import max_required
+from release.wheel.inflate import crc32
 
 
 class ElfReadError(Exception):
-    """A file starts like an ELF file but cannot be parsed."""
+    """A file starts like an ELF file but cannot be parsed (the message says why)."""
 
 
 @dataclass(frozen=True)
@@ -56,8 +77,13 @@ class ElfInfo:
     device_sections: tuple[str, ...]
     architectures: tuple[str, ...]
     code_sha256: str
-    """sha256 of `.text` and the symbol hash table (`.gnu.hash`/`.hash`: a fingerprint of the exported
-    names), or of the whole file when it has no code. Renaming a copy (file name, SONAME) keeps it."""
+    """sha256 of the `CodeFingerprint` of `.text` (of the executable segments without section
+    headers) and of the symbol hash table (a fingerprint of the exported names), or of the whole
+    file when it has no code. Renaming a copy (file name, SONAME) keeps it."""
+    machine: str = "x86_64"
+    """The platform architecture it is built for (`x86_64`, `aarch64`, `i686`…), as tags spell it."""
+    padding: int = 0
+    """Bytes of the file that belong to no section and no header: alignment padding."""
 
     def max_version(self, prefix: str) -> str | None:
         """The newest version with this prefix required (`GLIBC` -> '2.34'), or None."""
@@ -68,279 +94,250 @@ def is_elf(head: bytes) -> bool:
     return head[:4] == ELF_MAGIC
 
 
-def parse_version(text: str) -> tuple[int, ...]:
-    """'2.34' -> (2, 34); non-numeric parts end the version ('2.3.4a' -> (2, 3))."""
-    parts: list[int] = []
-    for piece in text.split("."):
-        if not piece.isdigit():
-            break
-        parts.append(int(piece))
-    return tuple(parts)
+# --- one file's facts ----------------------------------------------------------------------------
+
+HEAD_KEEP = 8 << 20
+"""The first bytes of a large file kept while it streams: its dynamic symbols and strings."""
+TAIL_KEEP = 64 << 10
+"""Bytes kept before the section header table: the section names usually end there."""
+MAX_SECTION_TABLE = 8 << 20
+PHDRS_WITHIN = 1 << 20
+"""The program headers must lie in the file's first MiB (every linker puts them after the header)."""
+Architectures = Callable[[Sequence[tuple[int, int]]], tuple[str, ...]]
+Fingerprint = Callable[[Sequence[tuple[int, int]]], bytes]
 
 
-def split_versioned(name: str) -> tuple[str, str] | None:
-    """'GLIBCXX_3.4.29' -> ('GLIBCXX', '3.4.29'); 'GLIBC_PRIVATE' -> None."""
-    match = _VERSIONED.match(name)
-    if match is None:
-        return None
-    return match.group(1), match.group(2)
+class CodeFingerprint:
+    """What identifies a library's code, built as its bytes pass: the length and CRC-32 of its code
+    and the sha256 of the first MiB. A renamed copy has the same one; another library (other code,
+    or the same code at other addresses) another. Cheaper than a second sha256 over hundreds of MB."""
+
+    SAMPLE = 1 << 20
+
+    def __init__(self) -> None:
+        self.length = 0
+        self.crc = 0
+        self.sample = hashlib.sha256()
+
+    def update(self, data: bytes | memoryview) -> None:
+        if self.length < self.SAMPLE:
+            self.sample.update(data[: self.SAMPLE - self.length])
+        self.crc = crc32(data, self.crc)
+        self.length += len(data)
+
+    def digest(self) -> bytes:
+        return self.length.to_bytes(8, "little") + self.crc.to_bytes(4, "little") + self.sample.digest()
 
 
-def max_required(requirements: Iterable[tuple[str, str]], prefix: str) -> str | None:
-    best: str | None = None
-    for _library, name in requirements:
-        split = split_versioned(name)
-        if split is None or split[0] != prefix:
-            continue
-        if best is None or parse_version(split[1]) > parse_version(best):
-            best = split[1]
-    return best
+def _unreadable(path: str, exc: Exception) -> ElfReadError:
+    return ElfReadError(f"{path}: not a readable ELF file ({exc})")
 
-
-def find_architectures(data: bytes) -> tuple[str, ...]:
-    """GPU architecture strings (gfx942, sm_90, mp_21) found in raw section bytes."""
-    return tuple(sorted({m.group(1).decode("ascii") for m in _ARCH.finditer(data)}))
-
-
-def inspect_elf(path: str, data: bytes | SparseImage, *, device_sections: Collection[str] = ()) -> ElfInfo:
-    """Read one ELF file held in memory (whole, or the pieces of a `SparseImage`: a read outside
-    them raises `MissingRange`); raise `ElfReadError` when it is malformed."""
-    try:
-        return _inspect(path, data, device_sections)
-    except MissingRange:
-        raise
-    except (ELFError, ValueError, KeyError, IndexError, UnicodeDecodeError) as exc:
-        msg = f"{path}: not a readable ELF file ({exc})"
-        raise ElfReadError(msg) from None
-    except Exception as exc:  # construct raises its own hierarchy on truncated files
-        if type(exc).__module__.startswith("elftools"):
-            msg = f"{path}: not a readable ELF file ({exc})"
-            raise ElfReadError(msg) from None
-        raise
-
-
-def _whole_hash(data: bytes | SparseImage) -> str:
-    if isinstance(data, SparseImage):
-        data.seek(0)
-        return hashlib.sha256(data.read()).hexdigest()
-    return hashlib.sha256(data).hexdigest()
-
-
-def _tag_string(tag: object, attribute: str) -> str:
-    """The string value pyelftools attaches to a dynamic tag (`needed`, `soname`, `rpath`…)."""
-    return str(getattr(tag, attribute, ""))
-
-
-def _section_table(elf: ELFFile, stream: IO[bytes]) -> list[tuple[int, str, int, int]]:
-    """(index, name, sh_type, sh_size) of every section, from one read of the section header
-    table (pyelftools builds an object per header; only the few sections used are built here)."""
-    count = elf.num_sections()
-    shstrndx = elf["e_shstrndx"]
-    entsize = elf["e_shentsize"]
-    fmt = ("<" if elf.little_endian else ">") + ("IIQQQQIIQQ" if elf.elfclass == 64 else "IIIIIIIIII")
-    if not count or not isinstance(shstrndx, int) or entsize != struct.calcsize(fmt):
-        return [(i, s.name, _SHT_NUMBERS.get(s["sh_type"], -1), s["sh_size"])
-                for i, s in enumerate(elf.iter_sections())]
-    stream.seek(elf["e_shoff"])
-    headers = list(struct.iter_unpack(fmt, stream.read(count * entsize)))
-    names_header = headers[shstrndx]
-    stream.seek(names_header[4])
-    names = stream.read(names_header[5])
-    table = []
-    for index, header in enumerate(headers):
-        start = header[0]
-        end = names.find(b"\0", start)
-        name = names[start : end if end >= 0 else len(names)].decode("utf-8", errors="replace")
-        table.append((index, name, header[1], header[5]))
-    return table
-
-
-def _inspect(path: str, data: bytes | SparseImage, device_sections: Collection[str]) -> ElfInfo:
-    stream = io.BytesIO(data) if isinstance(data, bytes) else cast("IO[bytes]", data)
-    elf = ELFFile(stream)
-    executable = elf.header["e_type"] == "ET_EXEC" or any(
-        seg["p_type"] == "PT_INTERP" for seg in elf.iter_segments()
-    )
-    needed: list[str] = []
-    soname: str | None = None
-    rpath: list[str] = []
-    runpath: list[str] = []
-    requirements: list[tuple[str, str]] = []
-    debug: list[str] = []
-    device: list[str] = []
-    architectures: set[str] = set()
-    code = hashlib.sha256()
-    has_code = False
-    for index, name, sh_type, size in _section_table(elf, stream):
-        if sh_type == _SHT_DYNAMIC:
-            section = elf.get_section(index)
-            if not isinstance(section, DynamicSection):
-                continue
-            for tag in section.iter_tags():
-                kind = tag.entry.d_tag
-                if kind == "DT_NEEDED":
-                    needed.append(_tag_string(tag, "needed"))
-                elif kind == "DT_SONAME":
-                    soname = _tag_string(tag, "soname")
-                elif kind == "DT_RPATH":
-                    rpath.extend(p for p in _tag_string(tag, "rpath").split(":") if p)
-                elif kind == "DT_RUNPATH":
-                    runpath.extend(p for p in _tag_string(tag, "runpath").split(":") if p)
-        elif sh_type == _SHT_GNU_VERNEED:
-            section = elf.get_section(index)
-            if not isinstance(section, GNUVerNeedSection):
-                continue
-            for verneed, auxiliaries in section.iter_versions():
-                requirements.extend((str(verneed.name), str(aux.name)) for aux in auxiliaries)
-        elif name.startswith((".debug_", ".zdebug_")):
-            debug.append(name)
-        elif name in device_sections and sh_type != _SHT_NOBITS and size > 0:
-            device.append(name)
-            architectures.update(find_architectures(elf.get_section(index).data()))
-        elif name in _IDENTITY and sh_type != _SHT_NOBITS and size > 0:
-            code.update(name.encode() + b"\0" + elf.get_section(index).data())
-            has_code = has_code or name == ".text"
-    return ElfInfo(
-        path=path,
-        size=len(data) if isinstance(data, bytes) else data.size,
-        executable=executable,
-        needed=tuple(needed),
-        soname=soname,
-        rpath=tuple(rpath),
-        runpath=tuple(runpath),
-        version_requirements=tuple(requirements),
-        debug_sections=tuple(debug),
-        device_sections=tuple(device),
-        architectures=tuple(sorted(architectures)),
-        code_sha256=code.hexdigest() if has_code else _whole_hash(data),
-    )
-
-
-# --- platform tags and the manylinux policy ---------------------------------------------------
 
 @dataclass(frozen=True)
-class Policy:
-    """One manylinux policy of auditwheel: the system libraries and symbol versions it allows."""
+class Plan:
+    """What to keep of an ELF file while it streams, decided from its first bytes."""
 
-    name: str
-    libc: tuple[int, int]
-    libraries: frozenset[str]
-    symbol_versions: Mapping[str, Mapping[str, Sequence[str]]]
-    """arch -> version prefix (GLIBC, GLIBCXX, CXXABI, GCC…) -> the versions allowed."""
-
-    def max_allowed(self, arch: str, prefix: str) -> tuple[int, ...] | None:
-        """The newest version with this prefix the policy allows on this architecture."""
-        allowed = self.symbol_versions.get(arch, {}).get(prefix)
-        if allowed is None:
-            return None
-        return _newest(tuple(allowed))
+    keep: tuple[tuple[int, int], ...]
+    loaded: tuple[tuple[int, int], ...]
+    """The loadable segments: GPU code is loaded, so only these are searched for it."""
 
 
-@cache
-def _newest(versions: tuple[str, ...]) -> tuple[int, ...]:
-    return max((parse_version(v) for v in versions), default=())
+def plan_reading(path: str, head: bytes, size: int) -> Plan:
+    """The byte ranges to keep (headers, dynamic and note segments, the section table) and the
+    loaded ones, from the first bytes of the file; `ElfReadError` for a malformed header."""
+    try:
+        return _plan(head, size)
+    except (ElfFormatError, struct.error) as exc:
+        raise _unreadable(path, exc) from None
 
 
-def policies_from_json(document: object) -> tuple[Policy, ...]:
-    """Policies from the data of auditwheel's `manylinux-policy.json`, oldest first."""
-    result: list[Policy] = []
-    if not isinstance(document, list):
-        return ()
-    for entry in document:
-        name = entry.get("name", "") if isinstance(entry, dict) else ""
-        match = re.match(r"^manylinux_(\d+)_(\d+)$", name)
-        if not match:
-            continue
-        result.append(
-            Policy(
-                name=name,
-                libc=(int(match.group(1)), int(match.group(2))),
-                libraries=frozenset(entry.get("lib_whitelist") or ()),
-                symbol_versions=entry.get("symbol_versions") or {},
-            )
-        )
-    return tuple(sorted(result, key=lambda p: p.libc))
+def _plan(head: bytes, size: int) -> Plan:
+    header = read_header(head, size)
+    if header.phoff + header.phnum * header.phentsize > min(size, PHDRS_WITHIN, len(head)):
+        msg = f"program headers ({header.phnum} at {header.phoff}) not within the file's first MiB"
+        raise ElfFormatError(msg)
+    segments = read_segments(header, Image(size, [(0, head)]))
+    keep = [(0, min(size, HEAD_KEEP))]
+    limits = {PT_DYNAMIC: MAX_DYNAMIC, PT_NOTE: MAX_NOTES, PT_INTERP: 4096}
+    for seg in segments:
+        if seg.type in limits:
+            if seg.filesz > limits[seg.type]:
+                msg = f"a segment of type {seg.type} holds {seg.filesz} bytes (more than {limits[seg.type]})"
+                raise ElfFormatError(msg)
+            keep.append((seg.offset, seg.offset + seg.filesz))
+    if header.shoff:
+        check_table(header, "section header", header.shoff, header.shnum, header.shentsize)
+        table = header.shnum * header.shentsize
+        if table > MAX_SECTION_TABLE:
+            msg = f"a section header table of {table} bytes"
+            raise ElfFormatError(msg)
+        keep.append((max(0, header.shoff - TAIL_KEEP), header.shoff + table))
+    return Plan(tuple(keep), tuple(loaded_ranges(segments)))
 
 
-def policy_for(policies: Iterable[Policy], libc: tuple[int, int]) -> Policy | None:
-    """The newest policy a glibc version satisfies (`manylinux_2_42` -> the newest one known)."""
-    best: Policy | None = None
-    for policy in policies:
-        if policy.libc <= libc and (best is None or policy.libc > best.libc):
-            best = policy
-    return best
+def tables_needed(path: str, image: Image) -> list[tuple[int, int]]:
+    """The sections `describe` reads beyond the headers (section names, the dynamic section, the
+    version-needed section, their string tables, the symbol hash table), as byte ranges. Raises
+    `MissingRange` when even the section header table was not kept."""
+    try:
+        header = read_header(image.read(0, min(image.size, 64)), image.size)
+        read_segments(header, image)
+        sections = read_sections(header, image)
+    except (ElfFormatError, struct.error) as exc:
+        raise _unreadable(path, exc) from None
+    wanted = {sections[header.shstrndx]} if sections and header.shstrndx else set()
+    for section in sections:
+        if section.type in (SHT_DYNAMIC, SHT_GNU_VERNEED):
+            wanted.add(section)
+            if 0 < section.link < len(sections):
+                wanted.add(sections[section.link])
+        elif section.type in (SHT_GNU_HASH, SHT_HASH):
+            wanted.add(section)
+    return sorted((s.offset, s.offset + s.size) for s in wanted if s.in_file)
 
 
-# --- reading part of a large file ----------------------------------------------------------------
-
-PF_X = 0x1
-HEAD_BYTES = 1 << 20
-TAIL_BYTES = 1 << 16
-
-
-class MissingRange(Exception):
-    """A read touched bytes of a `SparseImage` that were not kept."""
-
-
-class SparseImage:
-    """A read-only file made of the kept pieces of a larger one (for pyelftools): a large library
-    streamed out of a zip keeps its headers, dynamic section, code and section table, not its data."""
-
-    def __init__(self, size: int, pieces: Iterable[tuple[int, bytes]]) -> None:
-        self.size = size
-        self._starts: list[int] = []
-        self._pieces: list[bytes] = []
-        run_start, run = -1, bytearray()
-        for offset, data in sorted(pieces, key=lambda p: p[0]):
-            if run_start >= 0 and offset == run_start + len(run):
-                run += data
-                continue
-            if run_start >= 0:
-                self._starts.append(run_start)
-                self._pieces.append(bytes(run))
-            run_start, run = offset, bytearray(data)
-        if run_start >= 0:
-            self._starts.append(run_start)
-            self._pieces.append(bytes(run))
-        self._pos = 0
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: self.size}[whence]
-        self._pos = base + offset
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def read(self, n: int = -1) -> bytes:
-        start = self._pos
-        end = self.size if n < 0 else min(self.size, start + n)
-        if end <= start:
-            return b""
-        i = bisect.bisect_right(self._starts, start) - 1
-        if i < 0 or end > self._starts[i] + len(self._pieces[i]):
-            raise MissingRange(start, end)
-        self._pos = end
-        base = self._starts[i]
-        return self._pieces[i][start - base : end - base]
+def describe(
+    path: str,
+    image: Image,
+    *,
+    device_sections: Sequence[str],
+    fingerprint: Fingerprint,
+    file_digest: bytes,
+    architectures: Architectures,
+) -> ElfInfo:
+    """The facts of one ELF file from its kept bytes: `fingerprint` gives the `CodeFingerprint`
+    digest of byte ranges, `file_digest` is the sha256 of the whole file; `architectures` names the GPU
+    architectures of the containers inside given byte ranges. Raises `MissingRange` when a byte it
+    needs was not kept, `ElfReadError` when the file is malformed."""
+    try:
+        return _describe(path, image, device_sections, (fingerprint, architectures), file_digest)
+    except (ElfFormatError, struct.error) as exc:
+        raise _unreadable(path, exc) from None
 
 
-def wanted_ranges(head: bytes, size: int) -> list[tuple[int, int]] | None:
-    """From the first bytes of a 64-bit little-endian ELF file, the byte ranges `inspect_elf`
-    normally reads: the first MiB, the dynamic and interpreter segments, executable segments and
-    the section header table with what precedes it. None when the head does not tell."""
-    if len(head) < 64 or head[4] != 2 or head[5] != 1:
-        return None
-    phoff, shoff = struct.unpack_from("<QQ", head, 0x20)
-    phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
-    if phentsize < 56 or phoff + phnum * phentsize > len(head):
-        return None
-    ranges = [(0, min(size, HEAD_BYTES))]
-    for i in range(phnum):
-        p_type, p_flags, p_offset = struct.unpack_from("<IIQ", head, phoff + i * phentsize)
-        p_filesz = struct.unpack_from("<Q", head, phoff + i * phentsize + 32)[0]
-        if p_type in (2, 3) or (p_type == 1 and p_flags & PF_X):  # PT_DYNAMIC, PT_INTERP, code
-            ranges.append((p_offset, p_offset + p_filesz))
-    if shoff:
-        ranges.append((max(0, shoff - TAIL_BYTES), size))
-    return ranges
+def _describe(
+    path: str,
+    image: Image,
+    device_sections: Sequence[str],
+    readers: tuple[Fingerprint, Architectures],
+    whole: bytes,
+) -> ElfInfo:
+    header = read_header(image.read(0, min(image.size, 64)), image.size)
+    segments = read_segments(header, image)
+    sections = read_sections(header, image)
+    table = section_bytes(image, sections[header.shstrndx]) if sections and header.shstrndx else b""
+    names = [string_at(table, s.name_offset, "section name") if table else "" for s in sections]
+    for seg in segments:
+        if seg.type == PT_NOTE:
+            walk_notes(header, image.read(seg.offset, seg.filesz), seg.align)
+    entries, strings = _dynamic(header, sections, image)
+    found: dict[int, list[str]] = {DT_NEEDED: [], DT_SONAME: [], DT_RPATH: [], DT_RUNPATH: []}
+    for tag, value in entries:
+        if tag in found:
+            found[tag].append(string_at(strings, value, f"dynamic tag {tag}"))
+    search = {tag: [p for text in found[tag] for p in text.split(":") if p] for tag in (DT_RPATH, DT_RUNPATH)}
+    device = [s for s in sections if names[s.index] in device_sections and s.in_file]
+    hashes = next((s for s in sections if s.type in (SHT_GNU_HASH, SHT_HASH) and s.in_file), None)
+    fingerprint, architectures = readers
+    text = [(s.offset, s.offset + s.size) for s in sections if names[s.index] == ".text" and s.in_file]
+    code = text or code_ranges(segments)
+    if code:
+        table = section_bytes(image, hashes) if hashes else b""
+        code_sha256 = hashlib.sha256(fingerprint(code) + table).hexdigest()
+    else:
+        code_sha256 = whole.hex()
+    return ElfInfo(
+        path=path,
+        size=image.size,
+        executable=header.type == ET_EXEC or any(s.type == PT_INTERP for s in segments),
+        needed=tuple(found[DT_NEEDED]),
+        soname=found[DT_SONAME][0] if found[DT_SONAME] else None,
+        rpath=tuple(search[DT_RPATH]),
+        runpath=tuple(search[DT_RUNPATH]),
+        version_requirements=tuple(_versions(header, sections, image, entries, strings)),
+        debug_sections=tuple(n for n in names if n.startswith((".debug_", ".zdebug_"))),
+        device_sections=tuple(names[s.index] for s in device),
+        architectures=architectures([(s.offset, s.offset + s.size) for s in device]),
+        code_sha256=code_sha256,
+        machine=machine_name(header),
+        padding=max(0, image.size - covered_bytes(header, sections)),
+    )
+
+
+Entries = list[tuple[int, int]]
+
+
+def _dynamic(header: Header, sections: Sequence[Section], image: Image) -> tuple[Entries, bytes]:
+    """The dynamic entries and their string table: from the sections, else from the segments."""
+    section = next((s for s in sections if s.type == SHT_DYNAMIC), None)
+    if section is not None:
+        if section.size > MAX_DYNAMIC:
+            msg = f"a dynamic section of {section.size} bytes"
+            raise ElfFormatError(msg)
+        entries = dynamic_entries(header, section_bytes(image, section))
+        return entries, linked_strings(sections, section, image)
+    segment = next((s for s in header.segments if s.type == PT_DYNAMIC), None)
+    if segment is None:
+        return [], b""
+    entries = dynamic_entries(header, image.read(segment.offset, segment.filesz))
+    values = dict(entries)
+    where = address_to_offset(header, values.get(DT_STRTAB, -1))
+    if where is None:
+        return entries, b""
+    length = values.get(DT_STRSZ, 0)
+    if length > where[1]:
+        msg = f"DT_STRSZ {length} runs past its segment"
+        raise ElfFormatError(msg)
+    return entries, image.read(where[0], length)
+
+
+def _versions(
+    header: Header, sections: Sequence[Section], image: Image, entries: Entries, strings: bytes
+) -> list[tuple[str, str]]:
+    """The version requirements: from the version-needed section, else from DT_VERNEED."""
+    section = next((s for s in sections if s.type == SHT_GNU_VERNEED), None)
+    if section is not None:
+        names = linked_strings(sections, section, image)
+        return version_needs(header, section_bytes(image, section), section.info, names)
+    values = dict(entries)
+    if sections or DT_VERNEED not in values:
+        return []
+    where = address_to_offset(header, values[DT_VERNEED])
+    if where is None:
+        msg = "DT_VERNEED points outside the loadable segments"
+        raise ElfFormatError(msg)
+    data = image.read(where[0], min(where[1], MAX_DYNAMIC))
+    return version_needs(header, data, values.get(DT_VERNEEDNUM, 0), strings)
+
+
+def inspect_elf(path: str, data: bytes, *, device_sections: Sequence[str] = ()) -> ElfInfo:
+    """The facts of one ELF file held whole in memory; `ElfReadError` when it is malformed."""
+    from release.inspect.devicecode import DeviceScanner, outside  # noqa: PLC0415 (in-memory callers only)
+
+    plan = plan_reading(path, data[:PHDRS_WITHIN], len(data))
+    scanner = DeviceScanner(len(data))
+    for start, end in plan.loaded:
+        scanner.feed(start, data[start:end])
+
+    def architectures(ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
+        unscanned = outside(ranges, plan.loaded)
+        again = DeviceScanner(len(data))
+        for start, end in unscanned:
+            again.feed(start, data[start:end])
+        return tuple(sorted({*scanner.architectures(ranges), *again.architectures(unscanned)}))
+
+    def fingerprint(ranges: Sequence[tuple[int, int]]) -> bytes:
+        code = CodeFingerprint()
+        with memoryview(data) as view:
+            for start, end in ranges:
+                code.update(view[start:end])
+        return code.digest()
+
+    return describe(
+        path,
+        Image.whole(data),
+        device_sections=device_sections,
+        fingerprint=fingerprint,
+        file_digest=hashlib.sha256(data).digest(),
+        architectures=architectures,
+    )

@@ -23,7 +23,7 @@ from release.build.interpreters import require_interpreter
 from release.build.toolchain import container_engine
 from release.config.matrix import Image
 from release.errors import SmokeError
-from release.inspect.rules import matches
+from release.inspect.rules.registry import matches
 from release.plan.resolve import ResolvedVariant
 from release.smoke.container import ContainerSandbox
 from release.smoke.container import interpreter as container_interpreter

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import hashlib
-import mmap
 from pathlib import Path
+
+_CHUNK = 1 << 20
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a whole file, through a memory map (no copy). Raises OSError."""
-    with path.open("rb") as fh:
-        if not path.stat().st_size:
-            return hashlib.sha256(b"").hexdigest()
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
-            return hashlib.sha256(mapped).hexdigest()
+    """sha256 of a whole file, read in 1 MiB pieces (a large wheel is never held or mapped
+    whole). Raises OSError."""
+    digest = hashlib.sha256()
+    buffer = bytearray(_CHUNK)
+    view = memoryview(buffer)
+    with path.open("rb", buffering=0) as fh:
+        while count := fh.readinto(view):
+            digest.update(view[:count])
+    return digest.hexdigest()

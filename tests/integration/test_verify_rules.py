@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from release.config import matrix as matrix_mod
+from release.inspect.report import SCHEMA_FILE
 from release.inspect.rules import RULE_IDS
-from release.inspect.verify import SCHEMA_FILE, verify_wheel
+from release.inspect.verify import verify_wheel
 from release.plan.resolve import variant_for_distribution
 from release.plan.steps import make_plan
 
@@ -345,9 +346,8 @@ CASES = [
         "fail",
         variant="rocm",
     ),
-    # A wheel that is none of the matrix's distributions is not checked against the matrix (n/a).
     Case(
-        "distribution that is no variant's",
+        "distribution that is no variant's: a foreign wheel",
         _set(distribution="xfer_engine_rokm"),
         "wheel-name",
         "not-applicable",
@@ -447,7 +447,8 @@ def test_good_wheel_passes(
     rule: str, libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path
 ) -> None:
     report = _report(good_rocm(libs), tmp_path, loaded)
-    assert _status(report, rule)["status"] == "pass"
+    # consistency compares the wheels of a release: a wheel verified alone has nothing to compare.
+    assert _status(report, rule)["status"] == ("not-applicable" if rule == "consistency" else "pass")
     assert report["ok"] is True
     assert report["releasable"] is True
     assert report["runtime_bound"] == ["libamdhip64.so.5"]
@@ -570,3 +571,44 @@ def test_cli_fails_with_exit_6(
     assert "FAIL  vendored-runtime" in result.stdout
     assert f"{LIBS}/libamdhip64.so.5" in result.stdout
     assert "vendored-runtime" in result.stderr
+
+
+def test_cli_checks_consistency_across_the_wheels_of_a_release(
+    libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    rocm = good_rocm(libs).build(tmp_path)
+    script = (b'#!/bin/sh\nexec python -m xfer "$@"\n', 0o755)
+    files = {
+        "xfer/__init__.py": (GUARDED_INIT, 0o644),
+        EXT: (libs["ext_plain"], 0o755),
+        "xfer_engine_cpu-0.1.0.data/scripts/xfer-run": script,
+    }
+    cpu = WheelSpec(distribution="xfer_engine_cpu", files=files).build(tmp_path)
+    ok = _cli("--matrix", str(loaded.path), "verify", str(rocm), str(cpu), "--json", cwd=tmp_path)
+    assert ok.returncode == 0, ok.stderr
+    assert [_status(r, "consistency")["status"] for r in json.loads(ok.stdout)] == ["pass", "pass"]
+
+    scripts = "xfer_engine_cpu-{}.data/scripts/xfer-run"
+    files[scripts.format("0.2.0")] = files.pop(scripts.format("0.1.0"))
+    later = WheelSpec(distribution="xfer_engine_cpu", version="0.2.0", files=files).build(tmp_path)
+    mixed = _cli("--matrix", str(loaded.path), "verify", str(rocm), str(later), "--json", cwd=tmp_path)
+    assert mixed.returncode == 6
+    statuses = [_status(r, "consistency") for r in json.loads(mixed.stdout)]
+    assert all(s["status"] == "fail" and "mixes versions" in s["message"] for s in statuses)
+
+
+def test_write_reports_never_follows_a_symlink(
+    libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    wheel = good_rocm(libs).build(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "precious.txt"
+    target.write_text("do not touch\n")
+    (tmp_path / (wheel.name + ".verify.json")).symlink_to(target)
+    result = _cli("--matrix", str(loaded.path), "verify", str(wheel), "--write-reports", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert target.read_text() == "do not touch\n"
+    report = tmp_path / (wheel.name + ".verify.json")
+    assert not report.is_symlink()
+    assert json.loads(report.read_text())["wheel"] == wheel.name

@@ -1,0 +1,50 @@
+"""What verify read from one wheel: its name's fields, its members and its ELF files.
+
+The reader fills these; the rules read them. Unit tests build them directly (no zip, no ELF).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+from release.inspect.elf import ElfInfo
+
+
+class Member(NamedTuple):
+    """One file of the wheel (directory entries are not members; a tuple: there may be 100,000)."""
+
+    name: str
+    install_path: str
+    """Where the file lands relative to site-packages; `<scripts>/x` for `*.data/scripts/x`."""
+    size: int
+    mode: int
+    """Unix permission bits from the zip (0 when it was not written on unix)."""
+    digest: str = ""
+    """sha256 of the content in RECORD's form (urlsafe base64, no padding)."""
+    symlink: bool = False
+    """The zip marks it a symbolic link (the content is the link's target)."""
+
+
+@dataclass
+class WheelContents:
+    """One wheel as the rules see it."""
+
+    path: Path
+    distribution: str
+    version: str
+    tags: tuple[str, ...]
+    members: list[Member]
+    elf_files: list[ElfInfo]
+    read: Callable[[str], bytes]
+    """A small member's bytes (bounded: for text members such as `__init__.py`)."""
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    """`Name` and `Version` of `*.dist-info/METADATA` (empty when it cannot be read)."""
+    texts: Mapping[str, str] = field(default_factory=dict)
+    """The top-level `*.dist-info/` METADATA, WHEEL and RECORD, by member name."""
+    directories: tuple[str, ...] = ()
+    """Directory entries of the zip (`name/`)."""
+    size: int = 0
+    """Bytes of the wheel file."""

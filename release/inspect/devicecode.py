@@ -1,0 +1,191 @@
+"""GPU code containers inside an ELF file, found while its bytes stream by.
+
+Two containers are read: NVIDIA fat binaries (a header with the magic 0xba55ed50, then one entry
+header per code object, each naming its `sm_XX` architecture) and uncompressed clang offload
+bundles (`__CLANG_OFFLOAD_BUNDLE__`, then the entries' target ids such as
+`hipv4-amdgcn-amd-amdhsa--gfx942`; a bundle header that does not parse is searched for target names
+instead). The scanner looks for both magics outside the containers it
+has already read, follows each container's entries by their sizes instead of scanning its
+payload, and records the architectures by where each container starts; the ELF parser keeps those
+inside the sections the backend names. Compressed offload bundles (`CCOB`) are not opened.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+NV_MAGIC = struct.pack("<IHH", 0xBA55ED50, 1, 16)
+"""A fat binary header: magic, version 1, header size 16 (then the size of its entries)."""
+BUNDLE_MAGIC = b"__CLANG_OFFLOAD_BUNDLE__"
+MAX_CAPTURES = 1 << 16
+"""Headers read per file at most (each a few dozen bytes; a real library has a few thousand)."""
+_BUNDLE_HEAD = 64 << 10
+_MAX_BUNDLE_ENTRIES = 4096
+_ARCH = re.compile(rb"(?<![A-Za-z0-9_])(gfx\d{3,4}[a-z]?|sm_\d{2,3}[a-z]?|mp_\d{2})(?![0-9])")
+
+
+def find_architectures(data: bytes) -> tuple[str, ...]:
+    """GPU architecture names (gfx942, sm_90, mp_21) written out in raw bytes."""
+    return tuple(sorted({m.group(1).decode("ascii") for m in _ARCH.finditer(data)}))
+
+
+def outside(ranges: Sequence[tuple[int, int]], scanned: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ranges not wholly inside one of the `scanned` ones, sorted."""
+    return sorted(r for r in ranges if not any(lo <= r[0] and r[1] <= hi for lo, hi in scanned))
+
+
+@dataclass
+class _Capture:
+    start: int
+    length: int
+    then: Callable[[int, bytes], None]
+    data: bytearray
+
+
+class DeviceScanner:
+    """Feed it an ELF file's bytes in order; ask it which architectures start inside given ranges."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.found: dict[int, set[str]] = {}
+        """Container start offset -> architectures its headers name."""
+        self._captures: list[_Capture] = []
+        self._captured = 0
+        self._covered = 0
+        """Bytes before this offset belong to containers already read: they are not scanned."""
+        self._carry = b""
+        self._next = 0
+
+    def feed(self, offset: int, chunk: bytes) -> None:
+        """Bytes of the file at `offset`, in increasing order (gaps are allowed: bytes that cannot
+        hold GPU code, such as debug sections, need not pass)."""
+        if offset != self._next:
+            self._carry = b""
+        self._next = offset + len(chunk)
+        if self._carry:  # a magic across the seam: the end of the last chunk and the start of this one
+            seam = self._carry + chunk[: len(BUNDLE_MAGIC) - 1]
+            self._fill(offset - len(self._carry), seam)
+            self._scan(offset - len(self._carry), seam, before=offset)
+        self._fill(offset, chunk)
+        self._scan(offset, chunk, before=offset + len(chunk))
+        keep = len(BUNDLE_MAGIC) - 1
+        self._carry = (self._carry + bytes(chunk[-keep:]))[-keep:]
+
+    def _scan(self, base: int, window: bytes, *, before: int) -> None:
+        """Start reading every container whose magic starts in `window` before `before`, outside
+        the containers already read."""
+        starts = ((NV_MAGIC, self._fat_binary), (BUNDLE_MAGIC, self._bundle))
+        end = min(len(window), before - base)
+        upcoming = [-1] * len(starts)
+        position = max(0, self._covered - base)
+        while position < end:
+            for i, (magic, _start) in enumerate(starts):
+                if upcoming[i] < position:
+                    found = window.find(magic, position)
+                    upcoming[i] = found if found >= 0 else len(window)
+            hit = min(upcoming)
+            if hit >= end:
+                break
+            start = starts[upcoming.index(hit)][1]
+            if base + hit >= self._covered and base + hit not in self.found:
+                start(base + hit)
+                self._fill(base, window)
+            position = max(hit + 1, self._covered - base)
+
+    def architectures(self, ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
+        """The architectures of the containers that start inside any of `ranges` (headers the bytes
+        fed did not complete are read as far as they go)."""
+        while self._captures:
+            capture = self._captures.pop(0)
+            capture.then(capture.start, bytes(capture.data))
+        names = {
+            arch
+            for start, archs in self.found.items()
+            if any(lo <= start < hi for lo, hi in ranges)
+            for arch in archs
+        }
+        return tuple(sorted(names))
+
+    def _want(self, start: int, length: int, then: Callable[[int, bytes], None]) -> None:
+        length = min(length, self.size - start)
+        if length <= 0 or self._captured >= MAX_CAPTURES:
+            return
+        self._captured += 1
+        bisect.insort(self._captures, _Capture(start, length, then, bytearray()), key=lambda c: c.start)
+
+    def _fill(self, base: int, window: bytes) -> None:
+        """Complete the captures this window reaches, in order (a completed one may want more)."""
+        end = base + len(window)
+        while self._captures and self._captures[0].start < end:
+            capture = self._captures[0]
+            have = capture.start + len(capture.data)
+            if have < base:  # wanted behind the stream: those bytes are gone
+                self._captures.pop(0)
+                continue
+            capture.data += window[have - base : capture.start + capture.length - base]
+            if len(capture.data) < capture.length:
+                return
+            self._captures.pop(0)
+            capture.then(capture.start, bytes(capture.data))
+
+    # --- NVIDIA fat binaries -------------------------------------------------------------------
+
+    def _fat_binary(self, start: int) -> None:
+        self._want(start, 16, self._fat_header)
+
+    def _fat_header(self, start: int, data: bytes) -> None:
+        if len(data) < 16:
+            return
+        _magic, _version, header_size, entries = struct.unpack_from("<IHHQ", data)
+        end = start + header_size + entries
+        if header_size != 16 or end > self.size:
+            return
+        self.found[start] = set()
+        self._covered = max(self._covered, end)
+        self._want(start + header_size, 32, lambda at, raw: self._fat_entry(start, end, at, raw))
+
+    def _fat_entry(self, container: int, end: int, at: int, data: bytes) -> None:
+        if len(data) < 32:
+            return
+        _kind, _version, header_size, payload = struct.unpack_from("<HHIQ", data)
+        (arch,) = struct.unpack_from("<I", data, 28)
+        if header_size < 32:
+            return
+        if 10 <= arch < 1000:
+            self.found[container].add(f"sm_{arch}")
+        following = at + header_size + payload
+        if following + 32 <= end:
+            self._want(following, 32, lambda nxt, raw: self._fat_entry(container, end, nxt, raw))
+
+    # --- clang offload bundles -----------------------------------------------------------------
+
+    def _bundle(self, start: int) -> None:
+        self._want(start, _BUNDLE_HEAD, self._bundle_header)
+
+    def _bundle_header(self, start: int, data: bytes) -> None:
+        at = len(BUNDLE_MAGIC)
+        if at + 8 > len(data):
+            return
+        (count,) = struct.unpack_from("<Q", data, at)
+        at += 8
+        ids: list[bytes] = []
+        extent = 0
+        for _ in range(min(count, _MAX_BUNDLE_ENTRIES)):
+            if at + 24 > len(data):
+                break
+            offset, size, id_length = struct.unpack_from("<QQQ", data, at)
+            at += 24
+            if at + id_length > len(data):
+                break
+            ids.append(data[at : at + id_length])
+            at += id_length
+            extent = max(extent, offset + size)
+        # A header that does not parse (another bundle version) still names its targets in text.
+        named = b"\0".join(ids) if ids else data
+        self.found[start] = set(find_architectures(named))
+        if start + extent <= self.size:
+            self._covered = max(self._covered, start + extent)

@@ -1,0 +1,416 @@
+"""Reading one wheel for verify, bounded by construction.
+
+The zip's structure is checked before anything is inflated (`release.wheel.zip`), the members'
+declared sizes must fit the budget of a wheel that size, and then every member is streamed once,
+in worker threads, through `release.wheel.inflate`: its sha256 for RECORD, and for an ELF file the
+few ranges its first bytes name (headers, dynamic and note segments, the section table), the CRC-32
+of each 64 KiB block (its code's identity) and the GPU code containers in its loaded segments.
+Nothing is extracted and no member is held whole unless it is small. A table that lies outside the
+kept ranges is read again, from the inflation checkpoint before it.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import hashlib
+import itertools
+import os
+import queue
+import threading
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.errors import UsageError, VerifyError
+from release.inspect.contents import Member, WheelContents
+from release.inspect.devicecode import DeviceScanner, outside
+from release.inspect.elf import (
+    HEAD_KEEP,
+    CodeFingerprint,
+    ElfInfo,
+    ElfReadError,
+    Plan,
+    describe,
+    is_elf,
+    plan_reading,
+    tables_needed,
+)
+from release.inspect.elfformat import Image, MissingRange
+from release.wheel.archive import (
+    MAX_TEXT_MEMBER,
+    WheelReadError,
+    dist_info_leaf,
+    dist_info_member,
+    install_path,
+    parse_metadata,
+    record_digest,
+)
+from release.wheel.inflate import Budget, Checkpoints, budget_for, crc32, pieces, read_member, span
+from release.wheel.names import InvalidWheelName, parse_wheel_name
+from release.wheel.zip import Archive, ZipEntry, ZipError, read_directory
+
+TEXT_LEAVES = ("METADATA", "WHEEL", "RECORD")
+MAX_SMALL_READ = 1 << 20
+"""What `WheelContents.read` returns at most (it reads `__init__.py` for the variant guard)."""
+_HEAD = 64 << 10
+"""Bytes of an ELF file gathered before its reading is planned."""
+_REFETCH_LIMIT = 64 << 20
+"""Bytes of an ELF file's tables fetched again at most (after the stream did not keep them)."""
+_REFETCHES = 4
+_LARGE = 1 << 20
+_BLOCK = 64 << 10
+_AHEAD = 32 << 20
+"""Members at least this large are inflated by a thread of their own, ahead of their reading."""
+"""Members at least this large are read in worker threads; smaller ones in the calling thread."""
+
+
+def parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
+    """(distribution, version, tags) from the wheel's file name; `UsageError` if it is none."""
+    try:
+        name = parse_wheel_name(wheel)
+    except InvalidWheelName as exc:
+        msg = f"{wheel}: not a wheel file name ({exc})"
+        raise UsageError(msg) from None
+    return str(name.distribution), name.version, name.tags
+
+
+class _ElfStream:
+    """One ELF member as it streams by: what its plan keeps, and its GPU containers."""
+
+    def __init__(self, name: str, size: int, checkpoints: Checkpoints) -> None:
+        self.name = name
+        self.size = size
+        self.checkpoints = checkpoints
+        """Where a read of a range of the file can resume (a large file is read again in places)."""
+        self.head = bytearray()
+        self.plan: Plan | None = None
+        self.kept: list[tuple[int, bytes]] = []
+        self.scanner = DeviceScanner(size)
+        self.blocks = array.array("I")
+        """CRC-32 of each whole `_BLOCK` of the file: a large file's code identity without a second pass."""
+        self._crc = 0
+        self._waiting: list[tuple[int, bytes]] = []
+
+    def feed(self, offset: int, piece: bytes) -> None:
+        if self.plan is None:
+            self.head += piece[: _HEAD - len(self.head)]
+            self._waiting.append((offset, piece))
+            if len(self.head) < min(_HEAD, self.size):
+                return
+            self.plan = plan_reading(self.name, bytes(self.head), self.size)
+            waiting, self._waiting = self._waiting, []
+            for at, data in waiting:
+                self._take(self.plan, at, data)
+            return
+        self._take(self.plan, offset, piece)
+
+    def _take(self, plan: Plan, offset: int, piece: bytes) -> None:
+        for at, loaded in _overlaps(plan.loaded, offset, piece):
+            self.scanner.feed(at, loaded)
+        self.kept.extend(_overlaps(plan.keep, offset, piece))
+        with memoryview(piece) as view:
+            at = 0
+            while at < len(view):
+                take = min(_BLOCK - (offset + at) % _BLOCK, len(view) - at)
+                self._crc = crc32(view[at : at + take], self._crc)
+                at += take
+                if (offset + at) % _BLOCK == 0:
+                    self.blocks.append(self._crc)
+                    self._crc = 0
+
+    def block_print(self, ranges: Sequence[tuple[int, int]]) -> bytes | None:
+        """The identity of `ranges` from the CRC-32 of the whole blocks inside them (None when one
+        holds no whole block): the same for two files with the same bytes at the same offsets."""
+        digest = hashlib.sha256()
+        for lo, hi in ranges:
+            first, last = -(-lo // _BLOCK), hi // _BLOCK
+            if last <= first or last > len(self.blocks):
+                return None
+            digest.update(hi.to_bytes(8, "little") + (hi - lo).to_bytes(8, "little"))
+            digest.update(self.blocks[first:last].tobytes())
+        return b"blocks" + digest.digest()
+
+
+def _overlaps(ranges: Sequence[tuple[int, int]], offset: int, piece: bytes) -> Iterator[tuple[int, bytes]]:
+    end = offset + len(piece)
+    for lo, hi in ranges:
+        if lo < end and offset < hi:
+            start = max(lo, offset)
+            yield start, piece[start - offset : min(hi, end) - offset]
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What one member's stream gave."""
+
+    digest: str
+    elf: ElfInfo | None
+    text: str | None
+
+
+def _ahead(source: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
+    """The pieces of `source`, inflated by a thread of their own up to `depth` pieces ahead: the
+    inflater releases the GIL, so a large member's hashing and scanning overlap its inflation."""
+    pipe: queue.Queue[bytes | BaseException | None] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for piece in source:
+                while not stop.is_set():
+                    with contextlib.suppress(queue.Full):
+                        pipe.put(piece, timeout=0.1)
+                        break
+                if stop.is_set():
+                    return
+            pipe.put(None)
+        except BaseException as exc:
+            pipe.put(exc)
+
+    producer = threading.Thread(target=produce, name="inflate-ahead", daemon=True)
+    producer.start()
+    try:
+        while (item := pipe.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                pipe.get_nowait()
+        producer.join()
+
+
+def _read_member(
+    archive: Archive, entry: ZipEntry, budget: Budget, device_sections: Sequence[str], *, text: bool
+) -> _Read:
+    if entry.size < 64:  # too small to be an ELF file: one read
+        data = read_member(archive, entry, budget, most=64)
+        small = data.decode("utf-8", "replace") if text else None
+        return _Read(record_digest(hashlib.sha256(data).digest()), None, small)
+    digest = hashlib.sha256()
+    elf: _ElfStream | None = None
+    first: list[tuple[int, bytes]] | None = []  # pieces until the first 64 bytes tell if it is ELF
+    held = bytearray()
+    offset = 0
+    checkpoints = Checkpoints()
+    stream = pieces(archive, entry, budget, checkpoints=checkpoints if entry.size > HEAD_KEEP else None)
+    for piece in _ahead(stream) if entry.size >= _AHEAD else stream:
+        digest.update(piece)
+        if text:
+            held += piece
+        if elf is not None:
+            elf.feed(offset, piece)
+        elif first is not None:
+            first.append((offset, piece))
+            if offset + len(piece) >= 64:
+                elf = _elf_stream(entry, first, checkpoints)
+                first = None
+        offset += len(piece)
+    whole = digest.digest()
+    info = None
+    if elf is not None:
+        info = _describe(archive, entry, budget, elf, whole=whole, device_sections=device_sections)
+    return _Read(record_digest(whole), info, held.decode("utf-8", errors="replace") if text else None)
+
+
+def _elf_stream(entry: ZipEntry, first: list[tuple[int, bytes]], marks: Checkpoints) -> _ElfStream | None:
+    """A stream for an ELF member (given its first pieces), None for any other file."""
+    if not is_elf(b"".join(p for _, p in first)[:4]):
+        return None
+    stream = _ElfStream(entry.name, entry.size, marks)
+    for at, piece in first:
+        stream.feed(at, piece)
+    return stream
+
+
+def _describe(
+    archive: Archive,
+    entry: ZipEntry,
+    budget: Budget,
+    stream: _ElfStream,
+    *,
+    whole: bytes,
+    device_sections: Sequence[str],
+) -> ElfInfo:
+    """The ELF facts once the member has streamed by, fetching what the plan did not keep: the
+    tables the section headers name, in one more pass up to the last of them."""
+    kept = stream.kept
+
+    def read_again(ranges: Sequence[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
+        """The bytes of `ranges` (in order), each read again from the checkpoint before it."""
+        for lo, hi in sorted(ranges):
+            marks = stream.checkpoints
+            for offset, piece in span(archive, entry, budget, start=lo, end=hi, checkpoints=marks):
+                yield from _overlaps([(lo, hi)], offset, piece)
+
+    def architectures(ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
+        """GPU architectures in `ranges`; a device section outside the loaded segments (an
+        unloaded one, as objcopy adds them) was not scanned as it passed: it is read again."""
+        unscanned = outside(ranges, stream.plan.loaded if stream.plan is not None else ())
+        if not unscanned:
+            return stream.scanner.architectures(ranges)
+        again = DeviceScanner(entry.size)
+        for at, data in read_again(unscanned):
+            again.feed(at, data)
+        return tuple(sorted({*stream.scanner.architectures(ranges), *again.architectures(unscanned)}))
+
+    def fingerprint(ranges: Sequence[tuple[int, int]]) -> bytes:
+        """The code fingerprint of `ranges`: from the kept bytes, else from the blocks' CRC-32,
+        else (code too small to hold a whole block, and not kept) read again up to it."""
+        code = CodeFingerprint()
+        image = Image(entry.size, kept)
+        if all(image.holds(lo, hi - lo) for lo, hi in ranges):
+            for lo, hi in ranges:
+                code.update(image.read(lo, hi - lo))
+            return code.digest()
+        blocks = stream.block_print(ranges)
+        if blocks is not None:
+            return blocks
+        for _at, data in read_again(ranges):
+            code.update(data)
+        return code.digest()
+
+    for _ in range(_REFETCHES):
+        image = Image(entry.size, kept)
+        try:
+            return describe(
+                entry.name,
+                image,
+                device_sections=device_sections,
+                fingerprint=fingerprint,
+                file_digest=whole,
+                architectures=architectures,
+            )
+        except MissingRange as missing:
+            wanted = [(missing.offset, missing.offset + missing.length)]
+        with contextlib.suppress(MissingRange):
+            wanted += tables_needed(entry.name, image)
+        wanted = [(lo, hi) for lo, hi in wanted if not image.holds(lo, hi - lo)]
+        if sum(hi - lo for lo, hi in wanted) > _REFETCH_LIMIT:
+            msg = f"{entry.name}: not a readable ELF file (its tables need more than {_REFETCH_LIMIT} bytes)"
+            raise ElfReadError(msg)
+        kept.extend(read_again(wanted))
+    msg = f"{entry.name}: not a readable ELF file (its tables lie in more than {_REFETCHES} places)"
+    raise ElfReadError(msg)
+
+
+def _workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def _read_all(
+    archive: Archive, files: Sequence[ZipEntry], budget: Budget, device_sections: Sequence[str]
+) -> dict[ZipEntry, _Read]:
+    """Every member streamed once: the large ones a few at a time in worker threads, largest
+    first, while this thread reads the small ones."""
+    # Imported here: concurrent.futures pulls in logging, a cost every `verify` start would pay.
+    from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+    def read(entry: ZipEntry) -> _Read:
+        text = entry.name in texts
+        return _read_member(archive, entry, budget, device_sections, text=text)
+
+    texts = {e.name for e in files if dist_info_leaf(e.name) in TEXT_LEAVES}
+
+    large = iter(sorted((e for e in files if e.size >= _LARGE), key=lambda e: -e.size))
+    results: dict[ZipEntry, _Read] = {}
+    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+        pending = deque((e, pool.submit(read, e)) for e in itertools.islice(large, 2 * _workers()))
+        try:
+            for entry in files:
+                if entry.size < _LARGE:
+                    results[entry] = read(entry)
+            while pending:
+                entry, future = pending.popleft()
+                results[entry] = future.result()
+                following = next(large, None)
+                if following is not None:
+                    pending.append((following, pool.submit(read, following)))
+        finally:
+            for _, future in pending:
+                future.cancel()
+    return results
+
+
+def _budget(files: Sequence[ZipEntry], size: int) -> Budget:
+    """The inflation budget of a wheel of `size` bytes, which its members' declared sizes must fit."""
+    budget = Budget(budget_for(size))
+    declared = sum(e.size for e in files)
+    if declared > budget.limit:
+        msg = f"its members declare {declared} bytes unpacked, more than the {budget.limit} allowed "
+        msg += f"for a wheel of {size} bytes"
+        raise ZipError(msg)
+    for entry in files:
+        if dist_info_leaf(entry.name) in TEXT_LEAVES and entry.size > MAX_TEXT_MEMBER:
+            msg = f"{entry.name}: {entry.size} bytes, more than a metadata file may hold"
+            raise ZipError(msg)
+    return budget
+
+
+def read_wheel(path: Path, device_sections: Sequence[str]) -> WheelContents:
+    """The wheel's members (with their sha256), METADATA fields, dist-info texts and ELF files;
+    `VerifyError` naming the member when the wheel cannot be read safely."""
+    distribution, version, tags = parse_name(path)
+    try:
+        with path.open("rb") as fh:
+            archive = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
+            entries = read_directory(archive)
+            files = [e for e in entries if not e.is_dir]
+            results = _read_all(archive, files, _budget(files, archive.size), device_sections)
+    except OSError as exc:
+        msg = f"{path.name}: cannot read the wheel ({exc.strerror})"
+        raise VerifyError(msg) from None
+    except (ZipError, ElfReadError) as exc:
+        msg = f"{path.name}: {exc}"
+        raise VerifyError(msg) from None
+    return _contents(path, archive.size, (distribution, version, tags), entries, results)
+
+
+def _contents(
+    path: Path,
+    size: int,
+    name: tuple[str, str, tuple[str, ...]],
+    entries: Sequence[ZipEntry],
+    results: dict[ZipEntry, _Read],
+) -> WheelContents:
+    files = [e for e in entries if not e.is_dir]
+    members = [
+        Member(
+            e.name, install_path(e.name), e.size, e.unix_mode & 0o7777, results[e].digest, e.is_symlink
+        )
+        for e in files
+    ]
+    texts = {e.name: t for e in files if (t := results[e].text) is not None}
+    metadata: dict[str, str] = {}
+    with contextlib.suppress(WheelReadError):
+        headers = parse_metadata(texts[dist_info_member(texts, "METADATA")])
+        metadata = {k: str(headers[k]) for k in ("Name", "Version") if headers[k] is not None}
+    by_name = {e.name: e for e in files}
+
+    def read(member: str) -> bytes:
+        try:
+            with path.open("rb") as fh:
+                again = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
+                return read_member(again, by_name[member], Budget(MAX_SMALL_READ), most=MAX_SMALL_READ)
+        except (OSError, ZipError) as exc:
+            msg = f"{path.name}: {member}: cannot read it again ({exc})"
+            raise VerifyError(msg) from None
+
+    distribution, version, tags = name
+    return WheelContents(
+        path=path,
+        distribution=distribution,
+        version=version,
+        tags=tags,
+        members=members,
+        elf_files=[info for e in files if (info := results[e].elf) is not None],
+        read=read,
+        metadata=metadata,
+        texts=texts,
+        directories=tuple(e.name for e in entries if e.is_dir),
+        size=size,
+    )

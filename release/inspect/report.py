@@ -1,0 +1,243 @@
+"""The verify report of one wheel: its model, its versioned JSON, the JSON Schema of that JSON
+(generated here, from the registry's rule ids, and committed as `verify.schema.json`) and its
+readable rendering."""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.errors import VerifyError
+from release.inspect.elf import ElfInfo
+from release.inspect.rules import RULE_IDS
+from release.inspect.rules.registry import STATUSES, RuleResult
+from release.wheel.files import file_sha256
+
+SCHEMA_VERSION = 2
+SCHEMA_FILE = Path(__file__).with_name("verify.schema.json")
+_LABEL = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "not-applicable": "n/a"}
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """Everything `release verify` found in one wheel."""
+
+    wheel: Path
+    size: int
+    unpacked_size: int
+    distribution: str
+    version: str
+    tags: tuple[str, ...]
+    platform_tags: tuple[str, ...]
+    variant: str | None
+    matrix: str | None
+    release_mode: bool
+    runtime_bound: tuple[str, ...]
+    elf_files: tuple[ElfInfo, ...]
+    rules: tuple[RuleResult, ...]
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        """sha256 of the wheel file, computed when first asked (the JSON report and publish need
+        it; the readable report does not)."""
+        try:
+            return file_sha256(self.wheel)
+        except OSError as exc:
+            msg = f"{self.wheel}: cannot read the wheel to hash it ({exc.strerror})"
+            raise VerifyError(msg) from None
+
+    @property
+    def ok(self) -> bool:
+        """No rule failed (warnings allowed)."""
+        return not any(r.status == "fail" for r in self.rules)
+
+    @property
+    def releasable(self) -> bool:
+        """No rule failed or warned: the wheel passes `--release` as well."""
+        return not any(r.status in ("fail", "warn") for r in self.rules)
+
+    def rule(self, rule_id: str) -> RuleResult:
+        return next(r for r in self.rules if r.id == rule_id)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "wheel": self.wheel.name,
+            "sha256": self.sha256,
+            "size": self.size,
+            "unpacked_size": self.unpacked_size,
+            "matrix": self.matrix,
+            "variant": self.variant,
+            "distribution": self.distribution,
+            "version": self.version,
+            "tags": list(self.tags),
+            "platform_tags": list(self.platform_tags),
+            "release_mode": self.release_mode,
+            "ok": self.ok,
+            "releasable": self.releasable,
+            "runtime_bound": list(self.runtime_bound),
+            "elf_files": [elf_json(e) for e in self.elf_files],
+            "rules": [r.to_json() for r in self.rules],
+        }
+
+
+def elf_json(info: ElfInfo) -> dict[str, object]:
+    return {
+        "path": info.path,
+        "size": info.size,
+        "machine": info.machine,
+        "executable": info.executable,
+        "needed": list(info.needed),
+        "soname": info.soname,
+        "rpath": list(info.rpath),
+        "runpath": list(info.runpath),
+        "max_glibc": info.max_version("GLIBC"),
+        "max_glibcxx": info.max_version("GLIBCXX"),
+        "max_cxxabi": info.max_version("CXXABI"),
+        "debug_sections": list(info.debug_sections),
+        "device_code_sections": list(info.device_sections),
+        "architectures": list(info.architectures),
+        "padding": info.padding,
+    }
+
+
+# --- the JSON Schema of `to_json` ------------------------------------------------------------------
+
+
+def _strings(description: str | None = None) -> dict[str, object]:
+    return _described({"type": "array", "items": {"type": "string"}}, description)
+
+
+def _nullable(kind: str, description: str) -> dict[str, object]:
+    return {"type": [kind, "null"], "description": description}
+
+
+def _described(schema: dict[str, object], description: str | None) -> dict[str, object]:
+    return {**schema, "description": description} if description else schema
+
+
+def _object(properties: dict[str, dict[str, object]]) -> dict[str, object]:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": list(properties),
+        "properties": properties,
+    }
+
+
+def report_schema() -> dict[str, object]:
+    """The JSON Schema (draft 2020-12) of `VerifyReport.to_json`, with the rule ids of the registry."""
+    count = {"type": "integer", "minimum": 0}
+    elf_file = _object(
+        {
+            "path": {"type": "string", "description": "Member path inside the wheel."},
+            "size": count,
+            "machine": {"type": "string", "description": "The architecture it is built for (x86_64...)."},
+            "executable": {
+                "type": "boolean",
+                "description": "An executable (PT_INTERP or ET_EXEC), not only a shared object.",
+            },
+            "needed": _strings("DT_NEEDED entries, in order."),
+            "soname": _nullable("string", "DT_SONAME."),
+            "rpath": _strings("DT_RPATH entries."),
+            "runpath": _strings("DT_RUNPATH entries."),
+            "max_glibc": _nullable("string", "Newest GLIBC_x.y version required, e.g. '2.34'."),
+            "max_glibcxx": _nullable("string", "Newest GLIBCXX_x.y.z version required."),
+            "max_cxxabi": _nullable("string", "Newest CXXABI_x.y version required."),
+            "debug_sections": _strings("Unstripped .debug_* sections."),
+            "device_code_sections": _strings("Sections named in the backend's device_code_sections."),
+            "architectures": _strings("GPU architectures (gfx942, sm_90) found in those sections."),
+            "padding": {**count, "description": "Bytes in no section or header: alignment padding."},
+        }
+    )
+    rule = _object(
+        {
+            "id": {"enum": list(RULE_IDS)},
+            "status": {"enum": list(STATUSES)},
+            "message": {"type": "string"},
+            "paths": _strings("Wheel members the result is about."),
+        }
+    )
+    report = _object(
+        {
+            "schema_version": {"const": SCHEMA_VERSION},
+            "wheel": {"type": "string", "pattern": r"\.whl$", "description": "The wheel's file name."},
+            "sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+            "size": {**count, "description": "Bytes of the wheel file."},
+            "unpacked_size": {**count, "description": "Bytes of all members, uncompressed."},
+            "matrix": _nullable("string", "The matrix file used, or null."),
+            "variant": _nullable("string", "The matrix variant the wheel was checked against, or null."),
+            "distribution": {"type": "string"},
+            "version": {"type": "string"},
+            "tags": {**_strings("Full tags python-abi-platform from the file name."), "minItems": 1},
+            "platform_tags": {**_strings(), "minItems": 1},
+            "release_mode": {"type": "boolean", "description": "Checked with --release."},
+            "ok": {"type": "boolean", "description": "No rule failed."},
+            "releasable": {"type": "boolean", "description": "No rule failed or warned."},
+            "runtime_bound": _strings("NEEDED libraries matching the runtime excludes: bound at load time."),
+            "elf_files": {"type": "array", "items": {"$ref": "#/$defs/elf_file"}},
+            "rules": {
+                "type": "array",
+                "items": {"$ref": "#/$defs/rule"},
+                "minItems": len(RULE_IDS),
+                "maxItems": len(RULE_IDS),
+            },
+        }
+    )
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://example.invalid/gpu-wheel-release/inspect/verify.schema.json",
+        "title": "Verification report of one wheel (python -m release verify --json)",
+        **report,
+        "$defs": {"elf_file": elf_file, "rule": rule},
+    }
+
+
+def schema_text() -> str:
+    """The schema as committed in `SCHEMA_FILE`."""
+    return json.dumps(report_schema(), indent=2) + "\n"
+
+
+def write_schema() -> bool:
+    """Write `SCHEMA_FILE` from `report_schema()`; whether it changed."""
+    text = schema_text()
+    if SCHEMA_FILE.is_file() and SCHEMA_FILE.read_text(encoding="utf-8") == text:
+        return False
+    SCHEMA_FILE.write_text(text, encoding="utf-8")
+    return True
+
+
+# --- the readable report ------------------------------------------------------------------------
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
+
+
+def render_report(report: VerifyReport) -> str:
+    """The readable report: a header, then one line per rule."""
+    variant = report.variant or "-"
+    lines = [
+        report.wheel.name,
+        f"  variant {variant}  tags {', '.join(report.tags)}  size {_size(report.size)} "
+        f"({_size(report.unpacked_size)} unpacked, {len(report.elf_files)} ELF files)",
+        f"  runtime bound: {', '.join(report.runtime_bound) or 'none'}",
+    ]
+    width = max(len(r) for r in RULE_IDS)
+    lines.extend(f"  {_LABEL[r.status]:<4}  {r.id:<{width}}  {r.message}" for r in report.rules)
+    if not report.ok:
+        failed = [r.id for r in report.rules if r.status == "fail"]
+        verdict = f"FAILED ({', '.join(failed)})"
+    elif not report.releasable:
+        verdict = "ok, not releasable (see WARN)"
+    else:
+        verdict = "ok, releasable"
+    lines.append(f"  result: {verdict}")
+    return "\n".join(lines)

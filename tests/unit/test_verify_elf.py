@@ -1,0 +1,145 @@
+"""The ELF layer (`release.inspect.elf`, `elfformat`, `devicecode`) on images built in memory."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from release.inspect.devicecode import NV_MAGIC, DeviceScanner
+from release.inspect.elf import ElfReadError, inspect_elf, tables_needed
+from release.inspect.elfformat import Image, MissingRange
+from tests.hostile.builders import (
+    EM_386,
+    EM_AARCH64,
+    EM_PPC64,
+    SHT_PROGBITS,
+    ElfImage,
+    Section,
+    elf_bytes,
+)
+
+
+def test_facts_of_a_shared_library() -> None:
+    info = inspect_elf(
+        "lib/libx.so",
+        elf_bytes(
+            needed=("libc.so.6", "libamdhip64.so.6"),
+            soname="libx.so.1",
+            runpath="$ORIGIN:$ORIGIN/../lib",
+            verneed=(("libc.so.6", ("GLIBC_2.2.5", "GLIBC_2.34")),),
+        ),
+    )
+    assert info.needed == ("libc.so.6", "libamdhip64.so.6")
+    assert info.soname == "libx.so.1"
+    assert info.runpath == ("$ORIGIN", "$ORIGIN/../lib") and info.rpath == ()
+    assert info.max_version("GLIBC") == "2.34"
+    assert (info.machine, info.executable, info.debug_sections) == ("x86_64", False, ())
+    assert info.padding < 64
+
+
+@pytest.mark.parametrize(
+    ("options", "machine"),
+    [
+        ({"machine": EM_386, "elfclass": 32}, "i686"),
+        ({"machine": EM_AARCH64}, "aarch64"),
+        ({"machine": EM_PPC64, "big_endian": True}, "ppc64"),
+        ({"machine": EM_PPC64}, "ppc64le"),
+    ],
+)
+def test_the_machine_as_tags_spell_it(options: dict[str, object], machine: str) -> None:
+    assert inspect_elf("x.so", elf_bytes(**options)).machine == machine
+
+
+def test_an_executable_and_debug_sections() -> None:
+    image = elf_bytes(interp=b"/lib64/ld-linux-x86-64.so.2\0",
+                      extra_sections=[Section(".debug_info", SHT_PROGBITS, b"\1" * 64)])
+    info = inspect_elf("bin/tool", image)
+    assert info.executable and info.debug_sections == (".debug_info",)
+
+
+def test_a_renamed_copy_keeps_its_code_identity() -> None:
+    one = inspect_elf("a.so", elf_bytes(soname="liba.so.1"))
+    other = inspect_elf("b.so", elf_bytes(soname="libb-0a1b2c3d.so.1"))
+    different = inspect_elf("c.so", elf_bytes(text=b"\x90" * 64))
+    assert one.code_sha256 == other.code_sha256 != different.code_sha256
+
+
+def _patched(change: object) -> bytes:
+    elf = ElfImage()
+    elf.build()
+    change(elf)  # type: ignore[operator]
+    return bytes(elf.image)
+
+
+MALFORMED = {
+    "version chain that loops": (
+        lambda e: (e.pack("HH", e.section_offset[".gnu.version_r"], 1, 65535),
+                   e.set_shdr(".gnu.version_r", "sh_info", 65535)),
+        "version-needed",
+    ),
+    "section names outside .shstrtab": (lambda e: e.set_shdr(".text", "sh_name", 0xFFFFFF00), "section name"),
+    "e_shstrndx past the sections": (lambda e: e.set_ehdr("e_shstrndx", 4000), "e_shstrndx=4000"),
+    "program headers past the end": (lambda e: e.set_ehdr("e_phoff", 0xFFFFFFFF), "program headers"),
+    "NEEDED outside the string table": (
+        lambda e: e.pack("Q", e.section_offset[".dynamic"] + 8, 0xFFFFFFF0), "dynamic tag 1"
+    ),
+    "a section past the end of the file": (
+        lambda e: e.set_shdr(".text", "sh_offset", 1 << 40), "runs past the end of the file"
+    ),
+    "EI_CLASS 7": (lambda e: e.image.__setitem__(4, 7), "EI_CLASS=07"),
+}
+
+
+@pytest.mark.parametrize(("change", "says"), list(MALFORMED.values()), ids=list(MALFORMED))
+def test_a_malformed_file_is_one_error(change: object, says: str) -> None:
+    with pytest.raises(ElfReadError, match=says) as error:
+        inspect_elf("hostile.so", _patched(change))
+    assert str(error.value).startswith("hostile.so: not a readable ELF file (")
+
+
+def test_a_dynamic_section_without_dt_null() -> None:
+    with pytest.raises(ElfReadError, match="no DT_NULL"):
+        inspect_elf("x.so", elf_bytes(dynamic_null=False))
+
+
+def test_tables_needed_name_what_the_kept_pieces_lack() -> None:
+    data = elf_bytes()
+    header_and_tail = Image(len(data), [(0, data[:64 + 2 * 56]), (len(data) - 400, data[-400:])])
+    with pytest.raises(MissingRange):
+        header_and_tail.read(200, 8)
+    wanted = tables_needed("x.so", Image.whole(data))
+    assert wanted and all(0 < lo < hi <= len(data) for lo, hi in wanted)
+
+
+def _fat_binary(*archs: int) -> bytes:
+    entries = b"".join(
+        struct.pack("<HHIQ", 2, 0x101, 64, 100) + bytes(12) + struct.pack("<I", a) + bytes(32) + b"\xee" * 100
+        for a in archs
+    )
+    return NV_MAGIC + struct.pack("<Q", len(entries)) + entries
+
+
+def _bundle(*targets: str) -> bytes:
+    ids = [t.encode() for t in targets]
+    body = b"".join(struct.pack("<QQQ", 4096, 0, len(i)) + i for i in ids)
+    return b"__CLANG_OFFLOAD_BUNDLE__" + struct.pack("<Q", len(ids)) + body
+
+
+def test_device_code_containers_by_their_headers() -> None:
+    blob = b"\0" * 100 + _fat_binary(90, 80, 100) + b"\0" * 50 + _bundle("hipv4-amdgcn-amd-amdhsa--gfx942")
+    for step in (1 << 20, 97, 5):  # one piece; pieces cutting headers and magics
+        scanner = DeviceScanner(len(blob))
+        for at in range(0, len(blob), step):
+            scanner.feed(at, blob[at : at + step])
+        assert scanner.architectures([(0, len(blob))]) == ("gfx942", "sm_100", "sm_80", "sm_90")
+        assert scanner.architectures([(0, 100)]) == ()
+
+
+def test_a_payload_that_looks_like_a_container_is_not_read_inside_one() -> None:
+    inner = _fat_binary(70)
+    outer = NV_MAGIC + struct.pack("<Q", 64 + len(inner)) + struct.pack("<HHIQ", 2, 0x101, 64, len(inner))
+    outer += bytes(12) + struct.pack("<I", 90) + bytes(32) + inner
+    scanner = DeviceScanner(len(outer))
+    scanner.feed(0, outer)
+    assert scanner.architectures([(0, len(outer))]) == ("sm_90",)
