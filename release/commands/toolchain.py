@@ -22,7 +22,8 @@ from release import table
 from release.build.interpreters import find_interpreter
 from release.build.toolchain import find_toolchain, install_hint, toolkit_scripts
 from release.config.backends import load_backends
-from release.config.matrix import SUPPORTED_PYTHONS, LoadedMatrix
+from release.config.checks import SUPPORTED_PYTHONS
+from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends
 from release.errors import ReleaseError, ToolchainError, UsageError
 

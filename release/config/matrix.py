@@ -6,21 +6,16 @@ generated from them (`python -m release schema`), and a test fails when the two 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
-
-from release.config import globs
 from release.config.backends import Backend, load_backends
+from release.config.checks import MAX_MATRIX_BYTES, check
 from release.config.dataschema import (
     DocumentReader,
     compose,
-    dotted,
     json_schema,
     printable,
     read_file,
@@ -29,30 +24,10 @@ from release.config.dataschema import (
 )
 from release.config.resources import toolkit_backends
 from release.errors import MatrixError, Problem, UsageError
-from release.wheel.names import FLOOR
 
 SCHEMA_FILE = Path(__file__).with_name("matrix.schema.json")
 SCHEMA_ID = "https://example.invalid/gpu-wheel-release/config/matrix.schema.json"
-SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 SCHEMA_VERSION = 1
-_IDENTIFIER_RULE = "(letters, digits and _, not starting with a digit)"
-
-MAX_MATRIX_BYTES = 1 << 20
-"""A matrix file larger than this is refused before it is read (the real one is a few KiB)."""
-MAX_GLOB = 255
-"""The longest soname glob: a file name is at most 255 bytes."""
-
-_PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
-# Names that reach a shell-like parser (cibuildwheel's bashlex `environment`, shlex-split
-# config-settings, `-DNAME=VALUE`, a workflow's word splitting) are held to these; values are
-# quoted where they are rendered.
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_SETTING_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
-_TOOLKIT = re.compile(r"^[0-9]+(\.[0-9A-Za-z]+)*$")
-_URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
-
-
 @dataclass(frozen=True, kw_only=True)
 class Prebuild:
     """Compile the engine's core once per variant with CMake and install it to a prefix that
@@ -316,7 +291,7 @@ def loads(
     if reader.problems:
         raise MatrixError(reader.problems)
     backends = load_backends(backends_dir or default_backends_dir(path))
-    problems = _check(matrix, backends, reader.lines, display)
+    problems = check(matrix, backends, reader.lines, display)
     if problems:
         raise MatrixError(problems)
     return LoadedMatrix(matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines)
@@ -328,221 +303,3 @@ def default_backends_dir(matrix_path: Path) -> Path:
     if local.is_dir():
         return local
     return toolkit_backends()
-
-
-def _check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], file: str) -> list[Problem]:
-    problems: list[Problem] = []
-
-    def add(key: str, message: str) -> None:
-        line = lines.get(key)
-        parent = key
-        while line is None and "." in parent:
-            parent = parent.rsplit(".", 1)[0]
-            line = lines.get(parent)
-        problems.append(Problem(file, line, printable(key), printable(message)))
-
-    def names(key: str, mapping: Mapping[str, str], pattern: re.Pattern[str], what: str) -> None:
-        for name in mapping:
-            if not pattern.match(name):
-                add(dotted(key, name), f"{name!r} is not {what}")
-
-    if not m.python:
-        add("python", "list at least one Python version")
-    seen_py: set[str] = set()
-    for i, py in enumerate(m.python):
-        if py not in SUPPORTED_PYTHONS:
-            add(f"python[{i}]", f"{py!r} is not supported (supported: {', '.join(SUPPORTED_PYTHONS)})")
-        if py in seen_py:
-            add(f"python[{i}]", f"{py!r} is listed twice")
-        seen_py.add(py)
-
-    if not FLOOR.match(m.platform.floor):
-        add("platform.floor", f"{m.platform.floor!r} is not a platform tag like manylinux_2_28_x86_64")
-
-    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", m.engine.import_name):
-        add("engine.import_name", f"{m.engine.import_name!r} is not a Python identifier")
-    try:
-        Version(m.engine.version)
-    except InvalidVersion:
-        add("engine.version", f"{m.engine.version!r} is not a PEP 440 version")
-
-    abi_keys = [("engine.stable_abi", m.engine.stable_abi)] + [
-        (f"variants.{n}.stable_abi", v.stable_abi) for n, v in m.variants.items()
-    ]
-    for abi_key, abi in abi_keys:
-        if abi is not None and abi != "off" and abi not in m.python:
-            add(abi_key, f"{abi!r} must be one of the matrix's Pythons ({', '.join(m.python)}) or 'off'")
-        if abi_key == "engine.stable_abi" and abi == "off":
-            add(abi_key, "leave it out to build a wheel per Python ('off' is for variants)")
-    if m.engine.prebuild is not None:
-        source = Path(m.engine.source) / m.engine.prebuild.cmake_source
-        if (
-            Path(m.engine.prebuild.cmake_source).is_absolute()
-            or ".." in Path(m.engine.prebuild.cmake_source).parts
-        ):
-            add(
-                "engine.prebuild.cmake_source",
-                f"{m.engine.prebuild.cmake_source!r} must be a directory inside "
-                f"engine.source (it is staged with the project): got {source}",
-            )
-        if not _IDENTIFIER.match(m.engine.prebuild.prefix_define):
-            add(
-                "engine.prebuild.prefix_define",
-                f"{m.engine.prebuild.prefix_define!r} is not a CMake variable name {_IDENTIFIER_RULE}",
-            )
-    for i, script in enumerate(m.engine.scripts):
-        if not _SCRIPT_NAME.match(script):
-            add(
-                f"engine.scripts[{i}]",
-                f"{script!r} is not a console script name (letters, digits, _ . + -, not first . + -)",
-            )
-    for i, command in enumerate(m.engine.smoke.commands):
-        if not command or not command[0]:
-            add(f"engine.smoke.commands[{i}]", "an empty command: give the program, then its arguments")
-    for i, own in enumerate(m.engine.own_libraries):
-        if len(own) > MAX_GLOB:
-            add(f"engine.own_libraries[{i}]", f"longer than {MAX_GLOB} characters: no soname is")
-    if not m.publish.tag_pattern.strip():
-        add("publish.tag_pattern", "empty: no tag could ever publish (use e.g. 'v*')")
-    for name in ("repository", "prerelease_repository"):
-        url = getattr(m.publish, name)
-        if url is not None and not _URL.match(url):
-            add(f"publish.{name}", f"{url!r} is not an http(s) URL")
-
-    if not m.variants:
-        add("variants", "define at least one variant")
-    owners: dict[str, str] = {}
-    majors: dict[tuple[str, str], str] = {}
-    # The declared globs, and the import name's own `lib<name>*` in any case.
-    declared = [o for o in m.engine.own_libraries if len(o) <= MAX_GLOB]
-    own_libraries = tuple(dict.fromkeys([*declared, f"lib{m.engine.import_name}*"]))
-    for name, v in m.variants.items():
-        key = dotted("variants", name)
-        if not re.match(r"^[a-z][a-z0-9]*$", name):
-            add(key, f"variant name {name!r} must be lowercase letters and digits (it names sessions)")
-        if v.backend not in backends:
-            add(
-                f"{key}.backend",
-                f"unknown backend {v.backend!r}{suggest(v.backend, list(backends))} "
-                f"(known: {', '.join(sorted(backends))}; "
-                f"add packaging/backends/{v.backend}.json to teach a new one)",
-            )
-        if not _PEP508_NAME.match(v.distribution):
-            add(f"{key}.distribution", f"{v.distribution!r} is not a valid distribution name (PEP 508)")
-        else:
-            canon = canonicalize_name(v.distribution)
-            if canon in owners:
-                add(
-                    f"{key}.distribution",
-                    f"{v.distribution!r} is already the distribution of variant "
-                    f"{owners[canon]!r}: each variant needs its own name",
-                )
-            owners[canon] = name
-        if v.toolkit is not None and not _TOOLKIT.match(v.toolkit):
-            add(f"{key}.toolkit", f"{v.toolkit!r} is not a toolkit version like '6.4' or '13.0'")
-        names(f"{key}.env", v.env, _IDENTIFIER, f"an environment variable name {_IDENTIFIER_RULE}")
-        cmake_name = f"a CMake variable name {_IDENTIFIER_RULE}"
-        names(f"{key}.cmake_defines", v.cmake_defines, _IDENTIFIER, cmake_name)
-        names(
-            f"{key}.config_settings",
-            v.config_settings,
-            _SETTING_KEY,
-            "a config-settings key (letters, digits, _ . and -, not starting with . or -)",
-        )
-        for i, pattern in enumerate(v.exclude):
-            if len(pattern) > MAX_GLOB:
-                add(f"{key}.exclude[{i}]", f"longer than {MAX_GLOB} characters: no soname is")
-                continue
-            overlaps = ((own, globs.common_match(pattern, own)) for own in own_libraries)
-            for own, example in overlaps:
-                if example is None:
-                    continue
-                add(
-                    f"{key}.exclude[{i}]",
-                    f"{pattern!r} would also exclude the engine's own library {own!r} "
-                    f"(engine.own_libraries; both match {example!r}): name the runtime's soname instead",
-                )
-                break
-            if pattern.startswith("libpython"):
-                add(f"{key}.exclude[{i}]", f"{pattern!r} would exclude libpython, which no wheel may vendor")
-        problems.extend(_check_toolkit(name, v, backends, majors, add))
-        if v.device_code and not v.architectures:
-            add(f"{key}.architectures", "device_code is true: list the architectures it carries")
-        for i, image in enumerate(v.images):
-            if image not in m.images:
-                add(
-                    f"{key}.images[{i}]",
-                    f"image {image!r} is not defined under images{suggest(image, list(m.images))}",
-                )
-        for i, tier in enumerate(v.hardware):
-            if tier not in m.hardware:
-                add(
-                    f"{key}.hardware[{i}]",
-                    f"hardware tier {tier!r} is not defined under hardware{suggest(tier, list(m.hardware))}",
-                )
-
-    for name, img in m.images.items():
-        key = dotted("images", name)
-        if img.container is None and img.simulate is None:
-            add(key, "give a container reference, a simulation, or both")
-        sim = img.simulate
-        if sim is not None and sim.runtime == "prefix" and not sim.prefix:
-            add(
-                f"{key}.simulate.prefix",
-                "runtime: prefix needs the library directory (e.g. /opt/rocm-6.4.1/lib)",
-            )
-        if sim is not None and sim.prefix and not sim.prefix.startswith("/"):
-            add(f"{key}.simulate.prefix", f"{sim.prefix!r} must be an absolute path")
-        for i, py in enumerate(img.python):
-            if py not in SUPPORTED_PYTHONS:
-                add(
-                    f"{key}.python[{i}]",
-                    f"{py!r} is not supported (supported: {', '.join(SUPPORTED_PYTHONS)})",
-                )
-
-    for name, hw in m.hardware.items():
-        key = dotted("hardware", name)
-        if not hw.runner:
-            add(f"{key}.runner", "list the runner labels (e.g. [self-hosted, linux, mi300x])")
-        if hw.nodes not in (1, 2):
-            add(f"{key}.nodes", "1 (one runner) or 2 (prefill and decode on two runners)")
-
-    p = m.publish
-    if p.prerelease == "separate-index" and not p.prerelease_repository:
-        add("publish.prerelease_repository", "prerelease: separate-index needs a repository URL")
-    return problems
-
-
-def _check_toolkit(
-    name: str,
-    v: Variant,
-    backends: Mapping[str, Backend],
-    majors: dict[tuple[str, str], str],
-    add: Callable[[str, str], None],
-) -> list[Problem]:
-    """The declared toolkit's runtime must be known, and each runtime major has one variant."""
-    known = backends[v.backend].runtime_sonames if v.backend in backends else {}
-    if v.toolkit is None or not known:
-        return []
-    key = f"variants.{name}.toolkit"
-    major = v.toolkit.split(".", 1)[0]
-    if major not in known:
-        majors_known = ", ".join(sorted(known, key=lambda k: (len(k), k)))
-        add(
-            key,
-            f"{v.backend} {v.toolkit}: the backend data knows the runtime of majors {majors_known} only "
-            f"(runtime_sonames in packaging/backends/{v.backend}.json)",
-        )
-    elif (v.backend, major) in majors:
-        add(
-            key,
-            f"variant {majors[(v.backend, major)]!r} already binds {v.backend} {major}: one variant per "
-            f"runtime major (a second major is a second variant, e.g. {v.backend}{major})",
-        )
-    majors.setdefault((v.backend, major), name)
-    return []
-
-
-def _globs_overlap(a: str, b: str) -> bool:
-    """Whether some name is matched by both soname globs (`libfoo*` and `*.so*` are: libfoo.so)."""
-    return globs.common_match(a, b) is not None

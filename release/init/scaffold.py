@@ -22,8 +22,9 @@ from pathlib import Path
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from release.config.backends import Backend
+from release.config.checks import SUPPORTED_PYTHONS
 from release.config.dataschema import suggest
-from release.config.matrix import SUPPORTED_PYTHONS, Publish
+from release.config.matrix import Publish
 from release.errors import UsageError
 from release.init.repository import SCHEMA_PATH
 from release.init.scan import LOADER_GLOBS, Project, WheelFacts, cmake_value, option_backend

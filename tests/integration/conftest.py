@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from release.commands.toolchain import interpreter
-from release.config.matrix import SUPPORTED_PYTHONS
+from release.config.checks import SUPPORTED_PYTHONS
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_FLOOR = "manylinux_2_34_x86_64"  # what a Debian 12 host build can honestly claim

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from release import cli
 from release.build import cibw
-from release.config import dataschema, globs, matrix
+from release.config import checks, dataschema, globs, matrix
 from release.errors import MatrixError
 from release.plan.steps import make_plan
 
@@ -410,7 +410,9 @@ CASES = [
         under("  rocm-ld-library-path:", "prefix: /opt/rocm/lib, ", "prefix: rocm/lib, "),
         ("  rocm-ld-library-path:", "    simulate:"), "images.rocm-ld-library-path.simulate.prefix",
         "'rocm/lib' must be an absolute path"),
-    bad("simulate-via-unknown", sub("via: LD_LIBRARY_PATH}\n  rocm-absent", "via: ldconfig}\n  rocm-absent"),
+    bad("simulate-via-unknown",
+        sub("LD_LIBRARY_PATH}\n    debian: {suite: sid, packages: [libamdhip64-6]}\n  rocm-absent",
+            "ldconfig}\n    debian: {suite: sid, packages: [libamdhip64-6]}\n  rocm-absent"),
         ("  rocm-ld-library-path:", "    simulate:"), "images.rocm-ld-library-path.simulate.via",
         "'ldconfig' is not one of 'ld.so.conf.d', 'LD_LIBRARY_PATH'"),
     bad("simulate-rootfs-unknown", sub("rootfs: debootstrap-minbase", "rootfs: alpine"),
@@ -436,7 +438,7 @@ CASES = [
     bad("unclosed-quote", sub('version: "0.1.0"', 'version: "0.1.0'),
         "  own_libraries:", "", "invalid YAML: did not find expected key"),
     bad("unclosed-flow-mapping", sub("simulate: {runtime: system}", "simulate: {runtime: system"),
-        "  rocm-opt-prefix:", "", "invalid YAML: did not find expected ',' or '}'"),
+        ("  rocm-distro:", "    debian:"), "", "invalid YAML: did not find expected ',' or '}'"),
     bad("undefined-alias", sub("images: [clean-minbase]", "images: *nowhere"),
         ("  cpu:", "    images:"), "", "invalid YAML: found undefined alias"),
     bad("nul-in-text", sub("  floor: manylinux", "  floor: \0manylinux"),
@@ -681,8 +683,8 @@ def test_an_alias_bomb_stops_at_the_value_budget(tmp_path: Path) -> None:
     ],
 )
 def test_globs_overlap(a: str, b: str, common: bool) -> None:
-    assert matrix._globs_overlap(a, b) is common
-    assert matrix._globs_overlap(b, a) is common
+    assert checks._globs_overlap(a, b) is common
+    assert checks._globs_overlap(b, a) is common
     name = globs.common_match(a, b)
     if common:
         assert name is not None and fnmatch.fnmatchcase(name, a) and fnmatch.fnmatchcase(name, b)

@@ -277,6 +277,6 @@ def test_the_fuzzer_sees_a_crash(fuzzer: Fuzzer, monkeypatch: pytest.MonkeyPatch
     def crash(*args: object) -> None:
         raise KeyError("boom")
 
-    monkeypatch.setattr(matrix, "_check", crash)
+    monkeypatch.setattr(matrix, "check", crash)
     with pytest.raises(KeyError):
         fuzzer.check(REAL_TEXT)

@@ -42,6 +42,7 @@ variants:
   rocm:
     distribution: xfer-engine-rocm
     backend: rocm
+    toolkit: "5.2"
     exclude: ["libamdhip64.so*", "libhsa-runtime64.so*"]
     architectures: [gfx942, gfx950]
     device_code: false
