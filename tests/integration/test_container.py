@@ -80,6 +80,8 @@ def test_container_build_binds_the_declared_rocm(container_wheels: Path) -> None
 def test_smoke_runs_in_real_containers_for_each_layout(container_wheels: Path) -> None:
     proc = toolkit(
         "smoke", "--variant", "rocm", "--python", "3.12", "--wheelhouse", str(container_wheels),
+        "--image", "rocm-distro", "--image", "rocm-opt-prefix", "--image", "rocm-ld-library-path",
+        "--image", "rocm-absent",
         "--json", timeout=3000,
     )  # fmt: skip
     results = json.loads(proc.stdout)["results"]
