@@ -155,15 +155,17 @@ def reuse_or_build(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: 
             cache="up to date",
         )
     remove_previous_wheels(wheelhouse, {step.python_tag})
-    result = build_one(ctx, step, wheelhouse, index)
+    result = build_one(ctx, step, wheelhouse, index, exe)
     remember(stamp, key, result.wheel)
     return result
 
 
-def build_one(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) -> WheelResult:
+def build_one(
+    ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str, exe: Path
+) -> WheelResult:
+    """Build, repair and verify one wheel with the builder interpreter `exe`."""
     started = time.monotonic()
     variant = step.variant
-    exe = builder_python(step.python, ctx.staged, ctx.work.parent / "venvs", ctx.env)
     dist = ctx.work / "dist" / step.python_tag
     shutil.rmtree(dist, ignore_errors=True)
     log = ctx.work / "logs" / f"{step.identifier}.log"
@@ -269,7 +271,7 @@ def build_variant(
     errors: list[ReleaseError] = []
     with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(steps)))) as pool:
         futures = [
-            pool.submit(build_one, ctx, step, wheelhouse, f"[{i}/{len(steps)}]")
+            pool.submit(reuse_or_build, ctx, step, wheelhouse, f"[{i}/{len(steps)}]")
             for i, step in enumerate(steps, 1)
         ]
         for future in futures:
@@ -313,8 +315,10 @@ def summary(results: list[WheelResult]) -> str:
             r.platform,
             ", ".join(r.runtime_bound) or "-",
             r.verify_summary,
+            r.cache,
             f"{r.seconds:.1f}",
         )
         for r in results
     ]
-    return table.render(("wheel", "size", "tag", "runtime bound", "verify", "seconds"), rows)
+    headers = ("wheel", "size", "tag", "runtime bound", "verify", "ccache hits", "seconds")
+    return table.render(headers, rows)
