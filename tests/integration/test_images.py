@@ -117,7 +117,7 @@ def test_prefix_layout_through_ld_so_conf_d(
     box = _sandbox(tmp_path, "opt", sim, runtime)
     result = box.run([str(hip_program)])
     assert result.returncode == 0, result.output
-    assert result.stdout.strip() == "/opt/rocm-6.4.3/lib/libamdhip64.so.5.2.21153"
+    assert result.stdout.strip() == "/opt/rocm-6.4.1/lib/libamdhip64.so.5.2.21153"
     listing = box.run(["sh", "-c", f"ls {LIBDIR} | grep -c -e amdhip64 -e hsa-runtime64 -e hsakmt || true"])
     assert listing.stdout.strip() == "0", "the distribution directory still holds the runtime"
     conf = box.run(["cat", "/etc/ld.so.conf.d/zz-release-simulated-runtime.conf"])

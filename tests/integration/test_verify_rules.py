@@ -48,6 +48,7 @@ variants:
   rocm:
     distribution: xfer-engine-rocm
     backend: rocm
+    toolkit: "5.2"
     exclude: ["libamdhip64.so*", "libhsa-runtime64.so*"]
     architectures: [gfx942, gfx950]
     device_code: false
@@ -113,6 +114,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     for name, text in SOURCES.items():
         (d / name).write_text(text)
     hip = _gcc(d / "libamdhip64.so.5", d / "hip_standin.c", "-Wl,-soname,libamdhip64.so.5")
+    _gcc(d / "libamdhip64.so.6", d / "hip_standin.c", "-Wl,-soname,libamdhip64.so.6")
     _gcc(
         d / "libundeclared_standin.so.1", d / "undeclared_standin.c", "-Wl,-soname,libundeclared_standin.so.1"
     )
@@ -125,6 +127,13 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
             d / "ext_rocm.c",
             *link,
             "-l:libamdhip64.so.5",
+            "-Wl,-rpath,$ORIGIN/../xfer_engine_rocm.libs",
+        ),
+        "ext_rocm6": _gcc(
+            d / "_xfer_rocm6.so",
+            d / "ext_rocm.c",
+            *link,
+            "-l:libamdhip64.so.6",
             "-Wl,-rpath,$ORIGIN/../xfer_engine_rocm.libs",
         ),
         "ext_plain": _gcc(d / "_xfer_plain.so", d / "ext_plain.c"),
@@ -270,6 +279,8 @@ CASES = [
         "fail",
         paths=(f"{LIBS}/libamdhip64-0a1b2c3d.so.5",),
     ),
+    # The matrix declares ROCm 5.2: an extension built against HIP 6 fails to import there.
+    Case("extension binds another toolkit's runtime", _add("ext_rocm6", EXT), "runtime-abi", "fail"),
     Case("extension without the runtime NEEDED", _add("ext_plain", EXT), "missing-runtime-needed", "fail"),
     Case(
         "same library under two names",
