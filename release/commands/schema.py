@@ -1,35 +1,58 @@
-"""`release schema`: print the JSON Schemas generated from the models, or check the committed ones."""
+"""`release schema`: print the JSON Schemas generated from the models (the matrix's, or with
+`--verify-report` the verify report's), or check or rewrite the committed ones (both)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from release.config import matrix as matrix_mod
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError
+from release.inspect import report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--check", action="store_true", help="fail if the committed schema drifted")
-    parser.add_argument("--write", action="store_true", help="rewrite the committed schema")
+    parser.add_argument(
+        "--verify-report", action="store_true", help="print the verify report's schema, not the matrix's"
+    )
+    parser.add_argument("--check", action="store_true", help="fail if a committed schema drifted")
+    parser.add_argument("--write", action="store_true", help="rewrite the committed schemas")
+
+
+def _committed() -> list[tuple[Path, str, str]]:
+    """(file, generated text, the model it comes from) for each committed schema."""
+    return [
+        (
+            matrix_mod.SCHEMA_FILE,
+            json.dumps(matrix_mod.schema(), indent=2) + "\n",
+            "release/config/matrix.py",
+        ),
+        (report.SCHEMA_FILE, report.schema_text(), "release/inspect/report.py and the rules"),
+    ]
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     del loaded
-    text = json.dumps(matrix_mod.schema(), indent=2) + "\n"
-    target = matrix_mod.SCHEMA_FILE
+    schemas = _committed()
     if args.write:
-        target.write_text(text, encoding="utf-8")
-        print(f"wrote {target}")
+        for target, text, _source in schemas:
+            current = target.read_text(encoding="utf-8") if target.exists() else None
+            if current != text:
+                target.write_text(text, encoding="utf-8")
+            print(f"{'wrote' if current != text else 'unchanged'} {target}")
         return 0
     if args.check:
-        current = target.read_text(encoding="utf-8") if target.exists() else ""
-        if current != text:
-            msg = f"{target} is out of date with release/config/matrix.py: run `release schema --write`"
-            raise ReleaseError(msg)
-        print(f"{target.name} is up to date")
+        stale = [
+            f"{target} is out of date with {source}"
+            for target, text, source in schemas
+            if (target.read_text(encoding="utf-8") if target.exists() else "") != text
+        ]
+        if stale:
+            raise ReleaseError("; ".join(stale) + ": run `release schema --write`")
+        print(", ".join(target.name for target, _t, _s in schemas) + " are up to date")
         return 0
-    sys.stdout.write(text)
+    sys.stdout.write(schemas[1][1] if args.verify_report else schemas[0][1])
     return 0

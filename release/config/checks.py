@@ -81,6 +81,12 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
     except InvalidVersion:
         add("engine.version", f"{m.engine.version!r} is not a PEP 440 version")
 
+    limits = [("publish.size_limit", m.publish.size_limit)] + [
+        (f"variants.{n}.size_limit", v.size_limit) for n, v in m.variants.items() if v.size_limit is not None
+    ]
+    for limit_key, limit in limits:
+        if limit <= 0:
+            add(limit_key, f"{limit} is not a size: give the bytes the index takes a file (PyPI: 104857600)")
     abi_keys = [("engine.stable_abi", m.engine.stable_abi)] + [
         (f"variants.{n}.stable_abi", v.stable_abi) for n, v in m.variants.items()
     ]

@@ -147,6 +147,11 @@ class Variant:
     stable_abi: str | None = spec(
         "Overrides `engine.stable_abi` for this variant ('off': a wheel per Python).", default=None
     )
+    size_limit: int | None = spec(
+        "Bytes the index takes per file for this distribution, where it was granted more than "
+        "`publish.size_limit`.",
+        default=None,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -218,6 +223,10 @@ class Publish:
         "Upload URL for pre-releases.", default="https://test.pypi.org/legacy/"
     )
     github_release: bool = spec("Attach the wheels to a GitHub Release.", default=True)
+    size_limit: int = spec(
+        "Bytes the index takes per file (PyPI: 100 MiB unless the project was granted more).",
+        default=100 * 1024 * 1024,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -200,15 +200,6 @@ def schema_text() -> str:
     return json.dumps(report_schema(), indent=2) + "\n"
 
 
-def write_schema() -> bool:
-    """Write `SCHEMA_FILE` from `report_schema()`; whether it changed."""
-    text = schema_text()
-    if SCHEMA_FILE.is_file() and SCHEMA_FILE.read_text(encoding="utf-8") == text:
-        return False
-    SCHEMA_FILE.write_text(text, encoding="utf-8")
-    return True
-
-
 # --- the readable report ------------------------------------------------------------------------
 
 

@@ -162,6 +162,8 @@ class ResolvedVariant:
     stable_abi: str | None
     """Build one abi3 wheel for every Python from this version on (None: a wheel per Python)."""
     tag_pattern: str
+    size_limit: int
+    """Bytes the index takes per file of this distribution (the variant's grant, else publish's)."""
     siblings: tuple[str, ...]
     """The distributions of every variant of the matrix, this one included, in matrix order."""
     matrix_root: Path
@@ -253,6 +255,7 @@ def resolve_variant(
         if (variant.stable_abi or matrix.engine.stable_abi) == "off"
         else (variant.stable_abi or matrix.engine.stable_abi),
         tag_pattern=matrix.publish.tag_pattern,
+        size_limit=variant.size_limit or matrix.publish.size_limit,
         siblings=tuple(v.distribution for v in matrix.variants.values()),
         matrix_root=loaded.root,
     )

@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
-import pytest
+import dataclasses
+from pathlib import Path
 
+import pytest
+import yaml
+
+from release.config import matrix as matrix_mod
+from release.errors import MatrixError
 from release.inspect.rules.package import has_metadata_guard
-from tests.unit.test_rules_good import CORE, SCRIPT, Case, Change, Facts, check_case, elf
+from release.plan.resolve import ResolvedVariant
+from release.plan.steps import make_plan
+from tests.unit.test_rules_good import (
+    CORE,
+    MATRIX,
+    MATRIX_FILE,
+    ROOT,
+    SCRIPT,
+    Case,
+    Change,
+    Facts,
+    apply,
+    check_case,
+    context,
+    elf,
+    good_rocm,
+)
 
 
 def _set(**values: object) -> Change:
@@ -153,21 +175,39 @@ def test_size_limit(case: Case) -> None:
     check_case("size-limit", case)
 
 
-def test_size_limit_reads_a_granted_limit_from_the_variant() -> None:
-    from dataclasses import dataclass
+def _granted_variants(publish_limit: int | None, variant_limit: int | None) -> dict[str, ResolvedVariant]:
+    data = yaml.safe_load(MATRIX)
+    if publish_limit is not None:
+        data["publish"] = {"size_limit": publish_limit}
+    if variant_limit is not None:
+        data["variants"]["rocm"]["size_limit"] = variant_limit
+    loaded = matrix_mod.loads(
+        yaml.safe_dump(data), path=Path(MATRIX_FILE), backends_dir=ROOT / "packaging" / "backends"
+    )
+    return dict(make_plan(loaded).variants)
 
-    from tests.unit.test_rules_good import apply, context, good_rocm
 
+@pytest.mark.parametrize(
+    ("publish_limit", "variant_limit", "status", "says"),
+    [
+        (None, None, "fail", "PyPI's default 100 MiB"),
+        (400 << 20, None, "pass", "400 MiB a file the matrix grants xfer-engine-rocm"),
+        (None, 400 << 20, "pass", "400 MiB a file the matrix grants xfer-engine-rocm"),
+        (400 << 20, 200 << 20, "fail", "200 MiB a file the matrix grants xfer-engine-rocm"),
+    ],
+)
+def test_size_limit_reads_the_matrix_grant(
+    publish_limit: int | None, variant_limit: int | None, status: str, says: str
+) -> None:
     facts = good_rocm()
     facts.size = 300 << 20
-    ctx = context(facts)
-    assert ctx.variant is not None
+    rocm = _granted_variants(publish_limit, variant_limit)["rocm"]
+    ctx = dataclasses.replace(context(facts), variant=rocm)
+    result = apply("size-limit", ctx)
+    assert (result.status, says in result.message) == (status, True), result.message
 
-    @dataclass(frozen=True)
-    class Granted:
-        name: str
-        size_limit: int
 
-    granted = ctx.__class__(**{**ctx.__dict__, "variant": Granted("rocm", 400 << 20)})  # type: ignore[arg-type]
-    result = apply("size-limit", granted)
-    assert result.status == "pass" and "publish.size_limit" in result.message
+@pytest.mark.parametrize("bad", [0, -5])
+def test_size_limit_must_be_positive(bad: int) -> None:
+    with pytest.raises(MatrixError, match="size_limit"):
+        _granted_variants(None, bad)

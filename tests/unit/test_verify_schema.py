@@ -3,6 +3,7 @@ and every registered rule is documented in the README."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -19,8 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_committed_schema_is_the_generated_one() -> None:
     assert report.SCHEMA_FILE == ROOT / "release" / "inspect" / "verify.schema.json"
     assert report.SCHEMA_FILE.read_text(encoding="utf-8") == report.schema_text(), (
-        "release/inspect/verify.schema.json is out of date: regenerate it with "
-        "python -c 'from release.inspect.report import write_schema; write_schema()'"
+        "release/inspect/verify.schema.json is out of date: regenerate it with `release schema --write`"
     )
 
 
@@ -36,6 +36,24 @@ def test_schema_is_valid_and_takes_rule_ids_from_the_registry() -> None:
 def test_a_new_rule_is_caught_as_drift(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(report, "RULE_IDS", (*RULE_IDS, "brand-new-rule"))
     assert report.schema_text() != report.SCHEMA_FILE.read_text(encoding="utf-8")
+
+
+def test_schema_command_checks_and_rewrites_the_report_schema(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from release.cli import main
+
+    stale = tmp_path / "verify.schema.json"
+    stale.write_text("{}\n", encoding="utf-8")
+    monkeypatch.setattr(report, "SCHEMA_FILE", stale)
+    assert main(["schema", "--check"]) == 1
+    assert "verify.schema.json is out of date" in capsys.readouterr().err
+    assert main(["schema", "--write"]) == 0
+    assert stale.read_text(encoding="utf-8") == report.schema_text()
+    assert main(["schema", "--check"]) == 0
+    assert main(["schema", "--verify-report"]) == 0
+    printed = capsys.readouterr().out.split("up to date\n", 1)[1]
+    assert json.loads(printed)["$id"].endswith("verify.schema.json")
 
 
 def test_rule_ids_are_kebab_case_and_unique() -> None:

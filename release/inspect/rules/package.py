@@ -163,9 +163,13 @@ def variant_conflict(ctx: RuleContext) -> Finding:
 def size_limit(ctx: RuleContext) -> Finding:
     """The wheel is larger than the index takes per file."""
     size = ctx.wheel.size
-    granted = getattr(ctx.variant, "size_limit", None) if ctx.variant is not None else None
-    limit = granted or DEFAULT_SIZE_LIMIT
-    which = f"the matrix's publish.size_limit ({limit} bytes)" if granted else "PyPI's default 100 MiB a file"
+    variant = ctx.variant
+    limit = variant.size_limit if variant is not None else DEFAULT_SIZE_LIMIT
+    which = (
+        f"the {limit / 2**20:.0f} MiB a file the matrix grants {variant.distribution}"
+        if variant is not None and limit != DEFAULT_SIZE_LIMIT
+        else "PyPI's default 100 MiB a file"
+    )
     if size <= limit:
         return Finding("pass", f"{size / 1e6:.1f} MB, within {which}")
     if ctx.variant is None:
@@ -174,5 +178,5 @@ def size_limit(ctx: RuleContext) -> Finding:
     return Finding(
         "fail",
         f"{size / 1e6:.1f} MB is over {which}: the index refuses the upload (ask PyPI for a larger limit "
-        "and declare it in the matrix, or make the wheel smaller)",
+        "and declare it as publish.size_limit or the variant's size_limit, or make the wheel smaller)",
     )
