@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from release.errors import VerifyError
 from release.inspect.elf import ElfInfo
 
 
@@ -26,6 +27,12 @@ class Member(NamedTuple):
     """sha256 of the content in RECORD's form (urlsafe base64, no padding)."""
     symlink: bool = False
     """The zip marks it a symbolic link (the content is the link's target)."""
+
+
+def _not_from_a_file(member: str, target: Path) -> None:
+    del target
+    msg = f"{member}: these contents were not read from a wheel file"
+    raise VerifyError(msg)
 
 
 @dataclass
@@ -48,3 +55,6 @@ class WheelContents:
     """Directory entries of the zip (`name/`)."""
     size: int = 0
     """Bytes of the wheel file."""
+    export: Callable[[str, Path], None] = field(default=_not_from_a_file)
+    """Writes a member's bytes to a new file (streamed, within the wheel's inflation budget): for
+    tools that read whole files, such as abi3audit."""

@@ -400,6 +400,16 @@ def _contents(
             msg = f"{path.name}: {member}: cannot read it again ({exc})"
             raise VerifyError(msg) from None
 
+    def export(member: str, target: Path) -> None:
+        try:
+            with path.open("rb") as fh, target.open("xb") as out:
+                again = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
+                for piece in pieces(again, by_name[member], Budget(budget_for(size))):
+                    out.write(piece)
+        except (OSError, ZipError) as exc:
+            msg = f"{path.name}: {member}: cannot read it again ({exc})"
+            raise VerifyError(msg) from None
+
     distribution, version, tags = name
     return WheelContents(
         path=path,
@@ -413,4 +423,5 @@ def _contents(
         texts=texts,
         directories=tuple(e.name for e in entries if e.is_dir),
         size=size,
+        export=export,
     )

@@ -1,0 +1,103 @@
+"""Auditing shared objects against Python's limited API with abi3audit (PyPA).
+
+abi3audit reads whole files, so each shared object of the wheel is first streamed out of it (within
+the wheel's inflation budget, like every other read of an untrusted wheel) into a private scratch
+directory; abi3audit then runs once over all of them, as `python -m abi3audit` with its JSON
+report, in a process of its own under an address-space limit and a deadline.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.errors import ToolchainError, VerifyError
+from release.inspect.contents import WheelContents
+
+DEADLINE = 600
+"""Seconds abi3audit may take over one wheel's shared objects, all together."""
+MEMORY = 4 << 30
+"""Address space abi3audit may use (it parses one file at a time with pyelftools)."""
+
+_LIMITED = (
+    "import resource, runpy, sys\n"
+    "resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))\n"
+    "sys.argv[0] = 'abi3audit'\n"
+    "runpy.run_module('abi3audit', run_name='__main__', alter_sys=True)\n"
+)
+
+
+@dataclass(frozen=True)
+class LimitedApiAudit:
+    """What abi3audit found in one shared object, audited for the limited API of `floor`."""
+
+    path: str
+    outside: tuple[str, ...]
+    """Python C API symbols that are in no version's limited API (`_PyObject_GetDictPtr`)."""
+    newer: tuple[tuple[str, str], ...]
+    """(symbol, version) for limited-API symbols added after the floor (`PyUnicode_AsUTF8`, 3.13)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.outside and not self.newer
+
+
+def audit_limited_api(wheel: WheelContents, paths: Sequence[str], floor: str) -> list[LimitedApiAudit]:
+    """Audit the wheel's shared objects at `paths` for the limited API of `floor` ('3.12')."""
+    if importlib.util.find_spec("abi3audit") is None:
+        msg = "abi3audit is not installed: the stable-abi rule needs it (pip install abi3audit)"
+        raise ToolchainError(msg)
+    with tempfile.TemporaryDirectory(prefix="release-abi3-") as scratch:
+        directory = Path(scratch)
+        # abi3audit takes a file as a shared object by its suffix; the index keeps names apart.
+        copies = {str(directory / f"{index}.abi3.so"): path for index, path in enumerate(paths)}
+        for copy, path in copies.items():
+            wheel.export(path, Path(copy))
+        report = directory / "report.json"
+        argv = [
+            sys.executable,
+            "-c",
+            _LIMITED.format(memory=MEMORY),
+            "--report",
+            "--output",
+            str(report),
+            "--strict",
+            "--assume-minimum-abi3",
+            floor,
+            *copies,
+        ]
+        env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200"}
+        try:
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, check=False, timeout=DEADLINE, env=env, cwd=scratch
+            )
+        except subprocess.TimeoutExpired:
+            msg = f"{wheel.path.name}: abi3audit did not finish within {DEADLINE} s"
+            raise VerifyError(msg) from None
+        try:
+            data = json.loads(report.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+            why = lines[-1] if lines else f"exit status {proc.returncode}"
+            msg = f"{wheel.path.name}: abi3audit could not audit its shared objects ({why})"
+            raise VerifyError(msg) from None
+        return [_audit(data, copy, path, wheel.path.name) for copy, path in copies.items()]
+
+
+def _audit(data: object, copy: str, path: str, wheel: str) -> LimitedApiAudit:
+    """One shared object's result from abi3audit's JSON report (`specs` -> path -> `object`)."""
+    try:
+        result = data["specs"][copy]["object"]["result"]  # type: ignore[index]
+        outside = tuple(sorted(str(s) for s in result["non_abi3_symbols"]))
+        newer = tuple(sorted((str(k), str(v)) for k, v in result["future_abi3_objects"].items()))
+    except (KeyError, TypeError, AttributeError):
+        msg = f"{wheel}: {path}: abi3audit's report has no result for it"
+        raise VerifyError(msg) from None
+    return LimitedApiAudit(path, outside, newer)
