@@ -458,8 +458,10 @@ def test_good_wheel_passes(
     rule: str, libs: dict[str, bytes], loaded: matrix_mod.LoadedMatrix, tmp_path: Path
 ) -> None:
     report = _report(good_rocm(libs), tmp_path, loaded)
-    # consistency compares the wheels of a release: a wheel verified alone has nothing to compare.
-    assert _status(report, rule)["status"] == ("not-applicable" if rule == "consistency" else "pass")
+    # consistency compares the wheels of a release: a wheel verified alone has nothing to compare;
+    # stable-abi: the good wheel is a per-Python wheel of a variant without stable_abi.
+    alone = rule in {"consistency", "stable-abi"}
+    assert _status(report, rule)["status"] == ("not-applicable" if alone else "pass")
     assert report["ok"] is True
     assert report["releasable"] is True
     assert report["runtime_bound"] == ["libamdhip64.so.5"]
@@ -623,3 +625,164 @@ def test_write_reports_never_follows_a_symlink(
     report = tmp_path / (wheel.name + ".verify.json")
     assert not report.is_symlink()
     assert json.loads(report.read_text())["wheel"] == wheel.name
+
+
+# --- stable-abi: real extensions against CPython 3.12's headers, audited by abi3audit ------------
+
+ABI3_MATRIX = """\
+schema_version: 1
+engine:
+  source: engine
+  import_name: xfer
+  version: "0.1.0"
+  stable_abi: "3.12"
+python: ["3.11", "3.12", "3.13"]
+platform:
+  floor: manylinux_2_28_x86_64
+variants:
+  cpu:
+    distribution: xfer-engine-cpu
+    backend: cpu
+  percpu:
+    distribution: xfer-engine-percpu
+    backend: cpu
+    stable_abi: "off"
+"""
+ABI3_EXT = "xfer/_xfer.abi3.so"
+LIMITED_SOURCE = """\
+#define Py_LIMITED_API 0x030C0000
+#include <Python.h>
+static PyObject *answer(PyObject *self, PyObject *args) { return PyLong_FromLong(42); }
+static PyMethodDef methods[] = {{"answer", answer, METH_NOARGS, NULL}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_xfer", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__xfer(void) { return PyModule_Create(&module); }
+"""
+# The full API: PyUnicode_AsUTF8 and _PyObject_GetDictPtr are in no version's limited API (3.13's
+# headers still declare the first in cpython/).
+FULL_API_SOURCE = """\
+#include <Python.h>
+static PyObject *name(PyObject *self, PyObject *arg) {
+    PyObject **dict = _PyObject_GetDictPtr(arg);
+    return PyLong_FromLong((long)(dict != NULL) + (long)PyUnicode_AsUTF8(arg)[0]);
+}
+static PyMethodDef methods[] = {{"name", name, METH_O, NULL}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_xfer", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__xfer(void) { return PyModule_Create(&module); }
+"""
+# The limited API of 3.13: PyLong_AsInt joined it then, so a cp312-abi3 tag promises too much.
+NEWER_API_SOURCE = """\
+#define Py_LIMITED_API 0x030D0000
+#include <Python.h>
+static PyObject *twice(PyObject *self, PyObject *arg) { return PyLong_FromLong(2L * PyLong_AsInt(arg)); }
+static PyMethodDef methods[] = {{"twice", twice, METH_O, NULL}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_xfer", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__xfer(void) { return PyModule_Create(&module); }
+"""
+
+
+def _include(python: str) -> str | None:
+    from release.build.interpreters import find_interpreter
+
+    found = find_interpreter(python)
+    if found is None:
+        return None
+    code = "import sysconfig; print(sysconfig.get_paths()['include'])"
+    return subprocess.run([str(found), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def abi3_exts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """One module built for the limited API of 3.12 and for the full API (3.12's headers), and one
+    for the limited API of 3.13 (3.13's headers)."""
+    include = {v: _include(v) for v in ("3.12", "3.13")}
+    if shutil.which("gcc") is None or None in include.values():
+        pytest.skip("gcc and CPython 3.12 and 3.13 are needed to build the test extensions")
+    d = tmp_path_factory.mktemp("abi3")
+    built = {}
+    for key, text, python in (
+        ("limited", LIMITED_SOURCE, "3.12"),
+        ("full", FULL_API_SOURCE, "3.12"),
+        ("newer", NEWER_API_SOURCE, "3.13"),
+    ):
+        (d / f"{key}.c").write_text(text)
+        built[key] = _gcc(d / f"{key}.so", d / f"{key}.c", f"-I{include[python]}").read_bytes()
+    return built
+
+
+@pytest.fixture(scope="module")
+def abi3_loaded(tmp_path_factory: pytest.TempPathFactory) -> matrix_mod.LoadedMatrix:
+    d = tmp_path_factory.mktemp("abi3project")
+    (d / "engine").mkdir()
+    (d / "matrix.yaml").write_text(ABI3_MATRIX)
+    return matrix_mod.load(d / "matrix.yaml", backends_dir=ROOT / "packaging" / "backends")
+
+
+def _abi3_wheel(
+    ext: bytes, tag: str = "cp312-abi3-manylinux_2_28_x86_64", dist: str = "xfer_engine_cpu"
+) -> WheelSpec:
+    return WheelSpec(
+        distribution=dist,
+        tag=tag,
+        files={"xfer/__init__.py": (GUARDED_INIT, 0o644), ABI3_EXT: (ext, 0o755)},
+    )
+
+
+def test_stable_abi_a_limited_api_wheel_passes(
+    abi3_exts: dict[str, bytes], abi3_loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    report = _report(_abi3_wheel(abi3_exts["limited"]), tmp_path, abi3_loaded)
+    result = _status(report, "stable-abi")
+    assert result["status"] == "pass", result
+    assert "limited API of Python 3.12 (abi3audit)" in result["message"]
+    assert report["ok"] is True, [r for r in report["rules"] if r["status"] == "fail"]
+
+
+def test_stable_abi_names_the_symbols_outside_the_limited_api(
+    abi3_exts: dict[str, bytes], abi3_loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    report = _report(_abi3_wheel(abi3_exts["full"]), tmp_path, abi3_loaded)
+    result = _status(report, "stable-abi")
+    assert result["status"] == "fail", result
+    assert result["paths"] == [ABI3_EXT]
+    assert "PyUnicode_AsUTF8, _PyObject_GetDictPtr (not in the limited API)" in result["message"]
+    assert [r["id"] for r in report["rules"] if r["status"] == "fail"] == ["stable-abi"]
+
+
+def test_stable_abi_names_the_symbols_newer_than_the_floor(
+    abi3_exts: dict[str, bytes], abi3_loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    report = _report(_abi3_wheel(abi3_exts["newer"]), tmp_path, abi3_loaded)
+    result = _status(report, "stable-abi")
+    assert result["status"] == "fail", result
+    assert "PyLong_AsInt (from 3.13), newer than the floor 3.12" in result["message"]
+    assert "not in the limited API" not in result["message"]
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("cp313-abi3-manylinux_2_28_x86_64", "xfer_engine_cpu", "expected cp312-abi3"),
+        ("cp312-cp312-manylinux_2_28_x86_64", "xfer_engine_cpu", "expected one cp312-abi3 wheel"),
+        ("cp312-abi3-manylinux_2_28_x86_64", "xfer_engine_percpu", "its stable_abi is off"),
+    ],
+    ids=["floor-3.13", "per-python-at-the-floor", "abi3-in-an-off-variant"],
+)
+def test_stable_abi_a_tag_other_than_the_variants_fails(
+    abi3_exts: dict[str, bytes],
+    abi3_loaded: matrix_mod.LoadedMatrix,
+    tmp_path: Path,
+    case: tuple[str, str, str],
+) -> None:
+    tag, dist, says = case
+    report = _report(_abi3_wheel(abi3_exts["limited"], tag, dist), tmp_path, abi3_loaded)
+    result = _status(report, "stable-abi")
+    assert result["status"] == "fail", result
+    assert says in result["message"]
+
+
+def test_stable_abi_a_wheel_below_the_floor_is_not_applicable(
+    abi3_exts: dict[str, bytes], abi3_loaded: matrix_mod.LoadedMatrix, tmp_path: Path
+) -> None:
+    spec = _abi3_wheel(abi3_exts["full"], "cp311-cp311-manylinux_2_28_x86_64")
+    report = _report(spec, tmp_path, abi3_loaded)
+    assert _status(report, "stable-abi")["status"] == "not-applicable"
