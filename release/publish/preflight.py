@@ -28,7 +28,7 @@ from packaging.version import Version
 
 from release import table
 from release.errors import PublishError, ReleaseError
-from release.plan.steps import BuildStep, Plan
+from release.plan.steps import BuildStep, Plan, python_tag
 from release.publish import index
 from release.publish.upload import Candidate, Outcome, Uploader, classify
 from release.wheel.archive import WheelReadError, read_metadata
@@ -89,7 +89,40 @@ def _check_report(wheel: Path, sha: str, variant: str, distribution: str) -> lis
 
 
 def _file_name_stem(distribution: str, version: str, step: BuildStep) -> str:
-    return f"{canonicalize_name(distribution).replace('-', '_')}-{version}-{step.python_tag}-*.whl"
+    return f"{canonicalize_name(distribution).replace('-', '_')}-{version}-{_key_text(_step_key(step))}-*.whl"
+
+
+def _step_key(step: BuildStep) -> tuple[str, str]:
+    """(interpreter, abi) of the wheel a step makes: (cp311, cp311), or (cp312, abi3) for a step
+    whose one abi3 wheel serves every Python from 3.12 on."""
+    return step.python_tag, "abi3" if step.abi3 else step.python_tag
+
+
+def _key_text(key: tuple[str, str]) -> str:
+    return "-".join(key)
+
+
+def _unexpected(rel: str, keys: set[tuple[str, str]], variant_steps: Sequence[BuildStep], plan: Plan) -> str:
+    """Why a wheel of the variant's distribution matches none of its steps."""
+    built = ", ".join(sorted(_key_text(k) for k in keys))
+    abi3 = next((s for s in variant_steps if s.abi3), None)
+    served = {python_tag(p) for p in abi3.serves} if abi3 is not None else set()
+    variant = variant_steps[0].variant if variant_steps else None
+    if abi3 is not None and any(abi != "abi3" and interpreter in served for interpreter, abi in keys):
+        return (
+            f"{rel}: a {built} wheel, but variant {abi3.variant.name!r} has stable_abi {abi3.python}: one "
+            f"{_key_text(_step_key(abi3))} wheel serves Python {', '.join(abi3.serves)} (remove this one)"
+        )
+    if any(abi == "abi3" for _, abi in keys) and variant is not None:
+        expected = _key_text(_step_key(abi3)) if abi3 is not None else "a wheel per Python"
+        return (
+            f"{rel}: a {built} wheel, but variant {variant.name!r} expects {expected} "
+            f"(stable_abi: {variant.stable_abi or 'off'})"
+        )
+    return (
+        f"{rel}: built for {built}, which the matrix does not list "
+        f"(python: {', '.join(plan.loaded.matrix.python)})"
+    )
 
 
 def collect(
@@ -119,8 +152,8 @@ def collect(
         if variants and variant_name not in variants:
             continue
         directory = wheelhouse / variant_name
-        variant_steps = {s.python_tag: s for s in steps if s.variant.name == variant_name}
-        seen: dict[str, list[Path]] = {}
+        variant_steps = {_step_key(s): s for s in steps if s.variant.name == variant_name}
+        seen: dict[tuple[str, str], list[Path]] = {}
         files = sorted(directory.iterdir()) if directory.is_dir() else []
         for path in files:
             rel = f"{variant_name}/{path.name}"
@@ -146,13 +179,10 @@ def collect(
             if file_version != wanted_version:
                 problems.append(f"{rel}: version {file_version} does not match the tag's version {version}")
                 continue
-            interpreters = set(parsed.interpreters)
-            matching = [tag for tag in interpreters if tag in variant_steps]
+            keys = {(t.split("-")[0], t.split("-")[1]) for t in parsed.tags}
+            matching = sorted(k for k in keys if k in variant_steps)
             if not matching:
-                problems.append(
-                    f"{rel}: built for {', '.join(sorted(interpreters))}, which the matrix does not list "
-                    f"(python: {', '.join(plan.loaded.matrix.python)})"
-                )
+                problems.append(_unexpected(rel, keys, list(variant_steps.values()), plan))
                 continue
             try:
                 meta_name, meta_version = _wheel_metadata(path)
@@ -165,16 +195,17 @@ def collect(
             sha = file_sha256(path)
             report_problems = _check_report(path, sha, variant_name, variant.distribution)
             problems.extend(report_problems)
-            for tag in matching:
-                seen.setdefault(tag, []).append(path)
+            for key in matching:
+                seen.setdefault(key, []).append(path)
             if not report_problems:
                 step = variant_steps[matching[0]]
                 found.append(Candidate(step.identifier, variant_name, variant.distribution, path, sha))
-        for tag, step in variant_steps.items():
-            paths = seen.get(tag, [])
+        for key, step in variant_steps.items():
+            paths = seen.get(key, [])
             if not paths:
+                pythons = f"Python {', '.join(step.serves)}" if step.abi3 else f"Python {step.python}"
                 problems.append(
-                    f"{variant_name}/: missing {step.identifier} (Python {step.python}): no "
+                    f"{variant_name}/: missing {step.identifier} ({pythons}): no "
                     f"{_file_name_stem(variant.distribution, version, step)}"
                 )
             elif len(paths) > 1:

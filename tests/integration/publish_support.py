@@ -73,9 +73,12 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def wheel_name(distribution: str, version: str, python: str, platform: str = FLOOR) -> str:
+def wheel_name(
+    distribution: str, version: str, python: str, platform: str = FLOOR, *, abi: str | None = None
+) -> str:
+    """The file name; `abi="abi3"` for the one wheel of a stable ABI (`cp312-abi3`)."""
     tag = "cp" + python.replace(".", "")
-    return f"{distribution.replace('-', '_')}-{version}-{tag}-{tag}-{platform}.whl"
+    return f"{distribution.replace('-', '_')}-{version}-{tag}-{abi or tag}-{platform}.whl"
 
 
 def make_wheel(
@@ -87,9 +90,11 @@ def make_wheel(
     platform: str = FLOOR,
     payload: bytes = b"",
     filename: str | None = None,
+    abi: str | None = None,
 ) -> Path:
     """A tiny valid wheel; `filename` lets a test lie about what is inside."""
     tag = "cp" + python.replace(".", "")
+    abi_tag = abi or tag
     stem = distribution.replace("-", "_")
     dist_info = f"{stem}-{version}.dist-info"
     metadata = (
@@ -98,7 +103,8 @@ def make_wheel(
         f"# {distribution}\n\nA tiny wheel for the publish tests.\n"
     )
     wheel_meta = (
-        f"Wheel-Version: 1.0\nGenerator: publish-tests\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-{platform}\n"
+        "Wheel-Version: 1.0\nGenerator: publish-tests\nRoot-Is-Purelib: false\n"
+        f"Tag: {tag}-{abi_tag}-{platform}\n"
     )
     files = {
         "xfer_tiny/__init__.py": f"VARIANT = {distribution!r}\nPYTHON = {python!r}\n".encode() + payload,
@@ -108,7 +114,7 @@ def make_wheel(
     record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in files.items())
     record += f"{dist_info}/RECORD,,\n"
     files[f"{dist_info}/RECORD"] = record.encode()
-    path = directory / (filename or wheel_name(distribution, version, python, platform))
+    path = directory / (filename or wheel_name(distribution, version, python, platform, abi=abi))
     directory.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for name, data in files.items():

@@ -67,12 +67,13 @@ def test_every_problem_is_reported_together(setup: tuple[Plan, Path]) -> None:
     assert "nothing was uploaded" in text
     for needle in (
         f"rocm/{rocm313.name}.verify.json: a verify report without its wheel",
-        "rocm/: missing cp313-rocm-manylinux_x86_64 (Python 3.13): no xfer_engine_rocm-0.1.0-cp313-*.whl",
+        "rocm/: missing cp313-rocm-manylinux_x86_64 (Python 3.13): no "
+        "xfer_engine_rocm-0.1.0-cp313-cp313-*.whl",
         f"cpu/{cpu310.name}.verify.json: not a release-mode report",
         f"cpu/{cpu313.name}.verify.json: sha256 does not match the wheel",
         "cpu/build.log: unknown file",
         "stray.whl: unexpected file outside the <variant>/ directories",
-        f"rocm/{extra.name}: built for cp312, which the matrix does not list",
+        f"rocm/{extra.name}: built for cp312-cp312, which the matrix does not list",
         "twine check --strict failed",
     ):
         assert needle in text
@@ -96,7 +97,8 @@ def test_renamed_wheel_is_caught_by_its_metadata(setup: tuple[Plan, Path]) -> No
     _, problems = collect(loaded, wheelhouse, "0.1.0")
     assert problems == [
         f"rocm/{rocm.name}: its METADATA says xfer-engine-cpu 0.1.0: the file was renamed",
-        "rocm/: missing cp310-rocm-manylinux_x86_64 (Python 3.10): no xfer_engine_rocm-0.1.0-cp310-*.whl",
+        "rocm/: missing cp310-rocm-manylinux_x86_64 (Python 3.10): no "
+        "xfer_engine_rocm-0.1.0-cp310-cp310-*.whl",
     ]
 
 
@@ -145,3 +147,96 @@ def test_a_backfill_of_one_variant_expects_only_that_variant(
         preflight(loaded, wheelhouse, "0.1.0", checker=no_twine)
     found = preflight(loaded, wheelhouse, "0.1.0", checker=no_twine, variants=["rocm"])
     assert [c.step for c in found] == ["cp310-rocm-manylinux_x86_64", "cp313-rocm-manylinux_x86_64"]
+
+
+# --- stable ABI: one abi3 wheel serves every Python from the floor on --------------------------
+
+ABI3_PYTHONS = ("3.11", "3.12", "3.13")
+
+
+@pytest.fixture
+def abi3_setup(tmp_path: Path) -> tuple[Plan, Path]:
+    """Variant cpu with stable_abi 3.12 (cp311 wheel + one cp312-abi3 wheel), rocm 'off' (a wheel
+    per Python)."""
+    path = write_matrix(tmp_path, pythons=ABI3_PYTHONS)
+    text = path.read_text().replace("import_name: xfer\n", 'import_name: xfer\n  stable_abi: "3.12"\n')
+    path.write_text(text.replace("backend: rocm", 'backend: rocm\n    stable_abi: "off"'))
+    wheelhouse = tmp_path / "wheelhouse"
+    for python, abi in (("3.11", None), ("3.12", "abi3")):
+        wheel = make_wheel(wheelhouse / "cpu", "xfer-engine-cpu", "0.1.0", python, abi=abi)
+        write_report(wheel, "cpu", "xfer-engine-cpu")
+    for python in ABI3_PYTHONS:
+        wheel = make_wheel(wheelhouse / "rocm", "xfer-engine-rocm", "0.1.0", python)
+        write_report(wheel, "rocm", "xfer-engine-rocm")
+    return make_plan(matrix_mod.load(path)), wheelhouse
+
+
+def test_one_abi3_wheel_covers_every_python_it_serves(abi3_setup: tuple[Plan, Path]) -> None:
+    plan, wheelhouse = abi3_setup
+    found = preflight(plan, wheelhouse, "0.1.0", checker=no_twine)
+    assert [(c.step, c.path.name.split("-")[2:4]) for c in found] == [
+        ("cp311-cpu-manylinux_x86_64", ["cp311", "cp311"]),
+        ("cp312-abi3-cpu-manylinux_x86_64", ["cp312", "abi3"]),
+        ("cp311-rocm-manylinux_x86_64", ["cp311", "cp311"]),
+        ("cp312-rocm-manylinux_x86_64", ["cp312", "cp312"]),
+        ("cp313-rocm-manylinux_x86_64", ["cp313", "cp313"]),
+    ]
+
+
+def test_a_missing_abi3_wheel_is_reported(abi3_setup: tuple[Plan, Path]) -> None:
+    plan, wheelhouse = abi3_setup
+    abi3 = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.12", abi="abi3")
+    abi3.unlink()
+    abi3.with_name(abi3.name + ".verify.json").unlink()
+    _, problems = collect(plan, wheelhouse, "0.1.0")
+    assert problems == [
+        "cpu/: missing cp312-abi3-cpu-manylinux_x86_64 (Python 3.12, 3.13): no "
+        "xfer_engine_cpu-0.1.0-cp312-abi3-*.whl"
+    ]
+
+
+@pytest.mark.parametrize("python", ["3.12", "3.13"])
+def test_a_per_python_wheel_where_abi3_is_expected_is_reported(
+    abi3_setup: tuple[Plan, Path], python: str
+) -> None:
+    plan, wheelhouse = abi3_setup
+    stray = make_wheel(wheelhouse / "cpu", "xfer-engine-cpu", "0.1.0", python)
+    write_report(stray, "cpu", "xfer-engine-cpu")
+    _, problems = collect(plan, wheelhouse, "0.1.0")
+    tag = "cp" + python.replace(".", "")
+    assert problems == [
+        f"cpu/{stray.name}: a {tag}-{tag} wheel, but variant 'cpu' has stable_abi 3.12: one cp312-abi3 "
+        "wheel serves Python 3.12, 3.13 (remove this one)"
+    ]
+
+
+def test_a_stray_cp312_wheel_does_not_stand_in_for_the_abi3_one(abi3_setup: tuple[Plan, Path]) -> None:
+    plan, wheelhouse = abi3_setup
+    abi3 = wheelhouse / "cpu" / wheel_name("xfer-engine-cpu", "0.1.0", "3.12", abi="abi3")
+    abi3.unlink()
+    abi3.with_name(abi3.name + ".verify.json").unlink()
+    stray = make_wheel(wheelhouse / "cpu", "xfer-engine-cpu", "0.1.0", "3.12")
+    write_report(stray, "cpu", "xfer-engine-cpu")
+    _, problems = collect(plan, wheelhouse, "0.1.0")
+    assert len(problems) == 2, problems
+    assert problems[0].startswith(f"cpu/{stray.name}: a cp312-cp312 wheel, but variant 'cpu' has stable_abi")
+    assert problems[1].startswith("cpu/: missing cp312-abi3-cpu-manylinux_x86_64")
+
+
+@pytest.mark.parametrize(
+    ("variant", "python", "says"),
+    [
+        ("rocm", "3.12", "variant 'rocm' expects a wheel per Python (stable_abi: off)"),
+        ("cpu", "3.13", "variant 'cpu' expects cp312-abi3 (stable_abi: 3.12)"),
+    ],
+)
+def test_an_abi3_wheel_the_variant_does_not_expect_is_reported(
+    abi3_setup: tuple[Plan, Path], variant: str, python: str, says: str
+) -> None:
+    plan, wheelhouse = abi3_setup
+    dist = f"xfer-engine-{variant}"
+    wheel = make_wheel(wheelhouse / variant, dist, "0.1.0", python, abi="abi3")
+    write_report(wheel, variant, dist)
+    _, problems = collect(plan, wheelhouse, "0.1.0")
+    tag = "cp" + python.replace(".", "")
+    assert problems == [f"{variant}/{wheel.name}: a {tag}-abi3 wheel, but {says}"]
