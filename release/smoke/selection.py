@@ -41,7 +41,7 @@ def smoke_pythons(wheel: Path, variant: ResolvedVariant, python: str | None) -> 
     name = parse_wheel_name(wheel)
     if "abi3" not in name.abis:
         return [own]
-    found = [p for p in NEWER_PYTHONS if find_interpreter(p) is not None]
+    found = [p for p in NEWER_PYTHONS if p not in variant.pythons and find_interpreter(p) is not None]
     return [p for p in (*variant.pythons, *found) if _key(p) >= _key(own)]
 
 

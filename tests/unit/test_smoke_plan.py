@@ -38,3 +38,44 @@ def test_plan_smoke_json_lists_the_cross_product(capsys: pytest.CaptureFixture[s
     pairs = {(row["image"], row["hardware"]) for row in include}
     assert pairs == {(i, t) for i in ("vllm-rocm", "sglang-rocm") for t in ("mi300x", "mi355x", "mi300x-pd")}
     assert {row["python"] for row in include} == {"3.12"}
+
+
+ABI3_MATRIX = """\
+schema_version: 1
+engine: {source: engine, import_name: xfer, version: "0.1.0", stable_abi: "3.12"}
+python: ["3.11", "3.12", "3.13"]
+platform: {floor: manylinux_2_28_x86_64}
+variants:
+  cpu: {distribution: xfer-engine-cpu, backend: cpu}
+"""
+
+
+@pytest.mark.parametrize(
+    ("here", "expected"),
+    [
+        ((), ["3.12", "3.13"]),
+        (("3.14",), ["3.12", "3.13", "3.14"]),
+        (("3.14", "3.15"), ["3.12", "3.13", "3.14", "3.15"]),
+    ],
+)
+def test_an_abi3_wheel_is_smoked_in_every_python_it_serves(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, here: tuple[str, ...], expected: list[str]
+) -> None:
+    from release.config.matrix import loads
+    from release.smoke import selection
+
+    monkeypatch.setattr(selection, "find_interpreter", lambda v: Path(f"/py/{v}") if v in here else None)
+    loaded = loads(ABI3_MATRIX, path=tmp_path / "matrix.yaml", backends_dir=ROOT / "packaging" / "backends")
+    variant = plan.make_plan(loaded).variants["cpu"]
+    wheelhouse = tmp_path / "cpu"
+    wheelhouse.mkdir()
+    for name in ("xfer_engine_cpu-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+                 "xfer_engine_cpu-0.1.0-cp312-abi3-manylinux_2_28_x86_64.whl"):  # fmt: skip
+        (wheelhouse / name).write_bytes(b"")
+    per_python, abi3 = selection.wheels_for(wheelhouse, variant, None)
+    assert selection.smoke_pythons(per_python, variant, None) == ["3.11"]
+    assert selection.smoke_pythons(abi3, variant, None) == expected
+    # One Python asked for: the wheel that serves it, in that Python only.
+    assert selection.wheels_for(wheelhouse, variant, "3.13") == [abi3]
+    assert selection.smoke_pythons(abi3, variant, "3.13") == ["3.13"]
+    assert selection.wheels_for(wheelhouse, variant, "3.11") == [per_python]
