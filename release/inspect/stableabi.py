@@ -21,8 +21,9 @@ from pathlib import Path
 from release.errors import ToolchainError, VerifyError
 from release.inspect.contents import WheelContents
 
-DEADLINE = 600
-"""Seconds abi3audit may take over one wheel's shared objects, all together."""
+DEADLINE = 300.0
+"""Seconds abi3audit may take over one wheel's shared objects, all together (a 535 MB wheel of 13
+shared objects takes about 20 s)."""
 MEMORY = 4 << 30
 """Address space abi3audit may use (it parses one file at a time with pyelftools)."""
 
@@ -79,7 +80,7 @@ def audit_limited_api(wheel: WheelContents, paths: Sequence[str], floor: str) ->
                 argv, capture_output=True, text=True, check=False, timeout=DEADLINE, env=env, cwd=scratch
             )
         except subprocess.TimeoutExpired:
-            msg = f"{wheel.path.name}: abi3audit did not finish within {DEADLINE} s"
+            msg = f"{wheel.path.name}: abi3audit did not finish within {DEADLINE:g} s"
             raise VerifyError(msg) from None
         try:
             data = json.loads(report.read_text(encoding="utf-8"))

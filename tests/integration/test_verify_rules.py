@@ -786,3 +786,18 @@ def test_stable_abi_a_wheel_below_the_floor_is_not_applicable(
     spec = _abi3_wheel(abi3_exts["full"], "cp311-cp311-manylinux_2_28_x86_64")
     report = _report(spec, tmp_path, abi3_loaded)
     assert _status(report, "stable-abi")["status"] == "not-applicable"
+
+
+def test_stable_abi_an_audit_past_its_deadline_fails_the_rule(
+    abi3_exts: dict[str, bytes],
+    abi3_loaded: matrix_mod.LoadedMatrix,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from release.inspect import stableabi
+
+    monkeypatch.setattr(stableabi, "DEADLINE", 0.01)
+    report = _report(_abi3_wheel(abi3_exts["limited"]), tmp_path, abi3_loaded)
+    result = _status(report, "stable-abi")
+    assert result["status"] == "fail", result
+    assert "abi3audit did not finish within 0.01 s" in result["message"]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from release.config import matrix as matrix_mod
+from release.errors import VerifyError
 from release.inspect.contents import WheelContents
 from release.inspect.rules import RULES
 from release.inspect.rules import abi as abi_rule
@@ -158,3 +159,15 @@ def test_an_abi3_wheel_without_shared_objects_warns(auditor: _Auditor) -> None:
     facts = Facts(distribution="xfer_engine_cpu", tags=("cp312-abi3-manylinux_2_28_x86_64",))
     assert _apply(facts).status == "warn"
     assert auditor.calls == []
+
+
+def test_an_audit_that_cannot_finish_fails_the_rule_not_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    def cannot(wheel: WheelContents, paths: Sequence[str], floor: str) -> list[LimitedApiAudit]:
+        msg = f"{wheel.path.name}: abi3audit did not finish within 300 s"
+        raise VerifyError(msg)
+
+    monkeypatch.setattr(abi_rule, "audit_limited_api", cannot)
+    result = _apply(_wheel())
+    assert result.status == "fail"
+    assert "cannot show that it keeps to the limited API of Python 3.12" in result.message
+    assert "did not finish within 300 s" in result.message

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from release.errors import VerifyError
 from release.inspect.rules.registry import Finding, RuleContext, listing, rule
 from release.inspect.stableabi import LimitedApiAudit, audit_limited_api
 
@@ -78,7 +79,10 @@ def stable_abi(ctx: RuleContext) -> Finding:
     shared = [e.path for e in ctx.wheel.elf_files if not e.executable]
     if not shared:
         return Finding("warn", f"tagged abi3 for Python {floor}, but the wheel has no shared object to audit")
-    audits = audit_limited_api(ctx.wheel, shared, floor)
+    try:
+        audits = audit_limited_api(ctx.wheel, shared, floor)
+    except VerifyError as exc:
+        return Finding("fail", f"cannot show that it keeps to the limited API of Python {floor}: {exc}")
     problems = _problems(audits, floor)
     if problems:
         return Finding(
