@@ -400,11 +400,13 @@ def _contents(
             msg = f"{path.name}: {member}: cannot read it again ({exc})"
             raise VerifyError(msg) from None
 
+    exported = Budget(budget_for(size))  # every export of this wheel together
+
     def export(member: str, target: Path) -> None:
         try:
             with path.open("rb") as fh, target.open("xb") as out:
                 again = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
-                for piece in pieces(again, by_name[member], Budget(budget_for(size))):
+                for piece in pieces(again, by_name[member], exported):
                     out.write(piece)
         except (OSError, ZipError) as exc:
             msg = f"{path.name}: {member}: cannot read it again ({exc})"
