@@ -92,6 +92,6 @@ def stable_abi(ctx: RuleContext) -> Finding:
         )
     return Finding(
         "pass",
-        f"{len(shared)} shared object{'s' if len(shared) > 1 else ''} use only the limited API of "
+        f"{len(shared)} shared object{'s use' if len(shared) > 1 else ' uses'} only the limited API of "
         f"Python {floor} (abi3audit)",
     )
