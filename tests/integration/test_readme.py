@@ -86,11 +86,12 @@ def container_script(commands: dict[str, str]) -> str:
             "for tool in python3 git sudo gcc; do ! command -v $tool > /dev/null || "
             '{ echo "not a fresh machine: $tool is installed"; exit 90; }; done',
             f'echo "== set-up command: {commands["setup"]}"',
-            commands["setup"],
+            # `a && b` under `set -e` does not stop the script when `a` fails: test the status
+            f'{{ {commands["setup"]}; }} || {{ echo "== set-up command failed ($?)"; exit 91; }}',
             'echo "== set-up command passed"',
             f'echo "== test command: RELEASE_TEST_TIER={TIER} {commands["test"]}"',
             f"export RELEASE_TEST_TIER={TIER}",
-            commands["test"],
+            f'{{ {commands["test"]}; }} || {{ echo "== test command failed ($?)"; exit 92; }}',
             'echo "== test command passed"',
         ]
     )
