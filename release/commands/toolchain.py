@@ -92,6 +92,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--variant",
         help="the toolchain of this matrix variant, at the toolkit version it declares (CI uses this)",
     )
+    install.add_argument(
+        "--runtime-only",
+        action="store_true",
+        help="only the runtime a wheel binds (libamdhip64.so.MAJOR), no compiler: what a smoke runner needs",
+    )
     check = sub.add_parser("check", help="what this machine has for the matrix, and how to get the rest")
     check.add_argument("--python", action="append", help="only these Python versions (repeatable)")
     check.add_argument("--require", action="store_true", help="exit 4 when anything is missing")
@@ -114,11 +119,15 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
             msg = "toolchain install: name a backend (rocm, cuda, musa), `python`, or --variant"
             raise UsageError(msg)
         if args.what == PYTHON:
+            if args.runtime_only:
+                msg = "toolchain install python: --runtime-only is for a backend's runtime"
+                raise UsageError(msg)
             return install_pythons(args.versions)
         if len(args.versions) > 1:
             msg = f"toolchain install {args.what}: one version at most (got {' '.join(args.versions)})"
             raise UsageError(msg)
-        return install_backend(args.what, args.versions[0] if args.versions else None)
+        version = args.versions[0] if args.versions else None
+        return install_backend(args.what, version, runtime_only=args.runtime_only)
     return check(loaded, args.python, require=args.require)
 
 
@@ -140,16 +149,16 @@ def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> in
     if backend.toolkit is None:
         print(f"{args.variant}: the {backend.name} backend needs no toolkit")
         return 0
-    return install_backend(backend.name, variant.toolkit)
+    return install_backend(backend.name, variant.toolkit, runtime_only=args.runtime_only)
 
 
-def install_backend(backend: str, version: str | None) -> int:
+def install_backend(backend: str, version: str | None, *, runtime_only: bool = False) -> int:
     script = script_for(backend)
     bash = shutil.which("bash")
     if bash is None:
         msg = "bash not found on PATH: the toolchain install scripts are bash scripts"
         raise ToolchainError(msg)
-    argv = [bash, str(script), *([version] if version else [])]
+    argv = [bash, str(script), *([version] if version else []), *(["--runtime-only"] if runtime_only else [])]
     print(f"$ {' '.join(argv)}", flush=True)
     proc = subprocess.run(argv, check=False, timeout=INSTALL_TIMEOUT)
     if proc.returncode != 0:

@@ -91,11 +91,19 @@ def test_before_all_is_the_backend_install_command(loaded: LoadedMatrix, variant
     if backend.toolkit is None:
         assert "before-all" not in opts
     else:
+        # The scripts take the declared toolkit version (tests/integration/test_install_scripts.py
+        # runs this exact command against matching and mismatching installs).
         toolkit = loaded.variant(variant).toolkit
         assert opts["before-all"] == f"bash scripts/install-{backend.name}.sh {toolkit}"
+        passed = opts["environment-pass"].split()
+        assert passed == ["SOURCE_DATE_EPOCH", *backend.toolkit.install_env]
     excludes = make_plan(loaded, variants=(variant,)).variant(variant).excludes
     for pattern in excludes:
         assert f"--exclude {shlex.quote(pattern)}" in opts["repair-wheel-command"]
+
+
+def test_the_musa_installer_location_reaches_before_all_in_the_container(loaded: LoadedMatrix) -> None:
+    assert _opts(loaded, "musa", ())["environment-pass"] == "SOURCE_DATE_EPOCH MUSA_INSTALLER"
 
 
 def test_env_names_are_cibuildwheel_variables(loaded: LoadedMatrix) -> None:
