@@ -2,9 +2,12 @@
 
 Every command of a simulated image runs as one `unshare --mount --propagation private` process
 executing a generated shell script: the script builds the image's mounts, then `exec`s the
-command. The mounts live in that private namespace only and vanish with its last process, so the
-host is never modified and nothing is left to clean up when a check fails or times out. The
-layouts (see `Simulation` in `release.config.matrix`):
+command. As root that is all; as another user (a CI runner's), the namespace is made in a user
+namespace of its own (`unshare --user --map-root-user`) where the kernel allows it, else with
+passwordless sudo, the command then dropping back to the user (see `namespace_runner`). The
+mounts live in that private namespace only and vanish with its last process, so the host is
+never modified and nothing is left to clean up when a check fails or times out. The layouts
+(see `Simulation` in `release.config.matrix`):
 
 - `runtime: system`: the host's distribution library directory as it is (the runtime where the
   distribution installs it).
@@ -23,6 +26,7 @@ layouts (see `Simulation` in `release.config.matrix`):
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import platform
 import re
@@ -42,10 +46,18 @@ from release.config.matrix import Simulation
 from release.errors import SmokeError, ToolchainError
 
 MINBASE_SUITE = "bookworm"
+MINBASE_ENV = "RELEASE_MINBASE_DIR"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _LOADER_CACHE = Path("/etc/ld.so.cache")
 _LOADER_CONF_DIR = Path("/etc/ld.so.conf.d")
 _SIM_CONF_NAME = "zz-release-simulated-runtime.conf"
+NO_USERNS_ENV = "RELEASE_SMOKE_NO_USERNS"
+"""Set to 1 to never use a user namespace (the root-or-sudo behaviour, for tests and for kernels
+where user namespaces misbehave)."""
+USERNS_SYSCTLS = (
+    "kernel.unprivileged_userns_clone=1",  # Debian kernels before 6.x; absent elsewhere
+    "kernel.apparmor_restrict_unprivileged_userns=0",  # Ubuntu 23.10+ (GitHub's ubuntu-24.04)
+)
 
 
 @dataclass(frozen=True)
@@ -120,7 +132,7 @@ def runtime_files(libdir: Path, globs: Sequence[str]) -> tuple[str, ...]:
 
 def minbase_dir() -> Path:
     """The cached minimal Debian tree (`RELEASE_MINBASE_DIR` overrides the default place)."""
-    override = os.environ.get("RELEASE_MINBASE_DIR")
+    override = os.environ.get(MINBASE_ENV)
     if override:
         return Path(override)
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
@@ -156,7 +168,16 @@ def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = pri
     if debootstrap is None:
         msg = "building the minbase image needs debootstrap (Debian/Ubuntu: `apt install debootstrap`)"
         raise ToolchainError(msg)
-    _require_root("building the minbase image")
+    as_root: list[str] = []
+    if os.geteuid() != 0:
+        no_sudo = sudo_problem()
+        if no_sudo is not None:
+            msg = (
+                f"building the minbase image (debootstrap) needs root or passwordless sudo ({no_sudo}): "
+                f"run it once as root, or point {MINBASE_ENV} at a debootstrap --variant=minbase tree"
+            )
+            raise ToolchainError(msg)
+        as_root = [str(shutil.which("sudo")), "-n"]
     mirror = debian_mirror()
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -164,7 +185,7 @@ def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = pri
     log(f"building {target} (debootstrap --variant=minbase {MINBASE_SUITE} from {mirror})")
     started = time.monotonic()
     proc = subprocess.run(
-        [debootstrap, "--variant=minbase", MINBASE_SUITE, str(partial), mirror],
+        [*as_root, debootstrap, "--variant=minbase", MINBASE_SUITE, str(partial), mirror],
         capture_output=True,
         text=True,
         check=False,
@@ -179,10 +200,82 @@ def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = pri
     return target
 
 
-def _require_root(what: str) -> None:
-    if os.geteuid() != 0:
-        msg = f"{what} needs root (mount namespaces, overlay mounts, chroot); run it as root or in CI"
-        raise ToolchainError(msg)
+@dataclass(frozen=True)
+class NamespaceRunner:
+    """How this process gets a private mount namespace: the argv that precedes the script, and
+    the user a sudo-made namespace hands the command back to."""
+
+    how: str
+    prefix: tuple[str, ...]
+    user: tuple[int, int] | None = None
+
+    def argv(self, script: Path, command: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
+        if self.user is None:
+            return [*self.prefix, "/bin/sh", str(script), *command]
+        # sudo resets the environment: carry the command's own through `env`.
+        assignments = [f"{k}={v}" for k, v in (env or {}).items()]
+        unshare = [_tool("unshare"), "--mount", "--propagation", "private"]
+        return [*self.prefix, _tool("env"), *assignments, *unshare, "/bin/sh", str(script), *command]
+
+
+def _probe(argv: Sequence[str]) -> str | None:
+    """None when `argv` succeeds, else its last line of output (or why it could not start)."""
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if proc.returncode == 0:
+        return None
+    lines = [line for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else f"exit {proc.returncode}"
+
+
+@functools.cache
+def _userns_probe() -> str | None:
+    unshare = _tool("unshare")
+    return _probe([unshare, "--user", "--map-root-user", "--mount", "--propagation", "private", "true"])
+
+
+@functools.cache
+def _sudo_probe(sudo: str) -> str | None:
+    return _probe([sudo, "-n", "true"])
+
+
+def userns_problem() -> str | None:
+    """Why an unprivileged user namespace with a mount namespace cannot be made here (None: it can)."""
+    if os.environ.get(NO_USERNS_ENV, "") not in ("", "0"):
+        return f"user namespaces are switched off by {NO_USERNS_ENV}=1"
+    return _userns_probe()
+
+
+def sudo_problem() -> str | None:
+    """Why passwordless sudo cannot be used here (None: it can)."""
+    sudo = shutil.which("sudo")
+    if sudo is None:
+        return "sudo is not installed"
+    return _sudo_probe(sudo)
+
+
+def namespace_runner(what: str) -> NamespaceRunner:
+    """Root: a plain mount namespace. Another user: a user namespace where the kernel allows one,
+    else passwordless sudo; where neither works, one line naming both ways to allow it."""
+    unshare = _tool("unshare")
+    if os.geteuid() == 0:
+        return NamespaceRunner("root", (unshare, "--mount", "--propagation", "private"))
+    no_userns = userns_problem()
+    if no_userns is None:
+        prefix = (unshare, "--user", "--map-root-user", "--mount", "--propagation", "private")
+        return NamespaceRunner("user namespace", prefix)
+    no_sudo = sudo_problem()
+    if no_sudo is None:
+        return NamespaceRunner("sudo", (str(shutil.which("sudo")), "-n"), user=(os.getuid(), os.getgid()))
+    sysctls = " or ".join(f"`sudo sysctl -w {s}`" for s in USERNS_SYSCTLS)
+    msg = (
+        f"{what} needs a private mount namespace, and user {os.getuid()} can make none: no user namespace "
+        f"({no_userns}) and no passwordless sudo ({no_sudo}). Allow unprivileged user namespaces "
+        f"({sysctls}, as the kernel names it), or give this user passwordless sudo, or run as root"
+    )
+    raise ToolchainError(msg)
 
 
 def _tool(name: str) -> str:
@@ -248,9 +341,11 @@ class Sandbox:
             return Path(sim.prefix)
         return None
 
-    def script(self, stage: Path) -> str:
-        """The shell script that builds this image's mounts in `stage` and execs "$@"."""
+    def script(self, stage: Path, user: tuple[int, int] | None = None) -> str:
+        """The shell script that builds this image's mounts in `stage` and execs "$@" (as `user`,
+        a (uid, gid), when the namespace was made as root for another user)."""
         q = shlex.quote
+        run_as = f"{_tool('setpriv')} --reuid={user[0]} --regid={user[1]} --init-groups " if user else ""
         mount, cp, mkdir, rm, ldconfig = (_tool(t) for t in ("mount", "cp", "mkdir", "rm", "ldconfig"))
         sim = self.simulation
         lines = ["set -eu", f"{mount} -t tmpfs release-sim {q(str(stage))}"]
@@ -265,18 +360,27 @@ class Sandbox:
             root = stage / "root"
             lines.append(f"{mkdir} -p {q(str(root))}")
             overlay(self.rootfs, root, "rootfs")
-            lines.append(f"{mount} -t proc proc {q(str(root / 'proc'))}")
-            lines.append(f"{mount} --bind /dev {q(str(root / 'dev'))}")
+            # Recursive binds: a user namespace may not mount a new proc, nor bind /dev without
+            # the mounts below it.
+            lines.append(f"{mount} --rbind /proc {q(str(root / 'proc'))}")
+            lines.append(f"{mount} --rbind /dev {q(str(root / 'dev'))}")
             for bind in self.binds:
                 inside = root / bind.path.relative_to("/")
                 lines.append(f"{mkdir} -p {q(str(inside))}")
                 lines.append(f"{mount} --bind {q(str(bind.path))} {q(str(inside))}")
                 if bind.read_only:
                     lines.append(f"{mount} -o remount,bind,ro {q(str(inside))}")
-            lines.append(f'exec {_tool("chroot")} {q(str(root))} "$@"')
+            lines.append(f'exec {_tool("chroot")} {q(str(root))} {run_as}"$@"')
             return "\n".join(lines) + "\n"
 
         files = [self.libdir / n for n in self.runtime]
+        copy = f"{cp} -a --no-preserve=ownership"  # a user namespace cannot give files to root
+        saved = stage / "runtime"
+        if sim.runtime == "prefix" and sim.prefix and files:
+            # A copy first: the prefix may be where the runtime lives (an AMD install under
+            # /opt/rocm-X/lib), which the mounts below then cover.
+            lines.append(f"{mkdir} -p {q(str(saved))}")
+            lines.append(f"{copy} {' '.join(q(str(f)) for f in files)} {q(str(saved))}/")
         if sim.runtime == "prefix" and sim.prefix:
             prefix = Path(sim.prefix)
             anchor = next(p for p in (prefix, *prefix.parents) if p.exists())
@@ -288,7 +392,7 @@ class Sandbox:
                 lines.append(f"{mkdir} -p {q(str(prefix))}")
             else:
                 lines.append(f"{mount} -t tmpfs release-sim {q(str(prefix))}")
-            lines.append(f"{cp} -a {' '.join(q(str(f)) for f in files)} {q(str(prefix))}/")
+            lines.append(f"{copy} {q(str(saved))}/. {q(str(prefix))}/")
         if sim.runtime in ("prefix", "absent") and files:
             overlay(self.libdir, self.libdir, "libdir")
             lines.append(f"{rm} -f {' '.join(q(str(f)) for f in files)}")
@@ -297,7 +401,7 @@ class Sandbox:
             cache = stage / "ld.so.cache"
             lines.append(f"{mkdir} -p {q(str(confd))}")
             if _LOADER_CONF_DIR.is_dir():
-                lines.append(f"{cp} -a {q(str(_LOADER_CONF_DIR))}/. {q(str(confd))}/")
+                lines.append(f"{copy} {q(str(_LOADER_CONF_DIR))}/. {q(str(confd))}/")
             if sim.runtime == "prefix" and sim.via == "ld.so.conf.d" and sim.prefix:
                 lines.append(f"echo {q(sim.prefix)} > {q(str(confd / _SIM_CONF_NAME))}")
             lines.append(f"{mount} --bind {q(str(confd))} {q(str(_LOADER_CONF_DIR))}")
@@ -306,20 +410,20 @@ class Sandbox:
             lines.append(f"{mount} --bind {q(str(cache))} {q(str(_LOADER_CACHE))}")
         if sim.runtime == "prefix" and sim.via == "LD_LIBRARY_PATH" and sim.prefix:
             lines.append(f'export LD_LIBRARY_PATH={q(sim.prefix)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
-        lines.append('exec "$@"')
+        lines.append(f'exec {run_as}"$@"')
         return "\n".join(lines) + "\n"
 
     def run(
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 600
     ) -> Result:
         """Run one command in a fresh namespace of this image."""
-        _require_root(f"simulating image {self.name!r}")
+        runner = namespace_runner(f"simulating image {self.name!r}")
         self._count += 1
         stage = self.workdir / f".ns-{self.name}-{self._count}"
         stage.mkdir(parents=True, exist_ok=True)
         script = stage.with_suffix(".sh")
-        script.write_text(self.script(stage), encoding="utf-8")
-        command = [_tool("unshare"), "--mount", "--propagation", "private", "/bin/sh", str(script), *argv]
+        script.write_text(self.script(stage, runner.user), encoding="utf-8")
+        command = runner.argv(script, argv, env)
         return run_command(command, env=env, timeout=timeout, shown=argv, cwd=self.workdir)
 
 
