@@ -100,6 +100,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     check = sub.add_parser("check", help="what this machine has for the matrix, and how to get the rest")
     check.add_argument("--python", action="append", help="only these Python versions (repeatable)")
     check.add_argument("--require", action="store_true", help="exit 4 when anything is missing")
+    free = sub.add_parser(
+        "free-disk",
+        help="on a CI runner: remove preinstalled SDKs no release job uses; free space before and after",
+        description="remove the big SDKs GitHub's ubuntu runners preinstall (.NET, Android, Haskell, CodeQL, "
+        "...) before large image pulls or toolkit installs; only on a CI runner unless --force",
+    )
+    free.add_argument("--dry-run", action="store_true", help="list what would be removed")
+    free.add_argument("--docker-images", action="store_true", help="also remove the preloaded docker images")
+    free.add_argument("--force", action="store_true", help="run outside CI too (deletes system directories)")
     path = sub.add_parser("path", help="print the path of a backend's install script")
     path.add_argument("backend")
 
@@ -112,6 +121,10 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     if args.action == "path":
         print(script_for(args.backend))
         return 0
+    if args.action == "free-disk":
+        chosen = {"--dry-run": args.dry_run, "--docker-images": args.docker_images, "--force": args.force}
+        flags = [flag for flag, on in chosen.items() if on]
+        return run_script(toolkit_scripts() / "free-disk.sh", flags)
     if args.action == "install":
         if args.variant is not None:
             return install_variant(args, loaded)
@@ -153,12 +166,17 @@ def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> in
 
 
 def install_backend(backend: str, version: str | None, *, runtime_only: bool = False) -> int:
-    script = script_for(backend)
+    flags = [*([version] if version else []), *(["--runtime-only"] if runtime_only else [])]
+    return run_script(script_for(backend), flags)
+
+
+def run_script(script: Path, args: list[str]) -> int:
+    """Run one of the toolkit's bash scripts; its own error line is the message on failure."""
     bash = shutil.which("bash")
     if bash is None:
         msg = "bash not found on PATH: the toolchain install scripts are bash scripts"
         raise ToolchainError(msg)
-    argv = [bash, str(script), *([version] if version else []), *(["--runtime-only"] if runtime_only else [])]
+    argv = [bash, str(script), *args]
     print(f"$ {' '.join(argv)}", flush=True)
     proc = subprocess.run(argv, check=False, timeout=INSTALL_TIMEOUT)
     if proc.returncode != 0:

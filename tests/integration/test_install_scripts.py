@@ -9,7 +9,9 @@ files an install would write (AMD's apt pin file among them).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -244,3 +246,49 @@ def _written_files(stdout: str) -> dict[str, list[str]]:
         else:
             current = None
     return files
+
+
+# -- free-disk ------------------------------------------------------------------------------------
+
+
+def _free_disk(tmp_path: Path, *flags: str, ci: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "GITHUB_ACTIONS", "INSTALL_DRY_RUN")}
+    if ci:
+        env["GITHUB_ACTIONS"] = "true"
+    env["FREE_DISK_PATHS"] = f"{tmp_path}/sdk/dotnet {tmp_path}/sdk/android* {tmp_path}/sdk/absent"
+    argv = [sys.executable, "-m", "release", "toolchain", "free-disk", *flags]
+    return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+
+
+def _sdks(tmp_path: Path) -> list[Path]:
+    made = [tmp_path / "sdk" / "dotnet", tmp_path / "sdk" / "android-34", tmp_path / "sdk" / "keep"]
+    for directory in made:
+        directory.mkdir(parents=True)
+        (directory / "blob").write_bytes(b"\0" * 65536)
+    return made
+
+
+def test_free_disk_removes_the_listed_sdks_and_prints_the_space(tmp_path: Path) -> None:
+    dotnet, android, keep = _sdks(tmp_path)
+    proc = _free_disk(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not dotnet.exists() and not android.exists()
+    assert keep.exists()
+    before = [line for line in proc.stdout.splitlines() if "] before: " in line]
+    after = [line for line in proc.stdout.splitlines() if "] after:  " in line]
+    assert len(before) == len(after) == 1
+    assert re.search(r"\d+\.\d GiB free of \d+\.\d GiB on /", after[0])
+    assert f"removing {android} (" in proc.stdout
+
+
+def test_free_disk_dry_run_and_outside_ci(tmp_path: Path) -> None:
+    dotnet, android, _ = _sdks(tmp_path)
+    dry = _free_disk(tmp_path, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"dry-run: rm -rf {dotnet}" in dry.stdout
+    assert dotnet.exists() and android.exists()
+    refused = _free_disk(tmp_path, ci=False)
+    assert refused.returncode == 4
+    assert "this is not a CI runner" in refused.stderr and "--force" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert dotnet.exists()
