@@ -78,7 +78,7 @@ def needs_host_runtime(image: Image) -> bool:
 
 def require_host_runtime(variant: ResolvedVariant, runtime: HostRuntime, image_name: str) -> None:
     """Stop, in one line naming the fix, when `image_name` cannot be simulated with this host's runtime."""
-    if runtime.usable:
+    if runtime.usable or not variant.runtime_globs:  # a CPU variant binds no runtime
         return
     backend = variant.backend
     install = install_hint(backend)

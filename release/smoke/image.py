@@ -341,9 +341,10 @@ class Sandbox:
             return Path(sim.prefix)
         return None
 
-    def script(self, stage: Path, user: tuple[int, int] | None = None) -> str:
+    def script(self, stage: Path, user: tuple[int, int] | None = None, *, userns: bool = False) -> str:
         """The shell script that builds this image's mounts in `stage` and execs "$@" (as `user`,
-        a (uid, gid), when the namespace was made as root for another user)."""
+        a (uid, gid), when the namespace was made as root for another user; `userns`: inside a
+        user namespace, where an overlay cannot copy up the root file system's root-owned files)."""
         q = shlex.quote
         run_as = f"{_tool('setpriv')} --reuid={user[0]} --regid={user[1]} --init-groups " if user else ""
         mount, cp, mkdir, rm, ldconfig = (_tool(t) for t in ("mount", "cp", "mkdir", "rm", "ldconfig"))
@@ -359,7 +360,10 @@ class Sandbox:
         if self.rootfs is not None:
             root = stage / "root"
             lines.append(f"{mkdir} -p {q(str(root))}")
-            overlay(self.rootfs, root, "rootfs")
+            if userns:
+                lines += self._assembled_root(self.rootfs, root)
+            else:
+                overlay(self.rootfs, root, "rootfs")
             # Recursive binds: a user namespace may not mount a new proc, nor bind /dev without
             # the mounts below it.
             lines.append(f"{mount} --rbind /proc {q(str(root / 'proc'))}")
@@ -413,6 +417,34 @@ class Sandbox:
         lines.append(f'exec {run_as}"$@"')
         return "\n".join(lines) + "\n"
 
+    def _assembled_root(self, rootfs: Path, root: Path) -> list[str]:
+        """The root file system for a user namespace: `root` (inside the stage's tmpfs) gets the
+        tree's entries bind-mounted, except the directories on the way to a mount point (the
+        binds, /proc, /dev), which are made in the tmpfs and filled the same way one level down.
+        Nothing of the cached tree is written, and no root-owned directory needs a copy-up."""
+        q = shlex.quote
+        mount, mkdir, ln = (_tool(t) for t in ("mount", "mkdir", "ln"))
+        targets = [Path("proc"), Path("dev"), Path("tmp")]
+        targets += [b.path.relative_to("/") for b in self.binds]
+        lines: list[str] = []
+
+        def fill(relative: Path) -> None:
+            source = rootfs / relative
+            for entry in sorted(source.iterdir()):
+                inner = relative / entry.name
+                dest = q(str(root / inner))
+                if entry.is_symlink():
+                    lines.append(f"{ln} -s {q(str(entry.readlink()))} {dest}")
+                elif entry.is_dir() and any(t == inner or inner in t.parents for t in targets):
+                    lines.append(f"{mkdir} -p {dest}")
+                    fill(inner)
+                elif entry.is_dir():
+                    lines.append(f"{mkdir} -p {dest}")
+                    lines.append(f"{mount} --rbind {q(str(entry))} {dest}")
+
+        fill(Path())
+        return lines
+
     def run(
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 600
     ) -> Result:
@@ -422,7 +454,8 @@ class Sandbox:
         stage = self.workdir / f".ns-{self.name}-{self._count}"
         stage.mkdir(parents=True, exist_ok=True)
         script = stage.with_suffix(".sh")
-        script.write_text(self.script(stage, runner.user), encoding="utf-8")
+        userns = runner.how == "user namespace"
+        script.write_text(self.script(stage, runner.user, userns=userns), encoding="utf-8")
         command = runner.argv(script, argv, env)
         return run_command(command, env=env, timeout=timeout, shown=argv, cwd=self.workdir)
 

@@ -159,3 +159,55 @@ def test_a_host_runtime_of_another_major_is_named_with_the_install_command(
     assert "declares toolkit 6.4 (matrix.yaml:" in proc.stderr
     assert "binds libamdhip64.so.6" in proc.stderr
     assert "release toolchain install rocm 6.4 --runtime-only" in proc.stderr
+
+
+MINBASE_PROBE = """
+import json, os, sys, tempfile
+from pathlib import Path
+from release.config.matrix import Simulation
+from release.smoke.image import Bind, Sandbox
+work = Path(tempfile.mkdtemp())
+binds = [Bind(path=work, read_only=False), Bind(path=Path(sys.argv[2]))]
+sim = Simulation(runtime="absent", rootfs="debootstrap-minbase")
+box = Sandbox("clean-minbase", sim, workdir=work, rootfs=Path(sys.argv[1]), binds=binds)
+out = {}
+for name, command in {
+    "debian": ["cat", "/etc/debian_version"],
+    "write-work": ["sh", "-c", f"echo hi > {work}/out"],
+    "write-ro-bind": ["sh", "-c", f"touch {sys.argv[2]}/x"],
+    "write-tree": ["sh", "-c", "touch /etc/x"],
+    "write-tmp": ["sh", "-c", "echo t > /tmp/t && cat /tmp/t"],
+    "proc": ["sh", "-c", "test -r /proc/self/maps && test -c /dev/null && echo ok"],
+}.items():
+    r = box.run(command)
+    out[name] = [r.returncode, r.stdout.strip()]
+out["owner"] = os.stat(work / "out").st_uid
+print(json.dumps(out))
+"""
+
+
+def test_the_minbase_tree_in_a_user_namespace(user: str, workspace: Path) -> None:
+    """An overlay cannot copy up root-owned directories in a user namespace: the tree is bound in,
+    entry by entry, under a private tmpfs; it stays pristine and the work directory writable."""
+    from release.smoke.image import ensure_minbase
+
+    tree = workspace / "minbase"
+    if not tree.exists():
+        subprocess.run(["cp", "-a", str(ensure_minbase()), str(tree)], check=True)
+    readonly = workspace / "readonly"
+    readonly.mkdir(exist_ok=True)
+    probe = workspace / "probe.py"
+    probe.write_text(MINBASE_PROBE)
+    python = workspace / "toolkit" / "bin" / "python"
+    argv = ["runuser", "-u", user, "--", str(python), str(probe), str(tree), str(readonly)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["debian"][0] == 0 and out["debian"][1].startswith("12."), out
+    assert out["write-work"][0] == 0
+    assert out["owner"] != 0, "files written in the image belong to the user, not root"
+    assert out["write-ro-bind"][0] != 0
+    assert out["write-tree"][0] != 0
+    assert not (tree / "etc" / "x").exists(), "the cached tree was written to"
+    assert out["write-tmp"] == [0, "t"]
+    assert out["proc"] == [0, "ok"]

@@ -171,3 +171,35 @@ def test_which_images_lay_out_the_host_runtime(rocm: ResolvedVariant) -> None:
     assert needs_host_runtime(by_name["rocm-distro"])
     assert needs_host_runtime(by_name["vllm-rocm"])
     assert not needs_host_runtime(by_name["rocm-absent"])
+
+
+def test_a_variant_without_a_runtime_needs_none(tmp_path: Path) -> None:
+    cpu = make_plan(load(ROOT / "matrix.yaml")).variant("cpu")
+    found = find_host_runtime(cpu, [_libdir(tmp_path / "empty")])
+    require_host_runtime(cpu, found, "host")  # no error: nothing to lay out
+
+
+def test_a_user_namespace_binds_the_tree_in_instead_of_an_overlay(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    for directory in ("usr/bin", "etc", "tmp", "proc", "dev", "root", "opt/other"):
+        (tree / directory).mkdir(parents=True)
+    (tree / "bin").symlink_to("usr/bin")
+    work = tmp_path / "work"
+    work.mkdir()
+    binds = [image.Bind(path=Path("/opt/python/3.12")), image.Bind(path=work, read_only=False)]
+    sim = Simulation(runtime="absent", rootfs="debootstrap-minbase")
+    box = image.Sandbox("mb", sim, workdir=work, rootfs=tree, binds=binds)
+    root = tmp_path / "stage" / "root"
+    text = box.script(tmp_path / "stage", userns=True)
+    assert "-t overlay" not in text, "an overlay would copy up root-owned directories"
+    assert f"--rbind {tree / 'usr'} {root / 'usr'}" in text
+    assert f"--rbind {tree / 'etc'} {root / 'etc'}" in text
+    assert f"-s usr/bin {root / 'bin'}" in text
+    assert f"--rbind {tree / 'opt' / 'other'} {root / 'opt' / 'other'}" in text
+    for made in ("opt", "tmp", "proc", "dev"):
+        assert f"-p {root / made}\n" in text, f"{made} leads to a mount point: made in the tmpfs"
+        assert f"--rbind {tree / made} " not in text
+    assert f"--bind /opt/python/3.12 {root / 'opt/python/3.12'}" in text
+    assert text.rstrip().endswith('"$@"')
+    overlay = box.script(tmp_path / "stage2")
+    assert "-t overlay" in overlay, "as root the tree is an overlay (writable, privately)"
