@@ -25,7 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.smoke.image import NO_USERNS_ENV, distribution_libdir
+from release.smoke.image import distribution_libdir
+from release.smoke.namespace import NO_USERNS_ENV
 
 from .conftest import HOST_HIP, ROOT
 from .test_smoke import FAKE_INIT, make_wheel

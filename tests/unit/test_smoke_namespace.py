@@ -12,7 +12,7 @@ from release.config.matrix import Simulation, load
 from release.errors import ToolchainError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
-from release.smoke import image
+from release.smoke import image, namespace
 from release.smoke.hostruntime import find_host_runtime, needs_host_runtime, require_host_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,22 +20,22 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def as_user(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(image.os, "geteuid", lambda: 1001)
-    monkeypatch.setattr(image.os, "getuid", lambda: 1001)
-    monkeypatch.setattr(image.os, "getgid", lambda: 1001)
-    monkeypatch.delenv(image.NO_USERNS_ENV, raising=False)
+    monkeypatch.setattr(namespace.os, "geteuid", lambda: 1001)
+    monkeypatch.setattr(namespace.os, "getuid", lambda: 1001)
+    monkeypatch.setattr(namespace.os, "getgid", lambda: 1001)
+    monkeypatch.delenv(namespace.NO_USERNS_ENV, raising=False)
 
 
 def _probes(monkeypatch: pytest.MonkeyPatch, *, userns: str | None, sudo: str | None) -> None:
-    monkeypatch.setattr(image, "_userns_probe", lambda: userns)
-    monkeypatch.setattr(image, "_sudo_probe", lambda _sudo: sudo)
-    real_which = shutil.which
-    monkeypatch.setattr(image.shutil, "which", lambda n: "/usr/bin/sudo" if n == "sudo" else real_which(n))
+    monkeypatch.setattr(namespace, "_userns_probe", lambda: userns)
+    monkeypatch.setattr(namespace, "_sudo_probe", lambda _sudo: sudo)
+    real = shutil.which
+    monkeypatch.setattr(namespace.shutil, "which", lambda n: "/usr/bin/sudo" if n == "sudo" else real(n))
 
 
 def test_root_uses_a_plain_mount_namespace(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(image.os, "geteuid", lambda: 0)
-    runner = image.namespace_runner("x")
+    monkeypatch.setattr(namespace.os, "geteuid", lambda: 0)
+    runner = namespace.namespace_runner("x")
     assert runner.how == "root"
     assert runner.prefix[1:] == ("--mount", "--propagation", "private")
     assert runner.user is None
@@ -45,7 +45,7 @@ def test_a_user_gets_a_user_namespace_where_the_kernel_allows_it(
     monkeypatch: pytest.MonkeyPatch, as_user: None
 ) -> None:
     _probes(monkeypatch, userns=None, sudo="a password is required")
-    runner = image.namespace_runner("x")
+    runner = namespace.namespace_runner("x")
     assert runner.how == "user namespace"
     assert runner.prefix[1:3] == ("--user", "--map-root-user")
     argv = runner.argv(Path("/s.sh"), ["python", "-V"], {"A": "1"})
@@ -55,9 +55,9 @@ def test_a_user_gets_a_user_namespace_where_the_kernel_allows_it(
 def test_sudo_when_user_namespaces_are_off_and_the_command_drops_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_user: None
 ) -> None:
-    monkeypatch.setenv(image.NO_USERNS_ENV, "1")
+    monkeypatch.setenv(namespace.NO_USERNS_ENV, "1")
     _probes(monkeypatch, userns=None, sudo=None)
-    runner = image.namespace_runner("x")
+    runner = namespace.namespace_runner("x")
     assert runner.how == "sudo"
     argv = runner.argv(Path("/s.sh"), ["python"], {"PATH": "/venv/bin:/usr/bin"})
     assert argv[:2] == ["/usr/bin/sudo", "-n"]
@@ -69,10 +69,10 @@ def test_sudo_when_user_namespaces_are_off_and_the_command_drops_back(
 
 
 def test_neither_way_names_both_fixes(monkeypatch: pytest.MonkeyPatch, as_user: None) -> None:
-    monkeypatch.setenv(image.NO_USERNS_ENV, "1")
+    monkeypatch.setenv(namespace.NO_USERNS_ENV, "1")
     _probes(monkeypatch, userns=None, sudo="sudo: a password is required")
     with pytest.raises(ToolchainError) as info:
-        image.namespace_runner("simulating image 'rocm-distro'")
+        namespace.namespace_runner("simulating image 'rocm-distro'")
     text = str(info.value)
     assert "\n" not in text
     assert "switched off by RELEASE_SMOKE_NO_USERNS=1" in text
@@ -85,7 +85,7 @@ def test_neither_way_names_both_fixes(monkeypatch: pytest.MonkeyPatch, as_user: 
 def test_a_failing_user_namespace_probe_is_quoted(monkeypatch: pytest.MonkeyPatch, as_user: None) -> None:
     _probes(monkeypatch, userns="unshare: write failed /proc/self/uid_map: Operation not permitted", sudo="x")
     with pytest.raises(ToolchainError, match="uid_map: Operation not permitted"):
-        image.namespace_runner("x")
+        namespace.namespace_runner("x")
 
 
 def test_chroot_images_bind_proc_and_dev_recursively(tmp_path: Path) -> None:
