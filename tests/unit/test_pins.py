@@ -97,3 +97,13 @@ def test_the_image_scripts_own_default_reads_the_same_line() -> None:
     lines = (ROOT / "pyproject.toml").read_text(encoding="utf-8").splitlines()
     hits = [re.match(r'^\s*"(auditwheel[^"]*)"', line) for line in lines]
     assert [m.group(1) for m in hits if m] == [pins.requirement("auditwheel")]
+
+
+def test_every_toolkit_package_is_shipped() -> None:
+    """`pip install .` (every workflow job) installs only the listed packages: a missing one is an
+    ImportError on the runner, never seen from a source checkout."""
+    listed = set(PYPROJECT["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts) for p in (ROOT / "release").rglob("__init__.py")
+    }
+    assert found - listed == set()
