@@ -26,6 +26,9 @@ from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends
 from release.errors import ReleaseError, ToolchainError, UsageError
+from release.plan.resolve import ResolvedVariant
+from release.plan.steps import make_plan
+from release.smoke.hostruntime import find_host_runtime, needs_host_runtime
 
 PYTHON = "python"
 INSTALL_TIMEOUT = 1800  # seconds: a toolkit from a vendor repository is a large download
@@ -97,6 +100,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only the runtime a wheel binds (libamdhip64.so.MAJOR), no compiler: what a smoke runner needs",
     )
+    install.add_argument(
+        "--smoke-runtime",
+        action="store_true",
+        help="with --variant: the runtime its simulated smoke images lay out from this machine, only if "
+        "one of them needs it and the declared one is not here (a smoke job runs this)",
+    )
     check = sub.add_parser("check", help="what this machine has for the matrix, and how to get the rest")
     check.add_argument("--python", action="append", help="only these Python versions (repeatable)")
     check.add_argument("--require", action="store_true", help="exit 4 when anything is missing")
@@ -162,7 +171,23 @@ def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> in
     if backend.toolkit is None:
         print(f"{args.variant}: the {backend.name} backend needs no toolkit")
         return 0
+    if args.smoke_runtime:
+        return install_smoke_runtime(make_plan(loaded, variants=(args.variant,)).variant(args.variant))
     return install_backend(backend.name, variant.toolkit, runtime_only=args.runtime_only)
+
+
+def install_smoke_runtime(variant: ResolvedVariant) -> int:
+    """The declared runtime, where the variant's image simulations will need it from this host."""
+    needing = ", ".join(i.name for i in variant.images if needs_host_runtime(i.image))
+    if not needing:
+        print(f"{variant.name}: no simulated image lays out the runtime from this machine: nothing to do")
+        return 0
+    found = find_host_runtime(variant)
+    if found.usable:
+        print(f"{variant.name}: {', '.join(found.files)} already in {found.libdir} (for {needing})")
+        return 0
+    print(f"{variant.name}: {needing} lay out the {variant.backend.title} runtime from this machine")
+    return install_backend(variant.backend_name, variant.toolkit, runtime_only=True)
 
 
 def install_backend(backend: str, version: str | None, *, runtime_only: bool = False) -> int:

@@ -292,3 +292,20 @@ def test_free_disk_dry_run_and_outside_ci(tmp_path: Path) -> None:
     assert "this is not a CI runner" in refused.stderr and "--force" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert dotnet.exists()
+
+
+def test_a_smoke_runner_gets_the_declared_rocm_runtime(tmp_path: Path) -> None:
+    """This host has HIP 5.2 (libamdhip64.so.5); the matrix declares ROCm 6.4: on an Ubuntu runner
+    the command installs AMD's 6.4 runtime package, pinned (a dry run shows what it would do)."""
+    os_release = tmp_path / "os-release"
+    os_release.write_text(UBUNTU)
+    env = {**os.environ, "INSTALL_DRY_RUN": "1", "OS_RELEASE": str(os_release)}
+    env.pop("ROCM_PATH", None)
+    argv = [sys.executable, "-m", "release", "toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
+    proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "vllm-rocm" in proc.stdout and "lay out the AMD ROCm (HIP) runtime" in proc.stdout
+    assert "install-rocm.sh 6.4 --runtime-only" in proc.stdout
+    assert "https://repo.radeon.com/rocm/apt/6.4 noble main" in proc.stdout
+    assert "Pin-Priority: 600" in proc.stdout
+    assert proc.stdout.rstrip().splitlines()[-1].endswith(" hip-runtime-amd")

@@ -203,3 +203,41 @@ def test_a_user_namespace_binds_the_tree_in_instead_of_an_overlay(tmp_path: Path
     assert text.rstrip().endswith('"$@"')
     overlay = box.script(tmp_path / "stage2")
     assert "-t overlay" in overlay, "as root the tree is an overlay (writable, privately)"
+
+
+def test_as_a_user_an_absent_local_image_is_simulated_not_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make-image.sh needs root; a CI runner's user with podman simulates the image instead."""
+    from release.smoke import runner
+    from release.smoke.hostruntime import HostRuntime
+    from release.smoke.outcome import Outcome
+
+    rocm = make_plan(load(ROOT / "matrix.yaml")).variant("rocm")
+    wheels = tmp_path / "rocm"
+    wheels.mkdir()
+    (wheels / "xfer_engine_rocm-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    made: list[str] = []
+    ran: list[tuple[str, object]] = []
+    monkeypatch.setattr(runner.os, "geteuid", lambda: 1001)
+    monkeypatch.setattr(runner, "container_engine", lambda: "podman")
+    monkeypatch.setattr(runner, "image_exists", lambda _engine, tag: tag.endswith("-smoke-rocm-absent"))
+    monkeypatch.setattr(runner, "ensure_image", lambda _e, recipe, log: made.append(recipe.tag))
+    monkeypatch.setattr(runner, "require_interpreter", lambda _v: Path("/usr/bin/python3"))
+    found = HostRuntime(tmp_path, ("libamdhip64.so.6",), matches=True)
+    monkeypatch.setattr(runner, "find_host_runtime", lambda _v: found)
+
+    def fake_run(self: runner.Smoke, interpreter: Path, host_runtime: object) -> Outcome:
+        ran.append((self.image_name, self.container))
+        return self.outcome
+
+    monkeypatch.setattr(runner.Smoke, "run", fake_run)
+    monkeypatch.setattr(runner, "file_sha256", lambda _p: "0" * 64)
+    images = ["rocm-distro", "rocm-absent"]
+    lines: list[str] = []
+    runner.smoke_variant(rocm, wheelhouse=tmp_path, python="3.12", images=images, log=lines.append)
+    by_image = dict(ran)
+    assert by_image["rocm-distro"] is None, "absent, and a user cannot make it: simulated"
+    assert by_image["rocm-absent"] is not None, "already made: its real container runs"
+    assert [t for t in made if "rocm-distro" in t] == []
+    assert any("only root makes it: simulated" in line for line in lines)
