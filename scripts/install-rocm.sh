@@ -63,6 +63,15 @@ for prefix in "${prefixes[@]}"; do
   log "HIP ${found:-of unknown version} is installed under $prefix, but the matrix declares $version: installing $version beside it"
 done
 
+# AMD's post-install step: the loader finds the runtime under /opt/rocm (the installed release).
+loader_config() {
+  write_root_file /etc/ld.so.conf.d/rocm.conf <<'CONF'
+/opt/rocm/lib
+/opt/rocm/lib64
+CONF
+  as_root ldconfig
+}
+
 family="$(os_family)" || exit 1
 # shellcheck disable=SC1090
 . "$(os_release)"
@@ -96,6 +105,7 @@ PIN
       packages=(rocm-hip-runtime-dev)
       [ -z "$runtime_only" ] || packages=(hip-runtime-amd)
       apt_install "${packages[@]}" || die "apt could not install ${packages[*]} (ROCm $version) from AMD's repository"
+      loader_config
     else
       packages=(libamdhip64-dev libhsa-runtime-dev hipcc)
       if [ -n "$runtime_only" ]; then
@@ -132,6 +142,7 @@ REPO
     package=rocm-hip-runtime-devel
     [ -z "$runtime_only" ] || package=hip-runtime-amd
     as_root dnf install -y "$package" || die "dnf could not install $package $version from AMD's repository"
+    loader_config
     ;;
   *) die "unsupported distribution family '$family'" ;;
 esac

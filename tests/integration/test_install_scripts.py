@@ -233,6 +233,9 @@ def test_rocm_on_ubuntu_pins_amds_repository(tmp_path: Path, runtime_only: bool)
     assert pinned < install, "the pin must be in place before apt installs from AMD's repository"
     package = "hip-runtime-amd" if runtime_only else "rocm-hip-runtime-dev"
     assert lines[install].endswith(f" {package}")
+    # AMD's post-install step, so the loader (and the image simulations) find the runtime.
+    assert files["/etc/ld.so.conf.d/rocm.conf"] == ["/opt/rocm/lib", "/opt/rocm/lib64"]
+    assert lines.index("dry-run: ldconfig") > install
 
 
 def _written_files(stdout: str) -> dict[str, list[str]]:
@@ -308,4 +311,4 @@ def test_a_smoke_runner_gets_the_declared_rocm_runtime(tmp_path: Path) -> None:
     assert "install-rocm.sh 6.4 --runtime-only" in proc.stdout
     assert "https://repo.radeon.com/rocm/apt/6.4 noble main" in proc.stdout
     assert "Pin-Priority: 600" in proc.stdout
-    assert proc.stdout.rstrip().splitlines()[-1].endswith(" hip-runtime-amd")
+    assert "install -y -q --no-install-recommends hip-runtime-amd" in proc.stdout
