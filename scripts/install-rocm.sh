@@ -114,7 +114,7 @@ PIN
       fi
       log "installing the distribution's HIP packages (${packages[*]})${version:+ for ROCm $version}"
       apt_install "${packages[@]}" \
-        || die "apt could not install Debian's HIP packages (${packages[*]}): they need Debian 12 or sid, or Ubuntu 23.04+; on Ubuntu give a ROCm version for AMD's repository"
+        || die "apt could not install ${packages[*]} from this distribution's archive (${PRETTY_NAME:-${ID:-}}): Debian 12 carries HIP 5.2, sid 6.4, Ubuntu 24.04 5.7; on Ubuntu give a ROCm version for AMD's repository"
     fi
     ;;
   rhel)

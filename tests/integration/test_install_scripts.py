@@ -312,3 +312,42 @@ def test_a_smoke_runner_gets_the_declared_rocm_runtime(tmp_path: Path) -> None:
     assert "https://repo.radeon.com/rocm/apt/6.4 noble main" in proc.stdout
     assert "Pin-Priority: 600" in proc.stdout
     assert "install -y -q --no-install-recommends hip-runtime-amd" in proc.stdout
+
+
+SID_IMAGE = "localhost/xfer-smoke-rocm-absent"
+
+
+def _podman_has(image: str) -> bool:
+    try:
+        argv = ["podman", "image", "exists", image]
+        proc = subprocess.run(argv, capture_output=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+@pytest.mark.skipif(not _podman_has(SID_IMAGE), reason=f"needs podman and the local image {SID_IMAGE}")
+def test_rocm_runtime_and_toolchain_install_for_real_on_debian_sid() -> None:
+    """In a Debian sid container without HIP: the runtime of the declared major, then the toolchain
+    at the declared version (Debian's HIP 6.4), each checked after the install; a major the archive
+    lacks is one clear line."""
+    script = (
+        "set -u; s=/scripts/install-rocm.sh\n"
+        "bash $s 6.4 --runtime-only; echo rc=$?\n"
+        "bash $s 6.4 --runtime-only; echo rc=$?\n"
+        "bash $s 6.4; echo rc=$?\n"
+        "bash $s 6.4; echo rc=$?\n"
+        "bash $s 7.0 --runtime-only; echo rc=$?\n"
+    )
+    argv = ["podman", "run", "--rm", "--network=host", "-v", f"{ROOT / 'scripts'}:/scripts:ro", SID_IMAGE,
+            "bash", "-c", script]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    out = proc.stdout + proc.stderr
+    assert [line for line in proc.stdout.splitlines() if line.startswith("rc=")] == [
+        "rc=0", "rc=0", "rc=0", "rc=0", "rc=1",
+    ], out  # fmt: skip
+    assert "done: /usr/lib/x86_64-linux-gnu/libamdhip64.so.6" in out
+    assert "the HIP runtime of ROCm 6 is already installed" in out
+    assert re.search(r"done: HIP 6\.4\.\d+ under /usr", out), out
+    assert re.search(r"HIP 6\.4\.\d+ already installed under /usr: nothing to do", out), out
+    assert "apt could not install libamdhip64-7 from this distribution's archive" in out
