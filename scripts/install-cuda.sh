@@ -23,6 +23,7 @@ version="${version:-${CUDA_VERSION:-13.0}}"
 check_version_arg "$version"
 major="${version%%.*}"
 dashed="${version/./-}"
+other=""
 cuda_version() { toolkit_version "$1" include/cuda_runtime_api.h CUDART_VERSION version.json version.txt; }
 for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/local/cuda; do
   if [ -n "$runtime_only" ] && [ -n "$prefix" ] && compgen -G "$prefix/lib*/libcudart.so.$major*" >/dev/null; then
@@ -35,8 +36,9 @@ for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/
     log "CUDA $found already installed at $prefix: nothing to do"
     exit 0
   fi
-  log "CUDA ${found:-of unknown version} is installed at $prefix, but the matrix declares $version: installing $version beside it"
+  other="${other:-CUDA ${found:-of unknown version} is installed at $prefix}"
 done
+[ -z "$other" ] || log "$other, but the matrix declares $version: installing $version beside it"
 
 family="$(os_family)" || exit 1
 case "$family" in

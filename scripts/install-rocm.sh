@@ -41,6 +41,7 @@ runtime_at() {
   compgen -G "$1/lib/libamdhip64.so.${major:-}*" || compgen -G "$1/lib/*/libamdhip64.so.${major:-}*" || true
 }
 
+other=""
 prefixes=("${ROCM_PATH:-}")
 while IFS= read -r p; do prefixes+=("$p"); done < <(compgen -G "/opt/rocm-*" | sort -rV || true)
 prefixes+=(/opt/rocm /usr)
@@ -60,8 +61,9 @@ for prefix in "${prefixes[@]}"; do
     log "HIP ${found:-(unknown version)} already installed under $prefix: nothing to do"
     exit 0
   fi
-  log "HIP ${found:-of unknown version} is installed under $prefix, but the matrix declares $version: installing $version beside it"
+  other="${other:-HIP ${found:-of unknown version} is installed under $prefix}"
 done
+[ -z "${other:-}" ] || log "$other, but the matrix declares $version: installing $version beside it"
 
 # AMD's post-install step: the loader finds the runtime under /opt/rocm (the installed release).
 loader_config() {
