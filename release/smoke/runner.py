@@ -405,8 +405,9 @@ def smoke_variant(
         raise SmokeError(msg)
     found = find_host_runtime(variant)
     host_runtime = found.files if found.matches else ()
-    engine = container_engine() if containers else None
     local = {i.name: i.local for i in variant.images if i.local is not None}
+    # Only images with a local recipe run in containers: no engine probe (`podman info`) without one.
+    engine = container_engine() if containers and local else None
     outcomes: list[Outcome] = []
     root = Path(tempfile.mkdtemp(prefix="release-smoke-"))
     try:
