@@ -1,19 +1,41 @@
 # Shared helpers for the install-*.sh scripts (sourced, not run).
 # Supports Debian/Ubuntu (apt) and manylinux_2_28 / AlmaLinux 8 (dnf).
+#
+# INSTALL_DRY_RUN=1: print every command that needs root and every file that would be written
+# (with its content) instead of doing it, and download nothing; the version checks still run.
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*"; }
 die() { printf '[%s] error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 
+dry_run() { [ -n "${INSTALL_DRY_RUN:-}" ] && [ "${INSTALL_DRY_RUN}" != 0 ]; }
+
 as_root() {
+  if dry_run; then printf 'dry-run: %s\n' "$*"; return 0; fi
   if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
     die "needs root for: $* (run as root or install sudo)"; fi
 }
 
+# write_root_file PATH: write stdin to PATH as root (a dry run prints it instead).
+write_root_file() {
+  if dry_run; then printf 'dry-run: write %s\n' "$1"; sed 's/^/  | /'; return 0; fi
+  as_root tee "$1" >/dev/null
+}
+
+# fetch URL: the content of URL on stdout (curl or wget).
+fetch() {
+  if command -v curl >/dev/null; then curl -fsSL "$1"
+  elif command -v wget >/dev/null; then wget -qO- "$1"
+  else die "downloading $1 needs curl or wget"; fi
+}
+
+os_release() { printf '%s' "${OS_RELEASE:-/etc/os-release}"; }  # overridable for tests
+
 os_family() {
-  local os_release="${OS_RELEASE:-/etc/os-release}"  # overridable for tests
-  [ -r "$os_release" ] || die "cannot read $os_release: unknown distribution"
-  # shellcheck disable=SC1091
-  . "$os_release"
+  local file
+  file="$(os_release)"
+  [ -r "$file" ] || die "cannot read $file: unknown distribution"
+  # shellcheck disable=SC1090
+  . "$file"
   case " ${ID:-} ${ID_LIKE:-} " in
     *" debian "*|*" ubuntu "*) echo debian ;;
     *" rhel "*|*" centos "*|*" fedora "*|*" almalinux "*|*" rocky "*) echo rhel ;;
@@ -25,4 +47,44 @@ apt_install() {
   export DEBIAN_FRONTEND=noninteractive
   if [ -z "${_APT_UPDATED:-}" ]; then as_root apt-get update -q; _APT_UPDATED=1; fi
   as_root apt-get install -y -q --no-install-recommends "$@"
+}
+
+# check_version_arg VERSION: a toolkit version as matrix.yaml declares it (6.4, 13.0, 4.0.1).
+check_version_arg() {
+  [[ "$1" =~ ^[0-9]+\.[0-9]+(\.[0-9]+)?$ ]] \
+    || die "'$1' is not a toolkit version (expected MAJOR.MINOR, e.g. 6.4: the variant's toolkit in matrix.yaml)"
+}
+
+# toolkit_version PREFIX HEADER DEFINES FILE...: the version of the toolkit under PREFIX, read as
+# the toolkit does (release/build/toolchain.py read_version, from packaging/backends/*.json): the
+# first X.Y[.Z] in the first version file present, else the header's macros (one number such as
+# CUDART_VERSION 13000 -> 13.0, or MAJOR,MINOR,PATCH macros joined by dots). Empty when unknown.
+toolkit_version() {
+  local prefix="$1" header="$2" defines="$3" name found number parts=() define
+  shift 3
+  for name in "$@"; do
+    [ -f "$prefix/$name" ] || continue
+    found="$(grep -oE '[0-9]+\.[0-9]+(\.[0-9]+)?' "$prefix/$name" | head -n 1 || true)"
+    if [ -n "$found" ]; then printf '%s\n' "$found"; return 0; fi
+  done
+  [ -f "$prefix/$header" ] || return 0
+  IFS=, read -r -a defines <<<"$defines"
+  for define in "${defines[@]}"; do
+    number="$(sed -nE "s/^[[:space:]]*#define[[:space:]]+$define[[:space:]]+([0-9]+).*/\1/p" "$prefix/$header" | head -n 1)"
+    [ -n "$number" ] || return 0
+    parts+=("$number")
+  done
+  if [ "${#parts[@]}" -eq 1 ] && [ "${#parts[0]}" -ge 4 ]; then
+    printf '%s.%s\n' "$(( parts[0] / 1000 ))" "$(( parts[0] % 1000 / 10 ))"
+  else
+    (IFS=.; printf '%s\n' "${parts[*]}")
+  fi
+}
+
+# same_release DECLARED FOUND: true when FOUND has DECLARED's major.minor (6.4 matches 6.4.3),
+# the rule the toolkit applies before a build (release/build/toolchain.py toolkit_mismatch).
+same_release() {
+  local declared="$1" found="$2"
+  [ -n "$found" ] || return 1
+  [ "$(cut -d. -f1-2 <<<"$declared")" = "$(cut -d. -f1-2 <<<"$found")" ]
 }

@@ -1,36 +1,63 @@
 #!/usr/bin/env bash
 # Install the CUDA toolkit pieces the engine builds against (nvcc, cudart headers and the shared
 # runtime), idempotently.
-#   release toolchain install cuda [CUDA_VERSION]     (default 13.0; here also bash scripts/install-cuda.sh)
+#   release toolchain install cuda [VERSION] [--runtime-only]  (default 13.0; here also bash scripts/install-cuda.sh)
+# VERSION is the variant's `toolkit`; an install already there is used when it has that
+# major.minor (version.json, version.txt or CUDART_VERSION, as the toolkit reads it).
+# --runtime-only installs the shared runtime (libcudart.so.MAJOR) a wheel binds, no nvcc.
 # Debian/Ubuntu and manylinux_2_28 / AlmaLinux 8, from NVIDIA's package repositories.
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
 
-version="${1:-${CUDA_VERSION:-13.0}}"
+version="" runtime_only=""
+for arg in "$@"; do
+  case "$arg" in
+    --runtime-only) runtime_only=1 ;;
+    -*) die "unknown option $arg (usage: install-cuda.sh [VERSION] [--runtime-only])" ;;
+    *) [ -z "$version" ] || die "one version at most (usage: install-cuda.sh [VERSION] [--runtime-only])"
+       version="$arg" ;;
+  esac
+done
+version="${version:-${CUDA_VERSION:-13.0}}"
+check_version_arg "$version"
+major="${version%%.*}"
 dashed="${version/./-}"
-for prefix in "${CUDA_HOME:-}" "/usr/local/cuda-$version" /usr/local/cuda; do
-  if [ -n "$prefix" ] && [ -x "$prefix/bin/nvcc" ] && [ -f "$prefix/include/cuda_runtime_api.h" ]; then
-    log "CUDA already installed at $prefix: nothing to do"
+other=""
+cuda_version() { toolkit_version "$1" include/cuda_runtime_api.h CUDART_VERSION version.json version.txt; }
+for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/local/cuda; do
+  if [ -n "$runtime_only" ] && [ -n "$prefix" ] && compgen -G "$prefix/lib*/libcudart.so.$major*" >/dev/null; then
+    log "the CUDA $major runtime is already installed under $prefix: nothing to do"
     exit 0
   fi
+  [ -n "$prefix" ] && [ -x "$prefix/bin/nvcc" ] && [ -f "$prefix/include/cuda_runtime_api.h" ] || continue
+  found="$(cuda_version "$prefix")"
+  if same_release "$version" "$found"; then
+    log "CUDA $found already installed at $prefix: nothing to do"
+    exit 0
+  fi
+  other="${other:-CUDA ${found:-of unknown version} is installed at $prefix}"
 done
+[ -z "$other" ] || log "$other, but the matrix declares $version: installing $version beside it"
 
 family="$(os_family)" || exit 1
 case "$family" in
   debian)
-    . /etc/os-release
+    # shellcheck disable=SC1090
+    . "$(os_release)"
     distro="${ID}${VERSION_ID//./}"
     log "installing CUDA $version from NVIDIA's repository for $distro"
-    apt_install ca-certificates wget
+    apt_install ca-certificates curl
     tmp="$(mktemp -d)"
     url="https://developer.download.nvidia.com/compute/cuda/repos/$distro/x86_64/cuda-keyring_1.1-1_all.deb"
-    wget -qO "$tmp/keyring.deb" "$url" \
+    dry_run || fetch "$url" > "$tmp/keyring.deb" \
       || die "downloading NVIDIA's repository keyring failed ($url): no network to developer.download.nvidia.com, or no repository for $distro"
     as_root dpkg -i "$tmp/keyring.deb" || die "installing NVIDIA's repository keyring failed"
     rm -rf "$tmp"
     _APT_UPDATED=
-    apt_install "cuda-nvcc-$dashed" "cuda-cudart-dev-$dashed" \
+    packages=("cuda-nvcc-$dashed" "cuda-cudart-dev-$dashed")
+    [ -z "$runtime_only" ] || packages=("cuda-cudart-$dashed")
+    apt_install "${packages[@]}" \
       || die "apt could not install CUDA $version (cuda-nvcc-$dashed, cuda-cudart-dev-$dashed) from NVIDIA's repository"
     ;;
   rhel)
@@ -38,10 +65,19 @@ case "$family" in
     as_root dnf install -y dnf-plugins-core
     as_root dnf config-manager --add-repo https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/cuda-rhel8.repo \
       || die "adding NVIDIA's rhel8 repository failed (no network to developer.download.nvidia.com?)"
-    as_root dnf install -y "cuda-nvcc-$dashed" "cuda-cudart-devel-$dashed" \
+    packages=("cuda-nvcc-$dashed" "cuda-cudart-devel-$dashed")
+    [ -z "$runtime_only" ] || packages=("cuda-cudart-$dashed")
+    as_root dnf install -y "${packages[@]}" \
       || die "dnf could not install CUDA $version (cuda-nvcc-$dashed, cuda-cudart-devel-$dashed)"
     ;;
   *) die "unsupported distribution family '$family'" ;;
 esac
+dry_run && exit 0
+if [ -n "$runtime_only" ]; then
+  compgen -G "/usr/local/cuda-$version/lib*/libcudart.so.$major*" >/dev/null \
+    || die "the packages installed but /usr/local/cuda-$version has no libcudart.so.$major"
+  log "done: the CUDA $version runtime in /usr/local/cuda-$version"
+  exit 0
+fi
 [ -x "/usr/local/cuda-$version/bin/nvcc" ] || die "the packages installed but /usr/local/cuda-$version/bin/nvcc is missing"
 log "done: /usr/local/cuda-$version"

@@ -1,46 +1,129 @@
 #!/usr/bin/env bash
-# Install the ROCm/HIP host toolchain (headers, libamdhip64, hipcc), idempotently.
-#   release toolchain install rocm [ROCM_VERSION]     (here also bash scripts/install-rocm.sh)
-# Debian 12 / Ubuntu >= 23.04: the distribution's HIP packages (HIP 5.2 on Debian 12) unless a
-#   ROCM_VERSION is given, which uses AMD's apt repository (Ubuntu only).
-# manylinux_2_28 / AlmaLinux 8: AMD's el8 repository, ROCm ROCM_VERSION (default 6.4).
+# Install the ROCm/HIP host toolchain (headers, libamdhip64, hipcc), or only the HIP runtime,
+# idempotently, at the ROCm version matrix.yaml declares.
+#   release toolchain install rocm [VERSION] [--runtime-only]   (here also bash scripts/install-rocm.sh)
+#
+# VERSION is the variant's `toolkit` (e.g. 6.4). An install already there is used when its
+# version has that major.minor (read from .info/version, share/doc/rocm-core/version or
+# include/hip/hip_version.h, as the toolkit reads it); otherwise the declared one is installed
+# beside it. --runtime-only installs the runtime a wheel binds (libamdhip64.so.MAJOR), no headers
+# and no compiler: what a smoke-test runner needs.
+#   Ubuntu: AMD's apt repository for VERSION (repo.radeon.com/rocm/apt/VERSION and its graphics
+#     repository), pinned above the distribution's packages (/etc/apt/preferences.d/rocm-pin-600,
+#     as AMD's install instructions set it) so the two sources never mix.
+#   Debian 12 / sid: the distribution's HIP packages (Debian 12: HIP 5.2, sid: 6.4), checked
+#     against VERSION after the install; AMD publishes no Debian repository.
+#   manylinux_2_28 / AlmaLinux 8: AMD's el8 repository, ROCm VERSION (default 6.4).
+# INSTALL_DRY_RUN=1 prints what would run and the files it would write (see _common.sh).
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
 
-version="${1:-${ROCM_VERSION:-}}"
-for prefix in "${ROCM_PATH:-}" /opt/rocm /usr; do
-  if [ -n "$prefix" ] && [ -f "$prefix/include/hip/hip_runtime_api.h" ] && \
-     { compgen -G "$prefix/lib/libamdhip64.so*" || compgen -G "$prefix/lib/*/libamdhip64.so*"; } >/dev/null; then
-    log "HIP already installed under $prefix: nothing to do"
+version="" runtime_only=""
+for arg in "$@"; do
+  case "$arg" in
+    --runtime-only) runtime_only=1 ;;
+    -*) die "unknown option $arg (usage: install-rocm.sh [VERSION] [--runtime-only])" ;;
+    *) [ -z "$version" ] || die "one version at most (usage: install-rocm.sh [VERSION] [--runtime-only])"
+       version="$arg" ;;
+  esac
+done
+version="${version:-${ROCM_VERSION:-}}"
+[ -z "$version" ] || check_version_arg "$version"
+major="${version%%.*}"
+
+rocm_version() {
+  toolkit_version "$1" include/hip/hip_version.h HIP_VERSION_MAJOR,HIP_VERSION_MINOR,HIP_VERSION_PATCH \
+    .info/version share/doc/rocm-core/version
+}
+# runtime_at PREFIX: the libamdhip64.so.MAJOR (any major when none is declared) under PREFIX.
+runtime_at() {
+  compgen -G "$1/lib/libamdhip64.so.${major:-}*" || compgen -G "$1/lib/*/libamdhip64.so.${major:-}*" || true
+}
+
+other=""
+prefixes=("${ROCM_PATH:-}")
+while IFS= read -r p; do prefixes+=("$p"); done < <(compgen -G "/opt/rocm-*" | sort -rV || true)
+prefixes+=(/opt/rocm /usr)
+for prefix in "${prefixes[@]}"; do
+  [ -n "$prefix" ] && [ -d "$prefix" ] || continue
+  if [ -n "$runtime_only" ]; then
+    lib="$(runtime_at "$prefix" | head -n 1)"
+    if [ -n "$lib" ]; then
+      log "the HIP runtime ${major:+of ROCm $major }is already installed: $lib: nothing to do"
+      exit 0
+    fi
+    continue
+  fi
+  [ -f "$prefix/include/hip/hip_runtime_api.h" ] && [ -n "$(runtime_at "$prefix")" ] || continue
+  found="$(rocm_version "$prefix")"
+  if [ -z "$version" ] || same_release "$version" "$found"; then
+    log "HIP ${found:-(unknown version)} already installed under $prefix: nothing to do"
     exit 0
   fi
+  other="${other:-HIP ${found:-of unknown version} is installed under $prefix}"
 done
+[ -z "${other:-}" ] || log "$other, but the matrix declares $version: installing $version beside it"
+
+# AMD's post-install step: the loader finds the runtime under /opt/rocm (the installed release).
+loader_config() {
+  write_root_file /etc/ld.so.conf.d/rocm.conf <<'CONF'
+/opt/rocm/lib
+/opt/rocm/lib64
+CONF
+  as_root ldconfig
+}
 
 family="$(os_family)" || exit 1
+# shellcheck disable=SC1090
+. "$(os_release)"
+what="${runtime_only:+the HIP runtime of }ROCm${version:+ $version}"
 case "$family" in
   debian)
-    if [ -z "$version" ]; then
-      log "installing the distribution's HIP packages"
-      apt_install libamdhip64-dev libhsa-runtime-dev hipcc \
-        || die "apt could not install Debian's HIP packages (libamdhip64-dev libhsa-runtime-dev hipcc): they need Debian 12 or Ubuntu 23.04+; elsewhere give a ROCm version for AMD's repository"
-    else
-      . /etc/os-release
-      log "installing ROCm $version from AMD's repository for ${VERSION_CODENAME:-unknown}"
-      apt_install ca-certificates gnupg wget
-      as_root mkdir -p /etc/apt/keyrings
-      wget -qO- https://repo.radeon.com/rocm/rocm.gpg.key | gpg --dearmor | as_root tee /etc/apt/keyrings/rocm.gpg >/dev/null \
-        || die "downloading AMD's repository key failed (https://repo.radeon.com/rocm/rocm.gpg.key): no network to repo.radeon.com?"
-      echo "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/$version ${VERSION_CODENAME} main" \
-        | as_root tee /etc/apt/sources.list.d/rocm.list >/dev/null
+    if [ "${ID:-}" = ubuntu ] && [ -n "$version" ]; then
+      codename="${VERSION_CODENAME:-${UBUNTU_CODENAME:-}}"
+      [ -n "$codename" ] || die "$(os_release) names no VERSION_CODENAME: cannot pick AMD's repository"
+      log "installing $what from AMD's repository for $codename"
+      apt_install ca-certificates gnupg curl
+      as_root mkdir -p --mode=0755 /etc/apt/keyrings
+      if dry_run; then
+        printf 'dry-run: fetch https://repo.radeon.com/rocm/rocm.gpg.key | gpg --dearmor > /etc/apt/keyrings/rocm.gpg\n'
+      else
+        fetch https://repo.radeon.com/rocm/rocm.gpg.key | gpg --dearmor | as_root tee /etc/apt/keyrings/rocm.gpg >/dev/null \
+          || die "downloading AMD's repository key failed (https://repo.radeon.com/rocm/rocm.gpg.key): no network to repo.radeon.com?"
+      fi
+      write_root_file /etc/apt/sources.list.d/rocm.list <<LIST
+deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/rocm/apt/$version $codename main
+deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com/graphics/$version/ubuntu $codename main
+LIST
+      # AMD's packages win over the distribution's (Ubuntu carries its own, older HIP), so one
+      # install never mixes the two.
+      write_root_file /etc/apt/preferences.d/rocm-pin-600 <<'PIN'
+Package: *
+Pin: release o=repo.radeon.com
+Pin-Priority: 600
+PIN
       _APT_UPDATED=
-      apt_install rocm-hip-runtime-dev || die "apt could not install rocm-hip-runtime-dev $version from AMD's repository"
+      packages=(rocm-hip-runtime-dev)
+      [ -z "$runtime_only" ] || packages=(hip-runtime-amd)
+      apt_install "${packages[@]}" || die "apt could not install ${packages[*]} (ROCm $version) from AMD's repository"
+      loader_config
+    else
+      packages=(libamdhip64-dev libhsa-runtime-dev hipcc)
+      if [ -n "$runtime_only" ]; then
+        [ -n "$major" ] || die "--runtime-only needs the ROCm version (the runtime's major picks libamdhip64-MAJOR)"
+        packages=("libamdhip64-$major")
+      fi
+      log "installing the distribution's HIP packages (${packages[*]})${version:+ for ROCm $version}"
+      apt_install "${packages[@]}" \
+        || die "apt could not install ${packages[*]} from this distribution's archive (${PRETTY_NAME:-${ID:-}}): Debian 12 carries HIP 5.2, sid 6.4, Ubuntu 24.04 5.7; on Ubuntu give a ROCm version for AMD's repository"
     fi
     ;;
   rhel)
     version="${version:-6.4}"
-    log "installing ROCm $version (HIP runtime and headers) from AMD's el8 repository"
-    as_root tee /etc/yum.repos.d/rocm.repo >/dev/null <<REPO
+    major="${version%%.*}"
+    log "installing $what from AMD's el8 repository"
+    write_root_file /etc/yum.repos.d/rocm.repo <<REPO
 [rocm]
 name=ROCm $version
 baseurl=https://repo.radeon.com/rocm/el8/$version/main
@@ -58,8 +141,23 @@ priority=50
 gpgcheck=1
 gpgkey=https://repo.radeon.com/rocm/rocm.gpg.key
 REPO
-    as_root dnf install -y rocm-hip-runtime-devel || die "dnf could not install rocm-hip-runtime-devel $version from AMD's repository"
+    package=rocm-hip-runtime-devel
+    [ -z "$runtime_only" ] || package=hip-runtime-amd
+    as_root dnf install -y "$package" || die "dnf could not install $package $version from AMD's repository"
+    loader_config
     ;;
   *) die "unsupported distribution family '$family'" ;;
 esac
-log "done: $(ls /opt/rocm*/lib/libamdhip64.so.* /usr/lib/*/libamdhip64.so.* 2>/dev/null | head -n 1)"
+dry_run && exit 0
+
+lib="$(for p in /opt/rocm-* /opt/rocm /usr; do runtime_at "$p"; done | head -n 1)"
+[ -n "$lib" ] || die "the packages installed, but no libamdhip64.so.${major:-*} is on this machine"
+if [ -z "$runtime_only" ] && [ -n "$version" ]; then
+  for prefix in /opt/rocm-* /opt/rocm /usr; do
+    [ -f "$prefix/include/hip/hip_runtime_api.h" ] || continue
+    found="$(rocm_version "$prefix")"
+    same_release "$version" "$found" && { log "done: HIP $found under $prefix"; exit 0; }
+  done
+  die "the packages installed, but no HIP $version is on this machine (this distribution's HIP is another release): on Ubuntu AMD's repository has it; or build in the release image"
+fi
+log "done: $lib"

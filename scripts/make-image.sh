@@ -19,6 +19,8 @@
 #   --env-python V|none   interpreter placed at /opt/python/cp39-cp39, which cibuildwheel uses to
 #                         read the container's environment (default 3.9; build images only)
 #   --minbase-only        no build toolchain, no build/auditwheel: a plain runtime image for smoke tests
+#   --auditwheel SPEC     the auditwheel requirement (e.g. 'auditwheel>=6.2.0'); default: the toolkit's
+#                         own, from the pyproject.toml beside this script (the toolkit passes it)
 #   --runtime-prefix DIR  move the runtime libraries (--runtime-libs) from the distribution's
 #                         library directory into DIR (a vendor layout such as /opt/rocm-6.4.3/lib)
 #   --runtime-via M       how the loader finds DIR: ld.so.conf.d (an entry + ldconfig) or
@@ -49,7 +51,7 @@ tag="" suite=sid mirror=http://deb.debian.org/debian include="" pythons="" env_p
 minbase_only=0 runtime_prefix="" runtime_via=ld.so.conf.d force=0 refresh_base=0
 runtime_libs='libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 python_root=/root/.pyenv/versions workdir=/var/tmp/xfer-images
-extra_env=()
+extra_env=() auditwheel_req=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tag) tag="$2"; shift 2 ;;
@@ -59,6 +61,7 @@ while [ $# -gt 0 ]; do
     --pythons) pythons="$2"; shift 2 ;;
     --env-python) env_python="$2"; shift 2 ;;
     --minbase-only) minbase_only=1; shift ;;
+    --auditwheel) auditwheel_req="$2"; shift 2 ;;
     --runtime-prefix) runtime_prefix="$2"; shift 2 ;;
     --runtime-via) runtime_via="$2"; shift 2 ;;
     --runtime-libs) runtime_libs="$2"; shift 2 ;;
@@ -72,6 +75,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$tag" ] || die "--tag is required"
+if [ "$minbase_only" -eq 0 ] && [ -z "$auditwheel_req" ]; then
+  # The one place the bound is written: the toolkit's pyproject.toml ("auditwheel>=X" in dependencies).
+  pyproject="$(dirname "$script_path")/../pyproject.toml"
+  [ -f "$pyproject" ] && auditwheel_req="$(grep -oE '^[[:space:]]*"auditwheel[^"]*"' "$pyproject" | head -n 1 | tr -d ' "')"
+  [ -n "$auditwheel_req" ] || die "no auditwheel requirement: give --auditwheel SPEC (\`release\` passes the toolkit's own)"
+fi
+[[ -z "$auditwheel_req" || "$auditwheel_req" =~ ^auditwheel[\<\>=!~,.0-9]*$ ]] || die "--auditwheel '$auditwheel_req' is not an auditwheel requirement"
 [ "$(id -u)" -eq 0 ] || die "run as root (debootstrap, chroot and rootful podman)"
 for tool in podman debootstrap; do
   command -v "$tool" >/dev/null || die "$tool not found: run scripts/setup-podman.sh first"
@@ -106,6 +116,7 @@ inputs="$( {
   printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
     "$suite" "$mirror" "$include" "$minbase_only" "$runtime_prefix" "$runtime_via" "$runtime_libs" "$env_python"
   printf 'env=%s\n' "${extra_env[@]:-}"
+  printf 'auditwheel=%s\n' "$auditwheel_req"
   for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
   [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"
 } | sha256sum | cut -c1-64 )"
@@ -219,8 +230,8 @@ if [ "$minbase_only" -eq 0 ] && [ "${#py_list[@]}" -gt 0 ]; then
   tool_py="${py_dir[${py_list[-1]}]}/bin/python${py_list[-1]}"
   step "auditwheel in /opt/_internal/tools (venv of $(basename "$(dirname "$(dirname "$tool_py")")")), on PATH as /usr/local/bin/auditwheel"
   in_root "$tool_py" -m venv /opt/_internal/tools
-  in_root /opt/_internal/tools/bin/pip install -q --disable-pip-version-check auditwheel \
-    || die "pip install auditwheel failed"
+  in_root /opt/_internal/tools/bin/pip install -q --disable-pip-version-check "$auditwheel_req" \
+    || die "pip install '$auditwheel_req' failed"
   ln -sfn /opt/_internal/tools/bin/auditwheel "$root/usr/local/bin/auditwheel"
 fi
 

@@ -85,8 +85,10 @@ def cibuildwheel_options(
     if probe is not None:
         # The install scripts take the toolkit version the matrix releases with.
         options["before-all"] = " ".join([probe.install, *([variant.toolkit] if variant.toolkit else [])])
-    # Timestamps of the repaired wheel come from the commit, inside the container too.
-    options["environment-pass"] = "SOURCE_DATE_EPOCH"
+    # Timestamps of the repaired wheel come from the commit, inside the container too; the
+    # install command's own variables (MUSA_INSTALLER) reach before-all there.
+    passed = ("SOURCE_DATE_EPOCH", *(probe.install_env if probe is not None else ()))
+    options["environment-pass"] = " ".join(passed)
     options["before-build"] = before_build or "python -m pip install --quiet {project}"
     settings, environment = variant.build.translate()
     if steps[0].abi3:

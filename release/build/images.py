@@ -7,6 +7,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
+from release.config.pins import requirement
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
 from release.plan.resolve import LocalImage
@@ -25,7 +26,9 @@ def make_command(image: LocalImage) -> list[str]:
     if image.packages:
         cmd += ["--include", ",".join(image.packages)]
     cmd += ["--pythons", ",".join(image.pythons)]
-    if not image.toolchain:
+    if image.toolchain:
+        cmd += ["--auditwheel", requirement("auditwheel")]  # the toolkit's own bound
+    else:
         cmd.append("--minbase-only")
     if image.runtime_prefix:
         cmd += [

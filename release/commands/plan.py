@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from release import table
+from release.config.checks import unpinned_serving_images
 from release.config.matrix import LoadedMatrix
-from release.errors import UsageError
+from release.errors import MatrixError, Problem, UsageError
 from release.plan.steps import Plan, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 
@@ -78,10 +80,30 @@ def github_outputs(
     }
 
 
+def unpinned_images(plan: Plan) -> list[Problem]:
+    """The plan's serving images that are named by tag only."""
+    loaded = plan.loaded
+    return unpinned_serving_images(loaded.matrix, loaded.lines, loaded.path.name, plan.variants)
+
+
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     plan = make_plan(loaded, variants=(args.variant,) if args.variant else ())
+    code = _run(args, plan)
+    if args.github != "release":
+        for problem in unpinned_images(plan):
+            print(f"warning: {problem}", file=sys.stderr)
+    return code
+
+
+def _run(args: argparse.Namespace, plan: Plan) -> int:
+    loaded = plan.loaded
     if args.github:
-        for key, value in github_outputs(plan, args.github, tag=args.tag, python=args.python).items():
+        outputs = github_outputs(plan, args.github, tag=args.tag, python=args.python)
+        unpinned = unpinned_images(plan) if args.github == "release" else []
+        if unpinned:
+            # A release runs its smoke tests in these images: a tag could change under it.
+            raise MatrixError(unpinned)
+        for key, value in outputs.items():
             print(f"{key}={value}")
         return 0
     if args.smoke:

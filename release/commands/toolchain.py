@@ -26,6 +26,9 @@ from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends
 from release.errors import ReleaseError, ToolchainError, UsageError
+from release.plan.resolve import ResolvedVariant
+from release.plan.steps import make_plan
+from release.smoke.hostruntime import find_host_runtime, needs_host_runtime
 
 PYTHON = "python"
 INSTALL_TIMEOUT = 1800  # seconds: a toolkit from a vendor repository is a large download
@@ -92,9 +95,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--variant",
         help="the toolchain of this matrix variant, at the toolkit version it declares (CI uses this)",
     )
+    install.add_argument(
+        "--runtime-only",
+        action="store_true",
+        help="only the runtime a wheel binds (libamdhip64.so.MAJOR), no compiler: what a smoke runner needs",
+    )
+    install.add_argument(
+        "--smoke-runtime",
+        action="store_true",
+        help="with --variant: the runtime its simulated smoke images lay out from this machine, only if "
+        "one of them needs it and the declared one is not here (a smoke job runs this)",
+    )
     check = sub.add_parser("check", help="what this machine has for the matrix, and how to get the rest")
     check.add_argument("--python", action="append", help="only these Python versions (repeatable)")
     check.add_argument("--require", action="store_true", help="exit 4 when anything is missing")
+    free = sub.add_parser(
+        "free-disk",
+        help="on a CI runner: remove preinstalled SDKs no release job uses; free space before and after",
+        description="remove the big SDKs GitHub's ubuntu runners preinstall (.NET, Android, Haskell, CodeQL, "
+        "...) before large image pulls or toolkit installs; only on a CI runner unless --force",
+    )
+    free.add_argument("--dry-run", action="store_true", help="list what would be removed")
+    free.add_argument("--docker-images", action="store_true", help="also remove the preloaded docker images")
+    free.add_argument("--force", action="store_true", help="run outside CI too (deletes system directories)")
     path = sub.add_parser("path", help="print the path of a backend's install script")
     path.add_argument("backend")
 
@@ -107,6 +130,10 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     if args.action == "path":
         print(script_for(args.backend))
         return 0
+    if args.action == "free-disk":
+        chosen = {"--dry-run": args.dry_run, "--docker-images": args.docker_images, "--force": args.force}
+        flags = [flag for flag, on in chosen.items() if on]
+        return run_script(toolkit_scripts() / "free-disk.sh", flags)
     if args.action == "install":
         if args.variant is not None:
             return install_variant(args, loaded)
@@ -114,11 +141,15 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
             msg = "toolchain install: name a backend (rocm, cuda, musa), `python`, or --variant"
             raise UsageError(msg)
         if args.what == PYTHON:
+            if args.runtime_only:
+                msg = "toolchain install python: --runtime-only is for a backend's runtime"
+                raise UsageError(msg)
             return install_pythons(args.versions)
         if len(args.versions) > 1:
             msg = f"toolchain install {args.what}: one version at most (got {' '.join(args.versions)})"
             raise UsageError(msg)
-        return install_backend(args.what, args.versions[0] if args.versions else None)
+        version = args.versions[0] if args.versions else None
+        return install_backend(args.what, version, runtime_only=args.runtime_only)
     return check(loaded, args.python, require=args.require)
 
 
@@ -140,16 +171,37 @@ def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> in
     if backend.toolkit is None:
         print(f"{args.variant}: the {backend.name} backend needs no toolkit")
         return 0
-    return install_backend(backend.name, variant.toolkit)
+    if args.smoke_runtime:
+        return install_smoke_runtime(make_plan(loaded, variants=(args.variant,)).variant(args.variant))
+    return install_backend(backend.name, variant.toolkit, runtime_only=args.runtime_only)
 
 
-def install_backend(backend: str, version: str | None) -> int:
-    script = script_for(backend)
+def install_smoke_runtime(variant: ResolvedVariant) -> int:
+    """The declared runtime, where the variant's image simulations will need it from this host."""
+    needing = ", ".join(i.name for i in variant.images if needs_host_runtime(i.image))
+    if not needing:
+        print(f"{variant.name}: no simulated image lays out the runtime from this machine: nothing to do")
+        return 0
+    found = find_host_runtime(variant)
+    if found.usable:
+        print(f"{variant.name}: {', '.join(found.files)} already in {found.libdir} (for {needing})")
+        return 0
+    print(f"{variant.name}: {needing} lay out the {variant.backend.title} runtime from this machine")
+    return install_backend(variant.backend_name, variant.toolkit, runtime_only=True)
+
+
+def install_backend(backend: str, version: str | None, *, runtime_only: bool = False) -> int:
+    flags = [*([version] if version else []), *(["--runtime-only"] if runtime_only else [])]
+    return run_script(script_for(backend), flags)
+
+
+def run_script(script: Path, args: list[str]) -> int:
+    """Run one of the toolkit's bash scripts; its own error line is the message on failure."""
     bash = shutil.which("bash")
     if bash is None:
         msg = "bash not found on PATH: the toolchain install scripts are bash scripts"
         raise ToolchainError(msg)
-    argv = [bash, str(script), *([version] if version else [])]
+    argv = [bash, str(script), *args]
     print(f"$ {' '.join(argv)}", flush=True)
     proc = subprocess.run(argv, check=False, timeout=INSTALL_TIMEOUT)
     if proc.returncode != 0:

@@ -24,7 +24,12 @@ class ToolkitProbe:
     version_files: tuple[str, ...] = spec("Files relative to the prefix holding the version.", default=())
     version_header: str | None = spec("Header defining the version macros.", default=None)
     version_define: str | None = spec("Macro(s), comma-separated, that spell the version.", default=None)
-    install: str = spec("The command that installs the toolkit.")
+    install: str = spec("The command that installs the toolkit; it takes the declared toolkit version.")
+    install_env: tuple[str, ...] = spec(
+        "Environment variables the install command reads (an installer's location), passed into "
+        "the build container.",
+        default=(),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

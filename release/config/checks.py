@@ -4,7 +4,7 @@ and dotted key."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from release.config.dataschema import (
     printable,
     suggest,
 )
+from release.config.imageref import parse_image_reference, unpinned_message
 from release.errors import Problem
 from release.wheel.names import FLOOR
 
@@ -206,6 +207,11 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
         key = dotted("images", name)
         if img.container is None and img.simulate is None:
             add(key, "give a container reference, a simulation, or both")
+        if img.container is not None:
+            try:
+                parse_image_reference(img.container)
+            except ValueError as exc:
+                add(f"{key}.container", f"{img.container!r}: {exc}")
         sim = img.simulate
         if sim is not None and sim.runtime == "prefix" and not sim.prefix:
             add(
@@ -267,3 +273,23 @@ def _check_toolkit(
 def _globs_overlap(a: str, b: str) -> bool:
     """Whether some name is matched by both soname globs (`libfoo*` and `*.so*` are: libfoo.so)."""
     return globs.common_match(a, b) is not None
+
+
+def unpinned_serving_images(
+    m: Matrix, lines: Mapping[str, int], file: str, variants: Iterable[str] | None = None
+) -> list[Problem]:
+    """Serving images that `variants` (default: all) run in containers and name by tag only.
+
+    A warning for plans; `release plan --github release` refuses them (a release is tested in the
+    image it names, and a tag can be moved after the test)."""
+    chosen = list(m.variants) if variants is None else list(variants)
+    used = dict.fromkeys(image for name in chosen for image in m.variants[name].images)
+    problems = []
+    for name in used:
+        img = m.images.get(name)
+        if img is None or img.container is None or parse_image_reference(img.container).pinned:
+            continue
+        key = dotted(dotted("images", name), "container")
+        line = lines.get(key, lines.get(dotted("images", name)))
+        problems.append(Problem(file, line, printable(key), printable(unpinned_message(img.container))))
+    return problems

@@ -2,9 +2,12 @@
 
 Every command of a simulated image runs as one `unshare --mount --propagation private` process
 executing a generated shell script: the script builds the image's mounts, then `exec`s the
-command. The mounts live in that private namespace only and vanish with its last process, so the
-host is never modified and nothing is left to clean up when a check fails or times out. The
-layouts (see `Simulation` in `release.config.matrix`):
+command. As root that is all; as another user (a CI runner's), the namespace is made in a user
+namespace of its own (`unshare --user --map-root-user`) where the kernel allows it, else with
+passwordless sudo, the command then dropping back to the user (see `namespace_runner`). The
+mounts live in that private namespace only and vanish with its last process, so the host is
+never modified and nothing is left to clean up when a check fails or times out. The layouts
+(see `Simulation` in `release.config.matrix`):
 
 - `runtime: system`: the host's distribution library directory as it is (the runtime where the
   distribution installs it).
@@ -40,14 +43,15 @@ from elftools.elf.elffile import ELFFile
 
 from release.config.matrix import Simulation
 from release.errors import SmokeError, ToolchainError
+from release.smoke.namespace import namespace_runner, sudo_problem
+from release.smoke.namespace import tool as _tool
 
 MINBASE_SUITE = "bookworm"
+MINBASE_ENV = "RELEASE_MINBASE_DIR"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _LOADER_CACHE = Path("/etc/ld.so.cache")
 _LOADER_CONF_DIR = Path("/etc/ld.so.conf.d")
 _SIM_CONF_NAME = "zz-release-simulated-runtime.conf"
-
-
 @dataclass(frozen=True)
 class Result:
     """What one command printed and how it ended."""
@@ -120,7 +124,7 @@ def runtime_files(libdir: Path, globs: Sequence[str]) -> tuple[str, ...]:
 
 def minbase_dir() -> Path:
     """The cached minimal Debian tree (`RELEASE_MINBASE_DIR` overrides the default place)."""
-    override = os.environ.get("RELEASE_MINBASE_DIR")
+    override = os.environ.get(MINBASE_ENV)
     if override:
         return Path(override)
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
@@ -156,7 +160,16 @@ def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = pri
     if debootstrap is None:
         msg = "building the minbase image needs debootstrap (Debian/Ubuntu: `apt install debootstrap`)"
         raise ToolchainError(msg)
-    _require_root("building the minbase image")
+    as_root: list[str] = []
+    if os.geteuid() != 0:
+        no_sudo = sudo_problem()
+        if no_sudo is not None:
+            msg = (
+                f"building the minbase image (debootstrap) needs root or passwordless sudo ({no_sudo}): "
+                f"run it once as root, or point {MINBASE_ENV} at a debootstrap --variant=minbase tree"
+            )
+            raise ToolchainError(msg)
+        as_root = [str(shutil.which("sudo")), "-n"]
     mirror = debian_mirror()
     partial = target.with_name(target.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
@@ -164,7 +177,7 @@ def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = pri
     log(f"building {target} (debootstrap --variant=minbase {MINBASE_SUITE} from {mirror})")
     started = time.monotonic()
     proc = subprocess.run(
-        [debootstrap, "--variant=minbase", MINBASE_SUITE, str(partial), mirror],
+        [*as_root, debootstrap, "--variant=minbase", MINBASE_SUITE, str(partial), mirror],
         capture_output=True,
         text=True,
         check=False,
@@ -177,24 +190,6 @@ def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = pri
     partial.rename(target)
     log(f"built {target} in {time.monotonic() - started:.0f}s")
     return target
-
-
-def _require_root(what: str) -> None:
-    if os.geteuid() != 0:
-        msg = f"{what} needs root (mount namespaces, overlay mounts, chroot); run it as root or in CI"
-        raise ToolchainError(msg)
-
-
-def _tool(name: str) -> str:
-    for directory in ("/usr/bin", "/usr/sbin", "/bin", "/sbin"):
-        candidate = Path(directory) / name
-        if candidate.exists():
-            return str(candidate)
-    found = shutil.which(name)
-    if found is None:
-        msg = f"simulating images needs `{name}` (util-linux / coreutils)"
-        raise ToolchainError(msg)
-    return found
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,9 +243,12 @@ class Sandbox:
             return Path(sim.prefix)
         return None
 
-    def script(self, stage: Path) -> str:
-        """The shell script that builds this image's mounts in `stage` and execs "$@"."""
+    def script(self, stage: Path, user: tuple[int, int] | None = None, *, userns: bool = False) -> str:
+        """The shell script that builds this image's mounts in `stage` and execs "$@" (as `user`,
+        a (uid, gid), when the namespace was made as root for another user; `userns`: inside a
+        user namespace, where an overlay cannot copy up the root file system's root-owned files)."""
         q = shlex.quote
+        run_as = f"{_tool('setpriv')} --reuid={user[0]} --regid={user[1]} --init-groups " if user else ""
         mount, cp, mkdir, rm, ldconfig = (_tool(t) for t in ("mount", "cp", "mkdir", "rm", "ldconfig"))
         sim = self.simulation
         lines = ["set -eu", f"{mount} -t tmpfs release-sim {q(str(stage))}"]
@@ -264,19 +262,31 @@ class Sandbox:
         if self.rootfs is not None:
             root = stage / "root"
             lines.append(f"{mkdir} -p {q(str(root))}")
-            overlay(self.rootfs, root, "rootfs")
-            lines.append(f"{mount} -t proc proc {q(str(root / 'proc'))}")
-            lines.append(f"{mount} --bind /dev {q(str(root / 'dev'))}")
+            if userns:
+                lines += self._assembled_root(self.rootfs, root)
+            else:
+                overlay(self.rootfs, root, "rootfs")
+            # Recursive binds: a user namespace may not mount a new proc, nor bind /dev without
+            # the mounts below it.
+            lines.append(f"{mount} --rbind /proc {q(str(root / 'proc'))}")
+            lines.append(f"{mount} --rbind /dev {q(str(root / 'dev'))}")
             for bind in self.binds:
                 inside = root / bind.path.relative_to("/")
                 lines.append(f"{mkdir} -p {q(str(inside))}")
                 lines.append(f"{mount} --bind {q(str(bind.path))} {q(str(inside))}")
                 if bind.read_only:
                     lines.append(f"{mount} -o remount,bind,ro {q(str(inside))}")
-            lines.append(f'exec {_tool("chroot")} {q(str(root))} "$@"')
+            lines.append(f'exec {_tool("chroot")} {q(str(root))} {run_as}"$@"')
             return "\n".join(lines) + "\n"
 
         files = [self.libdir / n for n in self.runtime]
+        copy = f"{cp} -a --no-preserve=ownership"  # a user namespace cannot give files to root
+        saved = stage / "runtime"
+        if sim.runtime == "prefix" and sim.prefix and files:
+            # A copy first: the prefix may be where the runtime lives (an AMD install under
+            # /opt/rocm-X/lib), which the mounts below then cover.
+            lines.append(f"{mkdir} -p {q(str(saved))}")
+            lines.append(f"{copy} {' '.join(q(str(f)) for f in files)} {q(str(saved))}/")
         if sim.runtime == "prefix" and sim.prefix:
             prefix = Path(sim.prefix)
             anchor = next(p for p in (prefix, *prefix.parents) if p.exists())
@@ -288,7 +298,7 @@ class Sandbox:
                 lines.append(f"{mkdir} -p {q(str(prefix))}")
             else:
                 lines.append(f"{mount} -t tmpfs release-sim {q(str(prefix))}")
-            lines.append(f"{cp} -a {' '.join(q(str(f)) for f in files)} {q(str(prefix))}/")
+            lines.append(f"{copy} {q(str(saved))}/. {q(str(prefix))}/")
         if sim.runtime in ("prefix", "absent") and files:
             overlay(self.libdir, self.libdir, "libdir")
             lines.append(f"{rm} -f {' '.join(q(str(f)) for f in files)}")
@@ -297,7 +307,7 @@ class Sandbox:
             cache = stage / "ld.so.cache"
             lines.append(f"{mkdir} -p {q(str(confd))}")
             if _LOADER_CONF_DIR.is_dir():
-                lines.append(f"{cp} -a {q(str(_LOADER_CONF_DIR))}/. {q(str(confd))}/")
+                lines.append(f"{copy} {q(str(_LOADER_CONF_DIR))}/. {q(str(confd))}/")
             if sim.runtime == "prefix" and sim.via == "ld.so.conf.d" and sim.prefix:
                 lines.append(f"echo {q(sim.prefix)} > {q(str(confd / _SIM_CONF_NAME))}")
             lines.append(f"{mount} --bind {q(str(confd))} {q(str(_LOADER_CONF_DIR))}")
@@ -306,20 +316,49 @@ class Sandbox:
             lines.append(f"{mount} --bind {q(str(cache))} {q(str(_LOADER_CACHE))}")
         if sim.runtime == "prefix" and sim.via == "LD_LIBRARY_PATH" and sim.prefix:
             lines.append(f'export LD_LIBRARY_PATH={q(sim.prefix)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
-        lines.append('exec "$@"')
+        lines.append(f'exec {run_as}"$@"')
         return "\n".join(lines) + "\n"
+
+    def _assembled_root(self, rootfs: Path, root: Path) -> list[str]:
+        """The root file system for a user namespace: `root` (inside the stage's tmpfs) gets the
+        tree's entries bind-mounted, except the directories on the way to a mount point (the
+        binds, /proc, /dev), which are made in the tmpfs and filled the same way one level down.
+        Nothing of the cached tree is written, and no root-owned directory needs a copy-up."""
+        q = shlex.quote
+        mount, mkdir, ln = (_tool(t) for t in ("mount", "mkdir", "ln"))
+        targets = [Path("proc"), Path("dev"), Path("tmp")]
+        targets += [b.path.relative_to("/") for b in self.binds]
+        lines: list[str] = []
+
+        def fill(relative: Path) -> None:
+            source = rootfs / relative
+            for entry in sorted(source.iterdir()):
+                inner = relative / entry.name
+                dest = q(str(root / inner))
+                if entry.is_symlink():
+                    lines.append(f"{ln} -s {q(str(entry.readlink()))} {dest}")
+                elif entry.is_dir() and any(t == inner or inner in t.parents for t in targets):
+                    lines.append(f"{mkdir} -p {dest}")
+                    fill(inner)
+                elif entry.is_dir():
+                    lines.append(f"{mkdir} -p {dest}")
+                    lines.append(f"{mount} --rbind {q(str(entry))} {dest}")
+
+        fill(Path())
+        return lines
 
     def run(
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 600
     ) -> Result:
         """Run one command in a fresh namespace of this image."""
-        _require_root(f"simulating image {self.name!r}")
+        runner = namespace_runner(f"simulating image {self.name!r}")
         self._count += 1
         stage = self.workdir / f".ns-{self.name}-{self._count}"
         stage.mkdir(parents=True, exist_ok=True)
         script = stage.with_suffix(".sh")
-        script.write_text(self.script(stage), encoding="utf-8")
-        command = [_tool("unshare"), "--mount", "--propagation", "private", "/bin/sh", str(script), *argv]
+        userns = runner.how == "user namespace"
+        script.write_text(self.script(stage, runner.user, userns=userns), encoding="utf-8")
+        command = runner.argv(script, argv, env)
         return run_command(command, env=env, timeout=timeout, shown=argv, cwd=self.workdir)
 
 

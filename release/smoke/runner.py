@@ -11,6 +11,7 @@ refuse the import with the toolkit's message (naming the runtime), never a bare 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -19,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from release.build.images import ensure as ensure_image
+from release.build.images import exists as image_exists
 from release.build.interpreters import require_interpreter
 from release.build.toolchain import container_engine
 from release.config.matrix import Image
@@ -27,6 +29,7 @@ from release.inspect.rules.registry import matches
 from release.plan.resolve import ResolvedVariant
 from release.smoke.container import ContainerSandbox
 from release.smoke.container import interpreter as container_interpreter
+from release.smoke.hostruntime import find_host_runtime, needs_host_runtime, require_host_runtime
 from release.smoke.image import (
     Bind,
     Result,
@@ -36,7 +39,6 @@ from release.smoke.image import (
     host_package,
     missing_libraries,
     run_command,
-    runtime_files,
 )
 from release.smoke.outcome import Outcome, Step
 from release.smoke.selection import (
@@ -128,8 +130,11 @@ class Smoke:
         log: Callable[[str], None],
         inside: bool = False,
         container: tuple[str, str] | None = None,
+        runtime_libdir: Path | None = None,
     ) -> None:
-        """`container`: (engine, image tag) to run the checks in a real container of that image."""
+        """`container`: (engine, image tag) to run the checks in a real container of that image;
+        `runtime_libdir`: where the host's runtime files are (default: the distribution's directory)."""
+        self.runtime_libdir = runtime_libdir or distribution_libdir()
         self.inside = inside
         self.container = container
         self.variant = variant
@@ -204,10 +209,10 @@ class Smoke:
             elif layout is not None and layout.runtime == "absent":
                 self.runtime_dir = None
             else:
-                self.runtime_dir = distribution_libdir() if host_runtime else None
+                self.runtime_dir = self.runtime_libdir if host_runtime else None
             return
         if self.image_name == HOST_IMAGE or sim is None:
-            self.runtime_dir = distribution_libdir() if host_runtime else None
+            self.runtime_dir = self.runtime_libdir if host_runtime else None
             return
         binds: list[Bind] = []
         rootfs = None
@@ -220,7 +225,13 @@ class Smoke:
             ]
         runtime = host_runtime if sim.rootfs == "host" else ()
         sandbox = Sandbox(
-            self.image_name, sim, workdir=self.workdir, runtime=runtime, rootfs=rootfs, binds=binds
+            self.image_name,
+            sim,
+            workdir=self.workdir,
+            runtime=runtime,
+            libdir=self.runtime_libdir,
+            rootfs=rootfs,
+            binds=binds,
         )
         self.sandbox = sandbox
         self.runtime_dir = sandbox.runtime_dir
@@ -392,15 +403,17 @@ def smoke_variant(
         build += f" --python {python}" if python else ""
         msg = f"no {variant.distribution} wheel{what} in {directory}: run `{build}` first"
         raise SmokeError(msg)
-    host_runtime = runtime_files(distribution_libdir(), variant.runtime_globs)
-    engine = container_engine() if containers else None
+    found = find_host_runtime(variant)
+    host_runtime = found.files if found.matches else ()
     local = {i.name: i.local for i in variant.images if i.local is not None}
+    # Only images with a local recipe run in containers: no engine probe (`podman info`) without one.
+    engine = container_engine() if containers and local else None
     outcomes: list[Outcome] = []
     root = Path(tempfile.mkdtemp(prefix="release-smoke-"))
     try:
         for wheel, version in ((w, v) for w in wheels for v in smoke_pythons(w, variant, python)):
             interpreter = require_interpreter(version)
-            has_runtime = bool(host_runtime) or not variant.runtime_globs
+            has_runtime = found.usable or not variant.runtime_globs
             pairs = images_for(variant, images, host_has_runtime=has_runtime)
             if in_image is not None:
                 pairs = [(in_image, declared_image(variant, in_image))]
@@ -415,8 +428,13 @@ def smoke_variant(
                 recipe = local.get(image_name) if in_image is None else None
                 container = None
                 if engine is not None and recipe is not None and version in recipe.pythons:
-                    ensure_image(engine, recipe, log=log)
-                    container = (engine, recipe.tag)
+                    if os.geteuid() == 0 or image_exists(engine, recipe.tag):
+                        ensure_image(engine, recipe, log=log)
+                        container = (engine, recipe.tag)
+                    else:  # make-image.sh needs root (debootstrap, rootful podman)
+                        log(f"[{version} {image_name}] {recipe.tag} is absent, only root makes it: simulated")
+                if container is None and in_image is None and needs_host_runtime(image):
+                    require_host_runtime(variant, found, image_name)
                 smoke = Smoke(
                     variant,
                     wheel,
@@ -427,6 +445,7 @@ def smoke_variant(
                     log=log,
                     inside=in_image is not None,
                     container=container,
+                    runtime_libdir=found.libdir,
                 )
                 outcomes.append(smoke.run(interpreter, host_runtime))
     finally:

@@ -25,7 +25,7 @@ from release.plan.steps import make_plan
 from release.smoke.image import distribution_libdir
 from release.smoke.runner import smoke_variant
 
-from .conftest import HOST_PYTHONS, NEWEST, ROOT, tag, toolkit
+from .conftest import HOST_HIP, HOST_PYTHONS, NEWEST, ROOT, tag, toolkit
 
 pytestmark = [
     pytest.mark.integration,
@@ -100,6 +100,9 @@ def fake_matrix(directory: Path, *, ok: bool = True) -> Path:
     data["variants"] = {k: v for k, v in data["variants"].items() if k in ("cpu", "rocm")}
     data["variants"]["cpu"]["distribution"] = "fake-engine-cpu"
     data["variants"]["rocm"]["distribution"] = "fake-engine-rocm"
+    if HOST_HIP:  # the fake wheels bind the host's runtime (libamdhip64.so.5): declare its ROCm
+        data["variants"]["rocm"]["toolkit"] = HOST_HIP
+        data["variants"]["rocm"].pop("build_image", None)
     path = directory / "matrix.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     make_wheel(directory / "wheelhouse" / "rocm", dist="fake-engine-rocm", python=PY, init=FAKE_INIT, ok=ok)

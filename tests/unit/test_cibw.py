@@ -91,11 +91,19 @@ def test_before_all_is_the_backend_install_command(loaded: LoadedMatrix, variant
     if backend.toolkit is None:
         assert "before-all" not in opts
     else:
+        # The scripts take the declared toolkit version (tests/integration/test_install_scripts.py
+        # runs this exact command against matching and mismatching installs).
         toolkit = loaded.variant(variant).toolkit
         assert opts["before-all"] == f"bash scripts/install-{backend.name}.sh {toolkit}"
+        passed = opts["environment-pass"].split()
+        assert passed == ["SOURCE_DATE_EPOCH", *backend.toolkit.install_env]
     excludes = make_plan(loaded, variants=(variant,)).variant(variant).excludes
     for pattern in excludes:
         assert f"--exclude {shlex.quote(pattern)}" in opts["repair-wheel-command"]
+
+
+def test_the_musa_installer_location_reaches_before_all_in_the_container(loaded: LoadedMatrix) -> None:
+    assert _opts(loaded, "musa", ())["environment-pass"] == "SOURCE_DATE_EPOCH MUSA_INSTALLER"
 
 
 def test_env_names_are_cibuildwheel_variables(loaded: LoadedMatrix) -> None:
@@ -183,3 +191,21 @@ def test_command_prints_each_format(loaded: LoadedMatrix, capsys: pytest.Capture
 
 def test_command_is_registered() -> None:
     assert cli.COMMANDS["cibuildwheel-config"][0] == "cibuildwheel_config"
+
+
+def test_a_prebuilt_toolkit_image_replaces_the_manylinux_image(tmp_path: Path) -> None:
+    """matrix.yaml may name a manylinux_2_28 image with the CUDA toolkit already in it; before-all
+    stays, and finds the declared toolkit there (install-cuda.sh: 'nothing to do')."""
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    image = "ghcr.io/example/manylinux_2_28_x86_64-cuda:13.0"
+    text = text.replace(
+        '      classifiers: ["Environment :: GPU :: NVIDIA CUDA :: 13"]\n',
+        '      classifiers: ["Environment :: GPU :: NVIDIA CUDA :: 13"]\n'
+        f"    build_image: {{release: {image!r}}}\n",
+        1,
+    )
+    text = text.replace("source: engine", f"source: {ROOT / 'engine'}", 1)
+    loaded = loads(text, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
+    opts = _opts(loaded, "cuda", ("3.12",))
+    assert opts["manylinux-x86_64-image"] == image
+    assert opts["before-all"] == "bash scripts/install-cuda.sh 13.0"

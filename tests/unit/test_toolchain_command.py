@@ -100,3 +100,50 @@ def test_python_install_without_any_installer_names_every_attempt(monkeypatch: p
 def test_python_version_must_be_major_minor() -> None:
     with pytest.raises(toolchain.UsageError):
         toolchain.install_python("3")
+
+
+MATRIX_FILE = str(Path(__file__).resolve().parents[2] / "matrix.yaml")
+
+
+@pytest.fixture
+def installs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, bool]]:
+    calls: list[tuple[str, str | None, bool]] = []
+
+    def record(backend: str, version: str | None, *, runtime_only: bool = False) -> int:
+        calls.append((backend, version, runtime_only))
+        return 0
+
+    monkeypatch.setattr(toolchain, "install_backend", record)
+    return calls
+
+
+def test_smoke_runtime_installs_the_declared_major_where_the_simulations_need_it(
+    monkeypatch: pytest.MonkeyPatch, installs: list[tuple[str, str | None, bool]], tmp_path: Path
+) -> None:
+    from release.smoke.hostruntime import HostRuntime
+
+    older = HostRuntime(tmp_path, ("libamdhip64.so.5",), matches=False)
+    monkeypatch.setattr(toolchain, "find_host_runtime", lambda _v: older)
+    argv = ["--matrix", MATRIX_FILE, "toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
+    assert cli.main(argv) == 0
+    assert installs == [("rocm", "6.4", True)]
+
+
+def test_smoke_runtime_is_a_no_op_when_present_or_not_needed(
+    monkeypatch: pytest.MonkeyPatch,
+    installs: list[tuple[str, str | None, bool]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from release.smoke.hostruntime import HostRuntime
+
+    present = HostRuntime(tmp_path, ("libamdhip64.so.6",), matches=True)
+    monkeypatch.setattr(toolchain, "find_host_runtime", lambda _v: present)
+    for variant in ("rocm", "cuda", "cpu"):
+        argv = ["--matrix", MATRIX_FILE, "toolchain", "install", "--variant", variant, "--smoke-runtime"]
+        assert cli.main(argv) == 0
+    assert installs == []
+    out = capsys.readouterr().out
+    assert "libamdhip64.so.6 already in" in out
+    assert "cuda: no simulated image lays out the runtime from this machine: nothing to do" in out
+    assert "cpu: the cpu backend needs no toolkit" in out
