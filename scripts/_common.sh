@@ -64,13 +64,13 @@ toolkit_version() {
   shift 3
   for name in "$@"; do
     [ -f "$prefix/$name" ] || continue
-    found="$(grep -oE '[0-9]+\.[0-9]+(\.[0-9]+)?' "$prefix/$name" | head -n 1 || true)"
+    found="$(grep -oE '[0-9]+\.[0-9]+(\.[0-9]+)?' "$prefix/$name" | sed -n 1p || true)"
     if [ -n "$found" ]; then printf '%s\n' "$found"; return 0; fi
   done
   [ -f "$prefix/$header" ] || return 0
   IFS=, read -r -a defines <<<"$defines"
   for define in "${defines[@]}"; do
-    number="$(sed -nE "s/^[[:space:]]*#define[[:space:]]+$define[[:space:]]+([0-9]+).*/\1/p" "$prefix/$header" | head -n 1)"
+    number="$(sed -nE "s/^[[:space:]]*#define[[:space:]]+$define[[:space:]]+([0-9]+).*/\1/p" "$prefix/$header" | sed -n 1p)"
     [ -n "$number" ] || return 0
     parts+=("$number")
   done

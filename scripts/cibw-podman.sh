@@ -85,7 +85,7 @@ for whl in "$out"/*.whl; do
   needed="$(find "$tmp/w" -type f \( -name '*.so*' -o -perm -u+x \) -exec sh -c 'readelf -d "$1" 2>/dev/null' _ {} \; \
             | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u | tr '\n' ' ')"
   for g in "${excludes[@]}"; do
-    hit="$(find "$tmp/w" -name "$g" | head -n 1)"
+    hit="$(find "$tmp/w" -name "$g" | sed -n 1p)"
     [ -z "$hit" ] || die "$(basename "$whl") vendors ${hit#"$tmp/w/"} although it is excluded"
   done
   for so in "${expect[@]}"; do

@@ -48,7 +48,7 @@ prefixes+=(/opt/rocm /usr)
 for prefix in "${prefixes[@]}"; do
   [ -n "$prefix" ] && [ -d "$prefix" ] || continue
   if [ -n "$runtime_only" ]; then
-    lib="$(runtime_at "$prefix" | head -n 1)"
+    lib="$(runtime_at "$prefix" | sed -n 1p)"
     if [ -n "$lib" ]; then
       log "the HIP runtime ${major:+of ROCm $major }is already installed: $lib: nothing to do"
       exit 0
@@ -150,7 +150,7 @@ REPO
 esac
 dry_run && exit 0
 
-lib="$(for p in /opt/rocm-* /opt/rocm /usr; do runtime_at "$p"; done | head -n 1)"
+lib="$(for p in /opt/rocm-* /opt/rocm /usr; do runtime_at "$p"; done | sed -n 1p)"
 [ -n "$lib" ] || die "the packages installed, but no libamdhip64.so.${major:-*} is on this machine"
 if [ -z "$runtime_only" ] && [ -n "$version" ]; then
   for prefix in /opt/rocm-* /opt/rocm /usr; do

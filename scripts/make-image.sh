@@ -78,7 +78,7 @@ done
 if [ "$minbase_only" -eq 0 ] && [ -z "$auditwheel_req" ]; then
   # The one place the bound is written: the toolkit's pyproject.toml ("auditwheel>=X" in dependencies).
   pyproject="$(dirname "$script_path")/../pyproject.toml"
-  [ -f "$pyproject" ] && auditwheel_req="$(grep -oE '^[[:space:]]*"auditwheel[^"]*"' "$pyproject" | head -n 1 | tr -d ' "')"
+  [ -f "$pyproject" ] && auditwheel_req="$(grep -oE '^[[:space:]]*"auditwheel[^"]*"' "$pyproject" | sed -n 1p | tr -d ' "')"
   [ -n "$auditwheel_req" ] || die "no auditwheel requirement: give --auditwheel SPEC (\`release\` passes the toolkit's own)"
 fi
 [[ -z "$auditwheel_req" || "$auditwheel_req" =~ ^auditwheel[\<\>=!~,.0-9]*$ ]] || die "--auditwheel '$auditwheel_req' is not an auditwheel requirement"
