@@ -278,8 +278,10 @@ def build_variant(
         configuration=configuration,
     )
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    # CPU-bound: at most `jobs` wheels at a time; with ccache, the first alone (see build_waves).
-    shared_cache = bool(env.get("CMAKE_CXX_COMPILER_LAUNCHER")) and not env.get("CCACHE_DISABLE")
+    # CPU-bound: at most `jobs` wheels at a time. With ccache and no prebuilt core (which already
+    # holds what the Pythons share), the first wheel alone: see build_waves.
+    cached = bool(env.get("CMAKE_CXX_COMPILER_LAUNCHER")) and not env.get("CCACHE_DISABLE")
+    shared_cache = cached and prefix is None
     waves = build_waves(len(steps), jobs=jobs, cores=os.cpu_count() or 1, shared_cache=shared_cache)
     results: list[WheelResult] = []
     errors: list[ReleaseError] = []

@@ -41,7 +41,9 @@ def build_waves(count: int, *, jobs: int, cores: int, shared_cache: bool) -> tup
     """The order of `count` wheel builds. With a shared compiler cache the first wheel builds
     alone on every core: wheels started together would all miss on the objects they share (a
     core compiled with a per-Python -I is the same for every Python) and compile them each; the
-    others then find them in the cache. The rest run `jobs` at a time, sharing the cores."""
+    others then find them in the cache. The rest run `jobs` at a time, each with its share of
+    the cores and one job more, so that a wheel in a serial phase (configure, link, repair) or
+    the last one of an uneven wave leaves no core idle."""
     if count <= 0:
         return ()
     jobs, cores = max(1, jobs), max(1, cores)
@@ -49,7 +51,8 @@ def build_waves(count: int, *, jobs: int, cores: int, shared_cache: bool) -> tup
     waves = [Wave(range(first), cores)] if first else []
     rest = range(first, count)
     together = min(jobs, len(rest))
-    waves.append(Wave(rest, max(1, cores // together)))
+    share = -(-cores // together)
+    waves.append(Wave(rest, share + 1 if together > 1 else share))
     return tuple(waves)
 
 

@@ -12,11 +12,11 @@ from release.build.reuse import Wave, build_waves, ccache_env, read_stats_log
 
 def test_with_a_shared_cache_the_first_wheel_builds_alone_on_every_core() -> None:
     waves = build_waves(4, jobs=2, cores=2, shared_cache=True)
-    assert waves == (Wave(range(0, 1), 2), Wave(range(1, 4), 1))
+    assert waves == (Wave(range(0, 1), 2), Wave(range(1, 4), 2))
 
 
 def test_without_a_cache_every_wheel_starts_at_once_up_to_jobs() -> None:
-    assert build_waves(4, jobs=2, cores=2, shared_cache=False) == (Wave(range(0, 4), 1),)
+    assert build_waves(4, jobs=2, cores=2, shared_cache=False) == (Wave(range(0, 4), 2),)
 
 
 @pytest.mark.parametrize(
@@ -24,8 +24,8 @@ def test_without_a_cache_every_wheel_starts_at_once_up_to_jobs() -> None:
     [
         (1, 2, 2, (Wave(range(0, 1), 2),)),  # one wheel: every core, with or without a cache
         (2, 1, 8, (Wave(range(0, 1), 8), Wave(range(1, 2), 8))),  # one at a time: all cores each
-        (3, 4, 8, (Wave(range(0, 1), 8), Wave(range(1, 3), 4))),  # two left share eight cores
-        (5, 8, 2, (Wave(range(0, 1), 2), Wave(range(1, 5), 1))),  # never below one job
+        (3, 4, 8, (Wave(range(0, 1), 8), Wave(range(1, 3), 5))),  # two left share eight cores, +1
+        (5, 8, 2, (Wave(range(0, 1), 2), Wave(range(1, 5), 2))),  # four on two cores: one each, +1
         (0, 2, 2, ()),
     ],
 )
