@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -70,6 +71,7 @@ class Result:
     binding: str
     python: str
     compile_s: float
+    compile_cpu: float
     size: int
     stripped: int
     write_us: float
@@ -101,8 +103,15 @@ def build_core(scratch: Path) -> Path:
     return prefix
 
 
-def build_binding(scratch: Path, prefix: Path, binding: str, python: Path, abi3: bool) -> tuple[Path, float]:
-    """Configure, then time the build of the extension alone; (the .so, seconds)."""
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def build_binding(
+    scratch: Path, prefix: Path, binding: str, python: Path, abi3: bool
+) -> tuple[Path, float, float]:
+    """Configure, then time the build of the extension alone; (the .so, wall s, CPU s)."""
     tag = f"{binding}{'-abi3' if abi3 else ''}-{python.name}"
     build = scratch / tag
     defines = [
@@ -121,11 +130,11 @@ def build_binding(scratch: Path, prefix: Path, binding: str, python: Path, abi3:
         ]
     env = {**os.environ, "CCACHE_DISABLE": "1"}
     run(["cmake", "-S", ENGINE, "-B", build, *generator(), *defines], env=env)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu()
     run(["cmake", "--build", build, "--target", "_xfer", "--parallel", str(os.cpu_count() or 1)], env=env)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, children_cpu() - cpu
     (so,) = (build / "python" / "xfer").glob("_xfer*.so")
-    return so, seconds
+    return so, seconds, cpu
 
 
 def stripped_size(so: Path, scratch: Path) -> int:
@@ -154,7 +163,7 @@ def measure(
 ) -> list[Result]:
     label = f"{binding}{' abi3' if abi3 else ''}"
     print(f"  [{label}] compiling for Python {build_py[0]} …", flush=True)
-    so, seconds = build_binding(scratch, prefix, binding, build_py[1], abi3)
+    so, seconds, cpu = build_binding(scratch, prefix, binding, build_py[1], abi3)
     size, stripped = so.stat().st_size, stripped_size(so, scratch)
     results = []
     for version, python in run_pys:
@@ -163,18 +172,21 @@ def measure(
             flush=True,
         )
         timed = probe(python, so, *calls)
-        results.append(Result(label, version, seconds, size, stripped, timed["write_us"], timed["prop_ns"]))
+        results.append(
+            Result(label, version, seconds, cpu, size, stripped, timed["write_us"], timed["prop_ns"])
+        )
     return results
 
 
 def table(results: list[Result]) -> str:
     lines = [
-        f"{'binding':<14} {'Python':>6} {'compile s':>9} {'.so KB':>7} {'stripped KB':>11} "
+        f"{'binding':<14} {'Python':>6} {'compile s':>9} {'CPU s':>6} {'.so KB':>7} {'stripped KB':>11} "
         f"{'4 KiB write µs':>14} {'property ns':>11}"
     ]
     for r in results:
         lines.append(
-            f"{r.binding:<14} {r.python:>6} {r.compile_s:9.1f} {r.size / 1e3:7.0f} {r.stripped / 1e3:11.0f} "
+            f"{r.binding:<14} {r.python:>6} {r.compile_s:9.1f} {r.compile_cpu:6.1f} {r.size / 1e3:7.0f} "
+            f"{r.stripped / 1e3:11.0f} "
             f"{r.write_us:14.1f} {r.prop_ns:11.0f}"
         )
     return "\n".join(lines)
@@ -183,15 +195,16 @@ def table(results: list[Result]) -> str:
 def ratios(results: list[Result]) -> str:
     by = {(r.binding, r.python): r for r in results}
     lines = [
-        f"{'nanobind ÷ pybind11':<20} {'Python':>6} {'compile':>7} {'stripped size':>13} {'4 KiB write':>11} "
-        f"{'property':>8}"
+        f"{'nanobind ÷ pybind11':<20} {'Python':>6} {'compile':>7} {'CPU':>5} {'stripped size':>13} "
+        f"{'4 KiB write':>11} {'property':>8}"
     ]
     for (binding, python), nb in by.items():
         pb = by.get(("pybind11", python))
         if binding != "nanobind" or pb is None:
             continue
         lines.append(
-            f"{'':<20} {python:>6} {nb.compile_s / pb.compile_s:7.2f} {nb.stripped / pb.stripped:13.2f} "
+            f"{'':<20} {python:>6} {nb.compile_s / pb.compile_s:7.2f} {nb.compile_cpu / pb.compile_cpu:5.2f} "
+            f"{nb.stripped / pb.stripped:13.2f} "
             f"{nb.write_us / pb.write_us:11.2f} {nb.prop_ns / pb.prop_ns:8.2f}"
         )
     return "\n".join(lines)
@@ -234,7 +247,9 @@ def main() -> int:
                 )
     print("\n" + table(results))
     print("\n" + ratios(results))
-    print("\n(compile: the extension alone, core prebuilt, ccache off; write: best batch, one process)")
+    print(
+        "\n(compile: the extension alone, core prebuilt, ccache off, wall and CPU seconds; write: best batch)"
+    )
     return 0
 
 

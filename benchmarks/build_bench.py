@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -71,6 +72,14 @@ def progress(message: str) -> None:
 class Build:
     seconds: float
     cache: CacheStats
+    cpu: float = 0.0
+    """CPU seconds of the build and every process under it: what other users of a shared machine
+    do not stretch, unlike the wall time."""
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 class Bench:
@@ -104,12 +113,12 @@ class Bench:
             cmd += ["--python", py]
         env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
         env |= {"CCACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT)}
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), children_cpu()
         with log.open("w", encoding="utf-8") as out:
             proc = subprocess.run(
                 cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=TIMEOUT, check=False
             )
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, children_cpu() - cpu_before
         if proc.returncode != 0:
             tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-30:])
             sys.exit(f"build failed (exit {proc.returncode}; log {log}):\n{tail}")
@@ -119,7 +128,7 @@ class Bench:
             if stats is not None:
                 hits, misses = hits + stats.hits, misses + stats.misses
         shutil.rmtree(cache_dir, ignore_errors=True)
-        return Build(elapsed, CacheStats(hits, misses))
+        return Build(elapsed, CacheStats(hits, misses), cpu)
 
 
 def warm_builders(engine: Path, pythons: list[str], venvs: Path) -> None:
@@ -130,9 +139,11 @@ def warm_builders(engine: Path, pythons: list[str], venvs: Path) -> None:
         builder_python(py, engine, venvs, os.environ)
 
 
-def paired(bench: Bench, label: str, pythons: list[str], pairs: int) -> tuple[Build, Build, float]:
-    """(last 1-Python build, last 4-Python build, median ratio) of `pairs` pairs."""
+def paired(bench: Bench, label: str, pythons: list[str], pairs: int) -> tuple[Build, Build, float, str]:
+    """(last 1-Python build, last 4-Python build, median wall ratio, a note with the CPU-second
+    ratio) of `pairs` pairs."""
     ratios: list[float] = []
+    cpu_ratios: list[float] = []
     one = four = Build(0.0, CacheStats(0, 0))
     for n in range(1, pairs + 1):
         progress(f"  [{label}] pair {n}/{pairs}: 1 Python ({pythons[-1]}), cold ccache …")
@@ -143,11 +154,14 @@ def paired(bench: Bench, label: str, pythons: list[str], pairs: int) -> tuple[Bu
         )
         four = bench.build(pythons)
         ratios.append(four.seconds / one.seconds)
+        cpu_ratios.append(four.cpu / one.cpu if one.cpu else float("nan"))
         progress(
             f"  [{label}] pair {n}/{pairs}: {len(pythons)} Pythons {four.seconds:.1f} s "
-            f"(ccache hits {four.cache.text}): ratio {ratios[-1]:.2f}"
+            f"(ccache hits {four.cache.text}): ratio {ratios[-1]:.2f}; CPU {four.cpu:.0f} s ÷ "
+            f"{one.cpu:.0f} s = {cpu_ratios[-1]:.2f}"
         )
-    return one, four, statistics.median(ratios)
+    note = f"CPU s {four.cpu:.0f} ÷ {one.cpu:.0f} = {statistics.median(cpu_ratios):.2f}"
+    return one, four, statistics.median(ratios), note
 
 
 def noop(bench: Bench, label: str, pythons: list[str], cold: Build) -> Row:
@@ -188,7 +202,7 @@ def bench_reference(variant: str, pythons: list[str], pairs: int, scratch: Path)
         label = f"reference {variant}, stable ABI {'on' if stable else 'off'}"
         matrix = reference_matrix(scratch / f"ref-{stable}", variant, venvs, stable)
         bench = Bench(matrix, variant, scratch)
-        one, four, ratio = paired(bench, label, pythons, pairs)
+        one, four, ratio, note = paired(bench, label, pythons, pairs)
         wheels = "3 wheels" if stable else f"{len(pythons)} wheels"
         rows.append(
             Row(
@@ -197,6 +211,7 @@ def bench_reference(variant: str, pythons: list[str], pairs: int, scratch: Path)
                 one.seconds,
                 ratio,
                 GOAL_ABI3 if stable else None,
+                note,
             )
         )
         if stable:
@@ -217,7 +232,7 @@ def bench_heavy(pythons: list[str], pairs: int, units: int, scratch: Path) -> li
     (directory / "build" / "venvs").symlink_to(venvs)
     bench = Bench(matrix, "cpu", scratch)
     label = f"generated engine, {units} core units"
-    one, four, ratio = paired(bench, label, pythons, pairs)
+    one, four, ratio, note = paired(bench, label, pythons, pairs)
     rows = [
         Row(
             f"{len(pythons)}-Python ÷ 1-Python, {label}, cold ccache",
@@ -225,7 +240,7 @@ def bench_heavy(pythons: list[str], pairs: int, units: int, scratch: Path) -> li
             one.seconds,
             ratio,
             GOAL_HEAVY,
-            f"ccache hits {four.cache.text}",
+            f"ccache hits {four.cache.text}; {note}",
         ),
         noop(bench, label, pythons, four),
     ]
@@ -270,7 +285,10 @@ def main() -> int:
                 rows += bench_reference(args.variant, pythons, args.pairs, scratch)
             else:
                 rows += bench_heavy(pythons, args.pairs, units, scratch)
-    print("\n(A: the build named first, B: the one it is divided by; wall seconds)")
+    print("\n(A: the build named first, B: the one it is divided by; wall seconds, the median ratio of the")
+    print(
+        " pairs; the CPU seconds of the last pair, which others' load on a shared machine does not stretch)"
+    )
     print(render(rows))
     missed = [r for r in rows if r.status == "MISSED"]
     print("\n" + ("goals missed: " + "; ".join(r.name for r in missed) if missed else "every goal met"))
