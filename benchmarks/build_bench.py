@@ -1,33 +1,190 @@
-"""Build scaling: a 4-Python build of one variant divided by a 1-Python build, in one run.
+"""Build benchmarks, each a ratio of builds timed in this one run (paired: a 1-Python build, then
+the 4-Python build, repeated --pairs times; the median ratio counts). Every build is a real
+`release build` (a child process) from an empty work directory with a cold private ccache
+(CCACHE_DIR of its own), after the per-Python builder environments are made.
 
-Both builds start from an empty build directory (the core is compiled in each) with ccache off,
-after the per-Python builder environments are warm, so the ratio measures compilation alone.
-Goal: <= 1.5, because the core is compiled once per variant, not once per Python.
+* reference: the reference engine (core prebuilt once per variant), 4-Python ÷ 1-Python build,
+  stable ABI on (cp310, cp311 and one cp312-abi3 wheel; goal <= 1.3) and off (a wheel per Python).
+* heavy: a generated engine without a prebuild step (benchmarks/heavy_engine.py: a heavy C++ core
+  compiled with a per-Python -I), 4-Python ÷ 1-Python; goal <= 1.5, which only ccache sharing the
+  core between Pythons reaches. Its hit rate is reported.
+* no-op: the 4-Python build run again with nothing changed, ÷ the cold build; goal <= 0.1
+  (measured for both engines after their 4-Python builds).
+
+Usage: python benchmarks/build_bench.py [--bench reference|heavy ...] [--quick] [--pairs N]
+(exit 1 when a goal is missed)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-GOAL = 1.5
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import heavy_engine  # noqa: E402
+
+from release.build.prebuild import builder_python  # noqa: E402
+from release.build.reuse import CacheStats, read_stats_log  # noqa: E402
+
+GOAL_ABI3 = 1.3
+GOAL_HEAVY = 1.5
+GOAL_NOOP = 0.1
+HEAVY_UNITS = 16
+QUICK_UNITS = 5
+TIMEOUT = 1800  # one build, seconds
 
 
-def write_matrix(directory: Path, variant: str, venvs: Path, *, prebuild: bool = True) -> Path:
+@dataclass
+class Row:
+    name: str
+    numerator: float
+    denominator: float
+    ratio: float
+    goal: float | None
+    note: str = ""
+
+    @property
+    def status(self) -> str:
+        if self.goal is None:
+            return "(report)"
+        return "OK" if self.ratio <= self.goal else "MISSED"
+
+
+def progress(message: str) -> None:
+    print(message, flush=True)
+
+
+@dataclass
+class Build:
+    seconds: float
+    cache: CacheStats
+    cpu: float = 0.0
+    """CPU seconds of the build and every process under it: what other users of a shared machine
+    do not stretch, unlike the wall time."""
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+class Bench:
+    """Builds of one matrix in a scratch directory, each with a cold ccache of its own."""
+
+    def __init__(self, matrix: Path, variant: str, scratch: Path) -> None:
+        self.matrix = matrix
+        self.variant = variant
+        self.scratch = scratch
+        self.count = 0
+
+    def build(self, pythons: list[str], *, clean: bool = True) -> Build:
+        work = self.matrix.parent / "build" / self.variant
+        if clean:
+            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(self.matrix.parent / "wheelhouse", ignore_errors=True)
+        self.count += 1
+        cache_dir = self.scratch / f"ccache-{self.count}"
+        log = self.scratch / f"build-{self.count}.log"
+        cmd = [
+            sys.executable,
+            "-m",
+            "release",
+            "--matrix",
+            str(self.matrix),
+            "build",
+            "--variant",
+            self.variant,
+        ]
+        for py in pythons:
+            cmd += ["--python", py]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
+        env |= {"CCACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT)}
+        started, cpu_before = time.perf_counter(), children_cpu()
+        with log.open("w", encoding="utf-8") as out:
+            proc = subprocess.run(
+                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=TIMEOUT, check=False
+            )
+        elapsed, cpu = time.perf_counter() - started, children_cpu() - cpu_before
+        if proc.returncode != 0:
+            tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-30:])
+            sys.exit(f"build failed (exit {proc.returncode}; log {log}):\n{tail}")
+        hits = misses = 0
+        for stats_log in (work / "logs").glob("*.ccache"):
+            stats = read_stats_log(stats_log)
+            if stats is not None:
+                hits, misses = hits + stats.hits, misses + stats.misses
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        return Build(elapsed, CacheStats(hits, misses), cpu)
+
+
+def warm_builders(engine: Path, pythons: list[str], venvs: Path) -> None:
+    """The per-Python builder environments, made before any build is timed."""
+    progress(f"  builder environments for {', '.join(pythons)} in {venvs} …")
+    venvs.mkdir(parents=True, exist_ok=True)
+    for py in pythons:
+        builder_python(py, engine, venvs, os.environ)
+
+
+def paired(bench: Bench, label: str, pythons: list[str], pairs: int) -> tuple[Build, Build, float, str]:
+    """(last 1-Python build, last 4-Python build, median wall ratio, a note with the CPU-second
+    ratio) of `pairs` pairs."""
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []
+    one = four = Build(0.0, CacheStats(0, 0))
+    for n in range(1, pairs + 1):
+        progress(f"  [{label}] pair {n}/{pairs}: 1 Python ({pythons[-1]}), cold ccache …")
+        one = bench.build([pythons[-1]])
+        progress(
+            f"  [{label}] pair {n}/{pairs}: 1 Python {one.seconds:.1f} s; "
+            f"{len(pythons)} Pythons, cold ccache …"
+        )
+        four = bench.build(pythons)
+        ratios.append(four.seconds / one.seconds)
+        cpu_ratios.append(four.cpu / one.cpu if one.cpu else float("nan"))
+        progress(
+            f"  [{label}] pair {n}/{pairs}: {len(pythons)} Pythons {four.seconds:.1f} s "
+            f"(ccache hits {four.cache.text}): ratio {ratios[-1]:.2f}; CPU {four.cpu:.0f} s ÷ "
+            f"{one.cpu:.0f} s = {cpu_ratios[-1]:.2f}"
+        )
+    note = f"CPU s {four.cpu:.0f} ÷ {one.cpu:.0f} = {statistics.median(cpu_ratios):.2f}"
+    return one, four, statistics.median(ratios), note
+
+
+def noop(bench: Bench, label: str, pythons: list[str], cold: Build) -> Row:
+    progress(f"  [{label}] {len(pythons)} Pythons again, nothing changed …")
+    again = bench.build(pythons, clean=False)
+    ratio = again.seconds / cold.seconds
+    progress(f"  [{label}] no-op rebuild {again.seconds:.1f} s ÷ cold {cold.seconds:.1f} s = {ratio:.3f}")
+    return Row(f"no-op rebuild ÷ cold build, {label}", again.seconds, cold.seconds, ratio, GOAL_NOOP)
+
+
+def reference_matrix(directory: Path, variant: str, venvs: Path, stable_abi: bool) -> Path:
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     data["engine"]["source"] = str(ROOT / data["engine"]["source"])
     data["variants"] = {variant: data["variants"][variant]}
-    if not prebuild:
-        del data["engine"]["prebuild"]
+    data["variants"][variant].pop("stable_abi", None)
+    if stable_abi:
+        data["engine"]["stable_abi"] = "3.12"
+    else:
+        data["engine"].pop("stable_abi", None)
+    return _place(directory, data, venvs)
+
+
+def _place(directory: Path, data: dict[str, object], venvs: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / "matrix.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
@@ -36,47 +193,106 @@ def write_matrix(directory: Path, variant: str, venvs: Path, *, prebuild: bool =
     return path
 
 
-def timed_build(matrix: Path, variant: str, pythons: list[str]) -> float:
-    shutil.rmtree(matrix.parent / "build" / variant, ignore_errors=True)
-    shutil.rmtree(matrix.parent / "wheelhouse", ignore_errors=True)
-    cmd = [sys.executable, "-m", "release", "--matrix", str(matrix), "build", "--variant", variant]
-    for py in pythons:
-        cmd += ["--python", py]
-    env = {**os.environ, "CCACHE_DISABLE": "1"}
-    started = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
-    elapsed = time.perf_counter() - started
-    if proc.returncode != 0:
-        sys.exit(f"build failed:\n{proc.stdout}\n{proc.stderr}")
-    return elapsed
+def bench_reference(variant: str, pythons: list[str], pairs: int, scratch: Path) -> list[Row]:
+    progress(f"== reference engine ({variant}): core prebuilt once, nanobind binding")
+    venvs = ROOT / "build" / "venvs"
+    warm_builders(ROOT / "engine", pythons, venvs)
+    rows: list[Row] = []
+    for stable in (True, False):
+        label = f"reference {variant}, stable ABI {'on' if stable else 'off'}"
+        matrix = reference_matrix(scratch / f"ref-{stable}", variant, venvs, stable)
+        bench = Bench(matrix, variant, scratch)
+        one, four, ratio, note = paired(bench, label, pythons, pairs)
+        wheels = "3 wheels" if stable else f"{len(pythons)} wheels"
+        rows.append(
+            Row(
+                f"{len(pythons)}-Python ÷ 1-Python, {label} ({wheels})",
+                four.seconds,
+                one.seconds,
+                ratio,
+                GOAL_ABI3 if stable else None,
+                note,
+            )
+        )
+        if stable:
+            rows.append(noop(bench, label, pythons, four))
+    return rows
 
 
-def bench_variant(variant: str, pythons: list[str], venvs: Path) -> float:
-    with tempfile.TemporaryDirectory(prefix="build-bench-") as tmp:
-        matrix = write_matrix(Path(tmp) / "m", variant, venvs)
-        flat = write_matrix(Path(tmp) / "flat", variant, venvs, prebuild=False)
-        print(f"[{variant}] warming builder environments for {', '.join(pythons)} …", flush=True)
-        timed_build(matrix, variant, pythons)
-        one = timed_build(matrix, variant, [pythons[-1]])
-        four = timed_build(matrix, variant, pythons)
-        per_python = timed_build(flat, variant, pythons)
-    ratio = four / one
-    print(f"[{variant}] 1 Python {one:.1f} s, {len(pythons)} Pythons {four:.1f} s: ratio {ratio:.2f} "
-          f"(goal <= {GOAL}) {'OK' if ratio <= GOAL else 'MISSED'}")
-    print(f"[{variant}] {len(pythons)} Pythons compiling the core per Python (no prebuild): "
-          f"{per_python:.1f} s, {per_python / four:.2f}x the prebuilt-core build", flush=True)
-    return ratio
+def bench_heavy(pythons: list[str], pairs: int, units: int, scratch: Path) -> list[Row]:
+    progress(f"== generated engine without a prebuild: {units} heavy core units, per-Python -I")
+    engine = heavy_engine.write_engine(scratch / "heavy-src", units)
+    floor = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["platform"]["floor"]
+    venvs = ROOT / "build" / "venvs-heavy"
+    warm_builders(engine, pythons, venvs)
+    directory = scratch / "heavy"
+    directory.mkdir()
+    matrix = heavy_engine.write_matrix(directory, engine, pythons, floor)
+    (directory / "build").mkdir()
+    (directory / "build" / "venvs").symlink_to(venvs)
+    bench = Bench(matrix, "cpu", scratch)
+    label = f"generated engine, {units} core units"
+    one, four, ratio, note = paired(bench, label, pythons, pairs)
+    rows = [
+        Row(
+            f"{len(pythons)}-Python ÷ 1-Python, {label}, cold ccache",
+            four.seconds,
+            one.seconds,
+            ratio,
+            GOAL_HEAVY,
+            f"ccache hits {four.cache.text}; {note}",
+        ),
+        noop(bench, label, pythons, four),
+    ]
+    return rows
+
+
+def render(rows: list[Row]) -> str:
+    width = max(len(r.name) for r in rows)
+    lines = [f"{'benchmark':<{width}}  {'A s':>7}  {'B s':>7}  {'A÷B':>6}  {'goal':>6}  status    note"]
+    for r in rows:
+        goal = f"<= {r.goal}" if r.goal is not None else "-"
+        lines.append(
+            f"{r.name:<{width}}  {r.numerator:7.1f}  {r.denominator:7.1f}  {r.ratio:6.3f}  {goal:>6}  "
+            f"{r.status:<8}  {r.note}"
+        )
+    return "\n".join(lines)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--variant", action="append", help="variant(s) to measure (default: cpu, rocm)")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--bench",
+        action="append",
+        choices=["reference", "heavy"],
+        help="which to run (repeatable; default: both)",
+    )
+    parser.add_argument("--variant", default="cpu", help="reference engine variant (default: cpu)")
+    parser.add_argument("--pairs", type=int, default=1, help="1-Python/4-Python pairs (default: 1)")
+    parser.add_argument("--quick", action="store_true", help=f"a {QUICK_UNITS}-unit generated core")
+    parser.add_argument("--units", type=int, help=f"heavy core units (default: {HEAVY_UNITS})")
     args = parser.parse_args()
+    if args.pairs < 1:
+        parser.error("--pairs must be at least 1")
     pythons = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["python"]
-    venvs = ROOT / "build" / "venvs"
-    venvs.mkdir(parents=True, exist_ok=True)
-    ratios = {v: bench_variant(v, pythons, venvs) for v in args.variant or ["cpu", "rocm"]}
-    return 0 if all(r <= GOAL for r in ratios.values()) else 1
+    units = args.units or (QUICK_UNITS if args.quick else HEAVY_UNITS)
+    print(f"{os.cpu_count()} CPUs (shared); Pythons {', '.join(pythons)}", flush=True)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="build-bench-") as tmp:
+        scratch = Path(tmp)
+        for name in args.bench or ["reference", "heavy"]:
+            if name == "reference":
+                rows += bench_reference(args.variant, pythons, args.pairs, scratch)
+            else:
+                rows += bench_heavy(pythons, args.pairs, units, scratch)
+    print("\n(A: the build named first, B: the one it is divided by; wall seconds, the median ratio of the")
+    print(
+        " pairs; the CPU seconds of the last pair, which others' load on a shared machine does not stretch)"
+    )
+    print(render(rows))
+    missed = [r for r in rows if r.status == "MISSED"]
+    print("\n" + ("goals missed: " + "; ".join(r.name for r in missed) if missed else "every goal met"))
+    return 1 if missed else 0
 
 
 if __name__ == "__main__":

@@ -1,21 +1,39 @@
-"""`nox -s bench`: every benchmark, each printing ratios measured within one run."""
+"""`nox -s bench`: every benchmark, each printing ratios measured within one run.
+
+Usage: python benchmarks/run.py [--only build|binding|verify ...] [--quick]
+(`nox -s bench -- --only build --quick` passes the arguments through.)
+"""
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["build_bench.py", "verify_bench.py"]
+# name: (script, takes --quick)
+BENCHMARKS = {
+    "build": ("build_bench.py", True),
+    "binding": ("binding_bench.py", True),
+    "verify": ("verify_bench.py", False),
+}
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--only", action="append", choices=list(BENCHMARKS), help="run only these (repeatable)"
+    )
+    parser.add_argument("--quick", action="store_true", help="smaller inputs where a benchmark has them")
+    args = parser.parse_args()
     failed = []
-    for name in BENCHMARKS:
-        print(f"== {name}", flush=True)
-        if subprocess.run([sys.executable, str(HERE / name)], check=False).returncode != 0:
-            failed.append(name)
+    for name in args.only or list(BENCHMARKS):
+        script, has_quick = BENCHMARKS[name]
+        print(f"== {script}", flush=True)
+        cmd = [sys.executable, str(HERE / script), *(["--quick"] if args.quick and has_quick else [])]
+        if subprocess.run(cmd, check=False).returncode != 0:
+            failed.append(script)
     print(
         f"\nbenchmarks below their goal: {', '.join(failed)}"
         if failed

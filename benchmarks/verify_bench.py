@@ -59,8 +59,12 @@ def child(command: list[str]) -> Child:
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _pid, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return Child(time.perf_counter() - started, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
-                 proc.returncode)
+    return Child(
+        time.perf_counter() - started,
+        usage.ru_utime + usage.ru_stime,
+        usage.ru_maxrss / 1024,
+        proc.returncode,
+    )
 
 
 def best(command: list[str], runs: int) -> Child:
@@ -157,9 +161,17 @@ def main() -> int:
         ours = best([*verify, str(path)], args.runs)
         theirs = child([sys.executable, "-m", "auditwheel", "show", str(path)])
         measured = [
-            tuple(map(float, subprocess.run(
-                [sys.executable, __file__, "--floor", str(path)], capture_output=True, text=True, check=True
-            ).stdout.split()))
+            tuple(
+                map(
+                    float,
+                    subprocess.run(
+                        [sys.executable, __file__, "--floor", str(path)],
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    ).stdout.split(),
+                )
+            )
             for _ in range(args.runs)
         ]
         floor_s, whole_s = min(m[0] for m in measured), min(m[1] for m in measured)

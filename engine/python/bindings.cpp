@@ -1,18 +1,23 @@
-// pybind11 binding of the engine core: xfer._xfer.
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+// nanobind binding of the engine core: xfer._xfer. It builds per Python or, from Python 3.12, for
+// the stable ABI (one abi3 extension serving 3.12+). Same Python API as bindings_pybind11.cpp, the
+// benchmark comparison.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
+#include <new>
 #include <tuple>
 
 #include "xfer/engine.h"
 #include "xfer/master.h"
 
-namespace py = pybind11;
+namespace nb = nanobind;
 
 namespace {
 
-py::dict region_dict(const xfer::Region& r) {
-  py::dict d;
+nb::dict region_dict(const xfer::Region& r) {
+  nb::dict d;
   d["addr"] = r.addr;
   d["length"] = r.length;
   d["kind"] = r.kind == xfer::MemKind::kDevice ? "device" : "host";
@@ -36,80 +41,85 @@ std::vector<xfer::Request> to_requests(const std::vector<Entry>& batch) {
   return out;
 }
 
-// (address, nbytes, readonly) of a C-contiguous buffer-protocol object.
-py::tuple buffer_info(py::object obj) {
+// (address, nbytes, readonly) of a C-contiguous buffer-protocol object (PyObject_GetBuffer is in the
+// limited API from 3.11).
+nb::tuple buffer_info(nb::handle obj) {
   Py_buffer view;
-  if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_ANY_CONTIGUOUS) != 0) throw py::error_already_set();
-  py::tuple t = py::make_tuple(reinterpret_cast<uintptr_t>(view.buf), static_cast<size_t>(view.len),
+  if (PyObject_GetBuffer(obj.ptr(), &view, PyBUF_ANY_CONTIGUOUS) != 0) throw nb::python_error();
+  nb::tuple t = nb::make_tuple(reinterpret_cast<uintptr_t>(view.buf), static_cast<size_t>(view.len),
                                static_cast<bool>(view.readonly));
   PyBuffer_Release(&view);
   return t;
 }
 
+void transfer(xfer::Engine& e, const std::vector<Entry>& batch, bool is_write) {
+  auto reqs = to_requests(batch);
+  nb::gil_scoped_release nogil;
+  if (is_write) {
+    e.write(reqs);
+  } else {
+    e.read(reqs);
+  }
+}
+
 }  // namespace
 
-PYBIND11_MODULE(_xfer, m) {
+NB_MODULE(_xfer, m) {
+  // Engines a program never closes are still alive at exit; pybind11 said nothing, neither do we.
+  nb::set_leak_warnings(false);
   m.doc() = "xfer transfer engine core (C++)";
-  py::register_exception<xfer::Error>(m, "XferError", PyExc_RuntimeError);
+  nb::exception<xfer::Error>(m, "XferError", PyExc_RuntimeError);
   m.attr("__version__") = xfer::version();
   m.attr("BACKEND") = xfer::backend_name();
-  m.def("buffer_info", &buffer_info, py::arg("obj"));
+  m.def("buffer_info", &buffer_info, nb::arg("obj"));
 
-  py::class_<xfer::Engine>(m, "Engine")
-      .def(py::init([](std::string name, std::string master, std::string host, uint16_t port, size_t chunk_bytes,
-                       int window) {
-             xfer::EngineOptions o;
-             o.host = std::move(host);
-             o.port = port;
-             o.chunk_bytes = chunk_bytes;
-             o.window = window;
-             py::gil_scoped_release nogil;
-             return new xfer::Engine(std::move(name), std::move(master), o);
-           }),
-           py::arg("name"), py::arg("master"), py::arg("host") = "127.0.0.1", py::arg("port") = 0,
-           py::arg("chunk_bytes") = 4u << 20, py::arg("window") = 16)
+  nb::class_<xfer::Engine>(m, "Engine")
+      .def(
+          "__init__",
+          [](xfer::Engine* self, std::string name, std::string master, std::string host, uint16_t port,
+             size_t chunk_bytes, int window) {
+            xfer::EngineOptions o;
+            o.host = std::move(host);
+            o.port = port;
+            o.chunk_bytes = chunk_bytes;
+            o.window = window;
+            nb::gil_scoped_release nogil;
+            new (self) xfer::Engine(std::move(name), std::move(master), o);
+          },
+          nb::arg("name"), nb::arg("master"), nb::arg("host") = "127.0.0.1", nb::arg("port") = 0,
+          nb::arg("chunk_bytes") = size_t{4u << 20}, nb::arg("window") = 16)
       .def("register_memory",
            [](xfer::Engine& e, uintptr_t addr, size_t length) {
              xfer::Region r;
              {
-               py::gil_scoped_release nogil;
+               nb::gil_scoped_release nogil;
                r = e.register_memory(addr, length);
              }
              return region_dict(r);
            })
-      .def("unregister_memory", &xfer::Engine::unregister_memory, py::call_guard<py::gil_scoped_release>())
+      .def("unregister_memory", &xfer::Engine::unregister_memory, nb::call_guard<nb::gil_scoped_release>())
       .def("regions",
            [](xfer::Engine& e) {
-             py::list out;
+             nb::list out;
              for (auto& r : e.regions()) out.append(region_dict(r));
              return out;
            })
-      .def("write",
-           [](xfer::Engine& e, const std::vector<Entry>& batch) {
-             auto reqs = to_requests(batch);
-             py::gil_scoped_release nogil;
-             e.write(reqs);
-           })
-      .def("read",
-           [](xfer::Engine& e, const std::vector<Entry>& batch) {
-             auto reqs = to_requests(batch);
-             py::gil_scoped_release nogil;
-             e.read(reqs);
-           })
+      .def("write", [](xfer::Engine& e, const std::vector<Entry>& batch) { transfer(e, batch, true); })
+      .def("read", [](xfer::Engine& e, const std::vector<Entry>& batch) { transfer(e, batch, false); })
       .def("add_peer", &xfer::Engine::add_peer)
       .def("peer",
            [](xfer::Engine& e, const std::string& seg) {
              xfer::SegmentInfo info;
              {
-               py::gil_scoped_release nogil;
+               nb::gil_scoped_release nogil;
                info = e.peer(seg);
              }
-             py::dict d;
+             nb::dict d;
              d["host"] = info.host;
              d["port"] = info.port;
-             py::list regions;
+             nb::list regions;
              for (auto& r : info.regions) {
-               py::dict rd;
+               nb::dict rd;
                rd["addr"] = r.addr;
                rd["length"] = r.length;
                rd["kind"] = r.kind;
@@ -120,14 +130,14 @@ PYBIND11_MODULE(_xfer, m) {
            })
       .def("device_alloc", &xfer::Engine::device_alloc)
       .def("device_free", &xfer::Engine::device_free)
-      .def("copy", &xfer::Engine::copy, py::call_guard<py::gil_scoped_release>())
-      .def("close", &xfer::Engine::close, py::call_guard<py::gil_scoped_release>())
-      .def_property_readonly("name", &xfer::Engine::name)
-      .def_property_readonly("port", &xfer::Engine::port)
-      .def_property_readonly("endpoint", &xfer::Engine::endpoint)
-      .def_property_readonly("backend", &xfer::Engine::backend)
-      .def_property_readonly("runtime_version", &xfer::Engine::runtime_version)
-      .def_property_readonly("device_count", &xfer::Engine::device_count)
-      .def_property_readonly("gpu_direct", &xfer::Engine::gpu_direct)
-      .def_property_readonly("gpu_direct_reason", &xfer::Engine::gpu_direct_reason);
+      .def("copy", &xfer::Engine::copy, nb::call_guard<nb::gil_scoped_release>())
+      .def("close", &xfer::Engine::close, nb::call_guard<nb::gil_scoped_release>())
+      .def_prop_ro("name", &xfer::Engine::name)
+      .def_prop_ro("port", &xfer::Engine::port)
+      .def_prop_ro("endpoint", &xfer::Engine::endpoint)
+      .def_prop_ro("backend", &xfer::Engine::backend)
+      .def_prop_ro("runtime_version", &xfer::Engine::runtime_version)
+      .def_prop_ro("device_count", &xfer::Engine::device_count)
+      .def_prop_ro("gpu_direct", &xfer::Engine::gpu_direct)
+      .def_prop_ro("gpu_direct_reason", &xfer::Engine::gpu_direct_reason);
 }

@@ -9,6 +9,7 @@ variant: nothing here reads the matrix.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -29,7 +30,14 @@ from release.build.prebuild import (
     source_date_epoch,
 )
 from release.build.repair import RepairResult, repair_wheel
-from release.build.reuse import read_stats_log, remember, tree_digest, up_to_date, wheel_key
+from release.build.reuse import (
+    build_waves,
+    read_stats_log,
+    remember,
+    tree_digest,
+    up_to_date,
+    wheel_key,
+)
 from release.build.stage import check_wheel_identity, stage_project
 from release.build.toolchain import Toolchain, find_toolchain
 from release.errors import BuildError, ReleaseError
@@ -129,8 +137,11 @@ def _key(ctx: BuildContext, step: BuildStep, exe: Path) -> str:
     )
 
 
-def reuse_or_build(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str) -> WheelResult:
-    """The wheel from the last build when nothing it depends on changed; else a new build."""
+def reuse_or_build(
+    ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str, parallel: int = 1
+) -> WheelResult:
+    """The wheel from the last build when nothing it depends on changed; else a new build with
+    `parallel` compile jobs."""
     started = time.monotonic()
     exe = builder_python(step.python, ctx.staged, ctx.work.parent / "venvs", ctx.env)
     key = _key(ctx, step, exe)
@@ -155,15 +166,16 @@ def reuse_or_build(ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: 
             cache="up to date",
         )
     remove_previous_wheels(wheelhouse, {step.python_tag})
-    result = build_one(ctx, step, wheelhouse, index, exe)
+    result = build_one(ctx, step, wheelhouse, index, exe, parallel)
     remember(stamp, key, result.wheel)
     return result
 
 
 def build_one(
-    ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str, exe: Path
+    ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str, exe: Path, parallel: int = 1
 ) -> WheelResult:
-    """Build, repair and verify one wheel with the builder interpreter `exe`."""
+    """Build, repair and verify one wheel with the builder interpreter `exe`, `parallel` compile
+    jobs at a time (CMAKE_BUILD_PARALLEL_LEVEL, unless the environment sets it)."""
     started = time.monotonic()
     variant = step.variant
     dist = ctx.work / "dist" / step.python_tag
@@ -172,7 +184,7 @@ def build_one(
     log.unlink(missing_ok=True)
     settings, extra_env = pep517_invocation(ctx, step)
     env = {**ctx.env, **extra_env}
-    env["CMAKE_BUILD_PARALLEL_LEVEL"] = env.get("CMAKE_BUILD_PARALLEL_LEVEL", "1")
+    env["CMAKE_BUILD_PARALLEL_LEVEL"] = env.get("CMAKE_BUILD_PARALLEL_LEVEL", str(parallel))
     stats_log = ctx.work / "logs" / f"{step.identifier}.ccache"
     stats_log.unlink(missing_ok=True)
     env["CCACHE_STATSLOG"] = str(stats_log)
@@ -266,26 +278,33 @@ def build_variant(
         configuration=configuration,
     )
     wheelhouse.mkdir(parents=True, exist_ok=True)
-    # CPU-bound: at most `jobs` wheels at a time.
+    # CPU-bound: at most `jobs` wheels at a time. With ccache and no prebuilt core (which already
+    # holds what the Pythons share), the first wheel alone: see build_waves.
+    cached = bool(env.get("CMAKE_CXX_COMPILER_LAUNCHER")) and not env.get("CCACHE_DISABLE")
+    shared_cache = cached and prefix is None
+    waves = build_waves(len(steps), jobs=jobs, cores=os.cpu_count() or 1, shared_cache=shared_cache)
     results: list[WheelResult] = []
     errors: list[ReleaseError] = []
-    with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(steps)))) as pool:
-        futures = [
-            pool.submit(reuse_or_build, ctx, step, wheelhouse, f"[{i}/{len(steps)}]")
-            for i, step in enumerate(steps, 1)
-        ]
-        for future in futures:
-            try:
-                result = future.result()
-            except ReleaseError as exc:
-                errors.append(exc)
-                continue
-            except (OSError, subprocess.SubprocessError) as exc:
-                errors.append(BuildError(f"{type(exc).__name__}: {exc}"))
-                continue
-            results.append(result)
-            if on_done:
-                on_done(result)
+    for wave in waves:
+        with ThreadPoolExecutor(max_workers=max(1, min(jobs, len(wave.steps)))) as pool:
+            futures = [
+                pool.submit(
+                    reuse_or_build, ctx, steps[i], wheelhouse, f"[{i + 1}/{len(steps)}]", wave.parallel
+                )
+                for i in wave.steps
+            ]
+            for future in futures:
+                try:
+                    result = future.result()
+                except ReleaseError as exc:
+                    errors.append(exc)
+                    continue
+                except (OSError, subprocess.SubprocessError) as exc:
+                    errors.append(BuildError(f"{type(exc).__name__}: {exc}"))
+                    continue
+                results.append(result)
+                if on_done:
+                    on_done(result)
     if errors:
         raise BuildError("\n".join(str(e) for e in errors))
     return results

@@ -29,6 +29,33 @@ def ccache_env(work: Path) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class Wave:
+    """Wheels built at the same time, and the compile jobs each one runs."""
+
+    steps: range
+    parallel: int
+
+
+def build_waves(count: int, *, jobs: int, cores: int, shared_cache: bool) -> tuple[Wave, ...]:
+    """The order of `count` wheel builds. With a shared compiler cache the first wheel builds
+    alone on every core: wheels started together would all miss on the objects they share (a
+    core compiled with a per-Python -I is the same for every Python) and compile them each; the
+    others then find them in the cache. The rest run `jobs` at a time, each with its share of
+    the cores and one job more, so that a wheel in a serial phase (configure, link, repair) or
+    the last one of an uneven wave leaves no core idle."""
+    if count <= 0:
+        return ()
+    jobs, cores = max(1, jobs), max(1, cores)
+    first = 1 if shared_cache and count > 1 else 0
+    waves = [Wave(range(first), cores)] if first else []
+    rest = range(first, count)
+    together = min(jobs, len(rest))
+    share = -(-cores // together)
+    waves.append(Wave(rest, share + 1 if together > 1 else share))
+    return tuple(waves)
+
+
 def ccache_missing_note() -> str | None:
     """Said once per process where ccache is absent."""
     if shutil.which("ccache") or "ccache" in _warned:

@@ -58,12 +58,17 @@ def _needed(path: Path) -> list[str]:
     return [line.split("[", 1)[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
 
 
-def _has_pybind11() -> bool:
+def _has_nanobind() -> bool:
+    """The binding's generator (nanobind) is importable by the running Python."""
     try:
-        _run([sys.executable, "-m", "pybind11", "--cmakedir"])
+        _run([sys.executable, "-m", "nanobind", "--cmake_dir"])
         return True
     except AssertionError:
         return False
+
+
+def _nanobind_dir() -> str:
+    return _run([sys.executable, "-m", "nanobind", "--cmake_dir"]).stdout.strip()
 
 
 # --------------------------------------------------------------------------- fixtures
@@ -93,8 +98,8 @@ def cpu_wheel(cpu_core, tmp_path_factory) -> Path:
         import scikit_build_core  # noqa: F401
     except ImportError:
         pytest.skip("scikit-build-core is not installed for this Python")
-    if not _has_pybind11():
-        pytest.skip("pybind11 is not installed for this Python")
+    if not _has_nanobind():
+        pytest.skip("nanobind is not installed for this Python")
     out = tmp_path_factory.mktemp("wheel")
     env = dict(os.environ, PIP_CONFIG_FILE="/dev/null")
     _run(
@@ -272,12 +277,105 @@ def test_two_engines_in_separate_processes(venv_python, tmp_path):
         assert master.wait(timeout=10) == 0
 
 
+# --------------------------------------------------------------------------- stable ABI (nanobind)
+
+
+@pytest.fixture(scope="module")
+def abi3_build(cpu_core, tmp_path_factory) -> Path:
+    """The extension built for the limited API of 3.12 the way scikit-build-core asks for it
+    (wheel.py-api=cp312 sets SKBUILD_SABI_COMPONENT and SKBUILD_SABI_VERSION), with Python 3.12."""
+    from release.build.interpreters import find_interpreter
+
+    py312 = find_interpreter("3.12")
+    if py312 is None:
+        pytest.skip("no Python 3.12 interpreter on this machine")
+    if not _has_nanobind():
+        pytest.skip("nanobind is not installed for this Python")
+    from scikit_build_core import resources
+
+    # What scikit-build-core adds for a CMake older than 3.26: its FindPython with SABIModule.
+    find_python = Path(resources.__file__).parent / "find_python"
+    build = tmp_path_factory.mktemp("abi3")
+    _configure_build(
+        ENGINE,
+        build,
+        f"-DCMAKE_MODULE_PATH={find_python}",
+        f"-DPython_EXECUTABLE={py312}",
+        f"-Dnanobind_DIR={_nanobind_dir()}",
+        f"-DXFER_CORE_PREFIX={cpu_core['prefix']}",
+        "-DSKBUILD_SABI_COMPONENT=Development.SABIModule",
+        "-DSKBUILD_SABI_VERSION=3.12",
+        "-DXFER_VERSION=0.1.0",
+    )
+    return build
+
+
+def test_abi3_extension_is_named_and_linked_for_the_stable_abi(abi3_build):
+    (so,) = (abi3_build / "python" / "xfer").glob("_xfer*.so")
+    assert so.name == "_xfer.abi3.so"
+    # abi3audit: every Python symbol it imports is in the stable ABI of 3.12 or older.
+    proc = _run([sys.executable, "-m", "abi3audit", "--assume-minimum-abi3", "3.12", "--report", so])
+    (spec,) = json.loads(proc.stdout)["specs"].values()
+    result = spec["object"]["result"]
+    assert result["is_abi3"] and result["non_abi3_symbols"] == [], result
+    assert result["computed"] == "3.12" and result["is_abi3_baseline_compatible"], result
+
+
+def test_abi3_extension_runs_a_transfer_on_a_newer_python(abi3_build, tmp_path):
+    from release.build.interpreters import find_interpreter
+
+    newer = find_interpreter("3.13")
+    if newer is None:
+        pytest.skip("no Python 3.13 interpreter on this machine")
+    script = textwrap.dedent(
+        """
+        import json, xfer
+        src, dst = bytearray(b"x" * 4096), bytearray(4096)
+        with xfer.Engine("a", "") as a, xfer.Engine("b", "") as b:
+            remote = b.register(dst)["addr"]
+            a.register(src)
+            a.add_peer("b", "127.0.0.1", b.port)
+            a.write([(src, "b", remote, 4096)])
+            try:
+                a.write([(src, "nobody", 0, 1)])
+                error = None
+            except xfer.XferError as exc:
+                error = type(exc).__mro__[1].__name__
+        print(json.dumps({"equal": src == dst, "error": error, "version": xfer.__version__}))
+        """
+    )
+    env = {**_clean_env(), "PYTHONPATH": str(abi3_build / "python")}
+    out = _run([newer, "-c", script], env=env, cwd=tmp_path).stdout
+    assert json.loads(out) == {"equal": True, "error": "RuntimeError", "version": "0.1.0"}
+
+
+def test_binding_choice_is_checked_at_configure(tmp_path):
+    bad = _run(["cmake", "-S", ENGINE, "-B", tmp_path / "bad", "-DXFER_BINDING=swig"], check=False)
+    assert bad.returncode != 0 and "XFER_BINDING must be nanobind or pybind11" in bad.stderr
+    abi3 = _run(
+        [
+            "cmake",
+            "-S",
+            ENGINE,
+            "-B",
+            tmp_path / "p11",
+            "-DXFER_BINDING=pybind11",
+            "-DXFER_BACKEND=cpu",
+            f"-DPython_EXECUTABLE={sys.executable}",
+            "-DSKBUILD_SABI_COMPONENT=Development.SABIModule",
+            "-DSKBUILD_SABI_VERSION=3.12",
+        ],
+        check=False,
+    )
+    assert abi3.returncode != 0 and "pybind11 binding cannot target the stable ABI" in abi3.stderr
+
+
 # --------------------------------------------------------------------------- GPU variants: link lines
 
 
 def _module_build(tmp_path_factory, name: str, *defs: str) -> Path:
-    if not _has_pybind11():
-        pytest.skip("pybind11 is not installed for this Python")
+    if not _has_nanobind():
+        pytest.skip("nanobind is not installed for this Python")
     build = tmp_path_factory.mktemp(name)
     _configure_build(ENGINE, build, *defs, f"-DPython_EXECUTABLE={sys.executable}", "-DXFER_VERSION=0.1.0")
     return build

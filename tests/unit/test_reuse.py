@@ -1,0 +1,54 @@
+"""release.build.reuse: the order of wheel builds around a shared compiler cache, and ccache's
+settings and statistics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from release.build.reuse import Wave, build_waves, ccache_env, read_stats_log
+
+
+def test_with_a_shared_cache_the_first_wheel_builds_alone_on_every_core() -> None:
+    waves = build_waves(4, jobs=2, cores=2, shared_cache=True)
+    assert waves == (Wave(range(0, 1), 2), Wave(range(1, 4), 2))
+
+
+def test_without_a_cache_every_wheel_starts_at_once_up_to_jobs() -> None:
+    assert build_waves(4, jobs=2, cores=2, shared_cache=False) == (Wave(range(0, 4), 2),)
+
+
+@pytest.mark.parametrize(
+    ("count", "jobs", "cores", "expected"),
+    [
+        (1, 2, 2, (Wave(range(0, 1), 2),)),  # one wheel: every core, with or without a cache
+        (2, 1, 8, (Wave(range(0, 1), 8), Wave(range(1, 2), 8))),  # one at a time: all cores each
+        (3, 4, 8, (Wave(range(0, 1), 8), Wave(range(1, 3), 5))),  # two left share eight cores, +1
+        (5, 8, 2, (Wave(range(0, 1), 2), Wave(range(1, 5), 2))),  # four on two cores: one each, +1
+        (0, 2, 2, ()),
+    ],
+)
+def test_waves_cover_every_wheel_once(count: int, jobs: int, cores: int, expected: tuple[Wave, ...]) -> None:
+    waves = build_waves(count, jobs=jobs, cores=cores, shared_cache=True)
+    assert waves == expected
+    assert [i for w in waves for i in w.steps] == list(range(count))
+
+
+def test_ccache_hashes_no_build_directory_and_rewrites_paths_below_the_work_directory(tmp_path: Path) -> None:
+    env = ccache_env(tmp_path)
+    assert env["CCACHE_BASEDIR"] == str(tmp_path)
+    assert env["CCACHE_NOHASHDIR"] == "true"
+
+
+def test_stats_log_counts_direct_and_preprocessed_hits(tmp_path: Path) -> None:
+    log = tmp_path / "x.ccache"
+    log.write_text(
+        "# ../src/a.cpp\ndirect_cache_hit\n# ../src/b.cpp\ndirect_cache_miss\npreprocessed_cache_hit\n"
+        "# ../src/c.cpp\ndirect_cache_miss\npreprocessed_cache_miss\ncache_miss\ncalled_for_link\n",
+        encoding="utf-8",
+    )
+    stats = read_stats_log(log)
+    assert stats is not None and (stats.hits, stats.misses) == (2, 1)
+    assert stats.text == "2/3 (67%)"
+    assert read_stats_log(tmp_path / "absent") is None
