@@ -14,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
+from release.errors import UsageError
 from release.plan.version import version_from_tag
 from release.rehearse import runner, workflow
 
@@ -41,6 +42,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _env(pairs: list[str]) -> dict[str, str]:
+    found = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            msg = f"--env {pair!r}: expected KEY=VALUE"
+            raise UsageError(msg)
+        found[key] = value
+    return found
+
+
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     version_from_tag(args.tag, loaded.matrix.publish.tag_pattern)  # a wrong tag stops here, in one line
     root = loaded.root
@@ -57,6 +69,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         repository=args.repository,
         log=lambda line: print(line, flush=True),
         loaded=loaded,
+        env=_env(args.env),
     )
     pins = "lowest allowed dependency versions" if options.lowest else "newest dependency versions"
     print(f"rehearsing {path.name} for {args.tag} in {options.work} ({pins})", flush=True)

@@ -42,6 +42,8 @@ class Options:
     user: str = "runner"
     repository: str = "local/rehearsal"
     log: Callable[[str], None] = print
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment for every job."""
     loaded: LoadedMatrix | None = None
     """The matrix, for the local images that stand in for registry images."""
 
@@ -127,7 +129,7 @@ class Rehearsal:
             base["env"] = {
                 "CI": "true", "GITHUB_REPOSITORY": self.o.repository, "GITHUB_REF": f"refs/tags/{self.o.tag}",
                 "GITHUB_REF_NAME": self.o.tag, "GITHUB_REF_TYPE": "tag", "RUNNER_TEMP": str(work / "tmp"),
-                **base["env"],
+                **self.o.env, **base["env"],
             }  # fmt: skip
             (work / "tmp").mkdir()
             give(work / "tmp", user)
