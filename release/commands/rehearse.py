@@ -38,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the unprivileged user jobs run as when started as root (default: runner)",
     )
     add(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for every job (repeatable), e.g. a switch the toolkit honours",
+    )
+    add(
         "--repository", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs"
     )
 

@@ -31,8 +31,6 @@ def lowest_pins(pyproject: Path) -> list[str]:
         except InvalidRequirement as exc:
             msg = f"{pyproject}: project.dependencies: {text!r} is not a requirement ({exc})"
             raise UsageError(msg) from None
-        if requirement.marker is not None and not requirement.marker.evaluate():
-            continue
         bounds = [s.version for s in requirement.specifier if s.operator in (">=", "==", "~=")]
         if not bounds:
             msg = (
@@ -40,5 +38,7 @@ def lowest_pins(pyproject: Path) -> list[str]:
                 f"write {requirement.name}>=X (the oldest version the toolkit works with)"
             )
             raise UsageError(msg)
-        pins.append(f"{requirement.name}=={max(bounds, key=Version)}")
+        # The marker stays: pip decides it for the interpreter that installs (`; python_version < '3.11'`).
+        marker = f"; {requirement.marker}" if requirement.marker is not None else ""
+        pins.append(f"{requirement.name}=={max(bounds, key=Version)}{marker}")
     return pins

@@ -233,6 +233,8 @@ class Rehearsal:
         result.seconds = time.monotonic() - started
         result.instance = instance
         verdict = "passed" if result.status == "success" else f"FAILED: {result.reason}"
+        for note in result.notes:
+            self.o.log(f"      - {note}")
         self.o.log(f"      {name}: {verdict} ({result.seconds:.0f} s)")
         if result.status == "failure":
             self._tail(instance.logfile)

@@ -127,7 +127,7 @@ def _toolkit_words(command: str) -> tuple[str, ...] | None:
 
 
 def classify(job: str, index: int, raw: Mapping[str, Any]) -> Step:
-    label = str(raw.get("name") or raw.get("uses") or f"step {index + 1}")
+    label = str(raw.get("name") or str(raw.get("uses", "")).split("@")[0] or f"step {index + 1}")
     where = f"job {job!r}, step {index + 1} ({label!r})"
     if "uses" in raw:
         action = str(raw["uses"]).split("@")[0]

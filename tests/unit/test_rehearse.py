@@ -166,6 +166,11 @@ def test_lowest_pins_come_from_the_lower_bounds(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     assert lowest_pins(pyproject) == ["auditwheel==6.1.0", "PyYAML==6.0.1", "twine==6.1.0"]
+    pyproject.write_text(
+        '[project]\nname = "x"\ndependencies = ["cibuildwheel==2.23.3; python_version < \'3.11\'"]\n',
+        encoding="utf-8",
+    )
+    assert lowest_pins(pyproject) == ['cibuildwheel==2.23.3; python_version < "3.11"']
     pyproject.write_text('[project]\nname = "x"\ndependencies = ["auditwheel"]\n', encoding="utf-8")
     with pytest.raises(UsageError, match="'auditwheel' has no lower bound"):
         lowest_pins(pyproject)
