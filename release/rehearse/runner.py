@@ -216,7 +216,11 @@ class Rehearsal:
             if container:
                 self._start_container(instance, image)
             for step in job.steps:
-                if "if" in step.raw and not expressions.condition(step.raw["if"], instance.context(status)):
+                # success() in a step's if: means every earlier step succeeded (a failure stops the job).
+                steps_so_far = expressions.Status()
+                if "if" in step.raw and not expressions.condition(
+                    step.raw["if"], instance.context(steps_so_far)
+                ):
                     result.notes.append(f"{step.label}: skipped (if)")
                     continue
                 try:

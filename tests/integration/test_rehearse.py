@@ -14,6 +14,8 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +65,19 @@ def cpu(**extra: Any) -> dict[str, Any]:
     return {**data, "images": [], "build_image": BUILD_IMAGE, **extra}
 
 
-def rehearse(repo: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """Where the jobs run: outside root's private /tmp/pytest-of-root, so the runner user gets in."""
+    path = Path(tempfile.mkdtemp(prefix="rehearse-"))
+    path.chmod(0o755)
+    yield path / "work"
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def rehearse(repo: Path, work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(
         [sys.executable, "-m", "release", "--matrix", str(repo / "matrix.yaml"), "rehearse",
-         "--tag", "v0.2.0", "--work", str(repo.parent / "work"), *args],
+         "--tag", "v0.2.0", "--work", str(work), *args],
         cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, text=True, capture_output=True,
         timeout=timeout, check=False,
     )  # fmt: skip
@@ -84,9 +95,9 @@ def table(stdout: str) -> dict[str, tuple[str, str, int]]:
     return rows
 
 
-def test_a_cpu_release_rehearses_end_to_end(tmp_path: Path) -> None:
+def test_a_cpu_release_rehearses_end_to_end(tmp_path: Path, work: Path) -> None:
     repo = make_repo(tmp_path / "repo", {"cpu": cpu()})
-    proc = rehearse(repo)
+    proc = rehearse(repo, work)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     rows = table(proc.stdout)
     build = f"build cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"
@@ -94,7 +105,7 @@ def test_a_cpu_release_rehearses_end_to_end(tmp_path: Path) -> None:
     for job in ("plan", build, smoke, "publish to PyPI", "GitHub Release"):
         assert rows[job][:2] == ("runner" if os.geteuid() == 0 else rows[job][0], "success"), (job, rows)
     assert rows["start the hardware tests"][1] == "skipped"  # the matrix declares no hardware
-    work = tmp_path / "work"
+    assert "Upload with trusted publishing: twine upload dist/* to http://127.0.0.1:" in proc.stdout
     wheel = f"xfer_engine_cpu-0.2.0-cp312-cp312-{FLOOR}.whl"
     assert (work / "index" / "packages" / wheel).is_file()  # uploaded to the local index
     release = work / "github" / "releases" / "local" / "rehearsal" / "v0.2.0"
@@ -107,25 +118,25 @@ def test_a_cpu_release_rehearses_end_to_end(tmp_path: Path) -> None:
     assert "release-checks" in (work / "logs" / "publish-to-PyPI.log").read_text(encoding="utf-8")
 
 
-def test_a_broken_before_all_fails_the_build_job_and_skips_the_rest(tmp_path: Path) -> None:
+def test_a_broken_before_all_fails_the_build_job_and_skips_the_rest(tmp_path: Path, work: Path) -> None:
     """A MUSA variant whose before-all (install-musa.sh with the declared toolkit) cannot install
     anything in the build image: the build job fails, as on GitHub, and publishing never starts."""
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["musa"]
     musa = {**data, "build_image": {"local": BUILD_IMAGE["local"]}}
     repo = make_repo(tmp_path / "repo", {"musa": musa})
-    proc = rehearse(repo, "--latest")
+    proc = rehearse(repo, work, "--latest")
     assert proc.returncode != 0
     build = f"build cp{PYTHON.replace('.', '')}-musa-manylinux_x86_64"
     rows = table(proc.stdout)
     assert rows[build][1] == "failure"
     assert rows["publish to PyPI"][1] == "skipped"
     assert f"{build}: step 'Build in the manylinux image" in proc.stderr
-    log = (tmp_path / "work" / "logs" / f"{build.replace(' ', '-')}.log").read_text(encoding="utf-8")
+    log = (work / "logs" / f"{build.replace(' ', '-')}.log").read_text(encoding="utf-8")
     assert "install-musa.sh" in log
     assert "Traceback" not in proc.stderr
 
 
-def test_smoke_that_needs_root_fails_as_the_runner_user(tmp_path: Path) -> None:
+def test_smoke_that_needs_root_fails_as_the_runner_user(tmp_path: Path, work: Path) -> None:
     """The cpu wheel's clean-minbase image is a simulation (mount namespaces, chroot). As the runner
     user, with user namespaces switched off (RELEASE_SMOKE_NO_USERNS=1, as on a runner that
     restricts them) and no sudo, it cannot run: the smoke job fails, as it would on GitHub, and
@@ -133,7 +144,7 @@ def test_smoke_that_needs_root_fails_as_the_runner_user(tmp_path: Path) -> None:
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     images = {"clean-minbase": data["images"]["clean-minbase"]}
     repo = make_repo(tmp_path / "repo", {"cpu": cpu(images=["clean-minbase"])}, images)
-    proc = rehearse(repo, "--latest", "--env", "RELEASE_SMOKE_NO_USERNS=1")
+    proc = rehearse(repo, work, "--latest", "--env", "RELEASE_SMOKE_NO_USERNS=1")
     assert proc.returncode != 0
     rows = table(proc.stdout)
     smoke = f"smoke cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"
@@ -141,12 +152,12 @@ def test_smoke_that_needs_root_fails_as_the_runner_user(tmp_path: Path) -> None:
     assert rows[smoke][1] == "failure"
     assert rows["publish to PyPI"][1] == "skipped"
     assert f"{smoke}: step 'Fresh venv, import, master binary" in proc.stderr
-    log = (tmp_path / "work" / "logs" / f"{smoke.replace(' ', '-')}.log").read_text(encoding="utf-8")
+    log = (work / "logs" / f"{smoke.replace(' ', '-')}.log").read_text(encoding="utf-8")
     assert "root" in log
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the local ROCm build image is made as root")
-def test_a_too_low_auditwheel_bound_fails_the_rehearsal(tmp_path: Path) -> None:
+def test_a_too_low_auditwheel_bound_fails_the_rehearsal(tmp_path: Path, work: Path) -> None:
     """auditwheel 6.1.0 takes `--exclude` literally (no wildcards): with the toolkit's lower bound
     at 6.1.0 the lowest-pins install repairs with it, the ROCm runtime is vendored, and verify's
     vendored-runtime rule fails the build job."""
@@ -162,12 +173,12 @@ def test_a_too_low_auditwheel_bound_fails_the_rehearsal(tmp_path: Path) -> None:
     pyproject = repo / "pyproject.toml"
     text = re.sub(r'"auditwheel>=[^"]*"', '"auditwheel>=6.1.0"', pyproject.read_text(encoding="utf-8"))
     pyproject.write_text(text, encoding="utf-8")
-    proc = rehearse(repo)
+    proc = rehearse(repo, work)
     assert proc.returncode != 0
     build = f"build cp{PYTHON.replace('.', '')}-rocm-manylinux_x86_64"
     assert table(proc.stdout)[build][1] == "failure"
-    log = (tmp_path / "work" / "logs" / f"{build.replace(' ', '-')}.log").read_text(encoding="utf-8")
+    log = (work / "logs" / f"{build.replace(' ', '-')}.log").read_text(encoding="utf-8")
     assert "auditwheel==6.1.0" in (
-        tmp_path / "work" / "jobs" / build.replace(" ", "-") / "files" / "lowest-pins.txt"
+        work / "jobs" / build.replace(" ", "-") / "files" / "lowest-pins.txt"
     ).read_text(encoding="utf-8")
     assert "vendored-runtime" in log
