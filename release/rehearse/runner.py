@@ -169,7 +169,8 @@ class Rehearsal:
         raw_name = str(job.raw.get("name", job.id))
         if not expressions.condition(job.raw.get("if"), context):
             self.o.log(f"[{number}/{total}] {job.id}: skipped ({self._why_skipped(job, needs)})")
-            self.results.append(Result(job.id, expressions.text(_plain(raw_name)), "skipped"))
+            shown = f"{job.id} (every {_plain(raw_name)})" if "matrix." in raw_name else raw_name
+            self.results.append(Result(job.id, shown, "skipped"))
             self.jobs[job.id] = {"result": "skipped", "outputs": {}}
             return
         matrix = (job.raw.get("strategy") or {}).get("matrix")
