@@ -19,10 +19,10 @@ from typing import Any
 
 from release import table
 from release.config.matrix import LoadedMatrix
-from release.errors import ReleaseError
+from release.errors import ReleaseError, ToolchainError
 from release.plan.steps import make_plan
 from release.rehearse import expressions, gh_standin
-from release.rehearse.services import Services, User, give, runner_user
+from release.rehearse.services import Services, User, give, reachable, runner_user
 from release.rehearse.steps import Instance, Setup, StepFailed, run_step
 from release.rehearse.workflow import Job, Workflow
 
@@ -122,6 +122,12 @@ class Rehearsal:
         work.mkdir(parents=True)
         work.chmod(0o755)  # the runner user passes through to its job directories
         user = runner_user(self.o.user)
+        if not reachable(work, user):
+            msg = (
+                f"user {user.name} cannot reach {work} (a directory above it is private, such as "
+                "/root or pytest's): pass --work under a directory others may enter, e.g. /tmp/rehearse"
+            )
+            raise ToolchainError(msg)
         services = Services(work)
         try:
             setup = self._setup(services, user)

@@ -173,7 +173,7 @@ def setup_python(version: str, toolcache: Path, user: User) -> Path:
         msg = f"setup-python {version}: no local CPython {version} (`{hint}`)"
         raise ToolchainError(msg)
     home = found.resolve().parents[1]
-    if user.uid != os.geteuid() and not _reachable(home, user):
+    if user.uid != os.geteuid() and not reachable(home, user):
         copy = toolcache / "Python" / home.name
         if not copy.exists():
             copy.parent.mkdir(parents=True, exist_ok=True)
@@ -223,8 +223,10 @@ def _local_python(version: str) -> Path | None:
     return Path(found) if found else None
 
 
-def _reachable(path: Path, user: User) -> bool:
+def reachable(path: Path, user: User) -> bool:
     """Whether every directory above `path` lets others through (as an unprivileged user needs)."""
+    if user.uid == os.geteuid():
+        return True
     for parent in [path, *path.parents]:
         mode = parent.stat().st_mode
         if parent.stat().st_uid != user.uid and not mode & 0o001:
