@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("verify", "inspect wheels and apply the verification rules"),
     "smoke": ("smoke", "install wheels in fresh environments and simulated images"),
     "publish": ("publish", "preflight the whole set and upload it idempotently"),
+    "release-checks": ("release_checks", "release-day checks: tag, files, sizes, index names, publishers"),
+    "rehearse": ("rehearse", "run what the release workflow runs for a tag, here, in order"),
     "github-release": ("github_release", "attach files to the tag's GitHub Release, never replacing one"),
     "cibuildwheel-config": ("cibuildwheel_config", "print the cibuildwheel configuration of a variant"),
     "init": ("init", "set up a project: matrix.yaml, noxfile.py and (--ci github) its workflows"),

@@ -11,7 +11,8 @@ is installed; none makes a venv of its own):
 - `build_<variant>`: every Python of the variant in parallel behind one table (`release build`);
   `build_<variant>-3.12`: one Python;
 - `smoke_<variant>` and `smoke_<variant>-3.12`: the wheels in fresh venvs and the variant's images;
-- `verify`: every wheel in `wheelhouse/`; `publish`: preflight and upload (`-- --tag vX.Y.Z`).
+- `verify`: every wheel in `wheelhouse/`; `publish`: preflight and upload (`-- --tag vX.Y.Z`);
+- `rehearse`: what the release workflow runs for a tag, here and in order (`-- --tag vX.Y.Z`).
 
 A per-Python session whose interpreter is missing (or has no headers) is skipped on a local run,
 and nox ends with a table of what was skipped and the command that gets it; with `CI=true` it
@@ -102,6 +103,11 @@ def register(matrix_path: str | os.PathLike[str] | None = None) -> matrix_mod.Lo
         "publish",
         "Preflight the whole wheelhouse and upload it (pass --tag, --repository, --dry-run).",
         _plain(command, "publish"),
+    )
+    declare(
+        "rehearse",
+        "Run release.yml's jobs for a tag here, in order, as the runner user (-- --tag vX.Y.Z).",
+        _plain(command, "rehearse"),
     )
     return loaded
 

@@ -112,7 +112,7 @@ for v in "${all_py[@]}"; do py_dir[$v]="$(resolve_python "$v")"; done
 ca_files=(/usr/local/share/ca-certificates/*.crt)
 [ -e "${ca_files[0]}" ] || ca_files=()
 inputs="$( {
-  sha256sum "$script_path" "$(dirname "$script_path")/_common.sh"
+  cat "$script_path" "$(dirname "$script_path")/_common.sh" | sha256sum  # content, not the path: any checkout reuses the image
   printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
     "$suite" "$mirror" "$include" "$minbase_only" "$runtime_prefix" "$runtime_via" "$runtime_libs" "$env_python"
   printf 'env=%s\n' "${extra_env[@]:-}"

@@ -74,6 +74,12 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
             shutil.copytree(source / part, work / part, ignore=_IGNORE)
         elif (source / part).is_file():
             shutil.copy2(source / part, work / part)
+    constraint = os.environ.get("PIP_CONSTRAINT", "")
+    if constraint and Path(constraint).is_file():
+        # The toolkit's dependencies in the container are the ones pinned outside it (a rehearsal
+        # at the lowest allowed versions repairs with that auditwheel, as the host would).
+        shutil.copy2(constraint, work / "pip-constraints.txt")
+        return work, "python -m pip install --quiet --constraint {project}/pip-constraints.txt {project}"
     return work, "python -m pip install --quiet {project}"
 
 

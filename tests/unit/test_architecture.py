@@ -11,7 +11,7 @@ import pytest
 RELEASE = Path(__file__).resolve().parents[2] / "release"
 # A package may import from its own layer and the layers after it, never from one before it.
 LAYERS = (
-    ("cli", "commands"),
+    ("cli", "commands", "rehearse"),
     ("build", "smoke", "publish", "init"),
     ("inspect",),
     ("plan",),

@@ -539,7 +539,7 @@ def test_nox_sessions_come_from_the_toolkit(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.chdir(root)  # nox runs a noxfile in its directory
     loaded = nox_sessions.register("matrix.yaml")
     pythons = loaded.matrix.python
-    expected = {"plan", "verify", "publish"}
+    expected = {"plan", "verify", "publish", "rehearse"}
     for stage in ("build", "smoke"):
         for variant in ("cpu", "rocm"):
             expected |= {f"{stage}_{variant}", *(f"{stage}_{variant}-{p}" for p in pythons)}

@@ -1,0 +1,96 @@
+"""`release rehearse`: run, here and in order, what the release workflow runs for a tag.
+
+The job list is release.yml itself (see `release.rehearse.workflow`): every run: step is a
+single toolkit command, run as the workflow would (the workflow's env, bash -eo pipefail) by the
+unprivileged `runner` user; the steps only GitHub runs go to local equivalents: a copy of the
+tree, a local interpreter, an artifact directory, a local index on 127.0.0.1 (pypiserver) for
+PyPI and a `gh` stand-in for GitHub Releases. By default the toolkit is installed with its
+dependencies at their lowest allowed versions (`--latest`: the newest, as pip picks).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from release.config.matrix import LoadedMatrix
+from release.errors import UsageError
+from release.plan.version import version_from_tag
+from release.rehearse import runner, workflow
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--tag", required=True, help="the tag to rehearse, e.g. v0.2.0 (checked against the matrix)")
+    add("--workflow", type=Path, help="default: .github/workflows/release.yml beside the matrix")
+    add(
+        "--work", type=Path, help="where jobs run (default: build/rehearse/ beside the matrix; emptied first)"
+    )
+    add(
+        "--latest",
+        action="store_true",
+        help="install the toolkit's newest dependencies, not the lowest allowed",
+    )
+    add("--variant", default="", help="the workflow_dispatch `variant` input (a backfill of one variant)")
+    add(
+        "--user",
+        default="runner",
+        help="the unprivileged user jobs run as when started as root (default: runner)",
+    )
+    add(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for every job (repeatable), e.g. a switch the toolkit honours",
+    )
+    add(
+        "--repository", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs"
+    )
+
+
+def _env(pairs: list[str]) -> dict[str, str]:
+    found = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            msg = f"--env {pair!r}: expected KEY=VALUE"
+            raise UsageError(msg)
+        found[key] = value
+    return found
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    version_from_tag(args.tag, loaded.matrix.publish.tag_pattern)  # a wrong tag stops here, in one line
+    root = loaded.root
+    path = args.workflow or root / ".github" / "workflows" / "release.yml"
+    flow = workflow.load(path)
+    options = runner.Options(
+        repo=root,
+        workflow=flow,
+        tag=args.tag,
+        work=(args.work or root / "build" / "rehearse").resolve(),
+        lowest=not args.latest,
+        variant=args.variant,
+        user=args.user,
+        repository=args.repository,
+        log=lambda line: print(line, flush=True),
+        loaded=loaded,
+        env=_env(args.env),
+    )
+    pins = "lowest allowed dependency versions" if options.lowest else "newest dependency versions"
+    print(f"rehearsing {path.name} for {args.tag} in {options.work} ({pins})", flush=True)
+    results = runner.Rehearsal(options).run()
+    print()
+    print(runner.render(results))
+    mapped = sorted(
+        {f"{s.label}: {s.local}" for j in flow.jobs.values() for s in j.steps if s.kind not in ("toolkit",)}
+    )
+    print("\nsteps run by local equivalents:\n" + "\n".join(f"  {line}" for line in mapped))
+    failed = runner.failures(results)
+    if failed:
+        lines = "\n".join(f"  {r.name}: {r.reason}" for r in failed)
+        msg = f"the release workflow would fail: {len(failed)} job(s) failed:\n{lines}"
+        raise runner.RehearsalFailed(msg)
+    print(f"\nrehearsal passed: {len(results)} job(s)")
+    return 0

@@ -1,0 +1,99 @@
+"""`release release-checks`: the release-day checks of a downloaded set (see `release.publish.release_day`).
+
+    release release-checks --tag v0.2.0 [--repository URL] [--dist dist] wheelhouse
+
+With `--dist DIR`, once every check passes the checked wheels are copied into DIR (flat), the
+directory the upload reads: what is uploaded is exactly what was checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+
+import yaml
+
+from release import table
+from release.config.matrix import LoadedMatrix
+from release.errors import PublishError, UsageError
+from release.plan.steps import make_plan
+from release.plan.version import route, tag_from_env, version_from_tag
+from release.publish import index
+from release.publish.release_day import Publisher, run_checks
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("wheelhouse", type=Path, help="holds <variant>/*.whl with their verify reports")
+    add("--tag", help="the release tag (default: the pushed tag in GitHub Actions)")
+    add("--variant", action="append", help="only this variant (repeatable; a backfill)")
+    add(
+        "--repository",
+        metavar="URL",
+        help="upload URL of the index (default: the matrix's route for the tag)",
+    )
+    add("--index-url", metavar="URL", help="simple-API URL of that index (derived for PyPI and pypiserver)")
+    add("--repo", default=os.environ.get("GITHUB_REPOSITORY"), metavar="OWNER/NAME",
+        help="the GitHub repository that publishes (default: GITHUB_REPOSITORY)")  # fmt: skip
+    add("--workflow", type=Path, help="the publishing workflow (default: .github/workflows/release.yml)")
+    add("--size-limit", type=int, metavar="BYTES", help="the index's per-file limit (default: 100 MiB)")
+    add(
+        "--dist", type=Path, metavar="DIR", help="copy the checked wheels here (flat) when every check passes"
+    )
+
+
+def publisher(workflow: Path, repo: str | None) -> Publisher:
+    """The job that holds `id-token: write` in the workflow, and its environment."""
+    environment = None
+    try:
+        doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        doc = None
+    jobs = doc.get("jobs") if isinstance(doc, dict) else None
+    for job in (jobs or {}).values():
+        if isinstance(job, dict) and (job.get("permissions") or {}).get("id-token") == "write":
+            env = job.get("environment")
+            environment = str(env.get("name") if isinstance(env, dict) else env) if env else None
+    return Publisher(repository=repo or "OWNER/NAME", workflow=workflow.name, environment=environment)
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    tag = args.tag or tag_from_env()
+    if not tag:
+        msg = "release-checks needs a release tag: pass --tag v1.2.3 (in GitHub Actions, the pushed tag)"
+        raise UsageError(msg)
+    version = version_from_tag(tag, loaded.matrix.publish.tag_pattern)
+    plan = make_plan(loaded)
+    names = list(dict.fromkeys(args.variant or loaded.matrix.variants))
+    variants = [plan.variant(name) for name in names]  # an unknown name: a usage error naming the known
+    if not args.wheelhouse.is_dir():
+        msg = f"{args.wheelhouse}: no such directory (download the build artifacts into it first)"
+        raise UsageError(msg)
+    repository = args.repository or route(loaded.matrix, version)
+    index_url = args.index_url or (index.simple_url_for(repository) if repository else None)
+    workflow = args.workflow or loaded.root / ".github" / "workflows" / "release.yml"
+    checks = run_checks(
+        plan.builds, args.wheelhouse, version, variants=variants, index_url=index_url,
+        repository=args.repo or "", publisher=publisher(workflow, args.repo), size_limit=args.size_limit,
+    )  # fmt: skip
+    print(table.render(("check", "result"), [(c.id, "pass" if c.ok else "FAIL") for c in checks]))
+    for check in checks:
+        for line in check.notes:
+            print(f"  {check.id}: {line}")
+    if index_url is None:
+        print(f"  {tag}: a pre-release that is not published (publish.prerelease: skip): no index to ask")
+    problems = [f"  {c.id}: {p}" for c in checks for p in c.problems]
+    if problems:
+        msg = f"{len(problems)} release-day problem(s) for {tag}:\n" + "\n".join(problems)
+        raise PublishError(msg)
+    if args.dist:
+        args.dist.mkdir(parents=True, exist_ok=True)
+        copied = 0
+        for name in names:
+            for wheel in sorted((args.wheelhouse / name).glob("*.whl")):
+                shutil.copy2(wheel, args.dist / wheel.name)
+                copied += 1
+        print(f"{copied} checked wheel(s) copied into {args.dist}")
+    return 0

@@ -1,0 +1,1 @@
+"""The release rehearsal: release.yml run here, job by job (`release rehearse`)."""

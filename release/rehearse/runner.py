@@ -1,0 +1,315 @@
+"""The rehearsal: release.yml's jobs for one tag, run here in the workflow's order.
+
+Jobs run as the unprivileged runner user (GitHub's ubuntu runners run steps as `runner`), except
+`container:` jobs, which run as root in their image as on GitHub. A job whose `needs` failed is
+skipped unless its `if:` says otherwise, as in Actions; the result is a job table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from release import table
+from release.config.matrix import LoadedMatrix
+from release.errors import ReleaseError, ToolchainError
+from release.plan.steps import make_plan
+from release.rehearse import expressions, gh_standin
+from release.rehearse.services import Services, User, give, reachable, runner_user
+from release.rehearse.steps import Instance, Setup, StepFailed, run_step
+from release.rehearse.workflow import Job, Workflow
+
+
+class RehearsalFailed(ReleaseError):
+    """The workflow would fail: names the jobs that did."""
+
+
+@dataclass
+class Options:
+    repo: Path
+    workflow: Workflow
+    tag: str
+    work: Path
+    lowest: bool = True
+    variant: str = ""
+    user: str = "runner"
+    repository: str = "local/rehearsal"
+    log: Callable[[str], None] = print
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment for every job."""
+    loaded: LoadedMatrix | None = None
+    """The matrix, for the local images that stand in for registry images."""
+
+
+@dataclass
+class Result:
+    job: str
+    name: str
+    status: str
+    """success, failure or skipped (Actions' words)."""
+    seconds: float = 0.0
+    who: str = ""
+    reason: str = ""
+    notes: list[str] = field(default_factory=list)
+    instance: Instance | None = None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:80] or "job"
+
+
+class Rehearsal:
+    def __init__(self, options: Options) -> None:
+        self.o = options
+        self.results: list[Result] = []
+        self.jobs: dict[str, dict[str, Any]] = {}
+        """needs context: job id -> {result, outputs}."""
+
+    def _setup(self, services: Services, user: User) -> Setup:
+        work = self.o.work
+        gh_dir = work / "gh"
+        gh_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(gh_standin.__file__, gh_dir / "gh_standin.py")
+        store = work / "github"
+        store.mkdir(parents=True, exist_ok=True)
+        wrapper = gh_dir / "gh"
+        wrapper.write_text(
+            f'#!/bin/sh\nexec python3 "{gh_dir}/gh_standin.py" "{store}" "$@"\n', encoding="utf-8"
+        )
+        wrapper.chmod(0o755)
+        give(store, user)
+        index = services.start_index()
+        return Setup(
+            repo=self.o.repo,
+            work=work,
+            artifacts=work / "artifacts",
+            toolcache=work / "toolcache",
+            user=user,
+            lowest=self.o.lowest,
+            index_url=index,
+            gh_dir=gh_dir,
+            container_host=services.start_container_service(user),
+            log=self.o.log,
+        )
+
+    def contexts(self) -> dict[str, Any]:
+        ref = f"refs/tags/{self.o.tag}"
+        github = {
+            "ref": ref, "ref_name": self.o.tag, "ref_type": "tag", "event_name": "push",
+            "repository": self.o.repository, "repository_owner": self.o.repository.split("/")[0],
+            "token": "rehearsal-token", "workflow": "release", "run_id": "1", "run_attempt": "1",
+        }  # fmt: skip
+        inputs: dict[str, str] = {"variant": self.o.variant} if self.o.variant else {}
+        base = {"github": github, "inputs": inputs, "vars": {}, "secrets": {}, "runner": {"os": "Linux"}}
+        env: dict[str, str] = {}
+        for key, value in self.o.workflow.env.items():
+            env[key] = expressions.text(
+                expressions.substitute(str(value), expressions.Context({**base, "env": env}))
+            )
+        return {**base, "env": env, "needs": {}}
+
+    def run(self) -> list[Result]:
+        work = self.o.work
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+        work.chmod(0o755)  # the runner user passes through to its job directories
+        user = runner_user(self.o.user)
+        if not reachable(work, user):
+            msg = (
+                f"user {user.name} cannot reach {work} (a directory above it is private, such as "
+                "/root or pytest's): pass --work under a directory others may enter, e.g. /tmp/rehearse"
+            )
+            raise ToolchainError(msg)
+        services = Services(work)
+        try:
+            setup = self._setup(services, user)
+            base = self.contexts()
+            base["env"] = {
+                "CI": "true", "GITHUB_REPOSITORY": self.o.repository, "GITHUB_REF": f"refs/tags/{self.o.tag}",
+                "GITHUB_REF_NAME": self.o.tag, "GITHUB_REF_TYPE": "tag", "RUNNER_TEMP": str(work / "tmp"),
+                **self.o.env, **base["env"],
+            }  # fmt: skip
+            (work / "tmp").mkdir()
+            give(work / "tmp", user)
+            if self.o.loaded is not None and os.geteuid() == 0:
+                self._prepare_images(self.o.loaded)
+            jobs = self.o.workflow.order()
+            for number, job in enumerate(jobs, 1):
+                self._job(job, number, len(jobs), setup, base)
+        finally:
+            services.close()
+        return self.results
+
+    def _prepare_images(self, loaded: LoadedMatrix) -> None:
+        """The local images stand in for registry images (none is reachable here): made or
+        reused as root before the jobs, as a registry holds them before a run."""
+        from release.build import images  # noqa: PLC0415 (only with a container engine)
+        from release.build.toolchain import container_engine  # noqa: PLC0415
+
+        engine = container_engine()
+        if engine is None:
+            return
+        recipes = {}
+        for variant in make_plan(loaded).variants.values():
+            if variant.build_image.local_recipe is not None:
+                recipes[variant.build_image.local_recipe.tag] = variant.build_image.local_recipe
+            for image in variant.images:
+                if image.local is not None:
+                    recipes[image.local.tag] = image.local
+        for recipe in recipes.values():
+            images.ensure(engine, recipe, log=lambda line: self.o.log(f"[images] {line}"))
+
+    def _job(self, job: Job, number: int, total: int, setup: Setup, base: dict[str, Any]) -> None:
+        needs = {n: self.jobs[n] for n in job.needs}
+        status = expressions.Status(needs_results=tuple(str(n["result"]) for n in needs.values()))
+        contexts = {**base, "needs": needs}
+        context = expressions.Context(contexts, status)
+        raw_name = str(job.raw.get("name", job.id))
+        if not expressions.condition(job.raw.get("if"), context):
+            self.o.log(f"[{number}/{total}] {job.id}: skipped ({self._why_skipped(job, needs)})")
+            shown = f"{job.id} (every {_plain(raw_name)})" if "matrix." in raw_name else raw_name
+            self.results.append(Result(job.id, shown, "skipped"))
+            self.jobs[job.id] = {"result": "skipped", "outputs": {}}
+            return
+        matrix = (job.raw.get("strategy") or {}).get("matrix")
+        entries: list[dict[str, Any]] = [{}]
+        if matrix is not None:
+            value = expressions.substitute(str(matrix), context) if isinstance(matrix, str) else matrix
+            entries = list(value.get("include", [])) if isinstance(value, dict) else []
+        results = []
+        for entry in entries:
+            instance_contexts = {**contexts, "matrix": entry}
+            name = expressions.text(
+                expressions.substitute(raw_name, expressions.Context(instance_contexts, status))
+            )
+            results.append(self._instance(job, name, number, total, setup, instance_contexts, status))
+        overall = "failure" if any(r.status == "failure" for r in results) else "success"
+        self.jobs[job.id] = {"result": overall, "outputs": self._outputs(job, results)}
+
+    def _instance(  # noqa: PLR0917 (one job instance: where it stands, what it sees)
+        self, job: Job, name: str, number: int, total: int, setup: Setup,
+        contexts: dict[str, Any], status: expressions.Status,
+    ) -> Result:  # fmt: skip
+        container = job.raw.get("container")
+        user = setup.user if container is None else User("root", 0, 0, Path("/root"))
+        image = ""
+        if container:
+            declared = container.get("image") if isinstance(container, dict) else container
+            image = expressions.text(
+                expressions.substitute(str(declared), expressions.Context(contexts, status))
+            )
+        who = f"root in {image}" if container else user.name
+        self.o.log(f"[{number}/{total}] {name}: started as {who}")
+        slug = _slug(name)
+        instance = Instance(setup=setup, slug=slug, user=user, contexts=contexts, env={})
+        instance.home.mkdir(parents=True, exist_ok=True)
+        instance.logfile = setup.work / "logs" / f"{slug}.log"
+        instance.logfile.parent.mkdir(parents=True, exist_ok=True)
+        for key, value in (job.raw.get("env") or {}).items():
+            instance.env[str(key)] = expressions.text(
+                expressions.substitute(str(value), instance.context(status))
+            )
+        result = Result(job.id, name, "success", who=who)
+        started = time.monotonic()
+        try:
+            if container:
+                self._start_container(instance, image)
+            for step in job.steps:
+                # success() in a step's if: means every earlier step succeeded (a failure stops the job).
+                steps_so_far = expressions.Status()
+                if "if" in step.raw and not expressions.condition(
+                    step.raw["if"], instance.context(steps_so_far)
+                ):
+                    result.notes.append(f"{step.label}: skipped (if)")
+                    continue
+                try:
+                    note = run_step(instance, step, status)
+                except (StepFailed, ReleaseError, OSError) as exc:
+                    result.status = "failure"
+                    result.reason = f"step {step.label!r}: {exc}"
+                    break
+                if note:
+                    result.notes.append(f"{step.label}: {note}")
+        finally:
+            if instance.container is not None:
+                subprocess.run(["podman", "rm", "-f", instance.container], capture_output=True, check=False)
+        result.seconds = time.monotonic() - started
+        result.instance = instance
+        verdict = "passed" if result.status == "success" else f"FAILED: {result.reason}"
+        for note in result.notes:
+            self.o.log(f"      - {note}")
+        self.o.log(f"      {name}: {verdict} ({result.seconds:.0f} s)")
+        if result.status == "failure":
+            self._tail(instance.logfile)
+        self.results.append(result)
+        return result
+
+    def _start_container(self, instance: Instance, image: str) -> None:
+        """A `container:` job: its steps run as root in the image, the workspace bind-mounted."""
+        present = subprocess.run(["podman", "image", "exists", image], capture_output=True, check=False)
+        if present.returncode != 0:
+            msg = f"container image {image} is not in the local store and no registry is reachable here"
+            raise StepFailed(msg)
+        name = f"rehearse-{os.getpid()}-{instance.slug}"[:60]
+        instance.workspace.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(
+            ["podman", "run", "-d", "--rm", "--network=host", "--name", name,
+             "-v", f"{instance.home}:{instance.home}", "--entrypoint", "/bin/sh", image, "-c", "sleep 86400"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            msg = f"cannot start a container of {image}: {proc.stderr.strip().splitlines()[-1:]}"
+            raise StepFailed(msg)
+        instance.container = name
+
+    def _outputs(self, job: Job, results: list[Result]) -> dict[str, str]:
+        declared = job.raw.get("outputs") or {}
+        if not declared or not results:
+            return {}
+        instance = results[-1].instance
+        if instance is None:
+            return {}
+        context = instance.context(expressions.Status())
+        values = {k: expressions.text(expressions.substitute(str(v), context)) for k, v in declared.items()}
+        if values.get("repository-url"):
+            # The local index stands in for PyPI (and TestPyPI): no upload leaves this machine.
+            values["repository-url"] = instance.setup.index_url
+        return values
+
+    def _why_skipped(self, job: Job, needs: dict[str, dict[str, Any]]) -> str:
+        bad = [n for n, v in needs.items() if v["result"] != "success"]
+        return (
+            f"needs {', '.join(bad)}: " + ", ".join(str(needs[n]["result"]) for n in bad)
+            if bad
+            else "if: false"
+        )
+
+    def _tail(self, logfile: Path | None, lines: int = 25) -> None:
+        if logfile is None or not logfile.exists():
+            return
+        text = logfile.read_text(encoding="utf-8", errors="replace").splitlines()
+        for line in text[-lines:]:
+            self.o.log(f"      | {line}")
+        self.o.log(f"      (whole log: {logfile})")
+
+
+def _plain(name: str) -> str:
+    """A job name with its expressions left as they are (a skipped job has no matrix)."""
+    return re.sub(r"\$\{\{\s*matrix\.(\S+)\s*\}\}", r"<\1>", name)
+
+
+def render(results: list[Result]) -> str:
+    rows = [(r.name, r.who or "-", r.status, f"{r.seconds:.0f}") for r in results]
+    return table.render(("job", "runs as", "status", "seconds"), rows)
+
+
+def failures(results: list[Result]) -> list[Result]:
+    return [r for r in results if r.status == "failure"]

@@ -1,0 +1,289 @@
+"""One job instance's steps, run here: run: scripts with bash as GitHub runs them, and the
+GitHub-only actions through their local equivalents."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from release.rehearse import expressions
+from release.rehearse.pins import lowest_pins
+from release.rehearse.services import User, give, setup_python
+from release.rehearse.workflow import Step
+
+_ANYWHERE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache")
+_TOP = {".git", ".venv", ".nox", "build", "wheelhouse", "dist"}
+"""Not part of a fresh checkout: outputs and environments at the top of the tree."""
+
+
+def _checkout_ignore(root: Path) -> Callable[[str, list[str]], set[str]]:
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        skipped = set(_ANYWHERE(directory, names))
+        return skipped | (_TOP & set(names)) if Path(directory) == root else skipped
+
+    return ignore
+
+
+_OUTPUT_LINE = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*)=(.*)")
+
+
+SYSTEM_PATH = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+class StepFailed(Exception):
+    """A step ended badly; the message is the job table's reason."""
+
+
+@dataclass
+class Setup:
+    """What every job of one rehearsal shares."""
+
+    repo: Path
+    work: Path
+    artifacts: Path
+    toolcache: Path
+    user: User
+    lowest: bool
+    index_url: str
+    gh_dir: Path
+    container_host: str | None
+    log: Callable[[str], None]
+
+
+@dataclass
+class Instance:
+    """One job instance (one matrix entry) with its workspace and evolving environment."""
+
+    setup: Setup
+    slug: str
+    user: User
+    contexts: dict[str, Any]
+    env: dict[str, str]
+    path: list[str] = field(default_factory=list)
+    outputs: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
+    logfile: Path | None = None
+    container: str | None = None
+
+    @property
+    def workspace(self) -> Path:
+        return self.setup.work / "jobs" / self.slug / "workspace"
+
+    @property
+    def home(self) -> Path:
+        return self.setup.work / "jobs" / self.slug
+
+    def context(self, status: expressions.Status) -> expressions.Context:
+        env = {**self.contexts.get("env", {}), **self.env}
+        return expressions.Context({**self.contexts, "env": env, "steps": self.outputs}, status)
+
+    def full_env(self, extra: Mapping[str, str]) -> dict[str, str]:
+        base = {
+            "HOME": str(self.user.home),
+            "USER": self.user.name,
+            "LANG": "C.UTF-8",
+            "PATH": os.pathsep.join([*self.path, str(self.setup.gh_dir), *SYSTEM_PATH]),
+        }
+        if self.setup.container_host and self.container is None:
+            base["CONTAINER_HOST"] = self.setup.container_host
+        return {**base, **self.contexts.get("env", {}), **self.env, **extra}
+
+
+def run_script(instance: Instance, script: str, env: dict[str, str], *, as_root: bool = False) -> None:
+    """bash -eo pipefail, as GitHub runs a run: step, as the job's user, output to the job log."""
+    prelude = 'sudo() { "$@"; }\n' if as_root and os.geteuid() == 0 else ""
+    bash = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", prelude + script]
+    if instance.container is not None:
+        argv = ["podman", "exec", "-w", str(instance.workspace)]
+        for key, value in env.items():
+            if key not in ("PATH", "HOME", "USER", "CONTAINER_HOST"):
+                argv += ["-e", f"{key}={value}"]
+        argv += [instance.container, *bash]
+    else:
+        argv = bash if as_root else [*instance.user.switch, *bash]
+    logfile = instance.logfile or instance.home / "job.log"
+    with logfile.open("a", encoding="utf-8", errors="replace") as log:
+        log.write(f"$ {script.strip()}\n")
+        log.flush()
+        proc = subprocess.run(
+            argv, cwd=instance.workspace, env=env, stdout=log, stderr=subprocess.STDOUT, check=False
+        )
+    if proc.returncode != 0:
+        msg = f"exit {proc.returncode}"
+        raise StepFailed(msg)
+
+
+def _read_outputs(instance: Instance, step_id: str | None, output: Path, genv: Path) -> None:
+    if step_id and output.exists():
+        values = instance.outputs.setdefault(step_id, {"outputs": {}})["outputs"]
+        values.update(_key_values(output.read_text(encoding="utf-8")))
+    if genv.exists():
+        instance.env.update(_key_values(genv.read_text(encoding="utf-8")))
+        genv.write_text("", encoding="utf-8")
+
+
+def _key_values(text: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        heredoc = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_-]*)<<(\S+)", line)
+        if heredoc:
+            body = []
+            for inner in lines:
+                if inner == heredoc.group(2):
+                    break
+                body.append(inner)
+            found[heredoc.group(1)] = "\n".join(body)
+            continue
+        match = _OUTPUT_LINE.fullmatch(line)
+        if match:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def run_step(instance: Instance, step: Step, status: expressions.Status) -> str:
+    """Run one step; returns what the table says about it ('' for a plain run). `StepFailed` on failure."""
+    context = instance.context(status)
+    step_env = {
+        k: expressions.text(expressions.substitute(str(v), context))
+        for k, v in (step.raw.get("env") or {}).items()
+    }
+    with_ = {
+        k: expressions.text(expressions.substitute(str(v), context))
+        for k, v in (step.raw.get("with") or {}).items()
+    }
+    files = instance.home / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    output, genv = files / f"output-{step.index}", files / f"env-{step.index}"
+    output.write_text("", encoding="utf-8")
+    genv.write_text("", encoding="utf-8")
+    give(files, instance.user)
+    github_env = {
+        "GITHUB_OUTPUT": str(output),
+        "GITHUB_ENV": str(genv),
+        "GITHUB_WORKSPACE": str(instance.workspace),
+    }
+    env = instance.full_env({**step_env, **github_env})
+    kind = step.kind
+    if kind == "checkout":
+        shutil.rmtree(instance.workspace, ignore_errors=True)
+        shutil.copytree(
+            instance.setup.repo,
+            instance.workspace,
+            symlinks=True,
+            ignore=_checkout_ignore(instance.setup.repo),
+        )
+        give(instance.home, instance.user)
+        return f"copied {instance.setup.repo}"
+    if kind == "setup-python":
+        version = with_.get("python-version", "")
+        bindir = setup_python(version, instance.setup.toolcache, instance.user)  # read-only to the user
+        instance.path.insert(0, str(bindir))
+        location = (bindir / "python").resolve().parents[1]
+        instance.env["pythonLocation"] = str(location)
+        return f"Python {version}: {location}"
+    if kind == "install":
+        return _install(instance, step, env)
+    if kind == "upload-artifact":
+        return _upload(instance, with_)
+    if kind == "download-artifact":
+        return _download(instance, with_)
+    if kind == "pypi-publish":
+        return _publish(instance, with_, env)
+    run_script(instance, step.run, env, as_root=kind == "sudo")
+    _read_outputs(instance, step.raw.get("id"), output, genv)
+    return ""
+
+
+def _install(instance: Instance, step: Step, env: dict[str, str]) -> str:
+    """`python -m pip install .`: a fresh venv of that python, the checkout installed into it
+    (at the lowest allowed versions of its dependencies unless --latest), first on PATH."""
+    words = shlex.split(step.run.strip())
+    python = os.path.expandvars(words[0]) if instance.container is None else words[0]
+    venv = instance.home / "toolkit-venv"
+    pins: list[str] = []
+    lines = [f"{shlex.quote(_expand(python, env))} -m venv {shlex.quote(str(venv))}"]
+    pip = f"{shlex.quote(str(venv / 'bin' / 'python'))} -m pip install --quiet"
+    if instance.setup.lowest:
+        pins = lowest_pins(instance.workspace / "pyproject.toml")
+        constraints = instance.home / "files" / "lowest-pins.txt"
+        constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
+        give(constraints, instance.user)
+        pip += f" --constraint {shlex.quote(str(constraints))}"
+        instance.env["PIP_CONSTRAINT"] = str(constraints)
+    lines.append(f"{pip} .")
+    run_script(instance, "\n".join(lines), env)
+    instance.path.insert(0, str(venv / "bin"))
+    return "fresh venv, pip install ." + (
+        f" with {len(pins)} lowest pins ({', '.join(pins)})" if pins else ""
+    )
+
+
+def _flag(with_: Mapping[str, str], key: str) -> bool:
+    """A boolean input (YAML `true` arrives as 'True')."""
+    return with_.get(key, "false").strip().lower() == "true"
+
+
+def _expand(word: str, env: Mapping[str, str]) -> str:
+    return re.sub(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", lambda m: env.get(m.group(1), ""), word)
+
+
+def _upload(instance: Instance, with_: Mapping[str, str]) -> str:
+    name = with_.get("name") or "artifact"
+    patterns = [p.strip() for p in with_.get("path", "").splitlines() if p.strip()]
+    matched: list[Path] = []
+    for pattern in patterns:
+        matched += [p for p in sorted(instance.workspace.glob(pattern)) if p.is_file()]
+    if not matched:
+        if with_.get("if-no-files-found", "warn") == "error":
+            msg = f"upload-artifact {name}: no files match {', '.join(patterns)}"
+            raise StepFailed(msg)
+        return "no files"
+    base = Path(os.path.commonpath([str(p.parent) for p in matched]))
+    target = instance.setup.artifacts / name
+    shutil.rmtree(target, ignore_errors=True)
+    for path in matched:
+        dest = target / path.relative_to(base)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+    return f"{len(matched)} file(s) as artifact {name}"
+
+
+def _download(instance: Instance, with_: Mapping[str, str]) -> str:
+    into = instance.workspace / with_.get("path", ".")
+    store = instance.setup.artifacts
+    names = (
+        [with_["name"]]
+        if with_.get("name")
+        else sorted(p.name for p in store.iterdir())
+        if store.is_dir()
+        else []
+    )
+    merge = _flag(with_, "merge-multiple") or bool(with_.get("name"))
+    for name in names:
+        if not (store / name).is_dir():
+            msg = f"download-artifact: no artifact named {name}"
+            raise StepFailed(msg)
+        shutil.copytree(store / name, into if merge else into / name, dirs_exist_ok=True)
+    into.mkdir(parents=True, exist_ok=True)
+    give(instance.workspace, instance.user)
+    return f"{len(names)} artifact(s) into {with_.get('path', '.')}"
+
+
+def _publish(instance: Instance, with_: Mapping[str, str], env: dict[str, str]) -> str:
+    """pypa/gh-action-pypi-publish: twine upload of packages-dir/* to the local index."""
+    packages = with_.get("packages-dir", "dist/").rstrip("/")
+    url = instance.setup.index_url
+    skip = " --skip-existing" if _flag(with_, "skip-existing") else ""
+    script = (
+        f"python -m twine upload --non-interactive --repository-url {shlex.quote(url)} "
+        f"-u rehearsal -p rehearsal{skip} {shlex.quote(packages)}/*"
+    )
+    run_script(instance, script, env)
+    return f"twine upload {packages}/* to {url}"

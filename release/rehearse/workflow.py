@@ -1,0 +1,205 @@
+"""release.yml read as the rehearsal's job list, so the two cannot drift.
+
+Every step of every job must be something the rehearsal can run here, or it is a `WorkflowError`
+naming the job and the step:
+
+- a single toolkit command (`python -m release ...` or `release ...`), whose standard output may
+  go to `$GITHUB_OUTPUT` or `$GITHUB_ENV` (`| tee -a "$GITHUB_OUTPUT"`) or to one file (`> FILE`);
+- the toolkit's installation (`python -m pip install .`, or the pinned `"$TOOLKIT"`);
+- a single GitHub CLI command (`gh ...`), which the rehearsal sends to its local stand-in;
+- runner setup where every line is one `sudo` command (the runner's passwordless sudo);
+- one of the actions only GitHub runs, each mapped to a local equivalent (`LOCAL_ACTIONS`).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from release.errors import UsageError
+
+LOCAL_ACTIONS = {
+    "actions/checkout": ("checkout", "copy of the tree"),
+    "actions/setup-python": ("setup-python", "a local interpreter first on PATH"),
+    "actions/upload-artifact": ("upload-artifact", "copied to the rehearsal's artifact store"),
+    "actions/download-artifact": ("download-artifact", "copied from the rehearsal's artifact store"),
+    "pypa/gh-action-pypi-publish": ("pypi-publish", "twine upload to the local index (127.0.0.1)"),
+}
+_CAPTURE = re.compile(r"""\|\s*tee\s+-a\s+"?\$\{?(GITHUB_OUTPUT|GITHUB_ENV)\}?"?\s*$""")
+_REDIRECT = re.compile(r""">\s*("[^"]+"|'[^']+'|[^\s|&;<>]+)\s*$""")
+_INSTALL = re.compile(r"""^\S*python\S*\s+-m\s+pip\s+install(\s+--quiet)?\s+(\.|"\$TOOLKIT")$""")
+_OPERATORS = re.compile(r"""(&&|\|\||[;|&<>`]|\$\()""")
+
+
+class WorkflowError(UsageError):
+    """A workflow the rehearsal cannot map, naming the job and the step."""
+
+
+@dataclass(frozen=True)
+class Step:
+    job: str
+    index: int
+    label: str
+    kind: str
+    """toolkit, install, gh, sudo, or one of the LOCAL_ACTIONS kinds."""
+    raw: Mapping[str, Any]
+    words: tuple[str, ...] = ()
+    """For toolkit steps: the command's words after `release` (as written, before expansion)."""
+    capture: str | None = None
+    """GITHUB_OUTPUT or GITHUB_ENV when the output is teed there."""
+
+    @property
+    def run(self) -> str:
+        return str(self.raw.get("run", ""))
+
+    @property
+    def local(self) -> str:
+        """How the rehearsal runs it, for the table."""
+        uses = str(self.raw.get("uses", "")).split("@")[0]
+        if uses in LOCAL_ACTIONS:
+            return "GitHub-only, here: " + LOCAL_ACTIONS[uses][1]
+        return {
+            "toolkit": "release " + " ".join(self.words[:1]),
+            "install": "a fresh venv, pip install . (lowest allowed pins unless --latest)",
+            "gh": "gh against the local GitHub stand-in",
+            "sudo": "runner setup, as root (the runner's sudo)",
+        }[self.kind]
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    raw: Mapping[str, Any]
+    steps: tuple[Step, ...]
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        needs = self.raw.get("needs", ())
+        return (needs,) if isinstance(needs, str) else tuple(needs)
+
+    @property
+    def container(self) -> bool:
+        return "container" in self.raw
+
+
+@dataclass(frozen=True)
+class Workflow:
+    path: Path
+    env: Mapping[str, Any]
+    jobs: dict[str, Job]
+
+    def order(self) -> list[Job]:
+        """Jobs in an order that runs each after what it needs (file order otherwise)."""
+        done: list[str] = []
+        pending = list(self.jobs)
+        while pending:
+            ready = [j for j in pending if all(n in done for n in self.jobs[j].needs)]
+            if not ready:
+                msg = f"{self.path.name}: jobs {', '.join(pending)} need each other or an unknown job"
+                raise WorkflowError(msg)
+            done.append(ready[0])
+            pending.remove(ready[0])
+        return [self.jobs[j] for j in done]
+
+
+def script_lines(script: str) -> list[str]:
+    """A run: script as the commands bash sees: comment lines dropped, continuations joined."""
+    joined = re.sub(r"\\\n\s*", " ", script)
+    return [ln.strip() for ln in joined.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+
+
+def _toolkit_words(command: str) -> tuple[str, ...] | None:
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if words[:1] == ["release"]:
+        return tuple(words[1:])
+    if len(words) >= 3 and "python" in Path(words[0]).name and words[1:3] == ["-m", "release"]:
+        return tuple(words[3:])
+    return None
+
+
+def classify(job: str, index: int, raw: Mapping[str, Any]) -> Step:
+    label = str(raw.get("name") or str(raw.get("uses", "")).split("@")[0] or f"step {index + 1}")
+    where = f"job {job!r}, step {index + 1} ({label!r})"
+    if "uses" in raw:
+        action = str(raw["uses"]).split("@")[0]
+        if action not in LOCAL_ACTIONS:
+            msg = f"{where}: the rehearsal has no local equivalent of {action}"
+            raise WorkflowError(msg)
+        return Step(job, index, label, LOCAL_ACTIONS[action][0], raw)
+    if "run" not in raw:
+        msg = f"{where}: neither run: nor uses:"
+        raise WorkflowError(msg)
+    lines = script_lines(str(raw["run"]))
+    if lines and all(re.fullmatch(r"sudo\s+[^;&|`]+?(\s*\|\|\s*true)?", ln) for ln in lines):
+        return Step(job, index, label, "sudo", raw)
+    if len(lines) != 1:
+        msg = f"{where}: run: must be a single toolkit command, not {len(lines)} commands"
+        raise WorkflowError(msg)
+    command = lines[0]
+    if _INSTALL.match(command):
+        return Step(job, index, label, "install", raw)
+    capture = None
+    found = _CAPTURE.search(command)
+    if found:
+        capture, command = found.group(1), command[: found.start()].rstrip()
+    else:
+        redirect = _REDIRECT.search(command)
+        command = command[: redirect.start()].rstrip() if redirect else command
+    if _OPERATORS.search(_unquoted(command)):
+        msg = f"{where}: run: must be a single toolkit command; {command!r} is a shell pipeline or list"
+        raise WorkflowError(msg)
+    if command.startswith("gh "):
+        return Step(job, index, label, "gh", raw)
+    words = _toolkit_words(command)
+    if not words:
+        msg = f"{where}: run: is not a toolkit command (`python -m release ...`): {command[:80]!r}"
+        raise WorkflowError(msg)
+    return Step(job, index, label, "toolkit", raw, words=words, capture=capture)
+
+
+def _unquoted(command: str) -> str:
+    """The command with quoted text blanked (operators inside quotes are data)."""
+    return re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "''", command)
+
+
+def parse(text: str, path: Path) -> Workflow:
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        msg = f"{path}: not YAML: {str(exc).splitlines()[0]}"
+        raise WorkflowError(msg) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("jobs"), dict):
+        msg = f"{path}: no jobs: mapping"
+        raise WorkflowError(msg)
+    jobs: dict[str, Job] = {}
+    for job_id, raw in doc["jobs"].items():
+        if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list):
+            msg = f"{path.name}: job {job_id!r}: the rehearsal runs jobs made of steps: only"
+            raise WorkflowError(msg)
+        steps = tuple(classify(str(job_id), i, s) for i, s in enumerate(raw["steps"]))
+        jobs[str(job_id)] = Job(str(job_id), raw, steps)
+    workflow = Workflow(path, doc.get("env") or {}, jobs)
+    for job in jobs.values():
+        unknown = [n for n in job.needs if n not in jobs]
+        if unknown:
+            msg = f"{path.name}: job {job.id!r} needs unknown job(s) {', '.join(unknown)}"
+            raise WorkflowError(msg)
+    return workflow
+
+
+def load(path: Path) -> Workflow:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        msg = f"{path}: cannot read the workflow ({exc.strerror})"
+        raise WorkflowError(msg) from None
+    return parse(text, path)

@@ -1,0 +1,188 @@
+"""`release rehearse` for real: release.yml's jobs run here in order, build/smoke/publish as the
+unprivileged `runner` user, cibuildwheel under podman in a local build image, the upload to a
+pypiserver on 127.0.0.1 and the GitHub Release to the `gh` stand-in.
+
+One Python (3.12) and the cpu variant keep the passing rehearsal to a few minutes once the local
+build image exists (the first run makes it from Debian packages). The failing rehearsals stop
+early: a broken before-all fails the build job, and the jobs after it are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from release.build.toolchain import container_engine
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = "3.12"
+FLOOR = "manylinux_2_35_x86_64"  # what the Debian 12 build image honestly allows (GLIBCXX_3.4.30)
+BUILD_IMAGE = {"local": "localhost/rehearse-build-cpu", "debian": {"suite": "bookworm"}}
+PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts", "engine", ".github")
+
+pytestmark = pytest.mark.integration
+if container_engine() is None:
+    if os.environ.get("CI") == "true":
+        pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
+    pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
+
+
+def make_repo(
+    directory: Path,
+    variants: dict[str, dict[str, Any]],
+    images: dict[str, Any] | None = None,
+    floor: str = FLOOR,
+) -> Path:
+    """A repository like ours (toolkit, engine, workflows) whose matrix holds `variants`."""
+    for part in PARTS:
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(
+                source, directory / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+            )
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, directory / part)
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    data["python"] = [PYTHON]
+    data["platform"]["floor"] = floor
+    data["variants"] = variants
+    data["images"] = images or {}
+    data["hardware"] = {}
+    (directory / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return directory
+
+
+def cpu(**extra: Any) -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["cpu"]
+    return {**data, "images": [], "build_image": BUILD_IMAGE, **extra}
+
+
+@pytest.fixture
+def work() -> Iterator[Path]:
+    """Where the jobs run: outside root's private /tmp/pytest-of-root, so the runner user gets in."""
+    path = Path(tempfile.mkdtemp(prefix="rehearse-"))
+    path.chmod(0o755)
+    yield path / "work"
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def rehearse(repo: Path, work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "release", "--matrix", str(repo / "matrix.yaml"), "rehearse",
+         "--tag", "v0.2.0", "--work", str(work), *args],
+        cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, text=True, capture_output=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    return proc
+
+
+def table(stdout: str) -> dict[str, tuple[str, str, int]]:
+    """job -> (runs as, status, seconds), from the job table."""
+    rows = {}
+    for line in stdout.splitlines():
+        match = re.fullmatch(r"(\S.*?)\s{2,}(\S.*?)\s{2,}(success|failure|skipped)\s+(\d+)", line.rstrip())
+        if match:
+            rows[match.group(1)] = (match.group(2), match.group(3), int(match.group(4)))
+    return rows
+
+
+def test_a_cpu_release_rehearses_end_to_end(tmp_path: Path, work: Path) -> None:
+    repo = make_repo(tmp_path / "repo", {"cpu": cpu()})
+    proc = rehearse(repo, work)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    rows = table(proc.stdout)
+    build = f"build cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"
+    smoke = f"smoke cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"
+    for job in ("plan", build, smoke, "publish to PyPI", "GitHub Release"):
+        assert rows[job][:2] == ("runner" if os.geteuid() == 0 else rows[job][0], "success"), (job, rows)
+    assert rows["start the hardware tests"][1] == "skipped"  # the matrix declares no hardware
+    assert "Upload with trusted publishing: twine upload dist/* to http://127.0.0.1:" in proc.stdout
+    wheel = f"xfer_engine_cpu-0.2.0-cp312-cp312-{FLOOR}.whl"
+    assert (work / "index" / "packages" / wheel).is_file()  # uploaded to the local index
+    release = work / "github" / "releases" / "local" / "rehearsal" / "v0.2.0"
+    assert {p.name for p in release.iterdir()} >= {wheel, wheel + ".verify.json"}
+    # The job ran release.yml's own line, with the workflow's env, and the lowest pins.
+    log = (work / "logs" / f"{build}.log".replace(" ", "-")).read_text(encoding="utf-8")
+    assert '$ python -m release build --variant "$VARIANT" --python "$PYTHON" --tag "$TAG" --container' in log
+    pins = (work / "jobs" / build.replace(" ", "-") / "files" / "lowest-pins.txt").read_text(encoding="utf-8")
+    assert re.search(r"^auditwheel==\d", pins, re.M)
+    assert "release-checks" in (work / "logs" / "publish-to-PyPI.log").read_text(encoding="utf-8")
+
+
+def test_a_broken_before_all_fails_the_build_job_and_skips_the_rest(tmp_path: Path, work: Path) -> None:
+    """A MUSA variant whose before-all (install-musa.sh with the declared toolkit) cannot install
+    anything in the build image: the build job fails, as on GitHub, and publishing never starts."""
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["musa"]
+    musa = {**data, "build_image": {"local": BUILD_IMAGE["local"]}}
+    repo = make_repo(tmp_path / "repo", {"musa": musa})
+    proc = rehearse(repo, work, "--latest")
+    assert proc.returncode != 0
+    build = f"build cp{PYTHON.replace('.', '')}-musa-manylinux_x86_64"
+    rows = table(proc.stdout)
+    assert rows[build][1] == "failure"
+    assert rows["publish to PyPI"][1] == "skipped"
+    assert f"{build}: step 'Build in the manylinux image" in proc.stderr
+    log = (work / "logs" / f"{build.replace(' ', '-')}.log").read_text(encoding="utf-8")
+    assert "install-musa.sh" in log
+    assert "Traceback" not in proc.stderr
+
+
+def test_smoke_that_needs_root_fails_as_the_runner_user(tmp_path: Path, work: Path) -> None:
+    """The cpu wheel's clean-minbase image is a simulation (mount namespaces, chroot). As the runner
+    user, with user namespaces switched off (RELEASE_SMOKE_NO_USERNS=1, as on a runner that
+    restricts them) and no sudo, it cannot run: the smoke job fails, as it would on GitHub, and
+    nothing is published."""
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    images = {"clean-minbase": data["images"]["clean-minbase"]}
+    repo = make_repo(tmp_path / "repo", {"cpu": cpu(images=["clean-minbase"])}, images)
+    proc = rehearse(repo, work, "--latest", "--env", "RELEASE_SMOKE_NO_USERNS=1")
+    assert proc.returncode != 0
+    rows = table(proc.stdout)
+    smoke = f"smoke cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"
+    assert rows[f"build cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"][1] == "success"
+    assert rows[smoke][1] == "failure"
+    assert rows["publish to PyPI"][1] == "skipped"
+    assert f"{smoke}: step 'Fresh venv, import, master binary" in proc.stderr
+    log = (work / "logs" / f"{smoke.replace(' ', '-')}.log").read_text(encoding="utf-8")
+    assert "root" in log
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the local ROCm build image is made as root")
+def test_a_too_low_auditwheel_bound_fails_the_rehearsal(tmp_path: Path, work: Path) -> None:
+    """auditwheel 6.1.0 takes `--exclude` literally (no wildcards): with the toolkit's lower bound
+    at 6.1.0 the lowest-pins install repairs with it, the ROCm runtime is vendored, and verify's
+    vendored-runtime rule fails the build job."""
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["rocm"]
+    recipe = data["build_image"]["debian"]
+    rocm = {
+        **data,
+        "images": [],
+        "hardware": [],
+        "build_image": {"local": "localhost/rehearse-build-rocm", "debian": recipe},
+    }
+    # Debian sid meets manylinux_2_39 (auditwheel 6.1.0 knows it): the repair takes the floor at once.
+    repo = make_repo(tmp_path / "repo", {"rocm": rocm}, floor="manylinux_2_39_x86_64")
+    pyproject = repo / "pyproject.toml"
+    text = re.sub(r'"auditwheel>=[^"]*"', '"auditwheel>=6.1.0"', pyproject.read_text(encoding="utf-8"))
+    pyproject.write_text(text, encoding="utf-8")
+    proc = rehearse(repo, work)
+    assert proc.returncode != 0
+    build = f"build cp{PYTHON.replace('.', '')}-rocm-manylinux_x86_64"
+    assert table(proc.stdout)[build][1] == "failure"
+    log = (work / "logs" / f"{build.replace(' ', '-')}.log").read_text(encoding="utf-8")
+    assert "auditwheel==6.1.0" in (
+        work / "jobs" / build.replace(" ", "-") / "files" / "lowest-pins.txt"
+    ).read_text(encoding="utf-8")
+    assert "vendored-runtime" in log

@@ -1,0 +1,182 @@
+"""The rehearsal reads release.yml as its job list: parsing, expressions, lowest pins.
+
+Running jobs starts processes: tests/integration/test_rehearse.py does that for real.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from release.errors import UsageError
+from release.rehearse import expressions, workflow
+from release.rehearse.pins import lowest_pins
+
+ROOT = Path(__file__).resolve().parents[2]
+RELEASE_YML = ROOT / ".github" / "workflows" / "release.yml"
+TEMPLATE = ROOT / "release" / "init" / "templates" / "release.yml"
+
+
+def _load(text: str | None = None) -> workflow.Workflow:
+    return workflow.parse(text if text is not None else RELEASE_YML.read_text(encoding="utf-8"), RELEASE_YML)
+
+
+def _toolkit_commands(flow: workflow.Workflow) -> dict[str, list[str]]:
+    return {job.id: [s.words[0] for s in job.steps if s.kind == "toolkit"] for job in flow.jobs.values()}
+
+
+def test_every_step_of_release_yml_maps_to_something_the_rehearsal_runs() -> None:
+    flow = _load()
+    assert [j.id for j in flow.order()] == [
+        "plan", "build", "smoke", "smoke-image", "publish-pypi", "github-release", "hardware",
+    ]  # fmt: skip
+    assert _toolkit_commands(flow) == {
+        "plan": ["plan"],
+        "build": ["cibuildwheel-config", "build", "verify"],
+        "smoke": ["smoke"],
+        "smoke-image": ["smoke"],
+        "publish-pypi": ["release-checks", "publish"],
+        "github-release": ["github-release"],
+        "hardware": [],
+    }
+    kinds = {s.kind for j in flow.jobs.values() for s in j.steps}
+    assert kinds <= {"toolkit", "install", "gh", "sudo", *(k for k, _ in workflow.LOCAL_ACTIONS.values())}
+    plan_step = flow.jobs["plan"].steps[-1]
+    assert plan_step.capture == "GITHUB_OUTPUT"
+    assert flow.jobs["build"].steps[3].capture == "GITHUB_ENV"
+
+
+def test_editing_a_run_line_changes_what_the_rehearsal_runs() -> None:
+    text = RELEASE_YML.read_text(encoding="utf-8")
+    old = "python -m release verify --release"
+    assert old in text
+    edited = _load(text.replace(old, "python -m release verify"))
+    step = next(s for s in edited.jobs["build"].steps if s.words[:1] == ("verify",))
+    assert "--release" not in step.words
+    assert "--release" not in step.run  # the script the rehearsal hands to bash is the edited line
+    original = next(s for s in _load().jobs["build"].steps if s.words[:1] == ("verify",))
+    assert "--release" in original.words
+
+
+@pytest.mark.parametrize(
+    ("replacement", "why"),
+    [
+        ("echo building && python -m release build --container", "shell pipeline or list"),
+        ("make wheels", "is not a toolkit command"),
+        ("python -m release build\n          ls -l wheelhouse", "not 2 commands"),
+        ("python -m release build; ls", "shell pipeline or list"),
+    ],
+)
+def test_a_step_that_is_not_one_toolkit_command_is_an_error_naming_job_and_step(
+    replacement: str, why: str
+) -> None:
+    text = RELEASE_YML.read_text(encoding="utf-8")
+    line = re.search(r"run: (python -m release build [^\n]+)", text)
+    assert line is not None
+    edited = text.replace(line.group(0), "run: |\n          " + replacement)
+    with pytest.raises(workflow.WorkflowError) as caught:
+        _load(edited)
+    message = str(caught.value)
+    assert "job 'build'" in message
+    assert "Build in the manylinux image" in message
+    if why.startswith("not "):
+        assert "2 commands" in message
+    else:
+        assert why in message
+
+
+def test_an_action_without_a_local_equivalent_is_an_error() -> None:
+    text = RELEASE_YML.read_text(encoding="utf-8")
+    edited = text.replace("uses: pypa/gh-action-pypi-publish@", "uses: someone/upload-anything@", 1)
+    with pytest.raises(
+        workflow.WorkflowError, match=r"job 'publish-pypi', step \d+ .*someone/upload-anything"
+    ):
+        _load(edited)
+
+
+def test_a_job_without_steps_is_an_error() -> None:
+    text = (
+        RELEASE_YML.read_text(encoding="utf-8")
+        + "\n  reuse:\n    uses: org/repo/.github/workflows/x.yml@main\n"
+    )
+    with pytest.raises(workflow.WorkflowError, match="job 'reuse'"):
+        _load(text)
+
+
+def test_the_template_is_the_same_job_list() -> None:
+    """`release init` writes the template for other projects: the same jobs, steps and toolkit
+    commands as this repository's release.yml (it installs the pinned toolkit instead of `.`)."""
+    ours = _load()
+    theirs = workflow.parse(TEMPLATE.read_text(encoding="utf-8").replace("@@TOOLKIT@@", "x==1"), TEMPLATE)
+    assert list(theirs.jobs) == list(ours.jobs)
+    for job_id, job in ours.jobs.items():
+        other = theirs.jobs[job_id]
+        assert [(s.kind, s.words) for s in other.steps] == [(s.kind, s.words) for s in job.steps], job_id
+        assert other.needs == job.needs
+        assert other.raw.get("if") == job.raw.get("if")
+
+
+def _context(**values: object) -> expressions.Context:
+    base: dict[str, object] = {
+        "github": {"ref_name": "v0.2.0", "ref": "refs/tags/v0.2.0"},
+        "inputs": {},
+        "env": {},
+        "matrix": {"variant": "cpu", "identifier": "cp312-cpu"},
+        "needs": {
+            "plan": {"result": "success", "outputs": {"build": '{"include": [{"a": 1}]}', "x": "true"}}
+        },
+    }
+    base.update(values)
+    return expressions.Context(base)
+
+
+def test_expressions_release_yml_uses() -> None:
+    ctx = _context()
+    assert expressions.substitute("${{ inputs.tag || github.ref_name }}", ctx) == "v0.2.0"
+    assert (
+        expressions.substitute("${{ inputs.tag && format('refs/tags/{0}', inputs.tag) || github.ref }}", ctx)
+        == "refs/tags/v0.2.0"
+    )
+    assert expressions.substitute("${{ fromJSON(needs.plan.outputs.build) }}", ctx) == {"include": [{"a": 1}]}
+    assert expressions.substitute("build ${{ matrix.identifier }}", ctx) == "build cp312-cpu"
+    assert expressions.condition("needs.plan.outputs.x == 'true'", ctx)
+    assert not expressions.condition("needs.plan.outputs.missing != ''", ctx)
+
+
+def test_conditions_follow_needs_results() -> None:
+    failed = expressions.Context(_context().values, expressions.Status(("success", "failure")))
+    skipped = expressions.Context(_context().values, expressions.Status(("success", "skipped")))
+    assert not expressions.condition(None, failed)
+    assert not expressions.condition(None, skipped)  # a skipped need skips the job, as in Actions
+    assert not expressions.condition("${{ !cancelled() && !failure() }}", failed)
+    assert expressions.condition("${{ !cancelled() && !failure() }}", skipped)
+
+
+def test_an_unknown_function_names_the_expression() -> None:
+    with pytest.raises(UsageError, match=r"hashFiles\(\)"):
+        expressions.substitute("${{ hashFiles('x') }}", _context())
+
+
+def test_lowest_pins_come_from_the_lower_bounds(tmp_path: Path) -> None:
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project]\nname = "x"\ndependencies = ["auditwheel>=6.1.0", "PyYAML>=6.0.1,<7", "twine==6.1.0"]\n',
+        encoding="utf-8",
+    )
+    assert lowest_pins(pyproject) == ["auditwheel==6.1.0", "PyYAML==6.0.1", "twine==6.1.0"]
+    pyproject.write_text(
+        '[project]\nname = "x"\ndependencies = ["cibuildwheel==2.23.3; python_version < \'3.11\'"]\n',
+        encoding="utf-8",
+    )
+    assert lowest_pins(pyproject) == ['cibuildwheel==2.23.3; python_version < "3.11"']
+    pyproject.write_text('[project]\nname = "x"\ndependencies = ["auditwheel"]\n', encoding="utf-8")
+    with pytest.raises(UsageError, match="'auditwheel' has no lower bound"):
+        lowest_pins(pyproject)
+
+
+def test_the_toolkit_pins_every_dependency_from_below() -> None:
+    pins = lowest_pins(ROOT / "pyproject.toml")
+    assert any(p.startswith("auditwheel==") for p in pins)
+    assert all("==" in p for p in pins)
