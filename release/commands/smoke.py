@@ -29,6 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="we run inside this declared image (CI containers): a fresh venv here, no simulation; "
         "the image's `expect` decides what passes",
     )
+    add(
+        "--pull",
+        action="store_true",
+        help="run the declared serving images (images.<name>.container) in real containers, "
+        "pulled with podman or docker first",
+    )
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
@@ -50,6 +56,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             images=args.image,
             in_image=args.in_image,
             log=log,
+            pull=args.pull,
         )
     if not outcomes:
         msg = f"no wheels to smoke-test in {wheelhouse}"

@@ -196,9 +196,14 @@ def run_step(instance: Instance, step: Step, status: expressions.Status) -> str:
         return _download(instance, with_)
     if kind == "pypi-publish":
         return _publish(instance, with_, env)
+    note = ""
+    if kind == "toolkit" and step.words[:2] == ("toolchain", "free-disk"):
+        # A runner's disk is throwaway; this machine's is not: list what would go, delete nothing.
+        env["INSTALL_DRY_RUN"] = "1"
+        note = "dry run here: lists what a runner would free"
     run_script(instance, step.run, env, as_root=kind == "sudo")
     _read_outputs(instance, step.raw.get("id"), output, genv)
-    return ""
+    return note
 
 
 def _install(instance: Instance, step: Step, env: dict[str, str]) -> str:

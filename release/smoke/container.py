@@ -7,7 +7,7 @@ import itertools
 import os
 import platform
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from release.config.matrix import Simulation
@@ -67,3 +67,34 @@ def interpreter(python: str) -> Path:
     """The image's interpreter for a version, where local images put it (cibuildwheel's layout)."""
     tag = "cp" + python.replace(".", "")
     return Path(f"/opt/python/{tag}-{tag}/bin/python")
+
+
+def pull(engine: str, reference: str, *, log: Callable[[str], None]) -> None:
+    """The declared serving image, pulled unless the engine already holds it."""
+    present = subprocess.run(
+        [engine, "image", "inspect", reference], capture_output=True, check=False, timeout=120
+    )
+    if present.returncode == 0:
+        return
+    log(f"pulling {reference} ({engine})")
+    argv = [engine, "pull", reference]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or ["no output"]
+        msg = f"cannot pull {reference}: {lines[-1]}"
+        raise SmokeError(msg)
+
+
+def image_interpreter(engine: str, reference: str, python: str) -> Path:
+    """Where a serving image keeps Python `python`: on its PATH, else cibuildwheel's layout."""
+    fallback = interpreter(python)
+    script = f'command -v python{python} || {{ test -x {fallback} && echo {fallback}; }}'
+    proc = subprocess.run(
+        [engine, "run", "--rm", "--entrypoint", "/bin/sh", reference, "-c", script],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    found = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not found or not found[-1].startswith("/"):
+        msg = f"{reference} has no Python {python} (neither python{python} on its PATH nor {fallback})"
+        raise SmokeError(msg)
+    return Path(found[-1])

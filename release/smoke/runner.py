@@ -27,8 +27,9 @@ from release.config.matrix import Image
 from release.errors import SmokeError
 from release.inspect.rules.registry import matches
 from release.plan.resolve import ResolvedVariant
-from release.smoke.container import ContainerSandbox
+from release.smoke.container import ContainerSandbox, image_interpreter
 from release.smoke.container import interpreter as container_interpreter
+from release.smoke.container import pull as pull_image
 from release.smoke.hostruntime import find_host_runtime, needs_host_runtime, require_host_runtime
 from release.smoke.image import (
     Bind,
@@ -130,10 +131,13 @@ class Smoke:
         log: Callable[[str], None],
         inside: bool = False,
         container: tuple[str, str] | None = None,
+        container_python: Path | None = None,
         runtime_libdir: Path | None = None,
     ) -> None:
-        """`container`: (engine, image tag) to run the checks in a real container of that image;
+        """`container`: (engine, image tag) to run the checks in a real container of that image,
+        with its interpreter at `container_python` (default: cibuildwheel's layout);
         `runtime_libdir`: where the host's runtime files are (default: the distribution's directory)."""
+        self.container_python = container_python
         self.runtime_libdir = runtime_libdir or distribution_libdir()
         self.inside = inside
         self.container = container
@@ -239,7 +243,7 @@ class Smoke:
 
     def run(self, interpreter: Path, host_runtime: Sequence[str]) -> Outcome:
         if self.container is not None:
-            interpreter = container_interpreter(self.python)
+            interpreter = self.container_python or container_interpreter(self.python)
         try:
             self.prepare(interpreter, host_runtime)
             self.check_contents()
@@ -390,11 +394,14 @@ def smoke_variant(
     in_image: str | None = None,
     log: Callable[[str], None] = print,
     containers: bool = True,
+    pull: bool = False,
 ) -> list[Outcome]:
     """Smoke-test every wheel of a variant (for one Python or all) in every chosen image.
 
     An image with a local recipe runs in a real container where podman or docker answers
-    (`containers`), else in the namespace simulation; each outcome says which ran."""
+    (`containers`), else in the namespace simulation; with `pull`, a declared serving image
+    (`images.<name>.container`) runs in a real container of that reference, pulled first (a CI
+    job frees the disk before, which a job-level `container:` cannot). Each outcome says which ran."""
     directory = wheelhouse / variant.name
     wheels = wheels_for(directory, variant, python)
     if not wheels:
@@ -407,12 +414,15 @@ def smoke_variant(
     host_runtime = found.files if found.matches else ()
     local = {i.name: i.local for i in variant.images if i.local is not None}
     # Only images with a local recipe run in containers: no engine probe (`podman info`) without one.
-    engine = container_engine() if containers and local else None
+    serving = {i.name: i.image.container for i in variant.images if i.local is None and i.image.container}
+    engine = container_engine() if (containers and local) or (pull and serving) else None
+    if pull and serving and engine is None:
+        msg = "--pull runs the serving images in containers: install podman or docker"
+        raise SmokeError(msg)
     outcomes: list[Outcome] = []
     root = Path(tempfile.mkdtemp(prefix="release-smoke-"))
     try:
         for wheel, version in ((w, v) for w in wheels for v in smoke_pythons(w, variant, python)):
-            interpreter = require_interpreter(version)
             has_runtime = found.usable or not variant.runtime_globs
             pairs = images_for(variant, images, host_has_runtime=has_runtime)
             if in_image is not None:
@@ -420,14 +430,20 @@ def smoke_variant(
             for image_name, image in pairs:
                 if image.python and version not in image.python:
                     continue
-                if image.simulate is None and in_image is None:
+                reference = serving.get(image_name) if pull and in_image is None else None
+                if image.simulate is None and in_image is None and reference is None:
                     log(f"[{version} {image_name}] skipped: no simulation and no container engine here")
                     continue
                 workdir = root / f"{wheel.stem}-{version}-{image_name}"
                 workdir.mkdir()
                 recipe = local.get(image_name) if in_image is None else None
                 container = None
-                if engine is not None and recipe is not None and version in recipe.pythons:
+                container_python = None
+                if engine is not None and reference is not None:
+                    pull_image(engine, reference, log=log)
+                    container_python = image_interpreter(engine, reference, version)
+                    container = (engine, reference)
+                elif engine is not None and recipe is not None and version in recipe.pythons:
                     if os.geteuid() == 0 or image_exists(engine, recipe.tag):
                         ensure_image(engine, recipe, log=log)
                         container = (engine, recipe.tag)
@@ -445,7 +461,12 @@ def smoke_variant(
                     log=log,
                     inside=in_image is not None,
                     container=container,
+                    container_python=container_python,
                     runtime_libdir=found.libdir,
+                )
+                # A container brings its own interpreter: the host needs this Python only otherwise.
+                interpreter = container_python or (
+                    container_interpreter(version) if container else require_interpreter(version)
                 )
                 outcomes.append(smoke.run(interpreter, host_runtime))
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import zipfile
 from pathlib import Path
 
@@ -100,6 +101,55 @@ def test_smoke_runs_in_real_containers_for_each_layout(container_wheels: Path) -
     assert "/usr/lib/x86_64-linux-gnu/libamdhip64.so.6" in location["rocm-distro"]
     refused = next(s for s in by_image["rocm-absent"]["steps"] if s["name"] == "import xfer refused")
     assert "needs ROCm 6 (libamdhip64.so.6)" in refused["detail"]
+
+
+STAND_IN = "localhost/serving-stand-in:rocm6.4"
+"""Stands in for a registry's serving image (no registry is reachable here): the local opt-prefix
+image under another name, which only `--pull` runs (it has no local recipe in this matrix)."""
+
+
+def _serving_matrix(directory: Path, reference: str) -> Path:
+    path = _matrix(directory)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data["images"] = {
+        "serving": {
+            "description": "a serving image, pulled by reference",
+            "container": reference,
+            "python": ["3.12"],
+            "simulate": {"runtime": "prefix", "prefix": "/opt/rocm-6.4.3/lib", "via": "ld.so.conf.d"},
+        }
+    }
+    data["variants"]["rocm"]["images"] = ["serving"]
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def test_pull_runs_a_declared_serving_image_in_a_real_container(
+    container_wheels: Path, tmp_path: Path
+) -> None:
+    from release.build.images import ensure
+    from release.config import matrix as matrix_mod
+    from release.plan.steps import make_plan
+
+    assert ENGINE is not None
+    rocm = make_plan(matrix_mod.load(ROOT / "matrix.yaml")).variants["rocm"]
+    recipe = next(i.local for i in rocm.images if i.name == "rocm-opt-prefix" and i.local is not None)
+    ensure(ENGINE, recipe, log=print)
+    subprocess.run([ENGINE, "tag", recipe.tag, STAND_IN], check=True, capture_output=True)
+    matrix = _serving_matrix(tmp_path / "m", STAND_IN)
+    smoke = ["--matrix", str(matrix), "smoke", "--variant", "rocm", "--python", "3.12"]
+    proc = toolkit(*smoke, "--wheelhouse", str(container_wheels), "--image", "serving", "--pull", "--json")
+    (result,) = [r for r in json.loads(proc.stdout)["results"] if r["image"] == "serving"]
+    assert result["ok"] and result["runner"] == f"{ENGINE} container {STAND_IN}", result
+    location = next(s["detail"] for s in result["steps"] if s["name"] == "runtime location")
+    assert location.startswith("/opt/rocm-6.4.3/lib/libamdhip64.so.6"), result
+    # A reference that cannot be pulled is one line, and the smoke fails.
+    absent = _serving_matrix(tmp_path / "absent", "localhost/no-such-serving-image:1")
+    proc = toolkit("--matrix", str(absent), *smoke[2:], "--wheelhouse", str(container_wheels), "--image",
+                   "serving", "--pull", check=False)  # fmt: skip
+    assert proc.returncode == 7, proc.stdout + proc.stderr
+    assert "cannot pull localhost/no-such-serving-image:1" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_host_build_under_the_64_declaration_stops_with_the_mismatch_line(tmp_path: Path) -> None:

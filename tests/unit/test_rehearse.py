@@ -34,9 +34,9 @@ def test_every_step_of_release_yml_maps_to_something_the_rehearsal_runs() -> Non
     ]  # fmt: skip
     assert _toolkit_commands(flow) == {
         "plan": ["plan"],
-        "build": ["cibuildwheel-config", "build", "verify"],
-        "smoke": ["smoke"],
-        "smoke-image": ["smoke"],
+        "build": ["cibuildwheel-config", "toolchain", "build", "verify"],
+        "smoke": ["toolchain", "smoke"],
+        "smoke-image": ["toolchain", "smoke"],
         "publish-pypi": ["release-checks", "publish"],
         "github-release": ["github-release"],
         "hardware": [],

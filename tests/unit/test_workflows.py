@@ -116,7 +116,7 @@ def test_no_workflow_names_what_matrix_yaml_holds(name: str, loaded: LoadedMatri
         (("jobs", "build", "runs-on"), ["self-hosted", "mi300x"]),
         (("jobs", "build", "env", "VARIANT"), "rocm"),
         (("jobs", "build", "env", "PYTHON"), "3.12"),
-        (("jobs", "smoke-image", "container", "image"), "docker.io/rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"),
+        (("jobs", "smoke-image", "env", "CONTAINER"), "docker.io/rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"),
         (("jobs", "build", "steps", 0, "name"), "build the CPU wheel"),
     ],
 )
