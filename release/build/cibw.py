@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import tomlkit
 
@@ -116,12 +116,39 @@ def cibuildwheel_env(
     return {env_name(key): value for key, value in options.items()}
 
 
-def render(options: Mapping[str, str], fmt: str) -> str:
-    """Text for `--format`: a `[tool.cibuildwheel]` table, `CIBW_*=value` lines, or JSON."""
+def stable_abi_override(steps: tuple[BuildStep, ...]) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """Options for a variant's steps where abi3 and per-Python steps mix (stable_abi with older
+    Pythons below it): the per-Python options build every identifier, and an override selects the
+    abi3 step's identifier to add the limited-API config settings."""
+    per_python = tuple(s for s in steps if not s.abi3)
+    abi3 = tuple(s for s in steps if s.abi3)
+    if not per_python or not abi3:
+        return cibuildwheel_options(steps), []
+    options = cibuildwheel_options(per_python)
+    limited = cibuildwheel_options(abi3)
+    options["build"] = f"{options['build']} {limited['build']}"
+    override = {"select": limited["build"], "config-settings": limited.get("config-settings", "")}
+    return options, [override]
+
+
+def render(options: Mapping[str, str], fmt: str, overrides: Sequence[Mapping[str, str]] = ()) -> str:
+    """Text for `--format`: a `[tool.cibuildwheel]` table, `CIBW_*=value` lines, or JSON; the
+    `overrides` (cibuildwheel's `[[tool.cibuildwheel.overrides]]`) exist in TOML and JSON only."""
+    if overrides and fmt == "env":
+        msg = (
+            "the abi3 step and the per-Python steps need different config-settings, which CIBW_* "
+            "variables cannot say: use --format toml (or json), or give --python for each group"
+        )
+        raise UsageError(msg)
     if fmt == "toml":
         table = tomlkit.table()
         for key, value in options.items():
             table[key] = value
+        if overrides:
+            array = tomlkit.aot()
+            for override in overrides:
+                array.append(tomlkit.item(dict(override)))
+            table["overrides"] = array
         doc = tomlkit.document()
         tool = tomlkit.table(is_super_table=True)
         tool["cibuildwheel"] = table
@@ -136,7 +163,10 @@ def render(options: Mapping[str, str], fmt: str) -> str:
             lines.append(f"{env_name(key)}={value}")
         return "\n".join(lines) + "\n"
     if fmt == "json":
-        return json.dumps(dict(options), indent=2) + "\n"
+        data: dict[str, object] = dict(options)
+        if overrides:
+            data["overrides"] = [dict(o) for o in overrides]
+        return json.dumps(data, indent=2) + "\n"
     msg = f"unknown format {fmt!r} (formats: {', '.join(FORMATS)})"
     raise UsageError(msg)
 

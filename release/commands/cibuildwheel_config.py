@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from release.build.cibw import FORMATS, cibuildwheel_options, render
+from release.build.cibw import FORMATS, render, stable_abi_override
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError
 from release.plan.steps import make_plan
@@ -31,5 +31,6 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             msg = f"{loaded.path.name}: Python {py} is not in the matrix (python: {', '.join(known)})"
             raise UsageError(msg)
     steps = tuple(s for s in plan.builds_of(args.variant) if not args.python or s.python in args.python)
-    print(render(cibuildwheel_options(steps), args.format), end="")
+    options, overrides = stable_abi_override(steps)
+    print(render(options, args.format, overrides), end="")
     return 0

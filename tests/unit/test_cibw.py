@@ -209,3 +209,41 @@ def test_a_prebuilt_toolkit_image_replaces_the_manylinux_image(tmp_path: Path) -
     opts = _opts(loaded, "cuda", ("3.12",))
     assert opts["manylinux-x86_64-image"] == image
     assert opts["before-all"] == "bash scripts/install-cuda.sh 13.0"
+
+
+def _stable_abi(tmp_path: Path) -> LoadedMatrix:
+    """The real matrix with `stable_abi: "3.12"`: cp310, cp311 and one cp312-abi3 step a variant."""
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    text = text.replace("source: engine", f"source: {ROOT / 'engine'}\n  stable_abi: \"3.12\"", 1)
+    return loads(text, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
+
+
+def test_a_variant_mixing_abi3_and_per_python_steps_gets_an_override(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What ci.yml asks for (no --python): every identifier built, the abi3 one with the limited
+    API through cibuildwheel's overrides, valid against cibuildwheel's own schema."""
+    loaded = _stable_abi(tmp_path)
+    assert _command(loaded, "--variant", "rocm", "--format", "json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["build"] == "cp310-manylinux_x86_64 cp311-manylinux_x86_64 cp312-manylinux_x86_64"
+    assert "wheel.py-api" not in data["config-settings"]
+    assert data["overrides"] == [
+        {
+            "select": "cp312-manylinux_x86_64",
+            "config-settings": "cmake.define.XFER_BACKEND=hip wheel.py-api=cp312",
+        }
+    ]
+    jsonschema = pytest.importorskip("jsonschema")
+    package = pytest.importorskip("cibuildwheel")
+    schema_file = Path(package.__file__).parent / "resources" / "cibuildwheel.schema.json"
+    schema = json.loads(schema_file.read_text(encoding="utf-8"))
+    jsonschema.validate(data, schema)
+    assert _command(loaded, "--variant", "rocm") == 0
+    toml = tomlkit.parse(capsys.readouterr().out).unwrap()
+    assert toml["tool"]["cibuildwheel"]["overrides"] == data["overrides"]
+    with pytest.raises(UsageError, match="CIBW_\\* variables cannot say"):
+        _command(loaded, "--variant", "rocm", "--format", "env")
+    # One group at a time is plain: the abi3 step alone, or the per-Python steps alone.
+    assert _command(loaded, "--variant", "rocm", "--python", "3.12", "--format", "env") == 0
+    assert "wheel.py-api=cp312" in capsys.readouterr().out
