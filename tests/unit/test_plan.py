@@ -183,3 +183,26 @@ def test_the_python_list_drives_the_steps() -> None:
     assert text.count(old) == 1
     fewer = matrix.loads(text.replace(old, 'python: ["3.12"]'), path=MATRIX_FILE)
     assert _ids(plan.make_plan(fewer).builds) == [f"cp312-{v}-manylinux_x86_64" for v in VARIANTS]
+
+
+def test_stable_abi_gives_fewer_jobs_without_a_workflow_edit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`stable_abi: "3.12"`: the same `plan --json` the workflows read lists cp310, cp311 and one
+    cp312-abi3 job a variant (12, not 16); a variant that turns it off keeps a job per Python."""
+    text = MATRIX_FILE.read_text(encoding="utf-8")
+    text = text.replace("source: engine", 'source: engine\n  stable_abi: "3.12"', 1)
+    cpu = "    distribution: xfer-engine-cpu\n"
+    text = text.replace(cpu, cpu + '    stable_abi: "off"\n', 1)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert cli.main(["--matrix", str(path), "plan", "--json"]) == 0
+    include = _assert_actions_matrix(json.loads(capsys.readouterr().out))
+    by_variant: dict[object, list[object]] = {}
+    for entry in include:
+        by_variant.setdefault(entry["variant"], []).append(entry["identifier"])
+    assert len(include) == 4 + 3 * (len(VARIANTS) - 1)
+    assert by_variant["cpu"] == [f"{t}-cpu-manylinux_x86_64" for t in TAGS]
+    assert by_variant["rocm"] == [
+        "cp310-rocm-manylinux_x86_64", "cp311-rocm-manylinux_x86_64", "cp312-abi3-rocm-manylinux_x86_64",
+    ]  # fmt: skip
