@@ -19,7 +19,7 @@
 #   --env-python V|none   interpreter placed at /opt/python/cp39-cp39, which cibuildwheel uses to
 #                         read the container's environment (default 3.9; build images only)
 #   --minbase-only        no build toolchain, no build/auditwheel: a plain runtime image for smoke tests
-#   --auditwheel SPEC     the auditwheel requirement (e.g. 'auditwheel>=6.2.0'); default: the toolkit's
+#   --auditwheel SPEC     the auditwheel requirement (e.g. 'auditwheel>=6.4.0'); default: the toolkit's
 #                         own, from the pyproject.toml beside this script (the toolkit passes it)
 #   --runtime-prefix DIR  move the runtime libraries (--runtime-libs) from the distribution's
 #                         library directory into DIR (a vendor layout such as /opt/rocm-6.4.3/lib)

@@ -42,7 +42,7 @@ def declared_requirements() -> list[str]:
 
 
 def requirement(name: str) -> str:
-    """The toolkit's requirement on `name` (e.g. `auditwheel>=6.2.0`) without markers, for pip."""
+    """The toolkit's requirement on `name` (e.g. `auditwheel>=6.4.0`) without markers, for pip."""
     for text in declared_requirements():
         try:
             req = Requirement(text)

@@ -28,6 +28,10 @@ FEATURES: dict[str, list[tuple[str, str]]] = {
         ("repair --exclude (auditwheel CHANGELOG 5.2.0)", "5.2.0"),
         ("the manylinux_2_28 policy (5.1.0)", "5.1.0"),
         ("wildcard sonames in --exclude: libamdhip64.so* (6.2.0, pypa/auditwheel#508)", "6.2.0"),
+        # Found by the rehearsal at the lowest pins: 6.2.0 refused `--plat auto`, which repair
+        # falls back to when a local build cannot meet the floor (checked: `repair --help` of 6.3.0
+        # has no 'auto', 6.4.0 has).
+        ("repair --plat auto, the fallback below the floor (6.4.0)", "6.4.0"),
     ],
     "setuptools": [
         ("[project] license = 'Apache-2.0', an SPDX expression (PEP 639; NEWS v77.0.0, #4706)", "77.0.0"),
