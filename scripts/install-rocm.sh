@@ -151,7 +151,9 @@ esac
 dry_run && exit 0
 
 lib="$(for p in /opt/rocm-* /opt/rocm /usr; do runtime_at "$p"; done | sed -n 1p)"
-[ -n "$lib" ] || die "the packages installed, but no libamdhip64.so.${major:-*} is on this machine"
+[ -n "$lib" ] || die "the declared ROCm ${version:-} is not what this package source carries: \
+${other:-no HIP runtime is installed}, and none of libamdhip64.so.${major:-*} came with the install \
+(build in an image that has ROCm ${version:-}, or on Ubuntu, which takes it from AMD's repository)"
 if [ -z "$runtime_only" ] && [ -n "$version" ]; then
   for prefix in /opt/rocm-* /opt/rocm /usr; do
     [ -f "$prefix/include/hip/hip_runtime_api.h" ] || continue

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import zipfile
@@ -187,8 +188,8 @@ def test_no_container_engine_is_one_line_with_the_install_command(tmp_path: Path
 
 
 def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(tmp_path: Path) -> None:
-    """ROCm 7 declared, the image carries 6.4: the container's repair step stops with the mismatch
-    line, cibuildwheel fails, and the wheelhouse keeps exactly what it had."""
+    """ROCm 7 declared, the image carries 6.4: before-all's install script says so, cibuildwheel
+    fails, and the wheelhouse keeps exactly what it had."""
     matrix = _matrix(tmp_path, toolkit="7.0", distribution="xfer-engine-rocm7")
     wheelhouse = tmp_path / "wheelhouse"
     (wheelhouse / "rocm").mkdir(parents=True)
@@ -199,6 +200,10 @@ def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(
         "--image", "localhost/xfer-build-rocm", "--wheelhouse", str(wheelhouse), check=False, timeout=3000,
     )  # fmt: skip
     assert proc.returncode == 5, proc.stdout + proc.stderr
-    assert "declares toolkit 7.0 (--toolkit), but the toolkit found is 6.4" in proc.stdout + proc.stderr
+    # before-all (`install-rocm.sh 7.0`) stops first: the image's package source carries HIP 6.4
+    assert re.search(
+        r"the declared ROCm 7\.0 is not what this package source carries: HIP 6\.4\.\d+ is installed",
+        proc.stdout + proc.stderr,
+    ), proc.stdout + proc.stderr
     assert sorted(p.name for p in (wheelhouse / "rocm").iterdir()) == [keep.name]
     assert keep.read_bytes() == b"an earlier wheel"
