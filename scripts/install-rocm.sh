@@ -40,6 +40,10 @@ rocm_version() {
 runtime_at() {
   compgen -G "$1/lib/libamdhip64.so.${major:-}*" || compgen -G "$1/lib/*/libamdhip64.so.${major:-}*" || true
 }
+# any_runtime_at PREFIX: a libamdhip64 of any major under PREFIX (a HIP installed there at all).
+any_runtime_at() {
+  compgen -G "$1/lib/libamdhip64.so.*" || compgen -G "$1/lib/*/libamdhip64.so.*" || true
+}
 
 other=""
 prefixes=("${ROCM_PATH:-}")
@@ -55,7 +59,7 @@ for prefix in "${prefixes[@]}"; do
     fi
     continue
   fi
-  [ -f "$prefix/include/hip/hip_runtime_api.h" ] && [ -n "$(runtime_at "$prefix")" ] || continue
+  [ -f "$prefix/include/hip/hip_runtime_api.h" ] && [ -n "$(any_runtime_at "$prefix")" ] || continue
   found="$(rocm_version "$prefix")"
   if [ -z "$version" ] || same_release "$version" "$found"; then
     log "HIP ${found:-(unknown version)} already installed under $prefix: nothing to do"
