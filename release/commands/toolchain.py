@@ -19,14 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import table
+from release.build.images import exists as image_exists
 from release.build.interpreters import find_interpreter
-from release.build.toolchain import find_toolchain, install_hint, toolkit_scripts
+from release.build.toolchain import container_engine, find_toolchain, install_hint, toolkit_scripts
 from release.config.backends import load_backends
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends
 from release.errors import ReleaseError, ToolchainError, UsageError
-from release.plan.resolve import ResolvedVariant
+from release.plan.resolve import ResolvedImage, ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke.hostruntime import find_host_runtime, needs_host_runtime
 
@@ -178,9 +179,26 @@ def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> in
 
 def install_smoke_runtime(variant: ResolvedVariant) -> int:
     """The declared runtime, where the variant's image simulations will need it from this host."""
-    needing = ", ".join(i.name for i in variant.images if needs_host_runtime(i.image))
+    engine = container_engine() if any(i.local is not None for i in variant.images) else None
+
+    def in_container(image: ResolvedImage) -> bool:
+        """Smoke runs an image with a local recipe in a real container, which brings its own
+        runtime, where an engine answers and the image exists or root can make it."""
+        local = image.local
+        return (
+            engine is not None
+            and local is not None
+            and (os.geteuid() == 0 or image_exists(engine, local.tag))
+        )
+
+    needing = ", ".join(
+        i.name for i in variant.images if needs_host_runtime(i.image) and not in_container(i)
+    )
     if not needing:
-        print(f"{variant.name}: no simulated image lays out the runtime from this machine: nothing to do")
+        boxed = [i.name for i in variant.images if in_container(i)]
+        where = f" ({', '.join(boxed)} run in {engine} containers)" if boxed else ""
+        print(f"{variant.name}: no simulated image lays out the runtime from this machine{where}: "
+              "nothing to do")  # fmt: skip
         return 0
     found = find_host_runtime(variant)
     if found.usable:

@@ -114,6 +114,7 @@ def installs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, boo
         return 0
 
     monkeypatch.setattr(toolchain, "install_backend", record)
+    monkeypatch.setattr(toolchain, "container_engine", lambda: None)  # no engine: every image simulated
     return calls
 
 
@@ -147,3 +148,31 @@ def test_smoke_runtime_is_a_no_op_when_present_or_not_needed(
     assert "libamdhip64.so.6 already in" in out
     assert "cuda: no simulated image lays out the runtime from this machine: nothing to do" in out
     assert "cpu: the cpu backend needs no toolkit" in out
+
+
+def test_smoke_runtime_skips_images_that_run_in_containers(
+    monkeypatch: pytest.MonkeyPatch,
+    installs: list[tuple[str, str | None, bool]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """With podman and the local images, the layout images bring their own runtime: only the
+    serving images, simulated from this machine, need it; without them nothing is installed."""
+    from release.smoke.hostruntime import HostRuntime
+
+    older = HostRuntime(tmp_path, ("libamdhip64.so.5",), matches=False)
+    monkeypatch.setattr(toolchain, "find_host_runtime", lambda _v: older)
+    monkeypatch.setattr(toolchain, "container_engine", lambda: "podman")
+    monkeypatch.setattr(toolchain, "image_exists", lambda _engine, _tag: True)
+    argv = ["toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
+    assert cli.main(["--matrix", MATRIX_FILE, *argv]) == 0
+    assert installs == [("rocm", "6.4", True)]
+    assert "vllm-rocm, sglang-rocm lay out" in capsys.readouterr().out
+    text = Path(MATRIX_FILE).read_text(encoding="utf-8").replace(", vllm-rocm, sglang-rocm]", "]", 1)
+    local_only = tmp_path / "matrix.yaml"
+    local_only.write_text(text.replace("source: engine", f"source: {Path(MATRIX_FILE).parent / 'engine'}", 1))
+    assert cli.main(["--matrix", str(local_only), *argv]) == 0
+    assert installs == [("rocm", "6.4", True)]
+    assert "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, rocm-absent run in podman containers" in (
+        capsys.readouterr().out
+    )
