@@ -26,6 +26,7 @@ from release.inspect.rules import RULE_IDS
 from release.inspect.verify import verify_wheel
 from release.plan.resolve import variant_for_distribution
 from release.plan.steps import make_plan
+from tests.unit.test_rules_abi import MATRIX as RULES_ABI_MATRIX
 
 pytestmark = pytest.mark.integration
 
@@ -629,25 +630,7 @@ def test_write_reports_never_follows_a_symlink(
 
 # --- stable-abi: real extensions against CPython 3.12's headers, audited by abi3audit ------------
 
-ABI3_MATRIX = """\
-schema_version: 1
-engine:
-  source: engine
-  import_name: xfer
-  version: "0.1.0"
-  stable_abi: "3.12"
-python: ["3.11", "3.12", "3.13"]
-platform:
-  floor: manylinux_2_28_x86_64
-variants:
-  cpu:
-    distribution: xfer-engine-cpu
-    backend: cpu
-  percpu:
-    distribution: xfer-engine-percpu
-    backend: cpu
-    stable_abi: "off"
-"""
+ABI3_MATRIX = RULES_ABI_MATRIX  # the unit tests' stable_abi matrix: one matrix, two tiers
 ABI3_EXT = "xfer/_xfer.abi3.so"
 LIMITED_SOURCE = """\
 #define Py_LIMITED_API 0x030C0000
