@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import table
-from release.build.images import exists as image_exists
 from release.build.interpreters import find_interpreter
 from release.build.toolchain import container_engine, find_toolchain, install_hint, toolkit_scripts
 from release.config.backends import load_backends
@@ -30,6 +29,7 @@ from release.errors import ReleaseError, ToolchainError, UsageError
 from release.plan.resolve import ResolvedImage, ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke.hostruntime import find_host_runtime, needs_host_runtime
+from release.smoke.runner import local_image_usable
 
 PYTHON = "python"
 INSTALL_TIMEOUT = 1800  # seconds: a toolkit from a vendor repository is a large download
@@ -185,11 +185,7 @@ def install_smoke_runtime(variant: ResolvedVariant) -> int:
         """Smoke runs an image with a local recipe in a real container, which brings its own
         runtime, where an engine answers and the image exists or root can make it."""
         local = image.local
-        return (
-            engine is not None
-            and local is not None
-            and (os.geteuid() == 0 or image_exists(engine, local.tag))
-        )
+        return engine is not None and local is not None and local_image_usable(engine, local)
 
     needing = ", ".join(
         i.name for i in variant.images if needs_host_runtime(i.image) and not in_container(i)

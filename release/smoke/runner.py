@@ -26,7 +26,7 @@ from release.build.toolchain import container_engine
 from release.config.matrix import Image
 from release.errors import SmokeError
 from release.inspect.rules.registry import matches
-from release.plan.resolve import ResolvedVariant
+from release.plan.resolve import LocalImage, ResolvedVariant
 from release.smoke.container import ContainerSandbox, image_interpreter
 from release.smoke.container import interpreter as container_interpreter
 from release.smoke.container import pull as pull_image
@@ -385,6 +385,12 @@ def _json_ok(stdout: str) -> bool | None:
     return None
 
 
+def local_image_usable(engine: str, recipe: LocalImage) -> bool:
+    """Whether a local image can run here: root makes it when absent (make-image.sh needs root),
+    anyone else uses it only when it exists."""
+    return os.geteuid() == 0 or image_exists(engine, recipe.tag)
+
+
 def smoke_variant(
     variant: ResolvedVariant,
     *,
@@ -444,7 +450,7 @@ def smoke_variant(
                     container_python = image_interpreter(engine, reference, version)
                     container = (engine, reference)
                 elif engine is not None and recipe is not None and version in recipe.pythons:
-                    if os.geteuid() == 0 or image_exists(engine, recipe.tag):
+                    if local_image_usable(engine, recipe):
                         ensure_image(engine, recipe, log=log)
                         container = (engine, recipe.tag)
                     else:  # make-image.sh needs root (debootstrap, rootful podman)

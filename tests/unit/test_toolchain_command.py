@@ -163,7 +163,7 @@ def test_smoke_runtime_skips_images_that_run_in_containers(
     older = HostRuntime(tmp_path, ("libamdhip64.so.5",), matches=False)
     monkeypatch.setattr(toolchain, "find_host_runtime", lambda _v: older)
     monkeypatch.setattr(toolchain, "container_engine", lambda: "podman")
-    monkeypatch.setattr(toolchain, "image_exists", lambda _engine, _tag: True)
+    monkeypatch.setattr(toolchain, "local_image_usable", lambda _engine, _local: True)
     argv = ["toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
     assert cli.main(["--matrix", MATRIX_FILE, *argv]) == 0
     assert installs == [("rocm", "6.4", True)]
