@@ -28,6 +28,8 @@
 #   --runtime-libs globs  default 'libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 #   --env K=V             extra image environment variable (repeatable)
 #   --python-root DIR     where the interpreters come from (default /root/.pyenv/versions)
+#   --python-dir V=DIR    the installation directory of CPython V (repeatable; the toolkit passes
+#                         the interpreters it finds); others are looked up under --python-root
 #   --workdir DIR         scratch space (default /var/tmp/xfer-images)
 #   --force               rebuild even when an image with the same inputs exists
 #   --refresh-base        redo debootstrap even when a cached result (< 1 day) exists
@@ -52,6 +54,7 @@ minbase_only=0 runtime_prefix="" runtime_via=ld.so.conf.d force=0 refresh_base=0
 runtime_libs='libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 python_root=/root/.pyenv/versions workdir=/var/tmp/xfer-images
 extra_env=() auditwheel_req=""
+declare -A py_dir=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --tag) tag="$2"; shift 2 ;;
@@ -67,6 +70,8 @@ while [ $# -gt 0 ]; do
     --runtime-libs) runtime_libs="$2"; shift 2 ;;
     --env) extra_env+=("$2"); shift 2 ;;
     --python-root) python_root="$2"; shift 2 ;;
+    --python-dir) [[ "$2" == *=/* ]] || die "--python-dir takes V=DIR (e.g. 3.12=/root/.pyenv/versions/3.12.1)"
+                  py_dir[${2%%=*}]="${2#*=}"; shift 2 ;;
     --workdir) workdir="$2"; shift 2 ;;
     --force) force=1; shift ;;
     --refresh-base) refresh_base=1; shift ;;
@@ -90,11 +95,14 @@ case "$runtime_via" in ld.so.conf.d|LD_LIBRARY_PATH) ;; *) die "--runtime-via mu
 [ -z "$runtime_prefix" ] || [ "${runtime_prefix#/}" != "$runtime_prefix" ] || die "--runtime-prefix must be absolute"
 [ "$minbase_only" -eq 1 ] && env_python=none
 
-# ---- resolve interpreters: X.Y -> newest X.Y.Z under python_root ------------------------------
-declare -A py_dir=()
+# ---- resolve interpreters: X.Y -> --python-dir, else the newest X.Y.Z under python_root ----------
 resolve_python() {  # X.Y -> directory
   local v="$1" d
   [[ "$v" =~ ^3\.[0-9]+$ ]] || die "bad Python version '$v' (want X.Y, e.g. 3.12)"
+  if [ -n "${py_dir[$v]:-}" ]; then
+    [ -x "${py_dir[$v]}/bin/python$v" ] || die "--python-dir $v=${py_dir[$v]}: no bin/python$v there"
+    printf '%s' "${py_dir[$v]}"; return
+  fi
   d="$(find "$python_root" -mindepth 1 -maxdepth 1 -type d -name "$v.*" 2>/dev/null \
         | grep -E "/$v\.[0-9]+$" | sort -V | tail -n 1)"
   [ -n "$d" ] && [ -x "$d/bin/python$v" ] || die "no CPython $v under $python_root (pyenv install $v)"
@@ -210,6 +218,11 @@ if [ "${#all_py[@]}" -gt 0 ]; then
     ln -sfn "python$v" "$root$d/bin/python3"; ln -sfn "python$v" "$root$d/bin/python"
     ln -sfn "python$v-config" "$root$d/bin/python3-config"
     ln -sfn "$d" "$root/opt/python/$tagv"
+    if [ "$v" = "$env_python" ] && [ "$tagv" != cp39-cp39 ]; then
+      # cibuildwheel reads the container's environment with /opt/python/cp39-cp39/bin/python
+      # (any Python 3 does that): the environment interpreter stands there when 3.9 is not at hand.
+      ln -sfn "$d" "$root/opt/python/cp39-cp39"
+    fi
     missing="$(in_root sh -c "for f in $d/bin/python$v $d/lib/libpython*.so.1.0 $d/lib/python$v/lib-dynload/*.so; do ldd \"\$f\"; done" | grep 'not found' | sort -u || true)"
     [ -z "$missing" ] || die "CPython $v in the image lacks shared libraries: $(echo $missing | tr '\n' ' ')"
     in_root "$d/bin/python$v" -m ensurepip --default-pip >/dev/null 2>&1 || die "ensurepip failed for CPython $v"

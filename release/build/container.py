@@ -10,23 +10,24 @@ a container that dies mid-build leaves nothing half-made behind.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
 from release.build import images
 from release.build.cibw import cibuildwheel_env
-from release.build.host import one_variant, remove_previous_wheels
+from release.build.host import WheelResult, one_variant, remove_previous_wheels, verify_summary
 from release.build.prebuild import say, source_date_epoch
 from release.build.stage import check_wheel_identity, stage_project
 from release.errors import BuildError, ToolchainError
-from release.inspect.report import VerifyReport
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.steps import BuildStep
-from release.wheel.names import report_path
+from release.wheel.names import parse_wheel_name, report_path
 
 TOOLKIT_PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts")
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
@@ -84,25 +85,39 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
 
 
 def _verified(
-    wheels: list[Path], steps: tuple[BuildStep, ...], version: str, release: bool
-) -> list[VerifyReport]:
+    wheels: list[Path], steps: tuple[BuildStep, ...], version: str, *, release: bool, where: str, seconds: float
+) -> list[WheelResult]:
+    """Verify the wheels cibuildwheel made, as a host build does, and describe each for the summary."""
     variant = one_variant(steps)
-    reports = []
+    by_python = {step.python: step for step in steps}
+    results = []
     for wheel in wheels:
         check_wheel_identity(wheel, distribution=variant.distribution, version=version)
         report = verify_wheel(wheel, variant=variant, release=release)
         write_report(report, report_path(wheel))
         failed = [r.id for r in report.rules if r.status == "fail"]
         warned = [r.id for r in report.rules if r.status == "warn"]
-        verdict = (
-            "FAIL " + ",".join(failed)
-            if failed
-            else "pass" + (f" (warn: {','.join(warned)})" if warned else "")
-        )
+        verdict = verify_summary(failed, warned)
         bound = ", ".join(report.runtime_bound) or "no runtime"
         say(f"  {wheel.name}: binds {bound}; verify {verdict}")
-        reports.append(report)
-    return reports
+        name = parse_wheel_name(wheel.name)
+        platform = name.platforms[-1] if name.platforms else "-"
+        step = by_python.get(name.python_version() or "", steps[0])
+        results.append(
+            WheelResult(
+                step=step,
+                wheel=wheel,
+                size=wheel.stat().st_size,
+                platform=platform,
+                floor_met=platform == variant.floor,
+                runtime_bound=tuple(report.runtime_bound),
+                verify_ok=report.ok,
+                verify_summary=verdict,
+                seconds=seconds / max(len(wheels), 1),
+                built_in=where,
+            )
+        )
+    return results
 
 
 def run_cibuildwheel(
@@ -113,24 +128,35 @@ def run_cibuildwheel(
     engine: str,
     image: str | None = None,
     release_image: bool = False,
-) -> list[VerifyReport]:
-    """Build the steps' wheels in the variant's build image; returns the verify reports.
+    skip_absent_pythons: bool = False,
+) -> tuple[list[WheelResult], list[str]]:
+    """Build the steps' wheels in the variant's build image: (the wheels, verified as a host build
+    verifies them; the Pythons skipped because the image lacks them).
 
     `image` overrides the matrix's image; `release_image` picks the release image (what GitHub
     Actions uses) instead of the local one. Release-mode verification applies to the release image.
+    An interpreter the image lacks fails the build, or with `skip_absent_pythons` skips its steps.
     """
     variant = one_variant(steps)
     chosen = image or (variant.build_image.release if release_image else variant.build_image.local)
     local = not release_image or image is not None
     if local and chosen == variant.build_image.local and variant.build_image.local_recipe is not None:
         images.ensure(engine, variant.build_image.local_recipe, log=say)
+    lacking: list[str] = []
     if local:
+        wanted = tuple(s.python for s in steps)
+        lacking = images.missing_interpreters(engine, chosen, wanted) if skip_absent_pythons else []
+        steps = tuple(s for s in steps if s.python not in lacking)
+        if not steps:
+            msg = f"image {chosen} has none of the interpreters the build needs ({', '.join(wanted)})"
+            raise ToolchainError(msg)
         images.require_interpreters(engine, chosen, tuple(s.python for s in steps))
     root = variant.matrix_root
     work = root / "build" / variant.name / "container"
     scratch = root / "build" / variant.name / "container-out"
     shutil.rmtree(scratch, ignore_errors=True)
     project, before_build = container_project(steps, version, work)
+    started = time.monotonic()
     # abi3 steps take other config settings: one cibuildwheel run per kind.
     for group in ([s for s in steps if not s.abi3], [s for s in steps if s.abi3]):
         if not group:
@@ -152,26 +178,13 @@ def run_cibuildwheel(
     if len(built) != len(steps):
         msg = f"cibuildwheel left {len(built)} wheel(s) in {scratch}, expected {len(steps)}"
         raise BuildError(msg)
-    reports = _verified(built, steps, version, release=not local)
+    results = _verified(
+        built, steps, version, release=not local, where=chosen, seconds=time.monotonic() - started
+    )
     wheelhouse.mkdir(parents=True, exist_ok=True)
     remove_previous_wheels(wheelhouse, {step.python_tag for step in steps})
     for wheel in built:
         shutil.move(str(report_path(wheel)), report_path(wheelhouse / wheel.name))
         shutil.move(str(wheel), wheelhouse / wheel.name)
     shutil.rmtree(scratch, ignore_errors=True)
-    return reports
-
-
-def require_engine() -> str:
-    """podman or docker, whichever answers; otherwise the one line that says how to get one."""
-    from release.build.toolchain import container_engine  # noqa: PLC0415
-
-    engine = container_engine()
-    if engine is None:
-        msg = (
-            "--container needs podman or docker, and neither answers here: install podman "
-            "(`apt-get install podman runc`; on hosts like ours also `bash scripts/setup-podman.sh`), "
-            "or drop --container to build on the host"
-        )
-        raise ToolchainError(msg)
-    return engine
+    return [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in results], lacking

@@ -62,6 +62,8 @@ class WheelResult:
     seconds: float
     cache: str = "-"
     """ccache hits of this wheel's compiler calls ('3/40 (8%)'), or 'up to date' when reused."""
+    built_in: str = "host"
+    """Where the wheel was compiled: `host`, or the container image's reference."""
 
 
 @dataclass(frozen=True)
@@ -334,10 +336,11 @@ def summary(results: list[WheelResult]) -> str:
             r.platform,
             ", ".join(r.runtime_bound) or "-",
             r.verify_summary,
+            r.built_in,
             r.cache,
             f"{r.seconds:.1f}",
         )
         for r in results
     ]
-    headers = ("wheel", "size", "tag", "runtime bound", "verify", "ccache hits", "seconds")
+    headers = ("wheel", "size", "tag", "runtime bound", "verify", "built in", "ccache hits", "seconds")
     return table.render(headers, rows)

@@ -7,7 +7,9 @@ import os
 import subprocess
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+from release.build.interpreters import self_contained_home
 from release.config.pins import requirement
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
@@ -21,12 +23,37 @@ def exists(engine: str, tag: str) -> bool:
     return proc.returncode == 0
 
 
+ENV_PYTHON = "3.9"
+"""cibuildwheel reads a container's environment with /opt/python/cp39-cp39/bin/python."""
+
+
+def image_interpreters(pythons: tuple[str, ...]) -> tuple[dict[str, Path], list[str]]:
+    """({version: installation directory} of the interpreters an image can be given, the versions
+    that have no self-contained interpreter here)."""
+    homes = {v: self_contained_home(v) for v in pythons}
+    return {v: h for v, h in homes.items() if h is not None}, [v for v, h in homes.items() if h is None]
+
+
 def make_command(image: LocalImage) -> list[str]:
-    """The make-image.sh invocation for a local image (its label caches the result)."""
+    """The make-image.sh invocation for a local image (its label caches the result), with the
+    interpreters the toolkit finds here; one line naming the way out when there are none."""
     cmd = ["bash", str(toolkit_scripts() / "make-image.sh"), "--tag", image.tag, "--suite", image.suite]
     if image.packages:
         cmd += ["--include", ",".join(image.packages)]
-    cmd += ["--pythons", ",".join(image.pythons)]
+    found, missing = image_interpreters(image.pythons)
+    if not found and image.pythons:
+        msg = (
+            f"image {image.tag} needs CPython {', '.join(image.pythons)} with its own prefix to copy in, "
+            f"and none is here (a distribution's /usr/bin/python3.X cannot be copied): "
+            f"`release toolchain install python {image.pythons[-1]}`"
+        )
+        raise ToolchainError(msg)
+    cmd += ["--pythons", ",".join(found)]
+    if image.toolchain:
+        env_home = self_contained_home(ENV_PYTHON)
+        env_version, env_home = (ENV_PYTHON, env_home) if env_home else (list(found)[-1], found[list(found)[-1]])
+        cmd += ["--env-python", env_version, "--python-dir", f"{env_version}={env_home}"]
+    cmd += [arg for v, home in found.items() for arg in ("--python-dir", f"{v}={home}")]
     if image.toolchain:
         cmd += ["--auditwheel", requirement("auditwheel")]  # the toolkit's own bound
     else:
@@ -49,6 +76,15 @@ def ensure(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> Non
         # image that is there, as it would one pulled from a registry.
         log(f"image {image.tag}: present; not re-checking its recipe (making images needs root)")
         return
+    _found, lacking = image_interpreters(image.pythons)
+    if lacking and exists(engine, image.tag):
+        # Its recipe names interpreters this machine cannot give it (a container reaching the
+        # host's engine, a machine without pyenv): the image made elsewhere is used as it is.
+        log(
+            f"image {image.tag}: present; used as it is (this machine has no self-contained "
+            f"CPython {', '.join(lacking)} to re-make it with)"
+        )
+        return
     if engine != "podman":
         if not exists(engine, image.tag):
             msg = f"image {image.tag} is absent and only podman can make it here: run `{' '.join(make_command(image))}`"
@@ -69,6 +105,24 @@ def ensure(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> Non
 def interpreter_path(python: str) -> str:
     tag = "cp" + python.replace(".", "")
     return f"/opt/python/{tag}-{tag}/bin/python"
+
+
+def missing_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> list[str]:
+    """The versions among `pythons` whose /opt/python/cpXY-cpXY interpreter the image lacks."""
+    paths = {interpreter_path(p): p for p in pythons}
+    script = "for p in " + " ".join(paths) + '; do [ -x "$p" ] || echo "$p"; done'
+    proc = subprocess.run(
+        [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", image, "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["cannot run it"])[-1]
+        msg = f"image {image} does not run: {last}"
+        raise ToolchainError(msg)
+    return [paths[p] for p in proc.stdout.split() if p in paths]
 
 
 def require_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> None:

@@ -72,3 +72,26 @@ def interpreter_dirs(versions: tuple[str, ...]) -> list[str]:
         if exe is not None and str(exe.parent) not in dirs:
             dirs.append(str(exe.parent))
     return dirs
+
+
+SYSTEM_PREFIXES = (Path("/"), Path("/usr"), Path("/usr/local"))
+
+
+def self_contained_home(version: str) -> Path | None:
+    """The installation directory of a CPython `version` that can be copied into an image as a
+    whole (pyenv, python-build-standalone: its own prefix with include/ and lib/), or None.
+
+    The interpreter found first counts where it has its own prefix; a distribution's Python
+    (`/usr/bin/python3.11`) shares /usr with everything else, so pyenv's directories are tried next.
+    """
+    found = find_interpreter(version)
+    candidates = [found.resolve().parent.parent] if found is not None else []
+    versions = _pyenv_root() / "versions"
+    if versions.is_dir():
+        candidates += sorted(
+            (p for p in versions.glob(f"{version}.*") if _patch_key(p) != (-1,)), key=_patch_key, reverse=True
+        )
+    for home in candidates:
+        if home not in SYSTEM_PREFIXES and (home / "bin" / f"python{version}").exists():
+            return home
+    return None

@@ -15,9 +15,17 @@ from pathlib import Path
 
 from release import table
 from release.build.host import WheelResult, build_variant, summary
-from release.build.toolchain import Toolchain, find_toolchain, install_hint, toolkit_mismatch
+from release.build.prebuild import say
+from release.build.toolchain import (
+    Toolchain,
+    container_engine,
+    find_toolchain,
+    install_hint,
+    toolkit_mismatch,
+)
 from release.commands.toolchain import Interpreter, interpreter, missing_table
 from release.config.matrix import LoadedMatrix
+from release.config.resources import setup_podman_command
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan, select
@@ -126,23 +134,46 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     planned = chosen_steps(args, loaded)
     version = build_version(loaded, args.tag)
     root = args.wheelhouse or loaded.root / "wheelhouse"
-    if args.container:
-        return _run_containers(args, planned, root, version)
-    pythons, missing = usable_interpreters([s.python for steps in planned.values() for s in steps])
-    skipped_variants: list[tuple[str, str]] = []
-    results: list[WheelResult] = []
-    failures: list[str] = []
     started = time.monotonic()
+    if args.container:
+        chosen = require_engine()
+        built: list[WheelResult] = []
+        for steps in planned.values():
+            built += _in_container(args, steps, root, version, chosen, missing=[])
+        return _report(built, root, started, missing=[], skipped=[], failures=[])
+    on_host: dict[str, tuple[BuildStep, ...]] = {}
+    in_image: dict[str, tuple[BuildStep, ...]] = {}
+    skipped_variants: list[tuple[str, str]] = []
+    overrides: dict[str, str | None] = {}
+    engine: str | None = None
     for name, selected in planned.items():
         variant = selected[0].variant
         try:
-            toolchain = find_toolchain(variant.backend)  # a missing toolkit stops here, in one line
-            override = check_toolkit(variant, toolchain, allow=args.allow_toolkit_mismatch)
+            overrides[name] = _host_toolkit(variant, allow=args.allow_toolkit_mismatch)
+            on_host[name] = selected
+            continue
+        except ToolchainError as exc:
+            problem = exc
+        try:
+            engine = _engine_for(variant, problem, engine)
         except ToolchainError as exc:
             if not every or in_ci():
                 raise
             skipped_variants.append((name, str(exc)))
             continue
+        say(
+            f"{_short(problem)}; building in the declared toolkit's local image "
+            f"{variant.build_image.local} through {engine} (--allow-toolkit-mismatch builds on the host)"
+        )
+        in_image[name] = selected
+    missing: list[Interpreter] = []
+    pythons: set[str] = set()
+    if on_host:
+        pythons, missing = usable_interpreters([s.python for steps in on_host.values() for s in steps])
+    results: list[WheelResult] = []
+    failures: list[str] = []
+    for name, selected in on_host.items():
+        variant = selected[0].variant
         steps = tuple(s for s in selected if s.python in pythons)
         print(
             f"building {len(steps)} wheel(s) of {variant.distribution} {version} on the host "
@@ -151,8 +182,20 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         )
         try:
             results += build_variant(
-                steps, wheelhouse=root / name, version=version, jobs=args.jobs, toolkit_override=override
+                steps,
+                wheelhouse=root / name,
+                version=version,
+                jobs=args.jobs,
+                toolkit_override=overrides[name],
             )
+        except ReleaseError as exc:
+            if not every:
+                raise
+            failures.append(f"{name}: {exc}")
+    for name, selected in in_image.items():
+        assert engine is not None  # noqa: S101 (set with every in_image entry)
+        try:
+            results += _in_container(args, selected, root, version, engine, missing=missing)
         except ReleaseError as exc:
             if not every:
                 raise
@@ -163,31 +206,81 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     return _report(results, root, started, missing=missing, skipped=skipped_variants, failures=failures)
 
 
-def _run_containers(
-    args: argparse.Namespace, planned: dict[str, tuple[BuildStep, ...]], root: Path, version: str
-) -> int:
-    from release.build.container import require_engine, run_cibuildwheel  # noqa: PLC0415
+def _host_toolkit(variant: ResolvedVariant, *, allow: bool) -> str | None:
+    """The host's toolkit is the declared one (None), or `allow` makes it an override; a missing
+    or mismatched toolkit raises the one-line ToolchainError."""
+    toolchain = find_toolchain(variant.backend)
+    return check_toolkit(variant, toolchain, allow=allow)
 
-    engine = require_engine()
-    started = time.monotonic()
-    failed: list[str] = []
-    built = 0
-    for name, steps in planned.items():
-        reports = run_cibuildwheel(
-            steps,
-            wheelhouse=root / name,
-            version=version,
-            engine=engine,
-            image=args.image,
-            release_image=args.release_image,
+
+def _short(problem: ToolchainError) -> str:
+    """What was found, without the remedies that follow it."""
+    return str(problem).split(": install ")[0]
+
+
+def _engine_for(variant: ResolvedVariant, problem: ToolchainError, known: str | None) -> str:
+    """The container engine that builds a variant whose host toolkit is missing or not the declared
+    one in its local image (`known`: the one an earlier variant found); the problem itself where
+    the variant has no local image or no engine answers (naming how to set one up)."""
+    if variant.build_image.local_recipe is None:
+        raise problem
+    engine = known or container_engine()
+    if engine is None:
+        msg = (
+            f"{problem}; or build in the declared toolkit's local image {variant.build_image.local}, "
+            f"which needs podman or docker: `{setup_podman_command()}`"
         )
-        built += len(reports)
-        failed += [r.wheel.name for r in reports if not r.ok]
-    print(f"\n{built} wheel(s) in {root} ({time.monotonic() - started:.1f} s)")
-    if failed:
-        msg = f"{len(failed)} wheel(s) failed verification: " + ", ".join(failed)
-        raise VerifyError(msg)
-    return 0
+        raise ToolchainError(msg)
+    return engine
+
+
+def _in_container(
+    args: argparse.Namespace,
+    steps: tuple[BuildStep, ...],
+    root: Path,
+    version: str,
+    engine: str,
+    *,
+    missing: list[Interpreter],
+) -> list[WheelResult]:
+    """The steps built in their variant's image. On a local run (not `CI=true`) the Pythons the
+    image lacks are skipped and added to `missing`, with the command that gets them."""
+    from release.build.container import run_cibuildwheel  # noqa: PLC0415
+
+    results, lacking = run_cibuildwheel(
+        steps,
+        wheelhouse=root / steps[0].variant.name,
+        version=version,
+        engine=engine,
+        image=args.image,
+        release_image=args.release_image,
+        skip_absent_pythons=not in_ci(),
+    )
+    image = args.image or steps[0].variant.build_image.local
+    for python in lacking:
+        if all(m.version != python for m in missing):
+            missing.append(
+                Interpreter(
+                    python,
+                    None,
+                    f"the image {image} has no CPython {python} (none with its own prefix here to copy in)",
+                    f"release toolchain install python {python}",
+                )
+            )
+    return results
+
+
+def require_engine() -> str:
+    """podman or docker, whichever answers; otherwise the one line that says how to get one."""
+    engine = container_engine()
+    if engine is None:
+        msg = (
+            "--container needs podman or docker, and neither answers here: install podman "
+            f"(`{setup_podman_command()}`: Debian's podman and runc, set up for hosts like ours), "
+            "or drop --container to build on the host"
+        )
+        raise ToolchainError(msg)
+    return engine
 
 
 def _report(
@@ -203,11 +296,12 @@ def _report(
     if results:
         print()
         print(summary(results))
-    floor_missed = [r for r in results if not r.floor_met]
-    if floor_missed:
+    below = {(r.built_in, r.platform, r.step.variant.floor) for r in results if not r.floor_met}
+    for where, platform, floor in sorted(below):
+        place = "this host" if where == "host" else f"the image {where}"
         print(
-            f"\nnote: this host allows {floor_missed[0].platform}, not the matrix floor "
-            f"{floor_missed[0].step.variant.floor}: valid local wheels, not release wheels"
+            f"\nnote: {place} allows {platform}, not the matrix floor {floor}: "
+            "valid local wheels, not release wheels"
         )
     print(f"\n{len(results)} wheel(s) in {root} ({time.monotonic() - started:.1f} s)")
     if missing:

@@ -22,3 +22,13 @@ def toolkit_scripts() -> Path:
     here = Path(__file__).resolve().parents[1]
     installed = here / "scripts_data"
     return installed if installed.is_dir() else here.parent / "scripts"
+
+
+def setup_podman_command() -> str:
+    """The command that installs and sets up podman on a Debian/Ubuntu host, as a user types it."""
+    script = toolkit_scripts() / "setup-podman.sh"
+    try:
+        shown = script.relative_to(Path.cwd())
+    except ValueError:
+        shown = script
+    return f"bash {shown}"

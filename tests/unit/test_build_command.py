@@ -4,6 +4,7 @@ toolkit (stages replaced by stand-ins: no compiler, no process)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,7 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
         return Toolchain(backend=backend.name, prefix=None, version=None, found_by="none needed")
 
     monkeypatch.setattr(build, "find_toolchain", find_toolchain)
+    monkeypatch.setattr(build, "container_engine", lambda: None)  # no podman or docker answers
     assert build.run(args(wheelhouse=tmp_path), loaded) == 0
     out = capsys.readouterr().out
     assert "2 wheel(s) in" in out  # cpu and cuda for 3.11
@@ -119,6 +121,7 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
     assert "musa     MUSA toolkit not found: install it with `release toolchain install musa`" in out
     rocm = next(line for line in out.splitlines() if line.startswith("rocm "))
     assert "the matrix declares toolkit 6.4" in rocm and "`release toolchain install rocm 6.4`" in rocm
+    assert "bash scripts/setup-podman.sh" in out.split("rocm ", 1)[1]  # how to get an engine
     # --allow-toolkit-mismatch builds it anyway (an experiment verify records)
     capsys.readouterr()
     assert build.run(args(wheelhouse=tmp_path, allow_toolkit_mismatch=True), loaded) == 0
@@ -131,3 +134,51 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
     monkeypatch.setenv("CI", "true")
     with pytest.raises(ToolchainError, match=r"the matrix declares toolkit 6\.4"):
         build.run(args(wheelhouse=tmp_path), loaded)
+
+
+def test_a_mismatched_toolkit_builds_in_the_local_image_where_an_engine_answers(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The declared toolkit by default: rocm (host HIP 5.2, declared 6.4, a local recipe) goes to
+    its local image; cuda (the declared 13.0 here) stays on the host; musa (no toolkit, no local
+    recipe) is skipped as before. One table, with where each wheel was built."""
+    loaded = load(ROOT / "matrix.yaml")
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.setattr(build, "interpreter", missing())
+    monkeypatch.setattr(build, "build_variant", fake_results)
+
+    def find_toolchain(backend: Backend) -> Toolchain:
+        if backend.name == "musa":
+            raise ToolchainError("MUSA toolkit not found: install it with `release toolchain install musa`")
+        version = {"cuda": "13.0", "rocm": "5.2.21153"}.get(backend.name)
+        return Toolchain(backend=backend.name, prefix=Path("/usr"), version=version, found_by="test")
+
+    in_image: list[tuple[str, ...]] = []
+
+    def fake_container(
+        _args: object, steps: tuple[BuildStep, ...], _root: Path, _version: str, engine: str, **_: object
+    ) -> list[WheelResult]:
+        in_image.append((engine, *(s.identifier for s in steps)))
+        made = fake_results(steps, wheelhouse=tmp_path, version="0.1.0", jobs=1, toolkit_override=None)
+        return [dataclasses.replace(r, built_in=r.step.variant.build_image.local) for r in made]
+
+    monkeypatch.setattr(build, "find_toolchain", find_toolchain)
+    monkeypatch.setattr(build, "container_engine", lambda: "podman")
+    monkeypatch.setattr(build, "_in_container", fake_container)
+    assert build.run(args(wheelhouse=tmp_path), loaded) == 0
+    out = capsys.readouterr().out
+    assert [e[0] for e in in_image] == ["podman"], in_image
+    assert all("-rocm-" in i for i in in_image[0][1:])
+    assert len(in_image[0]) == 1 + len(loaded.matrix.python)
+    assert "rocm: the matrix declares toolkit 6.4" in out
+    assert "building in the declared toolkit's local image localhost/xfer-build-rocm through podman" in out
+    header = next(line for line in out.splitlines() if line.startswith("wheel "))
+    assert "built in" in header
+    rows = [line for line in out.splitlines() if "-rocm-manylinux" in line]
+    assert rows and all("localhost/xfer-build-rocm" in row for row in rows)
+    cuda_rows = [line for line in out.splitlines() if "-cuda-manylinux" in line]
+    assert cuda_rows and all(" host " in row for row in cuda_rows)
+    # --allow-toolkit-mismatch is the explicit host experiment: nothing goes to a container
+    in_image.clear()
+    assert build.run(args(wheelhouse=tmp_path, allow_toolkit_mismatch=True), loaded) == 0
+    assert in_image == []
