@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu machine for this repository, idempotently: the Debian packages a
 # build needs (python3 with venv and headers, git, compilers, CMake, Ninja, ccache), the virtual
-# environment .venv with the toolkit and its test tools, the ROCm toolchain, and the interpreters
+# environment .venv with the toolkit and its test tools, the ROCm toolchain, podman where a variant's
+# declared toolkit is not this machine's (it then builds in its local image), and the interpreters
 # matrix.yaml lists (found where present; otherwise from uv or pyenv where they can download, or
 # the distribution's packages). Ends with a table of what the machine has and how to get the rest.
 #
@@ -40,6 +41,35 @@ for backend in $toolchains; do
   step "$backend toolchain (release toolchain install $backend)"
   "$release" toolchain install "$backend"
 done
+
+step "container engine (a variant whose declared toolkit is not this machine's builds in its local image)"
+needs_engine="$("$venv/bin/python" - <<'PY'
+from release.build.toolchain import find_toolchain
+from release.commands.build import check_toolkit
+from release.config.matrix import load
+from release.errors import ToolchainError
+from release.plan.steps import make_plan
+
+seen = set()
+for step in make_plan(load("matrix.yaml")).builds:
+    variant = step.variant
+    if variant.name in seen or variant.build_image.local_recipe is None:
+        continue
+    seen.add(variant.name)
+    try:
+        check_toolkit(variant, find_toolchain(variant.backend), allow=False)
+    except ToolchainError:
+        print(variant.name)
+PY
+)"
+if [ -z "$needs_engine" ]; then
+  log "every variant with a local image has its declared toolkit here: no container engine needed"
+elif podman info >/dev/null 2>&1 || docker info >/dev/null 2>&1; then
+  log "variants built in their local image ($(echo $needs_engine)): a container engine answers"
+else
+  log "variants built in their local image ($(echo $needs_engine)): setting up podman (scripts/setup-podman.sh)"
+  as_root bash scripts/setup-podman.sh
+fi
 
 step "interpreters of matrix.yaml"
 missing="$("$venv/bin/python" - <<'PY'
