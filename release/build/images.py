@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -92,14 +93,36 @@ def ensure(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> Non
         return
     started = time.monotonic()
     log(f"image {image.tag}: making or reusing it from Debian {image.suite} (first time: several minutes)")
-    proc = subprocess.run(
-        make_command(image), capture_output=True, text=True, check=False, timeout=MAKE_TIMEOUT
-    )
-    if proc.returncode != 0:
-        lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
-        msg = f"could not make image {image.tag}: {lines[-1] if lines else 'make-image.sh failed'}"
+    returncode, last = _run_streamed(make_command(image), log=lambda line: log(f"  {line}"))
+    if returncode != 0:
+        msg = f"could not make image {image.tag}: {last or 'make-image.sh failed'}"
         raise ToolchainError(msg)
     log(f"image {image.tag}: ready ({time.monotonic() - started:.0f} s)")
+
+
+def _run_streamed(argv: list[str], *, log: Callable[[str], None]) -> tuple[int, str]:
+    """Run make-image.sh, passing its step lines on as they come (several minutes of work);
+    (exit status, its last non-empty line). One deadline bounds the whole run."""
+    deadline = time.monotonic() + MAKE_TIMEOUT
+    last = ""
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as proc:
+        assert proc.stdout is not None  # noqa: S101 (PIPE above)
+        timer = threading.Timer(MAKE_TIMEOUT, proc.kill)
+        timer.start()
+        try:
+            for raw in proc.stdout:
+                line = raw.rstrip()
+                if line:
+                    last = line
+                    log(line)
+        finally:
+            timer.cancel()
+        returncode = proc.wait()
+    if time.monotonic() > deadline:
+        return returncode or 1, f"make-image.sh ran past {MAKE_TIMEOUT} s and was stopped"
+    return returncode, last
 
 
 def interpreter_path(python: str) -> str:
