@@ -21,6 +21,12 @@ def exists(engine: str, tag: str) -> bool:
     return proc.returncode == 0
 
 
+def usable(engine: str, image: LocalImage) -> bool:
+    """Whether a local image can run here: root makes it when absent (make-image.sh needs root),
+    anyone else uses it only when it exists."""
+    return os.geteuid() == 0 or exists(engine, image.tag)
+
+
 def make_command(image: LocalImage) -> list[str]:
     """The make-image.sh invocation for a local image (its label caches the result)."""
     cmd = ["bash", str(toolkit_scripts() / "make-image.sh"), "--tag", image.tag, "--suite", image.suite]
