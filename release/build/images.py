@@ -35,6 +35,12 @@ def image_interpreters(pythons: tuple[str, ...]) -> tuple[dict[str, Path], list[
     return {v: h for v, h in homes.items() if h is not None}, [v for v, h in homes.items() if h is None]
 
 
+def usable(engine: str, image: LocalImage) -> bool:
+    """Whether a local image can run here: root makes it when absent (make-image.sh needs root),
+    anyone else uses it only when it exists."""
+    return os.geteuid() == 0 or exists(engine, image.tag)
+
+
 def make_command(image: LocalImage) -> list[str]:
     """The make-image.sh invocation for a local image (its label caches the result), with the
     interpreters the toolkit finds here; one line naming the way out when there are none."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import table
+from release.build.images import usable as local_image_usable
 from release.build.interpreters import find_interpreter
 from release.build.toolchain import container_engine, find_toolchain, install_hint, toolkit_scripts
 from release.config.backends import load_backends
@@ -29,7 +30,6 @@ from release.errors import ReleaseError, ToolchainError, UsageError
 from release.plan.resolve import ResolvedImage, ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke.hostruntime import find_host_runtime, needs_host_runtime
-from release.smoke.runner import local_image_usable
 
 PYTHON = "python"
 INSTALL_TIMEOUT = 1800  # seconds: a toolkit from a vendor repository is a large download
@@ -179,12 +179,13 @@ def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> in
 
 def install_smoke_runtime(variant: ResolvedVariant) -> int:
     """The declared runtime, where the variant's image simulations will need it from this host."""
-    engine = container_engine() if any(i.local is not None for i in variant.images) else None
+    engine = container_engine() if any(i.made_here is not None for i in variant.images) else None
 
     def in_container(image: ResolvedImage) -> bool:
-        """Smoke runs an image with a local recipe in a real container, which brings its own
-        runtime, where an engine answers and the image exists or root can make it."""
-        local = image.local
+        """Smoke runs an image with a local recipe (or a stand-in for a registry image) in a real
+        container, which brings its own runtime, where an engine answers and the image exists or
+        root can make it."""
+        local = image.made_here
         return engine is not None and local is not None and local_image_usable(engine, local)
 
     needing = ", ".join(

@@ -99,6 +99,15 @@ class ResolvedImage:
     name: str
     image: Image
     local: LocalImage | None = None
+    """Made here from the image's own `debian` recipe."""
+    standin: LocalImage | None = None
+    """Made here in place of the image's `container` reference (a registry image smoke runs
+    without `--pull`): the declared toolkit's Debian runtime, laid out as `simulate` says."""
+
+    @property
+    def made_here(self) -> LocalImage | None:
+        """The local image smoke runs this image in without `--pull`: its own, else its stand-in."""
+        return self.local or self.standin
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,7 +255,7 @@ def resolve_variant(
         own_libraries=matrix.engine.own_libraries,
         architectures=variant.architectures,
         device_code=variant.device_code,
-        images=tuple(_image(loaded, i, backend, runtime_excludes) for i in variant.images),
+        images=tuple(_image(loaded, i, variant, backend, runtime_excludes) for i in variant.images),
         hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
         build_image=_build_image(loaded, name, variant),
         smoke_commands=matrix.engine.smoke.commands,
@@ -266,24 +275,58 @@ def _slug(text: str) -> str:
 
 
 def _image(
-    loaded: LoadedMatrix, name: str, backend: Backend, runtime_excludes: tuple[str, ...]
+    loaded: LoadedMatrix, name: str, variant: Variant, backend: Backend, runtime_excludes: tuple[str, ...]
 ) -> ResolvedImage:
     image = loaded.matrix.images[name]
     recipe, sim = image.debian, image.simulate
-    if recipe is None:
+    if recipe is not None:
+        local = _runtime_image(
+            loaded, "smoke", name, image, suite=recipe.suite, packages=recipe.packages,
+            backend=backend, runtime_excludes=runtime_excludes,
+        )  # fmt: skip
+        return ResolvedImage(name=name, image=image, local=local)
+    if image.container is None or sim is None:
         return ResolvedImage(name=name, image=image)
+    # A registry image (unreachable here) without a local recipe: stood in for by the declared
+    # toolkit's Debian runtime, from the suite the variant's local build image uses.
+    major = variant.toolkit.split(".", 1)[0] if variant.toolkit else None
+    packages = backend.debian_runtime.get(major, ()) if major else ()
+    if sim.runtime != "absent" and not packages:
+        return ResolvedImage(name=name, image=image)
+    build = variant.build_image.debian if variant.build_image else None
+    suite = build.suite if build is not None else "sid"
+    packages = packages if sim.runtime != "absent" else ()
+    standin = _runtime_image(
+        loaded, "standin", name, image, suite=suite, packages=packages,
+        backend=backend, runtime_excludes=runtime_excludes,
+    )  # fmt: skip
+    return ResolvedImage(name=name, image=image, standin=standin)
+
+
+def _runtime_image(
+    loaded: LoadedMatrix,
+    kind: str,
+    name: str,
+    image: Image,
+    *,
+    suite: str,
+    packages: tuple[str, ...],
+    backend: Backend,
+    runtime_excludes: tuple[str, ...],
+) -> LocalImage:
+    """A plain runtime image (no toolchain) with the image's Pythons and `simulate` layout."""
+    sim = image.simulate
     prefix = sim.prefix if sim is not None and sim.runtime == "prefix" else None
-    local = LocalImage(
-        tag=f"localhost/{_slug(loaded.matrix.engine.import_name)}-smoke-{_slug(name)}",
-        suite=recipe.suite,
-        packages=recipe.packages,
+    return LocalImage(
+        tag=f"localhost/{_slug(loaded.matrix.engine.import_name)}-{kind}-{_slug(name)}",
+        suite=suite,
+        packages=packages,
         pythons=image.python or loaded.matrix.python,
         toolchain=False,
         runtime_prefix=prefix,
         runtime_via=sim.via if prefix and sim is not None else None,
         runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
     )
-    return ResolvedImage(name=name, image=image, local=local)
 
 
 def _build_image(loaded: LoadedMatrix, name: str, variant: Variant) -> ResolvedBuildImage:

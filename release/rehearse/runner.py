@@ -162,8 +162,8 @@ class Rehearsal:
             if variant.build_image.local_recipe is not None:
                 recipes[variant.build_image.local_recipe.tag] = variant.build_image.local_recipe
             for image in variant.images:
-                if image.local is not None:
-                    recipes[image.local.tag] = image.local
+                if image.made_here is not None:
+                    recipes[image.made_here.tag] = image.made_here
         for recipe in recipes.values():
             images.ensure(engine, recipe, log=lambda line: self.o.log(f"[images] {line}"))
 

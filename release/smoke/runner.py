@@ -11,7 +11,6 @@ refuse the import with the toolkit's message (naming the runtime), never a bare 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import tempfile
@@ -20,17 +19,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from release.build.images import ensure as ensure_image
-from release.build.images import exists as image_exists
+from release.build.images import usable as local_image_usable
 from release.build.interpreters import require_interpreter
 from release.build.toolchain import container_engine
 from release.config.matrix import Image
-from release.errors import SmokeError
+from release.errors import SmokeError, ToolchainError
 from release.inspect.rules.registry import matches
 from release.plan.resolve import LocalImage, ResolvedVariant
 from release.smoke.container import ContainerSandbox, image_interpreter
 from release.smoke.container import interpreter as container_interpreter
 from release.smoke.container import pull as pull_image
-from release.smoke.hostruntime import find_host_runtime, needs_host_runtime, require_host_runtime
+from release.smoke.hostruntime import HostRuntime, find_host_runtime, needs_host_runtime, require_host_runtime
 from release.smoke.image import (
     Bind,
     Result,
@@ -42,47 +41,14 @@ from release.smoke.image import (
     run_command,
 )
 from release.smoke.outcome import Outcome, Step
-from release.smoke.selection import (
-    HOST_IMAGE,
-    declared_image,
-    images_for,
-    smoke_pythons,
-    wheels_for,
-)
+from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
+from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME
+from release.smoke.selection import HOST_IMAGE, declared_image, images_for, smoke_pythons, wheels_for
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
 from release.wheel.files import file_sha256
+from release.wheel.names import parse_wheel_name
 
 TAIL_LINES = 25
-
-_ELF_FILES = """
-import json, sys
-from importlib.metadata import distribution
-found = []
-for f in distribution(sys.argv[1]).files or ():
-    p = f.locate()
-    try:
-        with open(p, "rb") as s:
-            if s.read(4) == b"\\x7fELF":
-                found.append(str(p))
-    except OSError:
-        pass
-print(json.dumps(found))
-"""
-
-_MAPPED_RUNTIME = """
-import importlib, json, os, sys
-importlib.import_module(sys.argv[1])
-prefixes = tuple(sys.argv[2].split(","))
-mapped = []
-with open("/proc/self/maps") as maps:
-    for line in maps:
-        parts = line.split(None, 5)
-        path = parts[5].strip() if len(parts) == 6 else ""
-        if os.path.basename(path).startswith(prefixes) and path not in mapped:
-            mapped.append(path)
-print(json.dumps({"mapped": mapped, "dirs": sorted({os.path.realpath(os.path.dirname(p)) for p in mapped}),
-                  "expected": os.path.realpath(sys.argv[3])}))
-"""
 
 # The loader's own words as the whole message: what the user must never be left with.
 _BARE_LOADER_ERROR = re.compile(r"^\w*(?:Error|Exception): \S+\.so[.\d]*: cannot open shared object file")
@@ -133,10 +99,16 @@ class Smoke:
         container: tuple[str, str] | None = None,
         container_python: Path | None = None,
         runtime_libdir: Path | None = None,
+        runner: str | None = None,
+        install_hint: str = "",
     ) -> None:
         """`container`: (engine, image tag) to run the checks in a real container of that image,
         with its interpreter at `container_python` (default: cibuildwheel's layout);
-        `runtime_libdir`: where the host's runtime files are (default: the distribution's directory)."""
+        `runtime_libdir`: where the host's runtime files are (default: the distribution's directory);
+        `runner`: what the outcome says ran the checks (default: the container or the simulation);
+        `install_hint`: added to a failed install (why this host could not install the wheel)."""
+        self.runner = runner
+        self.install_hint = install_hint
         self.container_python = container_python
         self.runtime_libdir = runtime_libdir or distribution_libdir()
         self.inside = inside
@@ -203,7 +175,7 @@ class Smoke:
             box = ContainerSandbox(engine, tag, sim, workdir=self.workdir, wheels=self.wheel.parent.resolve())
             self.sandbox = box
             self.runtime_dir = box.runtime_dir
-            self.outcome.runner = f"{engine} container {tag}"
+            self.outcome.runner = self.runner or f"{engine} container {tag}"
             return
         if self.inside:
             # Running inside the real image: its declared layout says where the runtime lives.
@@ -280,7 +252,8 @@ class Smoke:
             argv += ["--find-links", str(self.wheel.parent.resolve())]
         argv.append(str(self.wheel.resolve()))
         result = self._run(argv)
-        self._step(f"pip install {self.wheel.name}", result, result.returncode == 0)
+        ok = result.returncode == 0
+        self._step(f"pip install {self.wheel.name}", result, ok, "" if ok else self.install_hint)
 
     def _requires_dist(self) -> bool:
         try:
@@ -290,7 +263,7 @@ class Smoke:
 
     def check_libraries(self) -> None:
         python = str(self.venv / "bin" / "python")
-        listed = self._run([python, "-c", _ELF_FILES, self.variant.distribution])
+        listed = self._run([python, "-c", ELF_FILES, self.variant.distribution])
         if listed.returncode != 0:
             self._step("shared libraries", listed, False, "cannot list the installed files")
         files = json.loads(listed.stdout or "[]")
@@ -339,7 +312,7 @@ class Smoke:
         argv = [
             str(self.venv / "bin" / "python"),
             "-c",
-            _MAPPED_RUNTIME,
+            MAPPED_RUNTIME,
             self.variant.import_name,
             ",".join(self.runtime_sonames),
             str(self.runtime_dir),
@@ -385,12 +358,6 @@ def _json_ok(stdout: str) -> bool | None:
     return None
 
 
-def local_image_usable(engine: str, recipe: LocalImage) -> bool:
-    """Whether a local image can run here: root makes it when absent (make-image.sh needs root),
-    anyone else uses it only when it exists."""
-    return os.geteuid() == 0 or image_exists(engine, recipe.tag)
-
-
 def smoke_variant(
     variant: ResolvedVariant,
     *,
@@ -407,7 +374,11 @@ def smoke_variant(
     An image with a local recipe runs in a real container where podman or docker answers
     (`containers`), else in the namespace simulation; with `pull`, a declared serving image
     (`images.<name>.container`) runs in a real container of that reference, pulled first (a CI
-    job frees the disk before, which a job-level `container:` cannot). Each outcome says which ran."""
+    job frees the disk before, which a job-level `container:` cannot), and a failed pull fails
+    that leg; without `pull`, a stand-in made from the declared toolkit's Debian runtime runs in
+    its place. A wheel this host cannot install (a newer manylinux tag than its glibc) has its
+    host legs run in the variant's local build image. Each outcome says which ran
+    (`placement.place` decides)."""
     directory = wheelhouse / variant.name
     wheels = wheels_for(directory, variant, python)
     if not wheels:
@@ -418,13 +389,23 @@ def smoke_variant(
         raise SmokeError(msg)
     found = find_host_runtime(variant)
     host_runtime = found.files if found.matches else ()
-    local = {i.name: i.local for i in variant.images if i.local is not None}
-    # Only images with a local recipe run in containers: no engine probe (`podman info`) without one.
-    serving = {i.name: i.image.container for i in variant.images if i.local is None and i.image.container}
-    engine = container_engine() if (containers and local) or (pull and serving) else None
+    resolved = {i.name: i for i in variant.images}
+    platforms, libc = host_platforms(), host_libc()
+    refused = {w: uninstallable(parse_wheel_name(w), platforms, libc) for w in wheels}
+    build_recipe = variant.build_image.local_recipe
+    # No engine probe (`podman info`) unless a leg could run in a container.
+    serving = [i for i in variant.images if i.local is None and i.image.container]
+    boxed = any(i.made_here is not None for i in variant.images)
+    moved = build_recipe is not None and any(refused.values())
+    wanted = containers and in_image is None and (boxed or moved)
+    engine = container_engine() if wanted or (pull and serving) else None
     if pull and serving and engine is None:
         msg = "--pull runs the serving images in containers: install podman or docker"
         raise SmokeError(msg)
+
+    def usable(recipe: LocalImage) -> bool:
+        return engine is not None and local_image_usable(engine, recipe)
+
     outcomes: list[Outcome] = []
     root = Path(tempfile.mkdtemp(prefix="release-smoke-"))
     try:
@@ -433,48 +414,83 @@ def smoke_variant(
             pairs = images_for(variant, images, host_has_runtime=has_runtime)
             if in_image is not None:
                 pairs = [(in_image, declared_image(variant, in_image))]
-            for image_name, image in pairs:
-                if image.python and version not in image.python:
+            for image_name, declared in pairs:
+                if declared.python and version not in declared.python:
                     continue
-                reference = serving.get(image_name) if pull and in_image is None else None
-                if image.simulate is None and in_image is None and reference is None:
+                if in_image is not None:
+                    where = Placement(image=declared)
+                else:
+                    where = place(
+                        image_name, declared, resolved.get(image_name), version,
+                        engine=engine, pull=pull, usable=usable, cannot_install=refused[wheel],
+                        build_image=build_recipe, variant_has_runtime=bool(variant.runtime_globs),
+                    )  # fmt: skip
+                if where.container is None and declared.simulate is None and in_image is None:
                     log(f"[{version} {image_name}] skipped: no simulation and no container engine here")
                     continue
+                if where.note:
+                    log(f"[{version} {image_name}] {where.note}")
                 workdir = root / f"{wheel.stem}-{version}-{image_name}"
                 workdir.mkdir()
-                recipe = local.get(image_name) if in_image is None else None
-                container = None
-                container_python = None
-                if engine is not None and reference is not None:
-                    pull_image(engine, reference, log=log)
-                    container_python = image_interpreter(engine, reference, version)
-                    container = (engine, reference)
-                elif engine is not None and recipe is not None and version in recipe.pythons:
-                    if local_image_usable(engine, recipe):
-                        ensure_image(engine, recipe, log=log)
-                        container = (engine, recipe.tag)
-                    else:  # make-image.sh needs root (debootstrap, rootful podman)
-                        log(f"[{version} {image_name}] {recipe.tag} is absent, only root makes it: simulated")
-                if container is None and in_image is None and needs_host_runtime(image):
-                    require_host_runtime(variant, found, image_name)
-                smoke = Smoke(
-                    variant,
-                    wheel,
-                    version,
-                    image_name,
-                    image,
-                    workdir=workdir,
-                    log=log,
+                leg = _smoke_leg(
+                    variant, wheel, version, image_name, where,
+                    engine=engine, found=found, host_runtime=host_runtime, workdir=workdir, log=log,
                     inside=in_image is not None,
-                    container=container,
-                    container_python=container_python,
-                    runtime_libdir=found.libdir,
-                )
-                # A container brings its own interpreter: the host needs this Python only otherwise.
-                interpreter = container_python or (
-                    container_interpreter(version) if container else require_interpreter(version)
-                )
-                outcomes.append(smoke.run(interpreter, host_runtime))
+                )  # fmt: skip
+                outcomes.append(leg)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return outcomes
+
+
+def _smoke_leg(
+    variant: ResolvedVariant,
+    wheel: Path,
+    version: str,
+    image_name: str,
+    where: Placement,
+    *,
+    engine: str | None,
+    found: HostRuntime,
+    host_runtime: Sequence[str],
+    workdir: Path,
+    log: Callable[[str], None],
+    inside: bool,
+) -> Outcome:
+    """One wheel x Python x image, where `where` says; a pull or an image that cannot be made
+    fails this leg alone, naming what it could not get."""
+    container = (engine, where.container) if engine is not None and where.container is not None else None
+    smoke = Smoke(
+        variant,
+        wheel,
+        version,
+        image_name,
+        where.image,
+        workdir=workdir,
+        log=log,
+        inside=inside,
+        container=container,
+        runtime_libdir=found.libdir,
+        runner=where.runner,
+        install_hint=where.install_hint,
+    )
+    try:
+        if container is not None and where.pull is not None:
+            pull_image(container[0], where.pull, log=log)
+            smoke.container_python = image_interpreter(container[0], where.pull, version)
+        elif container is not None and where.recipe is not None:
+            ensure_image(container[0], where.recipe, log=log)
+        if container is None and not inside and needs_host_runtime(where.image):
+            require_host_runtime(variant, found, image_name)
+    except (SmokeError, ToolchainError) as exc:
+        if container is None:
+            raise
+        smoke.outcome.runner = where.runner or f"{container[0]} container {container[1]}"
+        smoke.outcome.error = str(exc)
+        log(f"[{version} {image_name}] FAILED: {exc}")
+        return smoke.outcome
+    # A container brings its own interpreter: the host needs this Python only otherwise.
+    interpreter = smoke.container_python or (
+        container_interpreter(version) if container else require_interpreter(version)
+    )
+    return smoke.run(interpreter, host_runtime)

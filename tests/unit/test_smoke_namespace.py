@@ -219,9 +219,11 @@ def test_as_a_user_an_absent_local_image_is_simulated_not_made(
     (wheels / "xfer_engine_rocm-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
     made: list[str] = []
     ran: list[tuple[str, object]] = []
-    monkeypatch.setattr(runner.os, "geteuid", lambda: 1001)
+    from release.build import images
+
+    monkeypatch.setattr(images.os, "geteuid", lambda: 1001)
     monkeypatch.setattr(runner, "container_engine", lambda: "podman")
-    monkeypatch.setattr(runner, "image_exists", lambda _engine, tag: tag.endswith("-smoke-rocm-absent"))
+    monkeypatch.setattr(images, "exists", lambda _engine, tag: tag.endswith("-smoke-rocm-absent"))
     monkeypatch.setattr(runner, "ensure_image", lambda _e, recipe, log: made.append(recipe.tag))
     monkeypatch.setattr(runner, "require_interpreter", lambda _v: Path("/usr/bin/python3"))
     found = HostRuntime(tmp_path, ("libamdhip64.so.6",), matches=True)
