@@ -33,7 +33,10 @@ def tests(session: nox.Session) -> None:
     tier = os.environ.get("RELEASE_TEST_TIER", "all")
     if tier not in TIERS:
         session.error(f"RELEASE_TEST_TIER={tier!r}: one of {', '.join(TIERS)}")
-    session.run(sys.executable, "-m", "pytest", *(session.posargs or TIERS[tier]), external=True)
+    # --durations: the slowest tests and fixture set-ups (images, builds) show at the end of every run.
+    session.run(
+        sys.executable, "-m", "pytest", "--durations=25", *(session.posargs or TIERS[tier]), external=True
+    )
 
 
 @nox.session

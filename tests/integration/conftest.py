@@ -12,8 +12,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from release.build import images
+from release.build.toolchain import container_engine
 from release.commands.toolchain import interpreter
 from release.config.checks import SUPPORTED_PYTHONS
+from release.config.matrix import load
+from release.errors import ToolchainError
+from release.plan.resolve import LocalImage
+from release.plan.steps import Plan, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_FLOOR = "manylinux_2_35_x86_64"  # what a Debian 12 host build can honestly claim (GLIBCXX_3.4.30)
@@ -111,3 +117,51 @@ def host_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     for variant in HOST_VARIANTS:
         toolkit("--matrix", str(matrix), "build", "--variant", variant, "--wheelhouse", str(wheelhouse))
     yield matrix, wheelhouse
+
+
+class LocalImages:
+    """The local container images a test needs, made through the toolkit (`images.ensure`, the
+    call `release build --container` and `release smoke` make) when absent, never skipped for
+    being absent: a fresh machine has none. Each recipe is checked once per session."""
+
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+        self.plan: Plan = make_plan(load(ROOT / "matrix.yaml"))
+        """The real matrix, resolved: recipes come from it, so a change to matrix.yaml reaches the tests."""
+        self._ready: set[LocalImage] = set()
+
+    def smoke_recipe(self, name: str) -> LocalImage:
+        """The local recipe of the matrix's serving image `name` (rocm-absent, rocm-distro, ...)."""
+        for variant in self.plan.variants.values():
+            for image in variant.images:
+                if image.name == name and image.local is not None:
+                    return image.local
+        pytest.fail(f"matrix.yaml declares no image {name!r} with a `debian` recipe")
+
+    def build_recipe(self, variant: str) -> LocalImage:
+        """The local build image of `variant` (its `build_image.debian` recipe)."""
+        recipe = self.plan.variant(variant).build_image.local_recipe
+        if recipe is None:
+            pytest.fail(f"matrix.yaml: variant {variant!r} declares no build_image.debian recipe")
+        return recipe
+
+    def make(self, recipe: LocalImage) -> str:
+        """The image's tag, once it exists (made, or found up to date, this session)."""
+        if recipe not in self._ready:
+            if os.geteuid() != 0 and not images.exists(self.engine, recipe.tag):
+                pytest.skip(f"{recipe.tag} is absent and making it needs root (debootstrap)")
+            try:
+                images.ensure(self.engine, recipe, log=print)
+            except ToolchainError as exc:
+                pytest.fail(str(exc))
+            self._ready.add(recipe)
+        return recipe.tag
+
+
+@pytest.fixture(scope="session")
+def local_images() -> LocalImages:
+    """Local images of the real matrix, made on request and reused for the whole session."""
+    engine = container_engine()
+    if engine is None:
+        pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)")
+    return LocalImages(engine)

@@ -19,7 +19,7 @@ import yaml
 
 from release.build.toolchain import container_engine
 from release.inspect.elf import inspect_elf, is_elf
-from tests.integration.conftest import ROOT, toolkit
+from tests.integration.conftest import ROOT, LocalImages, toolkit
 
 ENGINE = container_engine()
 if ENGINE is None:
@@ -126,17 +126,11 @@ def _serving_matrix(directory: Path, reference: str) -> Path:
 
 
 def test_pull_runs_a_declared_serving_image_in_a_real_container(
-    container_wheels: Path, tmp_path: Path
+    container_wheels: Path, local_images: LocalImages, tmp_path: Path
 ) -> None:
-    from release.build.images import ensure
-    from release.config import matrix as matrix_mod
-    from release.plan.steps import make_plan
-
     assert ENGINE is not None
-    rocm = make_plan(matrix_mod.load(ROOT / "matrix.yaml")).variants["rocm"]
-    recipe = next(i.local for i in rocm.images if i.name == "rocm-opt-prefix" and i.local is not None)
-    ensure(ENGINE, recipe, log=print)
-    subprocess.run([ENGINE, "tag", recipe.tag, STAND_IN], check=True, capture_output=True)
+    made = local_images.make(local_images.smoke_recipe("rocm-opt-prefix"))
+    subprocess.run([ENGINE, "tag", made, STAND_IN], check=True, capture_output=True)
     matrix = _serving_matrix(tmp_path / "m", STAND_IN)
     smoke = ["--matrix", str(matrix), "smoke", "--variant", "rocm", "--python", "3.12"]
     proc = toolkit(*smoke, "--wheelhouse", str(container_wheels), "--image", "serving", "--pull", "--json")
@@ -164,15 +158,16 @@ def test_host_build_under_the_64_declaration_stops_with_the_mismatch_line(tmp_pa
     assert "--container" in lines[0] and "`release toolchain install rocm 6.4`" in lines[0]
 
 
-def test_an_image_without_the_interpreters_is_one_line(tmp_path: Path) -> None:
+def test_an_image_without_the_interpreters_is_one_line(local_images: LocalImages, tmp_path: Path) -> None:
+    runtime_only = local_images.make(local_images.smoke_recipe("rocm-absent"))  # no cp39, no compilers
     matrix = _matrix(tmp_path)
     proc = toolkit(
         "--matrix", str(matrix), "build", "--variant", "rocm", "--python", "3.12", "--container",
-        "--image", "localhost/xfer-smoke-rocm-absent", check=False,
+        "--image", runtime_only, check=False,
     )  # fmt: skip
     assert proc.returncode == 4, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
-    assert line.startswith("error: image localhost/xfer-smoke-rocm-absent lacks the interpreter(s)")
+    assert line.startswith(f"error: image {runtime_only} lacks the interpreter(s)")
     assert "/opt/python/cp39-cp39/bin/python" in line
 
 
@@ -187,9 +182,12 @@ def test_no_container_engine_is_one_line_with_the_install_command(tmp_path: Path
     assert "needs podman or docker" in line and "apt-get install podman" in line
 
 
-def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(tmp_path: Path) -> None:
+def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(
+    local_images: LocalImages, tmp_path: Path
+) -> None:
     """ROCm 7 declared, the image carries 6.4: before-all's install script says so, cibuildwheel
     fails, and the wheelhouse keeps exactly what it had."""
+    build_image = local_images.make(local_images.build_recipe("rocm"))
     matrix = _matrix(tmp_path, toolkit="7.0", distribution="xfer-engine-rocm7")
     wheelhouse = tmp_path / "wheelhouse"
     (wheelhouse / "rocm").mkdir(parents=True)
@@ -197,7 +195,7 @@ def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(
     keep.write_bytes(b"an earlier wheel")
     proc = toolkit(
         "--matrix", str(matrix), "build", "--variant", "rocm", "--python", "3.12", "--container",
-        "--image", "localhost/xfer-build-rocm", "--wheelhouse", str(wheelhouse), check=False, timeout=3000,
+        "--image", build_image, "--wheelhouse", str(wheelhouse), check=False, timeout=3000,
     )  # fmt: skip
     assert proc.returncode == 5, proc.stdout + proc.stderr
     # before-all (`install-rocm.sh 7.0`) stops first: the image's package source carries HIP 6.4

@@ -315,17 +315,13 @@ def test_plain_http_elsewhere_is_refused(project: tuple[Path, Path]) -> None:
 
 
 def test_end_to_end_with_built_wheels(
-    request: pytest.FixtureRequest, index_server: IndexServer, tmp_path: Path
+    host_wheelhouse: tuple[Path, Path], index_server: IndexServer, tmp_path: Path
 ) -> None:
-    """The real wheels of the lead's `host_wheelhouse` fixture: publish, install, selftest."""
-    try:
-        matrix_path, host_wheelhouse = request.getfixturevalue("host_wheelhouse")
-    except pytest.FixtureLookupError:
-        pytest.skip("tests/integration/conftest.py does not provide host_wheelhouse yet")
-    matrix_path = Path(matrix_path)
+    """The real wheels of the session's `host_wheelhouse` fixture: publish, install, selftest."""
+    matrix_path, built = host_wheelhouse
     # A copy: the session's wheelhouse is shared; the release flow verifies it in release mode.
     wheelhouse = tmp_path / "wheelhouse"
-    shutil.copytree(host_wheelhouse, wheelhouse)
+    shutil.copytree(built, wheelhouse)
     verify = run_release(
         "verify", "--release", "--write-reports", str(wheelhouse), matrix=matrix_path, timeout=300
     )

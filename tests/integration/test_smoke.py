@@ -201,14 +201,6 @@ def test_minbase_image_with_the_fake_cpu_wheel(tmp_path: Path) -> None:
 # -- the real engine wheels ----------------------------------------------------------------------
 
 
-def _engine_ready() -> bool:
-    return (ROOT / "engine" / "python" / "xfer" / "__init__.py").exists()
-
-
-needs_engine = pytest.mark.skipif(not _engine_ready(), reason="the engine's Python package is not there yet")
-
-
-@needs_engine
 @needs_hip
 def test_rocm_wheel_passes_in_distro_and_prefix_layouts_and_refuses_without_runtime(
     host_wheelhouse: tuple[Path, Path],
@@ -258,7 +250,6 @@ def test_rocm_wheel_passes_in_distro_and_prefix_layouts_and_refuses_without_runt
             assert "`pip install xfer-engine-cpu` for no GPU" in message
 
 
-@needs_engine
 def test_cpu_wheel_imports_and_selftests_in_minbase(host_wheelhouse: tuple[Path, Path]) -> None:
     matrix, wheelhouse = host_wheelhouse
     proc = toolkit(
@@ -279,7 +270,6 @@ def test_cpu_wheel_imports_and_selftests_in_minbase(host_wheelhouse: tuple[Path,
         assert [s["name"] for s in r["steps"]][-1] == "python -m xfer selftest --json"
 
 
-@needs_engine
 def test_second_variant_in_one_venv_is_refused_naming_both(
     host_wheelhouse: tuple[Path, Path], tmp_path: Path
 ) -> None:
