@@ -29,6 +29,8 @@ def make_command(image: LocalImage) -> list[str]:
     cmd += ["--pythons", ",".join(image.pythons)]
     if image.toolchain:
         cmd += ["--auditwheel", requirement("auditwheel")]  # the toolkit's own bound
+        if image.gcc:
+            cmd += ["--gcc", image.gcc]
     else:
         cmd.append("--minbase-only")
     if image.runtime_prefix:
