@@ -19,6 +19,9 @@
 #   --env-python V|none   interpreter placed at /opt/python/cp39-cp39, which cibuildwheel uses to
 #                         read the container's environment (default 3.9; build images only)
 #   --minbase-only        no build toolchain, no build/auditwheel: a plain runtime image for smoke tests
+#   --gcc N               build images: compile with GCC N (gcc-N and g++-N from the suite instead of
+#                         its default g++; /usr/local/bin/{cc,c++,gcc,g++,cpp} point to them), e.g. 14
+#                         to match the release image (manylinux_2_28); default: the suite's g++
 #   --auditwheel SPEC     the auditwheel requirement (e.g. 'auditwheel>=6.4.0'); default: the toolkit's
 #                         own, from the pyproject.toml beside this script (the toolkit passes it)
 #   --runtime-prefix DIR  move the runtime libraries (--runtime-libs) from the distribution's
@@ -50,7 +53,7 @@ script_path="$(readlink -f "$0")"
 t_start=$(date +%s)
 
 tag="" suite=sid mirror=http://deb.debian.org/debian include="" pythons="" env_python=3.9
-minbase_only=0 runtime_prefix="" runtime_via=ld.so.conf.d force=0 refresh_base=0
+minbase_only=0 gcc_major="" runtime_prefix="" runtime_via=ld.so.conf.d force=0 refresh_base=0
 runtime_libs='libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 python_root=/root/.pyenv/versions workdir=/var/tmp/xfer-images
 extra_env=() auditwheel_req=""
@@ -64,6 +67,7 @@ while [ $# -gt 0 ]; do
     --pythons) pythons="$2"; shift 2 ;;
     --env-python) env_python="$2"; shift 2 ;;
     --minbase-only) minbase_only=1; shift ;;
+    --gcc) gcc_major="$2"; shift 2 ;;
     --auditwheel) auditwheel_req="$2"; shift 2 ;;
     --runtime-prefix) runtime_prefix="$2"; shift 2 ;;
     --runtime-via) runtime_via="$2"; shift 2 ;;
@@ -93,6 +97,8 @@ for tool in podman debootstrap; do
 done
 case "$runtime_via" in ld.so.conf.d|LD_LIBRARY_PATH) ;; *) die "--runtime-via must be ld.so.conf.d or LD_LIBRARY_PATH" ;; esac
 [ -z "$runtime_prefix" ] || [ "${runtime_prefix#/}" != "$runtime_prefix" ] || die "--runtime-prefix must be absolute"
+[ -z "$gcc_major" ] || [[ "$gcc_major" =~ ^[1-9][0-9]?$ ]] || die "--gcc '$gcc_major' is not a GCC major (e.g. 14)"
+[ "$minbase_only" -eq 0 ] || [ -z "$gcc_major" ] || die "--gcc is for build images, not with --minbase-only"
 [ "$minbase_only" -eq 1 ] && env_python=none
 
 # ---- resolve interpreters: X.Y -> --python-dir, else the newest X.Y.Z under python_root ----------
@@ -124,7 +130,7 @@ inputs="$( {
   printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
     "$suite" "$mirror" "$include" "$minbase_only" "$runtime_prefix" "$runtime_via" "$runtime_libs" "$env_python"
   printf 'env=%s\n' "${extra_env[@]:-}"
-  printf 'auditwheel=%s\n' "$auditwheel_req"
+  printf 'auditwheel=%s gcc=%s\n' "$auditwheel_req" "$gcc_major"
   for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
   [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"
 } | sha256sum | cut -c1-64 )"
@@ -149,7 +155,11 @@ trap cleanup EXIT
 step() { log "[$(( $(date +%s) - t_start ))s] $*"; }
 
 pkgs=(ca-certificates)
-[ "$minbase_only" -eq 1 ] || pkgs+=(g++ make cmake ninja-build patchelf git file binutils)
+if [ "$minbase_only" -eq 0 ]; then
+  # The suite's default g++, or exactly GCC N (no other g++ in the image to be picked by accident).
+  if [ -n "$gcc_major" ]; then pkgs+=("gcc-$gcc_major" "g++-$gcc_major"); else pkgs+=(g++); fi
+  pkgs+=(make cmake ninja-build patchelf git file binutils)
+fi
 if [ -n "$include" ]; then IFS=, read -r -a extra <<<"$include"; pkgs+=("${extra[@]}"); fi
 # The debootstrap result is kept as a tarball for a day (keyed on suite, mirror and packages), so
 # images that share a package set (and reruns after a failure) skip the 1-2 minute debootstrap.
@@ -248,6 +258,14 @@ if [ "$minbase_only" -eq 0 ] && [ "${#py_list[@]}" -gt 0 ]; then
   ln -sfn /opt/_internal/tools/bin/auditwheel "$root/usr/local/bin/auditwheel"
 fi
 
+if [ -n "$gcc_major" ]; then
+  step "GCC $gcc_major: /usr/local/bin/{cc,c++,gcc,g++,cpp} -> gcc-$gcc_major, g++-$gcc_major, cpp-$gcc_major"
+  for pair in cc:gcc gcc:gcc c++:g++ g++:g++ cpp:cpp; do
+    [ -x "$root/usr/bin/${pair#*:}-$gcc_major" ] || die "/usr/bin/${pair#*:}-$gcc_major is not in the image: does $suite carry gcc-$gcc_major?"
+    ln -sfn "/usr/bin/${pair#*:}-$gcc_major" "$root/usr/local/bin/${pair%%:*}"
+  done
+fi
+
 # ---- runtime layout (smoke images) -----------------------------------------------------------------
 image_env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "LANG=C.UTF-8")
 if [ -n "$runtime_prefix" ]; then
@@ -295,6 +313,13 @@ for v in "${all_py[@]}"; do
     'import sys, ssl, venv; print(sys.version.split()[0])' 2>&1)" || die "/opt/python/$tagv/bin/python does not run in $tag: $out"
   step "in $tag: /opt/python/$tagv/bin/python is $out"
 done
+if [ -n "$gcc_major" ]; then
+  out="$(podman run --rm --network=none "$tag" sh -c 'for c in cc c++ gcc g++; do $c -dumpversion; done' 2>&1)" \
+    || die "the compilers do not run in $tag: $out"
+  [ "$(printf '%s\n' "$out" | cut -d. -f1 | sort -u)" = "$gcc_major" ] \
+    || die "cc, c++, gcc, g++ in $tag report $(echo $out), not GCC $gcc_major"
+  step "in $tag: $(podman run --rm --network=none "$tag" c++ --version | sed -n 1p)"
+fi
 if [ "${#py_list[@]}" -gt 0 ]; then
   v="${py_list[0]}"
   podman run --rm "$tag" sh -c "/opt/python/cp${v/./}-cp${v/./}/bin/python -m venv /tmp/v && /tmp/v/bin/python -m pip --version" \

@@ -63,6 +63,8 @@ def make_command(image: LocalImage) -> list[str]:
     cmd += [arg for v, home in found.items() for arg in ("--python-dir", f"{v}={home}")]
     if image.toolchain:
         cmd += ["--auditwheel", requirement("auditwheel")]  # the toolkit's own bound
+        if image.gcc:
+            cmd += ["--gcc", image.gcc]
     else:
         cmd.append("--minbase-only")
     if image.runtime_prefix:

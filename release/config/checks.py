@@ -42,6 +42,7 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SETTING_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _TOOLKIT = re.compile(r"^[0-9]+(\.[0-9A-Za-z]+)*$")
+_GCC = re.compile(r"^([1-9][0-9]?|suite)$")
 _URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
 
 
@@ -196,6 +197,12 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
                     f"{key}.images[{i}]",
                     f"image {image!r} is not defined under images{suggest(image, list(m.images))}",
                 )
+        recipe = v.build_image.debian if v.build_image is not None else None
+        if recipe is not None and recipe.gcc is not None and not _GCC.match(recipe.gcc):
+            add(
+                f"{key}.build_image.debian.gcc",
+                f"{recipe.gcc!r} is not a GCC major like '14' (or 'suite' for the suite's own g++)",
+            )
         for i, tier in enumerate(v.hardware):
             if tier not in m.hardware:
                 add(
@@ -220,6 +227,8 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
             )
         if sim is not None and sim.prefix and not sim.prefix.startswith("/"):
             add(f"{key}.simulate.prefix", f"{sim.prefix!r} must be an absolute path")
+        if img.debian is not None and img.debian.gcc is not None:
+            add(f"{key}.debian.gcc", "serving images compile nothing: gcc belongs to a variant's build_image")
         for i, py in enumerate(img.python):
             if py not in SUPPORTED_PYTHONS:
                 add(

@@ -95,6 +95,12 @@ class DebianRecipe:
 
     suite: str = spec("Debian suite (sid carries HIP 6.4).", default="sid")
     packages: tuple[str, ...] = spec("Extra Debian packages: the toolkit, or its runtime.", default=())
+    gcc: str | None = spec(
+        "Build images only: the GCC major the image compiles with (gcc-N and g++-N from the suite "
+        "become cc, c++, gcc and g++), or 'suite' for the suite's own g++; default: the release "
+        "image's major (14 for manylinux_2_28), else the suite's.",
+        default=None,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -84,6 +84,9 @@ class ElfInfo:
     """The platform architecture it is built for (`x86_64`, `aarch64`, `i686`…), as tags spell it."""
     padding: int = 0
     """Bytes of the file that belong to no section and no header: alignment padding."""
+    comment: tuple[str, ...] = ()
+    """The strings of its `.comment` section: the compilers (and linker) that made it, e.g.
+    'GCC: (Debian 14.2.0-19) 14.2.0' (at most `MAX_COMMENT_STRINGS`, from its first `MAX_COMMENT` bytes)."""
 
     def max_version(self, prefix: str) -> str | None:
         """The newest version with this prefix required (`GLIBC` -> '2.34'), or None."""
@@ -101,6 +104,10 @@ HEAD_KEEP = 8 << 20
 TAIL_KEEP = 64 << 10
 """Bytes kept before the section header table: the section names usually end there."""
 MAX_SECTION_TABLE = 8 << 20
+MAX_COMMENT = 16 << 10
+"""Bytes of a `.comment` section read at most (real ones hold a few strings, merged by the linker)."""
+MAX_COMMENT_STRINGS = 32
+MAX_COMMENT_LENGTH = 200
 PHDRS_WITHIN = 1 << 20
 """The program headers must lie in the file's first MiB (every linker puts them after the header)."""
 Architectures = Callable[[Sequence[tuple[int, int]]], tuple[str, ...]]
@@ -186,6 +193,10 @@ def tables_needed(path: str, image: Image) -> list[tuple[int, int]]:
     except (ElfFormatError, struct.error) as exc:
         raise _unreadable(path, exc) from None
     wanted = {sections[header.shstrndx]} if sections and header.shstrndx else set()
+    extra: list[tuple[int, int]] = []
+    comment = _comment_section(image, sections, header.shstrndx)
+    if comment is not None:
+        extra.append((comment.offset, comment.offset + min(comment.size, MAX_COMMENT)))
     for section in sections:
         if section.type in (SHT_DYNAMIC, SHT_GNU_VERNEED):
             wanted.add(section)
@@ -193,7 +204,39 @@ def tables_needed(path: str, image: Image) -> list[tuple[int, int]]:
                 wanted.add(sections[section.link])
         elif section.type in (SHT_GNU_HASH, SHT_HASH):
             wanted.add(section)
-    return sorted((s.offset, s.offset + s.size) for s in wanted if s.in_file)
+    return sorted([(s.offset, s.offset + s.size) for s in wanted if s.in_file] + extra)
+
+
+def _comment_section(image: Image, sections: Sequence[Section], shstrndx: int) -> Section | None:
+    """The `.comment` section, when the section names are at hand (None otherwise)."""
+    if not sections or not shstrndx:
+        return None
+    names = sections[shstrndx]
+    if not names.in_file or not image.holds(names.offset, names.size):
+        return None
+    table = section_bytes(image, names)
+    return next(
+        (s for s in sections if s.in_file and 0 <= s.name_offset < len(table)
+         and table[s.name_offset : s.name_offset + 9] == b".comment\0"),
+        None,
+    )
+
+
+def _comment(image: Image, section: Section | None) -> tuple[str, ...]:
+    return comment_strings(image.read(section.offset, min(section.size, MAX_COMMENT))) if section else ()
+
+
+def comment_strings(data: bytes) -> tuple[str, ...]:
+    """The distinct printable strings of a `.comment` section's bytes, in order, each cut to
+    `MAX_COMMENT_LENGTH` characters, at most `MAX_COMMENT_STRINGS` of them."""
+    found: dict[str, None] = {}
+    for raw in data[:MAX_COMMENT].split(b"\0"):
+        text = raw.decode("utf-8", errors="replace").strip()[:MAX_COMMENT_LENGTH]
+        if text and text.isprintable():
+            found[text] = None
+            if len(found) == MAX_COMMENT_STRINGS:
+                break
+    return tuple(found)
 
 
 def describe(
@@ -246,6 +289,7 @@ def _describe(
         code_sha256 = hashlib.sha256(fingerprint(code) + table).hexdigest()
     else:
         code_sha256 = whole.hex()
+    comment = next((s for s in sections if names[s.index] == ".comment" and s.in_file), None)
     return ElfInfo(
         path=path,
         size=image.size,
@@ -261,6 +305,7 @@ def _describe(
         code_sha256=code_sha256,
         machine=machine_name(header),
         padding=max(0, image.size - covered_bytes(header, sections)),
+        comment=_comment(image, comment),
     )
 
 

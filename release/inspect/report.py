@@ -15,7 +15,7 @@ from release.inspect.rules import RULE_IDS
 from release.inspect.rules.registry import STATUSES, RuleResult
 from release.wheel.files import file_sha256
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 SCHEMA_FILE = Path(__file__).with_name("verify.schema.json")
 _LABEL = {"pass": "PASS", "fail": "FAIL", "warn": "WARN", "not-applicable": "n/a"}
 
@@ -58,6 +58,12 @@ class VerifyReport:
         """No rule failed or warned: the wheel passes `--release` as well."""
         return not any(r.status in ("fail", "warn") for r in self.rules)
 
+    @property
+    def compilers(self) -> tuple[str, ...]:
+        """The distinct compiler strings of its ELF files' `.comment` sections, sorted (e.g.
+        'GCC: (GNU) 14.2.1 20240801 (Red Hat 14.2.1-1)'); linker lines are left out."""
+        return tuple(sorted({c for e in self.elf_files for c in e.comment if not c.startswith("Linker:")}))
+
     def rule(self, rule_id: str) -> RuleResult:
         return next(r for r in self.rules if r.id == rule_id)
 
@@ -78,6 +84,7 @@ class VerifyReport:
             "ok": self.ok,
             "releasable": self.releasable,
             "runtime_bound": list(self.runtime_bound),
+            "compilers": list(self.compilers),
             "elf_files": [elf_json(e) for e in self.elf_files],
             "rules": [r.to_json() for r in self.rules],
         }
@@ -100,6 +107,7 @@ def elf_json(info: ElfInfo) -> dict[str, object]:
         "device_code_sections": list(info.device_sections),
         "architectures": list(info.architectures),
         "padding": info.padding,
+        "comment": list(info.comment),
     }
 
 
@@ -150,6 +158,7 @@ def report_schema() -> dict[str, object]:
             "device_code_sections": _strings("Sections named in the backend's device_code_sections."),
             "architectures": _strings("GPU architectures (gfx942, sm_90) found in those sections."),
             "padding": {**count, "description": "Bytes in no section or header: alignment padding."},
+            "comment": _strings("Strings of the .comment section: the compilers and linker that made it."),
         }
     )
     rule = _object(
@@ -177,6 +186,10 @@ def report_schema() -> dict[str, object]:
             "ok": {"type": "boolean", "description": "No rule failed."},
             "releasable": {"type": "boolean", "description": "No rule failed or warned."},
             "runtime_bound": _strings("NEEDED libraries matching the runtime excludes: bound at load time."),
+            "compilers": _strings(
+                "Distinct compiler strings of the ELF files' .comment sections (linker lines left out), "
+                "e.g. 'GCC: (Debian 14.2.0-19) 14.2.0'."
+            ),
             "elf_files": {"type": "array", "items": {"$ref": "#/$defs/elf_file"}},
             "rules": {
                 "type": "array",
@@ -220,6 +233,7 @@ def render_report(report: VerifyReport) -> str:
         f"  variant {variant}  tags {', '.join(report.tags)}  size {_size(report.size)} "
         f"({_size(report.unpacked_size)} unpacked, {len(report.elf_files)} ELF files)",
         f"  runtime bound: {', '.join(report.runtime_bound) or 'none'}",
+        f"  compilers: {'; '.join(report.compilers) or 'none recorded'}",
     ]
     width = max(len(r) for r in RULE_IDS)
     lines.extend(f"  {_LABEL[r.status]:<4}  {r.id:<{width}}  {r.message}" for r in report.rules)

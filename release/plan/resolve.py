@@ -77,6 +77,22 @@ class BuildSettings:
         raise UsageError(msg)
 
 
+RELEASE_IMAGE_GCC: Mapping[str, str] = {
+    "manylinux_2_28": "14",
+    "manylinux_2_34": "14",
+}
+"""The GCC major each release image compiles with (cibuildwheel's manylinux images: gcc-toolset-14),
+which a local build image matches unless the matrix names another (`build_image.debian.gcc`)."""
+
+
+def release_image_gcc(release: str) -> str | None:
+    """The GCC major of a release image, named (`manylinux_2_28`) or by reference
+    (`quay.io/pypa/manylinux_2_28_x86_64:2025.01.01-1`); None when it is not known."""
+    name = release.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+    known = (gcc for image, gcc in RELEASE_IMAGE_GCC.items() if name == image or name.startswith(f"{image}_"))
+    return next(known, None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class LocalImage:
     """A container image the toolkit makes from Debian packages when it is absent."""
@@ -87,6 +103,9 @@ class LocalImage:
     pythons: tuple[str, ...]
     toolchain: bool
     """A build image (compilers, build, auditwheel) rather than a plain runtime image."""
+    gcc: str | None = None
+    """The GCC major a build image compiles with (gcc-N/g++-N are its cc and c++); None: the
+    suite's own g++."""
     runtime_prefix: str | None = None
     runtime_via: str | None = None
     runtime_globs: tuple[str, ...] = ()
@@ -345,11 +364,18 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant) -> ResolvedB
             packages=recipe.packages,
             pythons=loaded.matrix.python,
             toolchain=True,
+            gcc=_gcc(recipe.gcc, release),
         )
         if recipe
         else None
     )
     return ResolvedBuildImage(release=release, local=local_tag, local_recipe=local)
+
+
+def _gcc(declared: str | None, release: str) -> str | None:
+    if declared == "suite":
+        return None
+    return declared or release_image_gcc(release)
 
 
 def variant_for_distribution(

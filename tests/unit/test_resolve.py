@@ -171,3 +171,49 @@ def test_every_variant_is_resolved_once_per_plan(tmp_path: Path, monkeypatch: py
     plan = steps.make_plan(_matrix(tmp_path))
     assert sorted(calls) == sorted(plan.variants)
     assert all(s.variant is plan.variants[s.variant.name] for s in plan.builds), "steps share the one object"
+
+
+def _rocm_build_image(tmp_path: Path, **build_image: object) -> tuple[str | None, list[str]]:
+    """(the rocm local build image's GCC major, its make-image.sh command) for a matrix whose
+    `variants.rocm.build_image` has `build_image` merged in (`debian` keys merged too)."""
+    from release.build.images import make_command
+
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    declared = data["variants"]["rocm"]["build_image"]
+    debian = build_image.pop("debian", {})
+    assert isinstance(debian, dict)
+    declared["debian"] = {**declared["debian"], **debian}
+    declared.update(build_image)
+    path = tmp_path / "matrix.yaml"
+    text = yaml.safe_dump(data, sort_keys=False)
+    path.write_text(text, encoding="utf-8")
+    recipe = resolve_variant(loads(text, path=path, backends_dir=BACKENDS), "rocm").build_image.local_recipe
+    assert recipe is not None
+    return recipe.gcc, make_command(recipe)
+
+
+@pytest.mark.parametrize(
+    ("build_image", "gcc"),
+    [
+        ({}, "14"),  # the release image (manylinux_2_28 from the floor) compiles with GCC 14
+        ({"release": "quay.io/pypa/manylinux_2_28_x86_64:2025.01.01-1"}, "14"),
+        ({"release": "manylinux_2_34"}, "14"),
+        ({"debian": {"gcc": "13"}}, "13"),  # the matrix names another
+        ({"release": "localhost/my-builder:1"}, None),  # not known: the suite's g++
+        ({"debian": {"gcc": "suite"}}, None),
+    ],
+)
+def test_the_local_build_image_compiles_with_the_release_images_gcc(
+    tmp_path: Path, build_image: dict[str, object], gcc: str | None
+) -> None:
+    resolved, cmd = _rocm_build_image(tmp_path, **build_image)
+    assert resolved == gcc
+    if gcc is None:
+        assert "--gcc" not in cmd
+    else:
+        assert cmd[cmd.index("--gcc") + 1] == gcc
+
+
+def test_serving_images_get_no_compiler(tmp_path: Path) -> None:
+    rocm = resolve_variant(_matrix(tmp_path), "rocm")
+    assert all(i.local.gcc is None for i in rocm.images if i.local is not None)

@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import struct
+import zipfile
+from pathlib import Path
 
 import pytest
 
 from release.inspect.devicecode import NV_MAGIC, DeviceScanner
-from release.inspect.elf import ElfReadError, inspect_elf, tables_needed
+from release.inspect.elf import (
+    HEAD_KEEP,
+    MAX_COMMENT_LENGTH,
+    MAX_COMMENT_STRINGS,
+    ElfReadError,
+    comment_strings,
+    inspect_elf,
+    tables_needed,
+)
 from release.inspect.elfformat import Image, MissingRange
 from tests.hostile.builders import (
     EM_386,
@@ -63,6 +73,49 @@ def test_a_renamed_copy_keeps_its_code_identity() -> None:
     other = inspect_elf("b.so", elf_bytes(soname="libb-0a1b2c3d.so.1"))
     different = inspect_elf("c.so", elf_bytes(text=b"\x90" * 64))
     assert one.code_sha256 == other.code_sha256 != different.code_sha256
+
+
+COMPILERS = ("GCC: (GNU) 8.5.0 20210514 (Red Hat 8.5.0-26)", "GCC: (Debian 14.2.0-19) 14.2.0")
+COMMENT = b"\0".join(c.encode() for c in (*COMPILERS, "Linker: LLD 19.1.7")) + b"\0"
+
+
+def test_the_compilers_from_the_comment_section() -> None:
+    section = Section(".comment", SHT_PROGBITS, b"\0" + COMMENT)
+    info = inspect_elf("libx.so", elf_bytes(extra_sections=[section]))
+    assert info.comment == (*COMPILERS, "Linker: LLD 19.1.7")
+    assert inspect_elf("liby.so", elf_bytes()).comment == ()
+
+
+def test_comment_strings_are_bounded() -> None:
+    many = b"\0".join(b"GCC: %d" % i for i in range(1000))
+    assert len(comment_strings(many)) == MAX_COMMENT_STRINGS
+    assert comment_strings(b"GCC: 1\0GCC: 1\0\x01\x02\0  \0") == ("GCC: 1",)
+    (long,) = comment_strings(b"x" * 100_000)
+    assert len(long) == MAX_COMMENT_LENGTH
+
+
+def test_a_comment_out_of_the_streamed_ranges_is_read_again(tmp_path: Path) -> None:
+    """Past the kept head and far before the section table: the reader fetches it again."""
+    from release.inspect.reader import read_wheel
+
+    data = elf_bytes(extra_sections=[
+        Section(".big", SHT_PROGBITS, bytes(HEAD_KEEP + (1 << 20))),
+        Section(".comment", SHT_PROGBITS, COMMENT),
+        Section(".pad", SHT_PROGBITS, bytes(256 << 10)),
+    ])  # fmt: skip
+    comment = inspect_elf("x.so", data).comment
+    at = data.find(COMMENT)
+    kept = Image(len(data), [(0, data[:HEAD_KEEP]), (len(data) - (64 << 10), data[-(64 << 10) :])])
+    assert comment and not kept.holds(at, len(COMMENT))
+    assert (at, at + len(COMMENT)) in tables_needed("x.so", kept)
+    wheel = tmp_path / "x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("x/libx.so", data)
+        zf.writestr("x-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: x\nVersion: 1.0\n")
+        zf.writestr("x-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        zf.writestr("x-1.0.dist-info/RECORD", "")
+    (elf,) = read_wheel(wheel, ()).elf_files
+    assert elf.comment == comment
 
 
 def _patched(change: object) -> bytes:

@@ -152,7 +152,7 @@ def test_report_json_matches_schema() -> None:
     report.__dict__["sha256"] = "0" * 64  # the wheel does not exist here: skip hashing it
     document = report.to_json()
     jsonschema.validate(document, schema)
-    assert document["schema_version"] == 2
+    assert document["schema_version"] == 3
     assert document["ok"] is True and document["releasable"] is True
     rule = {"id": "no-such-rule", "status": "pass", "message": "", "paths": []}
     broken = dict(document, rules=[rule] * len(RULE_IDS))
@@ -169,3 +169,24 @@ def test_ok_and_releasable() -> None:
     assert not report.ok and not report.releasable
     text = render_report(report)
     assert "FAIL  debug-info" in text and "n/a" in text and "runtime bound: libamdhip64.so.5" in text
+
+
+def test_the_report_names_the_compilers_of_its_elf_files() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from tests.unit.test_rules_good import elf
+
+    gcc14 = "GCC: (GNU) 14.2.1 20240801 (Red Hat 14.2.1-1)"
+    gcc8 = "GCC: (GNU) 8.5.0 20210514 (Red Hat 8.5.0-26)"
+    report = _report(elf_files=(
+        elf("xfer/_xfer.so", comment=(gcc8, gcc14, "Linker: LLD 19.1.7")),
+        elf("xfer_engine_rocm.libs/libxfercore.so", comment=(gcc14,)),
+        elf("xfer/stripped.so"),
+    ))  # fmt: skip
+    assert report.compilers == (gcc14, gcc8)
+    report.__dict__["sha256"] = "0" * 64
+    document = report.to_json()
+    jsonschema.validate(document, json.loads(SCHEMA_FILE.read_text()))
+    assert document["compilers"] == [gcc14, gcc8]
+    assert document["elf_files"][0]["comment"] == [gcc8, gcc14, "Linker: LLD 19.1.7"]  # type: ignore[index]
+    assert f"compilers: {gcc14}; {gcc8}" in render_report(report)
+    assert "compilers: none recorded" in render_report(_report())
