@@ -21,7 +21,13 @@ from pathlib import Path
 
 from release.build import images
 from release.build.cibw import cibuildwheel_env
-from release.build.host import WheelResult, one_variant, remove_previous_wheels, verify_summary
+from release.build.host import (
+    WheelResult,
+    compiler_summary,
+    one_variant,
+    remove_previous_wheels,
+    verify_summary,
+)
 from release.build.prebuild import say, source_date_epoch
 from release.build.stage import check_wheel_identity, stage_project
 from release.errors import BuildError, ToolchainError
@@ -115,6 +121,7 @@ def _verified(
                 verify_summary=verdict,
                 seconds=seconds / max(len(wheels), 1),
                 built_in=where,
+                compiler=compiler_summary(report.compilers),
             )
         )
     return results

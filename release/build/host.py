@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -64,6 +65,8 @@ class WheelResult:
     """ccache hits of this wheel's compiler calls ('3/40 (8%)'), or 'up to date' when reused."""
     built_in: str = "host"
     """Where the wheel was compiled: `host`, or the container image's reference."""
+    compiler: str = "-"
+    """The compilers its ELF files record (`GCC 14.4.0`), from the verify report."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +169,7 @@ def reuse_or_build(
             verify_summary=verify_summary(failed, warned),
             seconds=seconds,
             cache="up to date",
+            compiler=compiler_summary(tuple(report.get("compilers", ()))),
         )
     remove_previous_wheels(wheelhouse, {step.python_tag})
     result = build_one(ctx, step, wheelhouse, index, exe, parallel)
@@ -211,6 +215,17 @@ def build_one(
     return _verify(ctx, step, repaired, started, index, stats.text if stats else "-")
 
 
+def compiler_summary(compilers: tuple[str, ...]) -> str:
+    """The compilers a verify report found, short: `GCC: (Debian 14.4.0-3) 14.4.0` -> `GCC 14.4.0`."""
+    short = []
+    for text in compilers:
+        match = re.match(r"^GCC: \([^)]*\) (\d+(?:\.\d+)*)", text)
+        name = f"GCC {match.group(1)}" if match else text
+        if name not in short:
+            short.append(name)
+    return ", ".join(short) or "-"
+
+
 def verify_summary(failed: list[str], warned: list[str]) -> str:
     if failed:
         return "FAIL " + ",".join(failed)
@@ -240,6 +255,7 @@ def _verify(
         verify_summary=summary_text,
         seconds=seconds,
         cache=cache,
+        compiler=compiler_summary(report.compilers),
     )
 
 
@@ -337,10 +353,11 @@ def summary(results: list[WheelResult]) -> str:
             ", ".join(r.runtime_bound) or "-",
             r.verify_summary,
             r.built_in,
+            r.compiler,
             r.cache,
             f"{r.seconds:.1f}",
         )
         for r in results
     ]
-    headers = ("wheel", "size", "tag", "runtime bound", "verify", "built in", "ccache hits", "seconds")
+    headers = ("wheel", "size", "tag", "runtime bound", "verify", "built in", "compiler", "ccache hits", "seconds")
     return table.render(headers, rows)

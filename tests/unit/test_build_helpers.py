@@ -73,3 +73,13 @@ def test_settings_that_could_never_work_are_refused(tmp_path: Path, old: str, ne
     with pytest.raises(MatrixError) as info:
         load(path, backends_dir=Path(__file__).resolve().parents[2] / "packaging" / "backends")
     assert [p.key for p in info.value.problems] == [key]
+
+
+def test_the_summary_names_the_compiler_short() -> None:
+    from release.build.host import compiler_summary
+
+    assert compiler_summary(("GCC: (Debian 14.4.0-3) 14.4.0",)) == "GCC 14.4.0"
+    assert compiler_summary(("GCC: (GNU) 14.2.1 20240801 (Red Hat 14.2.1-1)",)) == "GCC 14.2.1"
+    assert compiler_summary(("GCC: (Debian 12.2.0-14) 12.2.0", "GCC: (Debian 12.2.0-14) 12.2.0")) == "GCC 12.2.0"
+    assert compiler_summary(("clang version 18.1.8",)) == "clang version 18.1.8"
+    assert compiler_summary(()) == "-"
