@@ -80,6 +80,7 @@ def test_the_summary_names_the_compiler_short() -> None:
 
     assert compiler_summary(("GCC: (Debian 14.4.0-3) 14.4.0",)) == "GCC 14.4.0"
     assert compiler_summary(("GCC: (GNU) 14.2.1 20240801 (Red Hat 14.2.1-1)",)) == "GCC 14.2.1"
-    assert compiler_summary(("GCC: (Debian 12.2.0-14) 12.2.0", "GCC: (Debian 12.2.0-14) 12.2.0")) == "GCC 12.2.0"
+    twice = ("GCC: (Debian 12.2.0-14) 12.2.0", "GCC: (Debian 12.2.0-14) 12.2.0")
+    assert compiler_summary(twice) == "GCC 12.2.0"
     assert compiler_summary(("clang version 18.1.8",)) == "clang version 18.1.8"
     assert compiler_summary(()) == "-"
