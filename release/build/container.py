@@ -122,6 +122,7 @@ def _verified(
                 seconds=seconds / max(len(wheels), 1),
                 built_in=where,
                 compiler=compiler_summary(report.compilers),
+                glibc=report.glibc_needed or "-",
             )
         )
     return results

@@ -67,6 +67,8 @@ class WheelResult:
     """Where the wheel was compiled: `host`, or the container image's reference."""
     compiler: str = "-"
     """The compilers its ELF files record (`GCC 14.4.0`), from the verify report."""
+    glibc: str = "-"
+    """The newest glibc its ELF files need (`2.39`), from the verify report."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,7 @@ def reuse_or_build(
             seconds=seconds,
             cache="up to date",
             compiler=compiler_summary(tuple(report.get("compilers", ()))),
+            glibc=str(report.get("glibc_needed") or "-"),
         )
     remove_previous_wheels(wheelhouse, {step.python_tag})
     result = build_one(ctx, step, wheelhouse, index, exe, parallel)
@@ -256,6 +259,7 @@ def _verify(
         seconds=seconds,
         cache=cache,
         compiler=compiler_summary(report.compilers),
+        glibc=report.glibc_needed or "-",
     )
 
 
@@ -350,6 +354,7 @@ def summary(results: list[WheelResult]) -> str:
             r.wheel.name,
             _size(r.size),
             r.platform,
+            r.glibc,
             ", ".join(r.runtime_bound) or "-",
             r.verify_summary,
             r.built_in,
@@ -359,5 +364,5 @@ def summary(results: list[WheelResult]) -> str:
         )
         for r in results
     ]
-    headers = ("wheel", "size", "tag", "runtime bound", "verify", "built in", "compiler", "ccache hits", "seconds")
+    headers = ("wheel", "size", "tag", "glibc", "runtime bound", "verify", "built in", "compiler", "ccache hits", "seconds")
     return table.render(headers, rows)

@@ -13,6 +13,7 @@ from release.errors import VerifyError
 from release.inspect.elf import ElfInfo
 from release.inspect.rules import RULE_IDS
 from release.inspect.rules.registry import STATUSES, RuleResult
+from release.inspect.versions import max_required
 from release.wheel.files import file_sha256
 
 SCHEMA_VERSION = 3
@@ -64,6 +65,12 @@ class VerifyReport:
         'GCC: (GNU) 14.2.1 20240801 (Red Hat 14.2.1-1)'); linker lines are left out."""
         return tuple(sorted({c for e in self.elf_files for c in e.comment if not c.startswith("Linker:")}))
 
+    @property
+    def glibc_needed(self) -> str | None:
+        """The newest glibc symbol version any of its ELF files needs ('2.39'), or None: the glibc
+        a machine must have to load the wheel, whatever its tag claims."""
+        return max_required((v for e in self.elf_files for v in e.version_requirements), "GLIBC")
+
     def rule(self, rule_id: str) -> RuleResult:
         return next(r for r in self.rules if r.id == rule_id)
 
@@ -85,6 +92,7 @@ class VerifyReport:
             "releasable": self.releasable,
             "runtime_bound": list(self.runtime_bound),
             "compilers": list(self.compilers),
+            "glibc_needed": self.glibc_needed,
             "elf_files": [elf_json(e) for e in self.elf_files],
             "rules": [r.to_json() for r in self.rules],
         }
@@ -190,6 +198,9 @@ def report_schema() -> dict[str, object]:
                 "Distinct compiler strings of the ELF files' .comment sections (linker lines left out), "
                 "e.g. 'GCC: (Debian 14.2.0-19) 14.2.0'."
             ),
+            "glibc_needed": _nullable(
+                "string", "The newest GLIBC_ symbol version its ELF files need (e.g. '2.39'), or null."
+            ),
             "elf_files": {"type": "array", "items": {"$ref": "#/$defs/elf_file"}},
             "rules": {
                 "type": "array",
@@ -234,6 +245,7 @@ def render_report(report: VerifyReport) -> str:
         f"({_size(report.unpacked_size)} unpacked, {len(report.elf_files)} ELF files)",
         f"  runtime bound: {', '.join(report.runtime_bound) or 'none'}",
         f"  compilers: {'; '.join(report.compilers) or 'none recorded'}",
+        f"  glibc needed: {report.glibc_needed or 'none'}",
     ]
     width = max(len(r) for r in RULE_IDS)
     lines.extend(f"  {_LABEL[r.status]:<4}  {r.id:<{width}}  {r.message}" for r in report.rules)

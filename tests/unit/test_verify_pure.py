@@ -190,3 +190,19 @@ def test_the_report_names_the_compilers_of_its_elf_files() -> None:
     assert document["elf_files"][0]["comment"] == [gcc8, gcc14, "Linker: LLD 19.1.7"]  # type: ignore[index]
     assert f"compilers: {gcc14}; {gcc8}" in render_report(report)
     assert "compilers: none recorded" in render_report(_report())
+
+
+def test_the_report_names_the_glibc_its_elf_files_need() -> None:
+    from tests.unit.test_rules_good import elf
+
+    binding = (("libc.so.6", "GLIBC_2.34"), ("libstdc++.so.6", "GLIBCXX_3.4.32"))
+    core = (("libc.so.6", "GLIBC_2.39"), ("libc.so.6", "GLIBC_2.4"))
+    report = _report(elf_files=(
+        elf("xfer/_xfer.so", version_requirements=binding),
+        elf("xfer_engine_rocm.libs/libxfercore.so", version_requirements=core),
+    ))  # fmt: skip
+    assert report.glibc_needed == "2.39"
+    report.__dict__["sha256"] = "0" * 64
+    assert report.to_json()["glibc_needed"] == "2.39"
+    assert "glibc needed: 2.39" in render_report(report)
+    assert _report().glibc_needed is None
