@@ -8,6 +8,7 @@ backend, the floor, the images and the hardware. No stage re-derives any of it f
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,11 @@ from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebu
 from release.errors import UsageError
 
 BuildBackend = Literal["scikit-build-core", "setuptools", "meson-python", "other"]
+
+RUNTIME_ENV = "RELEASE_RUNTIME_REQUIREMENTS"
+"""The environment variable that tells the engine's build, for each runtime soname the variant
+binds, which releases provide it and how a user installs it (JSON: {soname: {"provided_by": ...,
+"install": ...}}), so that its import-time message says what the toolkit's hints say."""
 
 # PEP 517 backends the toolkit knows how to hand CMake variables to.
 _BACKENDS: Mapping[str, BuildBackend] = {
@@ -212,7 +218,7 @@ def resolve_variant(
     matrix = loaded.matrix
     backend = loaded.backends[variant.backend]
     runtime_excludes = _unique(backend.exclude, variant.exclude)
-    major = variant.toolkit.split(".", 1)[0] if variant.toolkit else None
+    sonames = backend.sonames_for(variant.toolkit)
     key = f"variants.{name}.toolkit"
     line = loaded.lines.get(key) or loaded.lines.get(f"variants.{name}")
     engine_dir = loaded.engine_dir
@@ -224,7 +230,7 @@ def resolve_variant(
         backend=backend,
         toolkit=variant.toolkit,
         toolkit_source=f"{loaded.path.name}:{line} ({key})" if line else f"{loaded.path.name} ({key})",
-        runtime_sonames=tuple(backend.runtime_sonames.get(major, ())) if major else (),
+        runtime_sonames=sonames,
         excludes=_unique(runtime_excludes, matrix.platform.system_libraries),
         runtime_excludes=runtime_excludes,
         runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
@@ -238,7 +244,7 @@ def resolve_variant(
             backend=kind,
             cmake_defines=dict(sorted(variant.cmake_defines.items())),
             config_settings=dict(variant.config_settings),
-            env=dict(variant.env),
+            env={**runtime_requirements(backend, sonames), **variant.env},
         ),
         engine_dir=engine_dir,
         prebuild=matrix.engine.prebuild,
@@ -259,6 +265,16 @@ def resolve_variant(
         siblings=tuple(v.distribution for v in matrix.variants.values()),
         matrix_root=loaded.root,
     )
+
+
+def runtime_requirements(backend: Backend, sonames: tuple[str, ...]) -> dict[str, str]:
+    """`RUNTIME_ENV` for a build binding `sonames` (nothing for a variant that binds no runtime)."""
+    if not sonames:
+        return {}
+    table = {
+        s: {"provided_by": backend.releases_providing(s), "install": backend.runtime_help(s)} for s in sonames
+    }
+    return {RUNTIME_ENV: json.dumps(table, sort_keys=True, separators=(",", ":"))}
 
 
 def _slug(text: str) -> str:
