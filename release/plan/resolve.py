@@ -268,11 +268,14 @@ def resolve_variant(
 
 
 def runtime_requirements(backend: Backend, sonames: tuple[str, ...]) -> dict[str, str]:
-    """`RUNTIME_ENV` for a build binding `sonames` (nothing for a variant that binds no runtime)."""
+    """`RUNTIME_ENV` for a build binding `sonames` (nothing for a variant that binds no runtime).
+    It covers every soname of the backend's table, so that a wheel built against another one
+    (`--allow-toolkit-mismatch`) still names the releases that provide what it binds."""
     if not sonames:
         return {}
+    every = dict.fromkeys([*sonames, *(s for names in backend.runtime_sonames.values() for s in names)])
     table = {
-        s: {"provided_by": backend.releases_providing(s), "install": backend.runtime_help(s)} for s in sonames
+        s: {"provided_by": backend.releases_providing(s), "install": backend.runtime_help(s)} for s in every
     }
     return {RUNTIME_ENV: json.dumps(table, sort_keys=True, separators=(",", ":"))}
 

@@ -54,8 +54,9 @@ def test_the_resolved_variant_binds_the_tables_soname(
     assert variant.backend.releases_providing(soname) == releases
     # What the engine's build records for its import guard: "needs libamdhip64.so.7 (ROCm 7.x or 10.x)".
     required = json.loads(variant.build.env[RUNTIME_ENV])
-    assert list(required) == [soname]
     assert required[soname]["provided_by"] == releases
+    # every soname of the table: a wheel built against another runtime still names its releases
+    assert set(required) == {"libamdhip64.so.5", "libamdhip64.so.6", "libamdhip64.so.7"}
     package = soname.replace(".so.", "-")
     assert f"`apt install {package}`" in required[soname]["install"]
     assert f"provides {soname}: a {releases} release" in required[soname]["install"]
