@@ -138,18 +138,21 @@ add_debian_archive() {
     for suite in "${suites[@]}"; do printf 'deb [check-valid-until=no] %s %s main\n' "$mirror" "$suite"; done)
   write_root_file /etc/apt/preferences.d/rocm-debian-pin < <(
     printf '# HIP from Debian %s on %s: the C library and the compiler runtime stay %s'"'"'s.\n' "$archive" "$base" "$base"
-    printf 'Package: libc6 libc-bin libc6-dev libstdc++6 libgcc-s1 libedit2\nPin: release n=%s\nPin-Priority: 1001\n' "$base"
+    printf 'Package: libc6 libc-bin libc6-dev libc-dev-bin libstdc++6 libgcc-s1 libedit2\nPin: release n=%s\nPin-Priority: 1001\n' "$base"
     [ "$base" = sid ] || printf '\nPackage: *\nPin: release n=sid\nPin-Priority: 100\n'
     printf '\nPackage: *\nPin: release a=experimental\nPin-Priority: 1\n')
   _APT_UPDATED=
+  dry_run || { as_root apt-get update -q; _APT_UPDATED=1; }
 }
 
-# from_archive PACKAGE ARCHIVE: PACKAGE/ARCHIVE where ARCHIVE carries PACKAGE (after the update),
-# else PACKAGE as it is (from the base or sid by the pins). A dry run cannot ask: ARCHIVE.
+# from_archive PACKAGE ARCHIVE: PACKAGE/ARCHIVE where ARCHIVE carries PACKAGE (after
+# add_debian_archive's update), else PACKAGE as it is (from the base or sid by the pins). A dry run
+# cannot ask: PACKAGE/ARCHIVE.
 from_archive() {
   if dry_run; then printf '%s/%s' "$1" "$2"; return; fi
-  if [ -z "${_APT_UPDATED:-}" ]; then as_root apt-get update -q >&2; _APT_UPDATED=1; fi
-  if apt-cache madison "$1" 2>/dev/null | grep -q " $2/"; then printf '%s/%s' "$1" "$2"; else printf '%s' "$1"; fi
+  local versions
+  versions="$(apt-cache madison "$1" 2>/dev/null || true)"  # whole, then grep: no SIGPIPE under pipefail
+  if grep -q " $2/" <<<"$versions"; then printf '%s/%s' "$1" "$2"; else printf '%s' "$1"; fi
 }
 
 family="$(os_family)" || exit 1
@@ -206,6 +209,15 @@ PIN
         # the archive too: apt's solver does not take them from there for pkg/ARCHIVE alone. The
         # C library and the compiler runtime stay the base's (1001 beats -t's 990).
         target=(-t "$archive")
+        if [ -z "$runtime_only" ] && ! dry_run \
+           && ! apt-get install -s -q --no-install-recommends "${target[@]}" "${packages[@]}" >/dev/null 2>&1; then
+          # experimental's hipcc 7.2 needs GCC 16's libstdc++, newer than trixie's, which stays.
+          # The engine does not need it: CMake compiles HIP host code with the base's C++ compiler.
+          kept=()
+          for p in "${packages[@]}"; do [ "${p%%/*}" = hipcc ] || kept+=("$p"); done
+          log "hipcc left out: Debian ${archive}'s needs a newer C++ runtime than ${base}'s, which stays (HIP host code compiles with the base's C++ compiler)"
+          packages=("${kept[@]}")
+        fi
       fi
       log "installing the distribution's HIP packages (${packages[*]})${version:+ for ROCm $version ($soname)}"
       apt_install "${target[@]}" "${packages[@]}" \

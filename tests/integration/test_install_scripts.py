@@ -257,7 +257,7 @@ TRIXIE = 'PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\nVERSION_ID="13"\nVERSION_C
 SID = 'PRETTY_NAME="Debian GNU/Linux forky/sid"\nVERSION_CODENAME=forky\nID=debian\n'
 ALMALINUX = 'NAME="AlmaLinux"\nVERSION_ID="8.10"\nID="almalinux"\nID_LIKE="rhel centos fedora"\n'
 MIRROR = "http://deb.example.org/debian"
-BASE_PIN = "Package: libc6 libc-bin libc6-dev libstdc++6 libgcc-s1 libedit2"
+BASE_PIN = "Package: libc6 libc-bin libc6-dev libc-dev-bin libstdc++6 libgcc-s1 libedit2"
 
 
 def _dry_rocm(tmp_path: Path, os_release: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -479,11 +479,12 @@ def trixie_image() -> str:
 def test_rocm_7_runtime_installs_for_real_on_debian_trixie(trixie_image: str) -> None:
     """`release toolchain install rocm 7.2 --runtime-only` runs this script: in a trixie container
     it installs experimental's libamdhip64.so.7 while libc6 stays trixie's 2.41; ROCm 10.0 then
-    finds the runtime it binds (the same soname) already there."""
+    finds the runtime it binds (the same soname) already there; then the 7.2 headers."""
     script = (
         "set -u; s=/scripts/install-rocm.sh\n"
         "bash $s 7.2 --runtime-only; echo rc=$?\n"
         "bash $s 10.0 --runtime-only; echo rc=$?\n"
+        "bash $s 7.2; echo rc=$?\n"
         "echo libc6=$(dpkg-query -W -f '${Version}' libc6)\n"
         "echo hip=$(dpkg-query -W -f '${Version}' libamdhip64-7)\n"
         "ldconfig -p | grep -o 'libamdhip64.so.7 ' | sed 's/^/loader: /'\n"
@@ -492,9 +493,12 @@ def test_rocm_7_runtime_installs_for_real_on_debian_trixie(trixie_image: str) ->
             "bash", "-c", script]  # fmt: skip
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     out = proc.stdout + proc.stderr
-    assert [line for line in proc.stdout.splitlines() if line.startswith("rc=")] == ["rc=0", "rc=0"], out
+    assert [line for line in proc.stdout.splitlines() if line.startswith("rc=")] == ["rc=0"] * 3, out
     assert "done: /usr/lib/x86_64-linux-gnu/libamdhip64.so.7" in out
     assert "the HIP runtime libamdhip64.so.7 (ROCm 7.x or 10.x) is already installed" in out
     assert re.search(r"^libc6=2\.41-", proc.stdout, re.M), out
     assert re.search(r"^hip=7\.2\.", proc.stdout, re.M), out
     assert "loader: libamdhip64.so.7 " in proc.stdout, out
+    # The headers too (experimental's hipcc needs GCC 16's libstdc++: left out, trixie's stays).
+    assert re.search(r"done: HIP 7\.2\.\d+ under /usr", out), out
+    assert "hipcc left out" in out
