@@ -88,3 +88,37 @@ same_release() {
   [ -n "$found" ] || return 1
   [ "$(cut -d. -f1-2 <<<"$declared")" = "$(cut -d. -f1-2 <<<"$found")" ]
 }
+
+# debian_mirror: DEBIAN_MIRROR, else the Debian archive the base's apt sources name.
+debian_mirror() {
+  local uri=""
+  if [ -n "${DEBIAN_MIRROR:-}" ]; then printf '%s' "$DEBIAN_MIRROR"; return; fi
+  uri="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+    | sed -nE 's,^deb +(\[[^]]*\] +)?(https?://[^ ]*/debian/?) .*,\2,p' | sed -n 1p || true)"
+  [ -n "$uri" ] || uri="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
+    | sed -nE 's,^URIs: *(https?://[^ ]*/debian/?)( .*)?$,\1,p' | sed -n 1p || true)"
+  printf '%s' "${uri:-http://deb.debian.org/debian}"
+}
+
+# add_debian_archive ARCHIVE BASE WHAT NAME: ARCHIVE (and sid, which experimental's packages build
+# on) as apt sources pinned low, with BASE's C library and compiler runtime pinned above everything,
+# so only the packages named ARCHIVE (`pkg/ARCHIVE`, or `apt-get -t ARCHIVE`) come from it and the
+# glibc stays BASE's; WHAT names those packages in the log line, NAME the files under /etc/apt.
+# Snapshot-like mirrors carry expired Valid-Until dates for sid and experimental: those two
+# sources do not check it. Used by install-rocm.sh and, inside the image, by make-image.sh.
+add_debian_archive() {
+  local archive="$1" base="$2" what="$3" name="$4" mirror suites=()
+  mirror="$(debian_mirror)"
+  [ "$base" = sid ] || suites+=(sid)
+  [ "$archive" = sid ] || suites+=("$archive")
+  log "$what come from Debian $archive (pinned; ${base}'s C library stays)"
+  write_root_file "/etc/apt/sources.list.d/$name.list" < <(
+    for suite in "${suites[@]}"; do printf 'deb [check-valid-until=no] %s %s main\n' "$mirror" "$suite"; done)
+  write_root_file "/etc/apt/preferences.d/$name-pin" < <(
+    printf '# %s from Debian %s on %s: the C library and the compiler runtime stay %s'"'"'s.\n' "$what" "$archive" "$base" "$base"
+    printf 'Package: libc6 libc-bin libc6-dev libc-dev-bin libstdc++6 libgcc-s1 libedit2\nPin: release n=%s\nPin-Priority: 1001\n' "$base"
+    [ "$base" = sid ] || printf '\nPackage: *\nPin: release n=sid\nPin-Priority: 100\n'
+    printf '\nPackage: *\nPin: release a=experimental\nPin-Priority: 1\n')
+  _APT_UPDATED=
+  dry_run || { as_root apt-get update -q; _APT_UPDATED=1; }
+}

@@ -6,13 +6,23 @@
 # VERSION is the variant's `toolkit` (e.g. 6.4). An install already there is used when its
 # version has that major.minor (read from .info/version, share/doc/rocm-core/version or
 # include/hip/hip_version.h, as the toolkit reads it); otherwise the declared one is installed
-# beside it. --runtime-only installs the runtime a wheel binds (libamdhip64.so.MAJOR), no headers
-# and no compiler: what a smoke-test runner needs.
+# beside it. --runtime-only installs the runtime a wheel binds, no headers and no compiler: what a
+# smoke-test runner needs.
+#
+# Which runtime a ROCm release gives comes from runtimes.tsv beside this script, generated from
+# packaging/backends/rocm.json (`release schema --write`): the HIP soname follows
+# HIP_VERSION_MAJOR, not the ROCm release, so ROCm 7.x and 10.x both give libamdhip64.so.7
+# (Debian package libamdhip64-7), ROCm 6.x libamdhip64.so.6, ROCm 5.x libamdhip64.so.5.
 #   Ubuntu: AMD's apt repository for VERSION (repo.radeon.com/rocm/apt/VERSION and its graphics
 #     repository), pinned above the distribution's packages (/etc/apt/preferences.d/rocm-pin-600,
 #     as AMD's install instructions set it) so the two sources never mix.
-#   Debian 12 / sid: the distribution's HIP packages (Debian 12: HIP 5.2, sid: 6.4), checked
-#     against VERSION after the install; AMD publishes no Debian repository.
+#   Debian: the distribution's HIP packages, checked against VERSION after the install; AMD
+#     publishes no Debian repository. Where the table names a newer archive for the runtime
+#     (libamdhip64-6: sid, libamdhip64-7: experimental) and the base is another suite, that archive
+#     is added (experimental with sid beside it), pinned low, the HIP packages are named
+#     pkg/ARCHIVE, and the base's C library and compiler runtime are pinned to the base
+#     (Pin-Priority 1001): the glibc a build needs stays the base suite's (trixie: 2.41).
+#     DEBIAN_MIRROR overrides the mirror (default: the one the base's sources use).
 #   manylinux_2_28 / AlmaLinux 8: AMD's el8 repository, ROCm VERSION (default 6.4).
 # INSTALL_DRY_RUN=1 prints what would run and the files it would write (see _common.sh).
 set -euo pipefail
@@ -30,15 +40,35 @@ for arg in "$@"; do
 done
 version="${version:-${ROCM_VERSION:-}}"
 [ -z "$version" ] || check_version_arg "$version"
-major="${version%%.*}"
+
+# lookup_runtime VERSION: soname, debian (packages), archive and releases of its ROCm major.
+soname="" debian="" archive="" releases=""
+lookup_runtime() {
+  local major="${1%%.*}" table known="" b m so deb arch rel
+  table="$(dirname "$0")/runtimes.tsv"
+  [ -r "$table" ] || die "$table is missing: it ships beside this script (\`release schema --write\` writes it)"
+  while IFS=$'\t' read -r b m so deb arch rel; do
+    [ "$b" = rocm ] || continue
+    known="${known:+$known, }$m"
+    [ "$m" = "$major" ] || continue
+    soname="$so" debian="${deb//,/ }" archive="$arch" releases="$rel"
+  done < <(grep -v '^#' "$table")
+  [ -n "$soname" ] || die "ROCm $1: the toolkit knows the HIP runtime of ROCm $known only \
+(runtime_sonames in packaging/backends/rocm.json)"
+  [ "$debian" != - ] || debian=""
+  [ "$archive" != - ] || archive=""
+}
+[ -z "$version" ] || lookup_runtime "$version"
 
 rocm_version() {
   toolkit_version "$1" include/hip/hip_version.h HIP_VERSION_MAJOR,HIP_VERSION_MINOR,HIP_VERSION_PATCH \
     .info/version share/doc/rocm-core/version
 }
-# runtime_at PREFIX: the libamdhip64.so.MAJOR (any major when none is declared) under PREFIX.
+# runtime_at PREFIX: the declared release's runtime (libamdhip64.so.7 for ROCm 7.x and 10.x; any
+# libamdhip64 when none is declared) under PREFIX.
 runtime_at() {
-  compgen -G "$1/lib/libamdhip64.so.${major:-}*" || compgen -G "$1/lib/*/libamdhip64.so.${major:-}*" || true
+  local glob="${soname:-libamdhip64.so.}*"
+  compgen -G "$1/lib/$glob" || compgen -G "$1/lib/*/$glob" || true
 }
 # any_runtime_at PREFIX: a libamdhip64 of any major under PREFIX (a HIP installed there at all).
 any_runtime_at() {
@@ -54,7 +84,7 @@ for prefix in "${prefixes[@]}"; do
   if [ -n "$runtime_only" ]; then
     lib="$(runtime_at "$prefix" | sed -n 1p)"
     if [ -n "$lib" ]; then
-      log "the HIP runtime ${major:+of ROCm $major }is already installed: $lib: nothing to do"
+      log "the HIP runtime ${soname:+$soname ($releases) }is already installed: $lib: nothing to do"
       exit 0
     fi
     continue
@@ -76,6 +106,21 @@ loader_config() {
 /opt/rocm/lib64
 CONF
   as_root ldconfig
+}
+
+# debian_suite: the base suite of this Debian (sid reports its testing codename with a "/sid").
+debian_suite() {
+  case "${PRETTY_NAME:-}" in */sid*) echo sid ;; *) echo "${VERSION_CODENAME:-sid}" ;; esac
+}
+
+# from_archive PACKAGE ARCHIVE: PACKAGE/ARCHIVE where ARCHIVE carries PACKAGE (after
+# add_debian_archive's update), else PACKAGE as it is (from the base or sid by the pins). A dry run
+# cannot ask: PACKAGE/ARCHIVE.
+from_archive() {
+  if dry_run; then printf '%s/%s' "$1" "$2"; return; fi
+  local versions
+  versions="$(apt-cache madison "$1" 2>/dev/null || true)"  # whole, then grep: no SIGPIPE under pipefail
+  if grep -q " $2/" <<<"$versions"; then printf '%s/%s' "$1" "$2"; else printf '%s' "$1"; fi
 }
 
 family="$(os_family)" || exit 1
@@ -115,17 +160,43 @@ PIN
     else
       packages=(libamdhip64-dev libhsa-runtime-dev hipcc)
       if [ -n "$runtime_only" ]; then
-        [ -n "$major" ] || die "--runtime-only needs the ROCm version (the runtime's major picks libamdhip64-MAJOR)"
-        packages=("libamdhip64-$major")
+        [ -n "$version" ] || die "--runtime-only needs the ROCm version (it picks the runtime: libamdhip64.so.7 for ROCm 7.x and 10.x)"
+        [ -n "$debian" ] || die "no Debian package is known for $soname ($releases): debian_runtime in packaging/backends/rocm.json"
+        read -r -a packages <<<"$debian"
+      elif [ -n "$debian" ]; then
+        read -r -a runtime_packages <<<"$debian"
+        packages=("${runtime_packages[@]}" "${packages[@]}")  # holds the headers to the runtime's major
       fi
-      log "installing the distribution's HIP packages (${packages[*]})${version:+ for ROCm $version}"
-      apt_install "${packages[@]}" \
-        || die "apt could not install ${packages[*]} from this distribution's archive (${PRETTY_NAME:-${ID:-}}): Debian 12 carries HIP 5.2, sid 6.4, Ubuntu 24.04 5.7; on Ubuntu give a ROCm version for AMD's repository"
+      base="$(debian_suite)" target=()
+      if [ -n "$archive" ] && [ "$archive" != "$base" ]; then
+        add_debian_archive "$archive" "$base" "the $soname packages" rocm-debian
+        picked=()
+        for p in "${packages[@]}"; do picked+=("$(from_archive "$p" "$archive")"); done
+        packages=("${picked[@]}")
+        # The HIP packages' own dependencies (libhsa-runtime64-1 7.2 for libamdhip64-7) come from
+        # the archive too: apt's solver does not take them from there for pkg/ARCHIVE alone. The
+        # C library and the compiler runtime stay the base's (1001 beats -t's 990).
+        target=(-t "$archive")
+        if [ -z "$runtime_only" ] && ! dry_run \
+           && ! apt-get install -s -q --no-install-recommends "${target[@]}" "${packages[@]}" >/dev/null 2>&1; then
+          # experimental's hipcc 7.2 needs GCC 16's libstdc++, newer than trixie's, which stays.
+          # The engine does not need it: CMake compiles HIP host code with the base's C++ compiler.
+          kept=()
+          for p in "${packages[@]}"; do [ "${p%%/*}" = hipcc ] || kept+=("$p"); done
+          log "hipcc left out: Debian ${archive}'s needs a newer C++ runtime than ${base}'s, which stays (HIP host code compiles with the base's C++ compiler)"
+          packages=("${kept[@]}")
+        fi
+      fi
+      log "installing the distribution's HIP packages (${packages[*]})${version:+ for ROCm $version ($soname)}"
+      apt_install "${target[@]}" "${packages[@]}" \
+        || die "apt could not install ${packages[*]} from this distribution's archive (${PRETTY_NAME:-${ID:-}}): Debian 12 carries HIP 5.2, sid 6.4, experimental 7.2, Ubuntu 24.04 5.7; on Ubuntu give a ROCm version for AMD's repository"
     fi
     ;;
   rhel)
+    # Release CI's manylinux_2_28 before-all. No RHEL machine is at hand where this toolkit is
+    # developed: this path (7.2 included) is only ever run here as a dry run (INSTALL_DRY_RUN=1).
     version="${version:-6.4}"
-    major="${version%%.*}"
+    lookup_runtime "$version"
     log "installing $what from AMD's el8 repository"
     write_root_file /etc/yum.repos.d/rocm.repo <<REPO
 [rocm]
@@ -156,7 +227,7 @@ dry_run && exit 0
 
 lib="$(for p in /opt/rocm-* /opt/rocm /usr; do runtime_at "$p"; done | sed -n 1p)"
 [ -n "$lib" ] || die "the declared ROCm ${version:-} is not what this package source carries: \
-${other:-no HIP runtime is installed}, and none of libamdhip64.so.${major:-*} came with the install \
+${other:-no HIP runtime is installed}, and no ${soname:-libamdhip64.so.*} came with the install \
 (build in an image that has ROCm ${version:-}, or on Ubuntu, which takes it from AMD's repository)"
 if [ -z "$runtime_only" ] && [ -n "$version" ]; then
   for prefix in /opt/rocm-* /opt/rocm /usr; do

@@ -14,7 +14,9 @@
 #   --tag NAME            image tag (required); use localhost/... so nothing tries a registry
 #   --suite S             Debian suite (default sid)
 #   --mirror URL          Debian mirror (default http://deb.debian.org/debian)
-#   --include a,b         extra Debian packages
+#   --include a,b         extra Debian packages; `pkg/ARCHIVE` takes pkg (and what it needs) from
+#                         another archive (sid, experimental) with the base suite's C library and
+#                         compiler runtime pinned, so the image's glibc stays the base suite's
 #   --pythons 3.10,3.11   CPython versions (the newest /root/.pyenv/versions/X.Y.* of each)
 #   --env-python V|none   interpreter placed at /opt/python/cp39-cp39, which cibuildwheel uses to
 #                         read the container's environment (default 3.9; build images only)
@@ -160,7 +162,17 @@ if [ "$minbase_only" -eq 0 ]; then
   if [ -n "$gcc_major" ]; then pkgs+=("gcc-$gcc_major" "g++-$gcc_major"); else pkgs+=(g++); fi
   pkgs+=(make cmake ninja-build patchelf git file binutils)
 fi
-if [ -n "$include" ]; then IFS=, read -r -a extra <<<"$include"; pkgs+=("${extra[@]}"); fi
+declare -A by_archive=()
+if [ -n "$include" ]; then
+  IFS=, read -r -a extra <<<"$include"
+  for p in "${extra[@]}"; do
+    case "$p" in
+      */*) [[ "${p#*/}" =~ ^[a-z][a-z0-9-]*$ ]] || die "--include '$p': pkg/ARCHIVE names a Debian archive (sid, experimental)"
+           by_archive[${p#*/}]+="${by_archive[${p#*/}]:+ }${p%%/*}" ;;
+      *) pkgs+=("$p") ;;
+    esac
+  done
+fi
 # The debootstrap result is kept as a tarball for a day (keyed on suite, mirror and packages), so
 # images that share a package set (and reruns after a failure) skip the 1-2 minute debootstrap.
 base_key="$(printf '%s %s %s\n' "$suite" "$mirror" "${pkgs[*]}" | sha256sum | cut -c1-16)"
@@ -194,6 +206,23 @@ if [ "${#ca_files[@]}" -gt 0 ]; then
   cp "${ca_files[@]}" "$root/usr/local/share/ca-certificates/"
   in_root update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the image"
 fi
+
+# ---- packages from other archives (pkg/ARCHIVE) ----------------------------------------------------
+if [ "${#by_archive[@]}" -gt 0 ]; then
+  cp "$(dirname "$script_path")/_common.sh" "$root/tmp/xfer-common.sh"
+  for archive in "${!by_archive[@]}"; do
+    step "Debian $archive: ${by_archive[$archive]} (apt -t $archive; the C library stays $suite's)"
+    # shellcheck disable=SC2016
+    in_root DEBIAN_MIRROR="$mirror" bash -c '. /tmp/xfer-common.sh
+      add_debian_archive "$1" "$2" "the image packages from $1" "xfer-image-$1" || exit 1
+      read -r -a wanted <<<"$3"
+      apt-get install -y -q --no-install-recommends -t "$1" "${wanted[@]}"' make-image.sh \
+      "$archive" "$suite" "${by_archive[$archive]}" >>"$workdir/apt.log" 2>&1 \
+      || die "apt could not install ${by_archive[$archive]} from Debian $archive on $suite: $(grep -E '^E: ' "$workdir/apt.log" | tail -n 1) (log: $workdir/apt.log)"
+  done
+  rm -f "$root/tmp/xfer-common.sh"
+fi
+step "the image's C library: $(in_root dpkg-query -W -f '${Version}' libc6 2>/dev/null || echo unknown)"
 
 # ---- interpreters ---------------------------------------------------------------------------------
 if [ "${#all_py[@]}" -gt 0 ]; then

@@ -4,6 +4,7 @@ then `podman import`, no registry), and checked for the interpreters a build nee
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -79,7 +80,42 @@ def make_command(image: LocalImage) -> list[str]:
 
 
 def ensure(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None:
-    """Make the image unless one with the same inputs exists (make-image.sh checks its label)."""
+    """Make the image unless one with the same inputs exists (make-image.sh checks its label); a
+    build image must also have a glibc that some manylinux policy covers."""
+    _made(engine, image, log=log)
+    if image.toolchain:
+        require_repairable_glibc(engine, image)
+
+
+def require_repairable_glibc(engine: str, image: LocalImage) -> None:
+    """A build image whose glibc is newer than the newest manylinux policy makes wheels that
+    auditwheel cannot repair (`too-recent versioned symbols`): refused in one line naming a base."""
+    from release.inspect.verify import manylinux_policies  # noqa: PLC0415 (only for build images)
+
+    found = image_glibc(engine, image.tag)
+    newest = manylinux_policies()[-1] if manylinux_policies() else None
+    if found is None or newest is None or found <= newest.libc:
+        return
+    have, limit = ".".join(map(str, found)), ".".join(map(str, newest.libc))
+    msg = (
+        f"image {image.tag} (Debian {image.suite}) has glibc {have}, newer than the newest manylinux "
+        f"policy auditwheel knows ({newest.name}): no wheel built there can be repaired. Base the recipe "
+        f"on a suite whose glibc is at most {limit} (`suite: trixie`, glibc 2.41) and take newer "
+        "packages from another archive (`packages: [pkg/experimental]`, the C library stays the base's)"
+    )
+    raise ToolchainError(msg)
+
+
+def image_glibc(engine: str, tag: str) -> tuple[int, int] | None:
+    """The glibc version of an image (`getconf GNU_LIBC_VERSION`), or None where it cannot say."""
+    argv = [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", tag, "-c",
+            "getconf GNU_LIBC_VERSION"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+    match = re.search(r"glibc (\d+)\.(\d+)", proc.stdout)
+    return (int(match.group(1)), int(match.group(2))) if proc.returncode == 0 and match else None
+
+
+def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None:
     if os.geteuid() != 0 and exists(engine, image.tag):
         # make-image.sh needs root (debootstrap): an unprivileged build (a CI runner) uses the
         # image that is there, as it would one pulled from a registry.

@@ -1,5 +1,6 @@
 """`release schema`: print the JSON Schemas generated from the models (the matrix's, or with
-`--verify-report` the verify report's), or check or rewrite the committed ones (both)."""
+`--verify-report` the verify report's), or check or rewrite the committed ones (both), and the
+install scripts' runtime table generated from the backend data (`scripts/runtimes.tsv`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import sys
 from pathlib import Path
 
 from release.config import matrix as matrix_mod
+from release.config.backends import RUNTIME_TABLE, load_backends, runtime_table
 from release.config.matrix import LoadedMatrix
+from release.config.resources import toolkit_backends, toolkit_scripts
 from release.errors import ReleaseError
 from release.inspect import report
 
@@ -31,6 +34,11 @@ def _committed() -> list[tuple[Path, str, str]]:
             "release/config/matrix.py",
         ),
         (report.SCHEMA_FILE, report.schema_text(), "release/inspect/report.py and the rules"),
+        (
+            toolkit_scripts() / RUNTIME_TABLE,
+            runtime_table(load_backends(toolkit_backends()).values()),
+            "packaging/backends/*.json",
+        ),
     ]
 
 

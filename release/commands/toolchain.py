@@ -99,7 +99,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     install.add_argument(
         "--runtime-only",
         action="store_true",
-        help="only the runtime a wheel binds (libamdhip64.so.MAJOR), no compiler: what a smoke runner needs",
+        help="only the runtime a wheel binds (the backend data's soname: libamdhip64.so.7 for ROCm 7.x "
+        "and 10.x), no compiler: what a smoke runner needs",
     )
     install.add_argument(
         "--smoke-runtime",

@@ -6,7 +6,8 @@ where the toolkit lives and how to install it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import string
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,17 +47,123 @@ class Backend:
     )
     device_code_sections: tuple[str, ...] = spec("ELF sections that hold GPU code objects.")
     toolkit: ToolkitProbe | None = spec("How to find the toolkit; null for none.")
-    runtime_hint: str = spec("What a user installs to provide the runtime.")
+    runtime_hint: str = spec(
+        "What a user installs to provide the runtime. It may name {soname} (the runtime soname a "
+        "wheel binds), {releases} (the toolkit releases that provide it: 'ROCm 7.x or 10.x') and "
+        "{debian} (its Debian packages)."
+    )
+    toolkit_name: str = spec(
+        "What the toolkit's releases are called in messages: 'ROCm' gives 'ROCm 7.x or 10.x'.", default=""
+    )
     runtime_sonames: Mapping[str, tuple[str, ...]] = spec(
-        "The runtime sonames a wheel built with each toolkit major binds, e.g. {'6': ['libamdhip64.so.6']}: "
-        "what `runtime-abi` expects for the variant's declared toolkit.",
+        "The runtime sonames a wheel built with each toolkit major binds, e.g. {'10': ['libamdhip64.so.7']}: "
+        "what `runtime-abi` expects for the variant's declared toolkit. A soname need not carry the "
+        "toolkit's major (HIP's follows HIP_VERSION_MAJOR: ROCm 7.x and 10.x both give .so.7).",
         default_factory=dict,
     )
     debian_runtime: Mapping[str, tuple[str, ...]] = spec(
-        "Debian packages that provide each toolkit major's runtime (for local images and hints).",
+        "The Debian packages that provide each runtime soname, e.g. {'libamdhip64.so.7': ['libamdhip64-7']} "
+        "(install scripts, local images and hints).",
+        default_factory=dict,
+    )
+    debian_archive: Mapping[str, str] = spec(
+        "The Debian archive that carries each runtime soname's packages where the stable suites do not "
+        "('sid', 'experimental'): the install script takes them from there, pinned, the C library "
+        "staying the base suite's.",
         default_factory=dict,
     )
 
+    @property
+    def release_name(self) -> str:
+        return self.toolkit_name or self.title
+
+    def sonames_for(self, toolkit: str | None) -> tuple[str, ...]:
+        """The runtime sonames a wheel built with `toolkit` (e.g. '10.0') binds; () when unknown."""
+        if not toolkit:
+            return ()
+        return tuple(self.runtime_sonames.get(toolkit.split(".", 1)[0], ()))
+
+    def majors_providing(self, soname: str) -> tuple[str, ...]:
+        """The toolkit majors whose runtime is `soname`, in numeric order ('7', '10')."""
+        majors = [m for m, names in self.runtime_sonames.items() if soname in names]
+        return tuple(sorted(majors, key=_numeric))
+
+    def releases_providing(self, soname: str) -> str:
+        """The toolkit releases that provide `soname`, for a person: 'ROCm 7.x or 10.x'."""
+        majors = self.majors_providing(soname)
+        if not majors:
+            return f"a {self.release_name} release that provides {soname}"
+        return f"{self.release_name} " + " or ".join(f"{m}.x" for m in majors)
+
+    def runtime_help(self, soname: str) -> str:
+        """`runtime_hint` for one soname: what a user installs so that the loader finds it."""
+        packages = " ".join(self.debian_runtime.get(soname, ())) or soname
+        releases = self.releases_providing(soname)
+        return self.runtime_hint.format(soname=soname, releases=releases, debian=packages)
+
+    def script_rows(self) -> list[tuple[str, ...]]:
+        """One row per toolkit major for the install scripts' table (see `runtime_table`)."""
+        rows: list[tuple[str, ...]] = []
+        for major in sorted(self.runtime_sonames, key=_numeric):
+            for soname in self.runtime_sonames[major]:
+                debian = ",".join(self.debian_runtime.get(soname, ())) or "-"
+                archive = self.debian_archive.get(soname) or "-"
+                rows.append((self.name, major, soname, debian, archive, self.releases_providing(soname)))
+        return rows
+
+
+HINT_FIELDS = frozenset({"soname", "releases", "debian"})
+"""The placeholders `runtime_hint` may use."""
+
+RUNTIME_TABLE = "runtimes.tsv"
+"""The install scripts' copy of the soname table, beside them (written by `release schema --write`)."""
+
+
+def _numeric(major: str) -> tuple[int, str]:
+    return (int(major), major) if major.isdigit() else (1 << 30, major)
+
+
+def runtime_table(backends: Iterable[Backend]) -> str:
+    """The soname table as the install scripts read it (bash, no Python needed: the scripts also
+    run in a bare Debian and in manylinux's before-all): one tab-separated row per toolkit major."""
+    head = [
+        "# Generated from packaging/backends/*.json by `python -m release schema --write`: do not edit.",
+        "# The install scripts read it (bash): per toolkit major, the runtime soname a wheel binds, the",
+        "# Debian packages that provide it, the Debian archive that carries them ('-': the distribution's",
+        "# own) and the releases that provide that soname. Tab-separated; '-' is empty.",
+        "# backend\tmajor\tsoname\tdebian\tarchive\treleases",
+    ]
+    rows = ["\t".join(row) for b in sorted(backends, key=lambda b: b.name) for row in b.script_rows()]
+    return "\n".join([*head, *rows]) + "\n"
+
+
+def _check(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Problem]:
+    """What the model cannot say: the tables agree with each other and the hint's placeholders exist."""
+    problems: list[Problem] = []
+    sonames = {s for names in backend.runtime_sonames.values() for s in names}
+    for key in ("debian_runtime", "debian_archive"):
+        table: Mapping[str, object] = getattr(backend, key)
+        for soname in table:
+            if soname not in sonames:
+                known = ", ".join(sorted(sonames)) or "none"
+                where = f"{key}.{soname}"
+                message = f"{soname!r} is no runtime soname of runtime_sonames (known: {known})"
+                problems.append(Problem(file, lines.get(where, lines.get(key)), where, message))
+    try:
+        parsed = string.Formatter().parse(backend.runtime_hint)
+        fields = {name for _text, name, _spec, _conv in parsed if name}
+    except ValueError as exc:
+        fields, message = set(), f"not a template: {exc} (write a literal brace as {{{{ or }}}})"
+        problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
+    unknown = sorted(fields - HINT_FIELDS)
+    if unknown:
+        message = f"unknown placeholder {{{unknown[0]}}} (known: {', '.join(sorted(HINT_FIELDS))})"
+        problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
+    if "debian" in fields:
+        for soname in sorted(sonames - set(backend.debian_runtime)):
+            message = f"names {{debian}}, but debian_runtime has no package for {soname}"
+            problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
+    return problems
 
 def load_backends(directory: Path) -> dict[str, Backend]:
     """Every `*.json` backend in a directory, validated; the file name must match `name`."""
@@ -75,6 +182,10 @@ def load_backends(directory: Path) -> dict[str, Backend]:
             continue
         problems.extend(reader.problems)
         if reader.problems:
+            continue
+        checked = _check(backend, str(file), reader.lines)
+        if checked:
+            problems.extend(checked)
             continue
         stem = file.name.removesuffix(".json")
         if backend.name != stem:

@@ -135,7 +135,7 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
     if not m.variants:
         add("variants", "define at least one variant")
     owners: dict[str, str] = {}
-    majors: dict[tuple[str, str], str] = {}
+    bound: dict[tuple[str, tuple[str, ...]], str] = {}
     # The declared globs, and the import name's own `lib<name>*` in any case.
     declared = [o for o in m.engine.own_libraries if len(o) <= MAX_GLOB]
     own_libraries = tuple(dict.fromkeys([*declared, f"lib{m.engine.import_name}*"]))
@@ -188,7 +188,7 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
                 break
             if pattern.startswith("libpython"):
                 add(f"{key}.exclude[{i}]", f"{pattern!r} would exclude libpython, which no wheel may vendor")
-        problems.extend(_check_toolkit(name, v, backends, majors, add))
+        problems.extend(_check_toolkit(name, v, backends, bound, add))
         if v.device_code and not v.architectures:
             add(f"{key}.architectures", "device_code is true: list the architectures it carries")
         for i, image in enumerate(v.images):
@@ -253,29 +253,33 @@ def _check_toolkit(
     name: str,
     v: Variant,
     backends: Mapping[str, Backend],
-    majors: dict[tuple[str, str], str],
+    bound: dict[tuple[str, tuple[str, ...]], str],
     add: Callable[[str, str], None],
 ) -> list[Problem]:
-    """The declared toolkit's runtime must be known, and each runtime major has one variant."""
-    known = backends[v.backend].runtime_sonames if v.backend in backends else {}
-    if v.toolkit is None or not known:
+    """The declared toolkit's runtime must be known, and each runtime soname has one variant (ROCm
+    7.2 and 10.0 both bind libamdhip64.so.7: one wheel serves both)."""
+    backend = backends.get(v.backend)
+    if v.toolkit is None or backend is None or not backend.runtime_sonames:
         return []
     key = f"variants.{name}.toolkit"
-    major = v.toolkit.split(".", 1)[0]
-    if major not in known:
-        majors_known = ", ".join(sorted(known, key=lambda k: (len(k), k)))
+    sonames = backend.sonames_for(v.toolkit)
+    if not sonames:
+        known = ", ".join(sorted(backend.runtime_sonames, key=lambda k: (len(k), k)))
         add(
             key,
-            f"{v.backend} {v.toolkit}: the backend data knows the runtime of majors {majors_known} only "
+            f"{v.backend} {v.toolkit}: the backend data knows the runtime of majors {known} only "
             f"(runtime_sonames in packaging/backends/{v.backend}.json)",
         )
-    elif (v.backend, major) in majors:
+    elif (v.backend, sonames) in bound:
+        other = bound[(v.backend, sonames)]
+        releases = backend.releases_providing(sonames[0])
         add(
             key,
-            f"variant {majors[(v.backend, major)]!r} already binds {v.backend} {major}: one variant per "
-            f"runtime major (a second major is a second variant, e.g. {v.backend}{major})",
+            f"variant {other!r} already binds {', '.join(sonames)} ({releases}): "
+            f"one variant per runtime soname (another soname is another variant, e.g. "
+            f"{v.backend}{v.toolkit.split('.', 1)[0]})",
         )
-    majors.setdefault((v.backend, major), name)
+    bound.setdefault((v.backend, sonames), name)
     return []
 
 

@@ -8,6 +8,7 @@ backend, the floor, the images and the hardware. No stage re-derives any of it f
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,6 +23,11 @@ from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebu
 from release.errors import UsageError
 
 BuildBackend = Literal["scikit-build-core", "setuptools", "meson-python", "other"]
+
+RUNTIME_ENV = "RELEASE_RUNTIME_REQUIREMENTS"
+"""The environment variable that tells the engine's build, for each runtime soname the variant
+binds, which releases provide it and how a user installs it (JSON: {soname: {"provided_by": ...,
+"install": ...}}), so that its import-time message says what the toolkit's hints say."""
 
 # PEP 517 backends the toolkit knows how to hand CMake variables to.
 _BACKENDS: Mapping[str, BuildBackend] = {
@@ -240,7 +246,7 @@ def resolve_variant(
     matrix = loaded.matrix
     backend = loaded.backends[variant.backend]
     runtime_excludes = _unique(backend.exclude, variant.exclude)
-    major = variant.toolkit.split(".", 1)[0] if variant.toolkit else None
+    sonames = backend.sonames_for(variant.toolkit)
     key = f"variants.{name}.toolkit"
     line = loaded.lines.get(key) or loaded.lines.get(f"variants.{name}")
     engine_dir = loaded.engine_dir
@@ -252,7 +258,7 @@ def resolve_variant(
         backend=backend,
         toolkit=variant.toolkit,
         toolkit_source=f"{loaded.path.name}:{line} ({key})" if line else f"{loaded.path.name} ({key})",
-        runtime_sonames=tuple(backend.runtime_sonames.get(major, ())) if major else (),
+        runtime_sonames=sonames,
         excludes=_unique(runtime_excludes, matrix.platform.system_libraries),
         runtime_excludes=runtime_excludes,
         runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
@@ -266,7 +272,7 @@ def resolve_variant(
             backend=kind,
             cmake_defines=dict(sorted(variant.cmake_defines.items())),
             config_settings=dict(variant.config_settings),
-            env=dict(variant.env),
+            env={**runtime_requirements(backend, sonames), **variant.env},
         ),
         engine_dir=engine_dir,
         prebuild=matrix.engine.prebuild,
@@ -289,6 +295,30 @@ def resolve_variant(
     )
 
 
+def runtime_requirements(backend: Backend, sonames: tuple[str, ...]) -> dict[str, str]:
+    """`RUNTIME_ENV` for a build binding `sonames` (nothing for a variant that binds no runtime).
+    It covers every soname of the backend's table, so that a wheel built against another one
+    (`--allow-toolkit-mismatch`) still names the releases that provide what it binds."""
+    if not sonames:
+        return {}
+    every = dict.fromkeys([*sonames, *(s for names in backend.runtime_sonames.values() for s in names)])
+    table = {
+        s: {"provided_by": backend.releases_providing(s), "install": backend.runtime_help(s)} for s in every
+    }
+    return {RUNTIME_ENV: json.dumps(table, sort_keys=True, separators=(",", ":"))}
+
+
+def debian_runtime_packages(backend: Backend, sonames: tuple[str, ...], suite: str) -> tuple[str, ...]:
+    """The Debian packages that provide `sonames` on a `suite` base, each as `pkg/ARCHIVE` where
+    the backend data says another archive carries it (make-image.sh pins the base's C library)."""
+    packages: list[str] = []
+    for soname in sonames:
+        archive = backend.debian_archive.get(soname)
+        for package in backend.debian_runtime.get(soname, ()):
+            packages.append(f"{package}/{archive}" if archive and archive != suite else package)
+    return tuple(dict.fromkeys(packages))
+
+
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
 
@@ -308,12 +338,11 @@ def _image(
         return ResolvedImage(name=name, image=image)
     # A registry image (unreachable here) without a local recipe: stood in for by the declared
     # toolkit's Debian runtime, from the suite the variant's local build image uses.
-    major = variant.toolkit.split(".", 1)[0] if variant.toolkit else None
-    packages = backend.debian_runtime.get(major, ()) if major else ()
-    if sim.runtime != "absent" and not packages:
-        return ResolvedImage(name=name, image=image)
     build = variant.build_image.debian if variant.build_image else None
     suite = build.suite if build is not None else "sid"
+    packages = debian_runtime_packages(backend, backend.sonames_for(variant.toolkit), suite)
+    if sim.runtime != "absent" and not packages:
+        return ResolvedImage(name=name, image=image)
     packages = packages if sim.runtime != "absent" else ()
     standin = _runtime_image(
         loaded, "standin", name, image, suite=suite, packages=packages,

@@ -21,7 +21,7 @@ from release.build import cibw
 from release.build.toolchain import read_version, toolkit_mismatch
 from release.config.backends import ToolkitProbe
 from release.config.matrix import LoadedMatrix, load
-from release.plan.resolve import ResolvedVariant
+from release.plan.resolve import LocalImage, ResolvedVariant
 from release.plan.steps import make_plan
 
 from .conftest import ROOT, LocalImages
@@ -205,12 +205,13 @@ def test_a_script_given_a_file_instead_of_a_version_says_so(tmp_path: Path) -> N
         assert "is not a toolkit version (expected MAJOR.MINOR" in proc.stderr, script
 
 
+@pytest.mark.parametrize("version", ["6.11", "7.2"])
 @pytest.mark.parametrize("runtime_only", [False, True])
-def test_rocm_on_ubuntu_pins_amds_repository(tmp_path: Path, runtime_only: bool) -> None:
+def test_rocm_on_ubuntu_pins_amds_repository(tmp_path: Path, runtime_only: bool, version: str) -> None:
     """AMD's instructions: /etc/apt/preferences.d/rocm-pin-600, so AMD's packages win over Ubuntu's."""
     os_release = tmp_path / "os-release"
     os_release.write_text(UBUNTU)
-    argv = ["bash", str(ROOT / "scripts" / "install-rocm.sh"), "6.11"]
+    argv = ["bash", str(ROOT / "scripts" / "install-rocm.sh"), version]
     argv += ["--runtime-only"] if runtime_only else []
     env = {**os.environ, "INSTALL_DRY_RUN": "1", "OS_RELEASE": str(os_release)}
     env.pop("ROCM_PATH", None)
@@ -224,8 +225,8 @@ def test_rocm_on_ubuntu_pins_amds_repository(tmp_path: Path, runtime_only: bool)
     ]
     signed = "deb [arch=amd64 signed-by=/etc/apt/keyrings/rocm.gpg] https://repo.radeon.com"
     assert files["/etc/apt/sources.list.d/rocm.list"] == [
-        f"{signed}/rocm/apt/6.11 noble main",
-        f"{signed}/graphics/6.11/ubuntu noble main",
+        f"{signed}/rocm/apt/{version} noble main",
+        f"{signed}/graphics/{version}/ubuntu noble main",
     ]
     lines = proc.stdout.splitlines()
     pinned = lines.index("dry-run: write /etc/apt/preferences.d/rocm-pin-600")
@@ -249,6 +250,107 @@ def _written_files(stdout: str) -> dict[str, list[str]]:
         else:
             current = None
     return files
+
+
+TRIXIE = 'PRETTY_NAME="Debian GNU/Linux 13 (trixie)"\nVERSION_ID="13"\nVERSION_CODENAME=trixie\nID=debian\n'
+SID = 'PRETTY_NAME="Debian GNU/Linux forky/sid"\nVERSION_CODENAME=forky\nID=debian\n'
+ALMALINUX = 'NAME="AlmaLinux"\nVERSION_ID="8.10"\nID="almalinux"\nID_LIKE="rhel centos fedora"\n'
+MIRROR = "http://deb.example.org/debian"
+BASE_PIN = "Package: libc6 libc-bin libc6-dev libc-dev-bin libstdc++6 libgcc-s1 libedit2"
+
+
+def _dry_rocm(tmp_path: Path, os_release: str, *args: str) -> subprocess.CompletedProcess[str]:
+    file = tmp_path / "os-release"
+    file.write_text(os_release)
+    env = {**os.environ, "INSTALL_DRY_RUN": "1", "OS_RELEASE": str(file), "DEBIAN_MIRROR": MIRROR}
+    env.pop("ROCM_PATH", None)
+    argv = ["bash", str(ROOT / "scripts" / "install-rocm.sh"), *args]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+
+
+def _installed(stdout: str) -> list[str]:
+    lines = [line for line in stdout.splitlines() if line.startswith("dry-run: apt-get install")]
+    assert len(lines) == 1, stdout
+    return lines[0].split()[6:]
+
+
+@pytest.mark.parametrize(
+    ("version", "runtime_only", "packages"),
+    [
+        ("7.2", True, ["libamdhip64-7/experimental"]),
+        ("10.0", True, ["libamdhip64-7/experimental"]),  # ROCm 10 ships HIP 7's soname
+        ("7.2", False, [
+            "libamdhip64-7/experimental", "libamdhip64-dev/experimental",
+            "libhsa-runtime-dev/experimental", "hipcc/experimental",
+        ]),
+    ],
+)  # fmt: skip
+def test_rocm_7_on_debian_trixie_comes_from_experimental_pinned(
+    tmp_path: Path, version: str, runtime_only: bool, packages: list[str]
+) -> None:
+    """Trixie's glibc (2.41) stays: its C library and compiler runtime are pinned above all
+    (1001), sid and experimental low, and only the HIP packages are named from experimental."""
+    proc = _dry_rocm(tmp_path, TRIXIE, version, *(["--runtime-only"] if runtime_only else []))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    files = _written_files(proc.stdout)
+    assert files["/etc/apt/sources.list.d/rocm-debian.list"] == [
+        f"deb [check-valid-until=no] {MIRROR} sid main",
+        f"deb [check-valid-until=no] {MIRROR} experimental main",
+    ]
+    pin = files["/etc/apt/preferences.d/rocm-debian-pin"]
+    stanzas = "\n".join(pin).split("\n\n")
+    assert stanzas[0].splitlines()[1:] == [BASE_PIN, "Pin: release n=trixie", "Pin-Priority: 1001"]
+    assert stanzas[1:] == [
+        "Package: *\nPin: release n=sid\nPin-Priority: 100",
+        "Package: *\nPin: release a=experimental\nPin-Priority: 1",
+    ]
+    assert _installed(proc.stdout) == ["-t", "experimental", *packages]
+    lines = proc.stdout.splitlines()
+    pinned = lines.index("dry-run: write /etc/apt/preferences.d/rocm-debian-pin")
+    assert pinned < lines.index("dry-run: apt-get update -q"), "the pins are in place before apt reads"
+    assert f"for ROCm {version} (libamdhip64.so.7)" in proc.stdout
+
+
+def test_rocm_7_on_debian_sid_adds_only_experimental(tmp_path: Path) -> None:
+    proc = _dry_rocm(tmp_path, SID, "7.2", "--runtime-only")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    files = _written_files(proc.stdout)
+    assert files["/etc/apt/sources.list.d/rocm-debian.list"] == [
+        f"deb [check-valid-until=no] {MIRROR} experimental main"
+    ]
+    pin = "\n".join(files["/etc/apt/preferences.d/rocm-debian-pin"])
+    assert f"{BASE_PIN}\nPin: release n=sid\nPin-Priority: 1001" in pin
+    assert "Pin-Priority: 100\n" not in pin + "\n", "sid is the base here: not pinned low"
+    assert _installed(proc.stdout) == ["-t", "experimental", "libamdhip64-7/experimental"]
+
+
+def test_rocm_6_on_debian_sid_is_the_distributions_own(tmp_path: Path) -> None:
+    proc = _dry_rocm(tmp_path, SID, "6.4", "--runtime-only")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert not _written_files(proc.stdout), "sid carries HIP 6.4: no other archive, no pin"
+    assert _installed(proc.stdout) == ["libamdhip64-6"]
+
+
+def test_rocm_major_the_table_lacks_is_one_line(tmp_path: Path) -> None:
+    proc = _dry_rocm(tmp_path, TRIXIE, "11.0", "--runtime-only")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().endswith(
+        "ROCm 11.0: the toolkit knows the HIP runtime of ROCm 5, 6, 7, 10 only "
+        "(runtime_sonames in packaging/backends/rocm.json)"
+    )
+
+
+@pytest.mark.parametrize("runtime_only", [False, True])
+def test_rocm_7_on_manylinux_2_28_dry_run(tmp_path: Path, runtime_only: bool) -> None:
+    """Release CI's before-all on manylinux_2_28 (AlmaLinux 8): AMD's el8 repository for 7.2. No
+    RHEL machine is at hand here, so this path is only ever a dry run."""
+    proc = _dry_rocm(tmp_path, ALMALINUX, "7.2", *(["--runtime-only"] if runtime_only else []))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    repo = _written_files(proc.stdout)["/etc/yum.repos.d/rocm.repo"]
+    assert "baseurl=https://repo.radeon.com/rocm/el8/7.2/main" in repo
+    assert "baseurl=https://repo.radeon.com/graphics/7.2/el/8.10/main/x86_64/" in repo
+    package = "hip-runtime-amd" if runtime_only else "rocm-hip-runtime-devel"
+    assert f"dry-run: dnf install -y {package}" in proc.stdout
 
 
 # -- free-disk ------------------------------------------------------------------------------------
@@ -318,20 +420,19 @@ def test_rocm_runtime_and_toolchain_install_for_real_in_the_runtime_absent_image
     local_images: LocalImages,
 ) -> None:
     """In the matrix's `rocm-absent` image (a Debian without HIP; made here when absent): the
-    runtime of the declared major, then the toolchain at the declared version (Debian's HIP 6.4
-    today), each checked after the install; a major the archive lacks is one clear line."""
+    runtime the declared toolkit binds, then the toolchain at the declared version, each checked
+    after the install; a ROCm major the toolkit does not know is one clear line."""
     image = local_images.make(local_images.smoke_recipe("rocm-absent"))
-    version = local_images.plan.variant("rocm").toolkit
+    variant = local_images.plan.variant("rocm")
+    version, soname = variant.toolkit, variant.runtime_sonames[0]
     assert version is not None
-    major = version.split(".")[0]
-    lacking = str(int(major) + 1)
     script = (
         "set -u; s=/scripts/install-rocm.sh\n"
         f"bash $s {version} --runtime-only; echo rc=$?\n"
         f"bash $s {version} --runtime-only; echo rc=$?\n"
         f"bash $s {version}; echo rc=$?\n"
         f"bash $s {version}; echo rc=$?\n"
-        f"bash $s {lacking}.0 --runtime-only; echo rc=$?\n"
+        "bash $s 11.0 --runtime-only; echo rc=$?\n"
     )
     mount = f"{ROOT / 'scripts'}:/scripts:ro"
     argv = [local_images.engine, "run", "--rm", "--network=host", "-v", mount, image, "bash", "-c", script]
@@ -340,8 +441,43 @@ def test_rocm_runtime_and_toolchain_install_for_real_in_the_runtime_absent_image
     assert [line for line in proc.stdout.splitlines() if line.startswith("rc=")] == [
         "rc=0", "rc=0", "rc=0", "rc=0", "rc=1",
     ], out  # fmt: skip
-    assert f"done: /usr/lib/x86_64-linux-gnu/libamdhip64.so.{major}" in out
-    assert f"the HIP runtime of ROCm {major} is already installed" in out
+    assert f"done: /usr/lib/x86_64-linux-gnu/{soname}" in out
+    assert re.search(rf"the HIP runtime {re.escape(soname)} \(ROCm [^)]*\) is already installed", out), out
     assert re.search(rf"done: HIP {re.escape(version)}\.\d+ under /usr", out), out
     assert re.search(rf"HIP {re.escape(version)}\.\d+ already installed under /usr: nothing to do", out), out
-    assert f"apt could not install libamdhip64-{lacking} from this distribution's archive" in out
+    assert "the toolkit knows the HIP runtime of ROCm 5, 6, 7, 10 only" in out
+
+
+TRIXIE = LocalImage(
+    tag="localhost/xfer-test-trixie", suite="trixie", packages=(), pythons=(), toolchain=False
+)
+"""A bare Debian trixie (glibc 2.41, no Python)."""
+
+
+def test_rocm_7_runtime_installs_for_real_on_debian_trixie(local_images: LocalImages) -> None:
+    """`release toolchain install rocm 7.2 --runtime-only` runs this script: in a trixie container
+    it installs experimental's libamdhip64.so.7 while libc6 stays trixie's 2.41; ROCm 10.0 then
+    finds the runtime it binds (the same soname) already there; then the 7.2 headers."""
+    image = local_images.make(TRIXIE)
+    script = (
+        "set -u; s=/scripts/install-rocm.sh\n"
+        "bash $s 7.2 --runtime-only; echo rc=$?\n"
+        "bash $s 10.0 --runtime-only; echo rc=$?\n"
+        "bash $s 7.2; echo rc=$?\n"
+        "echo libc6=$(dpkg-query -W -f '${Version}' libc6)\n"
+        "echo hip=$(dpkg-query -W -f '${Version}' libamdhip64-7)\n"
+        "ldconfig -p | grep -o 'libamdhip64.so.7 ' | sed 's/^/loader: /'\n"
+    )
+    mount = f"{ROOT / 'scripts'}:/scripts:ro"
+    argv = [local_images.engine, "run", "--rm", "--network=host", "-v", mount, image, "bash", "-c", script]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
+    out = proc.stdout + proc.stderr
+    assert [line for line in proc.stdout.splitlines() if line.startswith("rc=")] == ["rc=0"] * 3, out
+    assert "done: /usr/lib/x86_64-linux-gnu/libamdhip64.so.7" in out
+    assert "the HIP runtime libamdhip64.so.7 (ROCm 7.x or 10.x) is already installed" in out
+    assert re.search(r"^libc6=2\.41-", proc.stdout, re.M), out
+    assert re.search(r"^hip=7\.2\.", proc.stdout, re.M), out
+    assert "loader: libamdhip64.so.7 " in proc.stdout, out
+    # The headers too (experimental's hipcc needs GCC 16's libstdc++: left out, trixie's stays).
+    assert re.search(r"done: HIP 7\.2\.\d+ under /usr", out), out
+    assert "hipcc left out" in out

@@ -103,7 +103,8 @@ def test_the_wheel_carries_data_scripts_and_templates(toolkit_wheel: Path) -> No
     for backend in ("cpu", "cuda", "rocm", "musa"):
         assert f"release/backends_data/{backend}.json" in names
     assert {"release/config/matrix.schema.json", "release/inspect/verify.schema.json"} <= names
-    for script in ("install-rocm.sh", "install-cuda.sh", "install-musa.sh", "_common.sh", "free-disk.sh"):
+    scripts = ("install-rocm.sh", "install-cuda.sh", "install-musa.sh", "_common.sh", "free-disk.sh")
+    for script in (*scripts, "runtimes.tsv"):
         assert f"release/scripts_data/{script}" in names
     for workflow in ("release.yml", "ci.yml", "hardware.yml"):
         assert f"release/init/templates/{workflow}" in names

@@ -84,3 +84,22 @@ def test_the_summary_names_the_compiler_short() -> None:
     assert compiler_summary(twice) == "GCC 12.2.0"
     assert compiler_summary(("clang version 18.1.8",)) == "clang version 18.1.8"
     assert compiler_summary(()) == "-"
+
+
+def test_a_build_image_whose_glibc_no_policy_covers_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """sid's glibc 2.43 is newer than every manylinux policy auditwheel knows: one line names a base."""
+    from release.build import images
+    from release.errors import ToolchainError
+    from release.inspect.verify import manylinux_policies
+    from release.plan.resolve import LocalImage
+
+    newest = manylinux_policies()[-1].libc
+    sid = LocalImage(tag="localhost/x-build", suite="sid", packages=(), pythons=("3.12",), toolchain=True)
+    monkeypatch.setattr(images, "image_glibc", lambda _engine, _tag: (newest[0], newest[1] + 2))
+    with pytest.raises(ToolchainError) as caught:
+        images.require_repairable_glibc("podman", sid)
+    message = str(caught.value)
+    assert "localhost/x-build (Debian sid) has glibc" in message
+    assert f"manylinux_{newest[0]}_{newest[1]}" in message and "suite: trixie" in message
+    monkeypatch.setattr(images, "image_glibc", lambda _engine, _tag: newest)
+    images.require_repairable_glibc("podman", sid)  # a glibc the newest policy covers passes

@@ -15,6 +15,7 @@ from release.build import cibw
 from release.commands import cibuildwheel_config
 from release.config.matrix import LoadedMatrix, load, loads
 from release.errors import UsageError
+from release.plan.resolve import RUNTIME_ENV
 from release.plan.steps import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +67,13 @@ def test_rocm_options_follow_the_matrix(loaded: LoadedMatrix) -> None:
         "--exclude 'libhsa-runtime64.so*' --toolkit rocm=6.4 -w {dest_dir} {wheel}"
     )
     assert opts["config-settings"] == "cmake.define.XFER_BACKEND=hip"
-    assert "environment" not in opts, "CMake variables travel once, as config settings"
+    # The one variable: what the engine's import guard says when the runtime is missing.
+    name, _, value = opts["environment"].partition("=")
+    assert name == RUNTIME_ENV, "CMake variables travel once, as config settings"
+    (unquoted,) = shlex.split(value)
+    required = json.loads(unquoted)["libamdhip64.so.6"]
+    assert required["provided_by"] == "ROCm 6.x"
+    assert "`apt install libamdhip64-6`" in required["install"]
     assert opts["test-command"] == "python -c 'import xfer'"
 
 

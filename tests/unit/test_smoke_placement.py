@@ -20,7 +20,7 @@ from release.wheel.names import parse_wheel_name
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ROOT / "packaging" / "backends"
-VLLM = "docker.io/rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"
+VLLM = "docker.io/vllm/vllm-openai-rocm:v0.21.0"
 HOST_236 = frozenset({"manylinux_2_36_x86_64", "manylinux_2_28_x86_64", "linux_x86_64", "any"})
 
 
@@ -50,16 +50,17 @@ def test_serving_images_without_a_recipe_get_a_stand_in_of_the_declared_runtime(
     assert vllm.local is None and vllm.standin is not None
     assert vllm.made_here is vllm.standin
     assert vllm.standin.tag == "localhost/xfer-standin-vllm-rocm"
-    assert vllm.standin.packages == ("libamdhip64-6",)  # packaging/backends/rocm.json, ROCm 6
-    assert vllm.standin.suite == "sid"  # the variant's build_image.debian.suite
+    # packaging/backends/rocm.json: ROCm 7.2 binds libamdhip64.so.7, which experimental carries
+    assert vllm.standin.packages == ("libamdhip64-7/experimental",)
+    assert vllm.standin.suite == "trixie"  # the variant's build_image.debian.suite
     assert vllm.standin.pythons == ("3.12",)  # the image's own Pythons
     assert not vllm.standin.toolchain
-    assert (vllm.standin.runtime_prefix, vllm.standin.runtime_via) == ("/opt/rocm-6.4.1/lib", "ld.so.conf.d")
+    assert (vllm.standin.runtime_prefix, vllm.standin.runtime_via) == ("/opt/rocm/lib", "ld.so.conf.d")
     assert "libamdhip64.so*" in vllm.standin.runtime_globs
     assert sglang.standin is not None
     assert (sglang.standin.runtime_prefix, sglang.standin.runtime_via) == ("/opt/rocm/lib", "LD_LIBRARY_PATH")
     # Images with their own recipe are made from it, never stood in for.
-    for name in ("rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent"):
+    for name in ("rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent", "rocm6-only"):
         image = _image(rocm, name)
         assert image.standin is None and image.local is not None
         assert image.made_here is image.local
@@ -80,13 +81,33 @@ def test_the_stand_in_follows_the_toolkit_major_and_the_build_suite(tmp_path: Pa
 
     standin = _image(_rocm(tmp_path, no_build_image), "vllm-rocm").standin
     assert standin is not None and standin.suite == "sid"
+    assert standin.packages == ("libamdhip64-7/experimental",)  # sid lacks HIP 7 too
+
+    def rocm6_sid(data: dict[str, dict[str, dict[str, object]]]) -> None:
+        data["variants"]["rocm"]["toolkit"] = "6.4"
+        data["variants"]["rocm"]["build_image"] = {"debian": {"suite": "sid"}}
+
+    standin = _image(_rocm(tmp_path, rocm6_sid), "vllm-rocm").standin
+    assert standin is not None and standin.packages == ("libamdhip64-6",)  # sid's own
+
+    def rocm10(data: dict[str, dict[str, dict[str, object]]]) -> None:
+        data["variants"]["rocm"]["toolkit"] = "10.0"  # still libamdhip64.so.7
+
+    standin = _image(_rocm(tmp_path, rocm10), "vllm-rocm").standin
+    assert standin is not None and standin.packages == ("libamdhip64-7/experimental",)
 
 
 def test_no_stand_in_without_a_debian_runtime_for_the_toolkit(tmp_path: Path) -> None:
-    def rocm7(data: dict[str, dict[str, dict[str, object]]]) -> None:
-        data["variants"]["rocm"]["toolkit"] = "7.0"  # rocm.json names no Debian package for ROCm 7
+    def cuda_image(data: dict[str, dict[str, dict[str, object]]]) -> None:
+        data["images"]["vllm-cuda"] = {  # cuda.json names no Debian package for its runtime
+            "container": "docker.io/vllm/vllm-openai:v0.21.0",
+            "python": ["3.12"],
+            "simulate": {"runtime": "system"},
+        }
+        data["variants"]["cuda"]["images"] = ["vllm-cuda"]
 
-    vllm = _image(_rocm(tmp_path, rocm7), "vllm-rocm")
+    cuda = make_plan(_loaded(tmp_path, cuda_image)).variants["cuda"]
+    vllm = _image(cuda, "vllm-cuda")
     assert vllm.standin is None and vllm.made_here is None
 
 

@@ -12,6 +12,7 @@ a broken install fails with a sentence instead of a bare loader error:
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import sys
 from importlib import metadata
@@ -30,21 +31,35 @@ _WHEELS = {
 
 _RUNTIMES = {"cuda": "CUDA", "hip": "ROCm", "musa": "MUSA"}
 
+# Outside the release toolkit (a plain `pip install engine/`) the build records no requirements:
+# then the message says what is generally true of the backend.
 _RUNTIME_HELP = {
-    "cuda": "install the CUDA {major} runtime (a CUDA {major} toolkit, or `pip install "
-    "nvidia-cuda-runtime` for CUDA {major}) or make its lib directory visible to the loader "
+    "cuda": "install the CUDA runtime that provides {soname} (a CUDA toolkit, or `pip install "
+    "nvidia-cuda-runtime`) or make its lib directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
+    "hip": "install the HIP runtime that provides {soname} (a ROCm release under /opt/rocm, or the "
+    "distribution's libamdhip64 package) or make its lib directory visible to the loader "
     "(ldconfig / LD_LIBRARY_PATH)",
-    "hip": "install ROCm {major} (the HIP runtime, e.g. `apt install libamdhip64-{major}` or a ROCm "
-    "{major}.x release under /opt/rocm) or make its lib directory visible to the loader "
-    "(ldconfig / LD_LIBRARY_PATH)",
-    "musa": "install the Moore Threads MUSA {major} runtime (under /usr/local/musa) or make its lib "
-    "directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
+    "musa": "install the Moore Threads MUSA runtime that provides {soname} (under /usr/local/musa) or "
+    "make its lib directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
 }
 
 
-def _major(soname: str) -> str:
-    """`libamdhip64.so.6` -> `6` (the runtime ABI a wheel binds)."""
-    return soname.split(".so.", 1)[1].split(".", 1)[0] if ".so." in soname else "?"
+def _requirement(backend: str, soname: str) -> tuple[str, str]:
+    """(the releases that provide `soname`, how to install it): the release toolkit's words, from
+    its backend data, where the build recorded them (`needs libamdhip64.so.7 (ROCm 7.x or 10.x)`).
+    The soname is not the release: ROCm 7.x and 10.x both ship libamdhip64.so.7."""
+    try:
+        table = json.loads(getattr(_build_info, "RUNTIME_REQUIREMENTS", "") or "{}")
+    except ValueError:
+        table = {}
+    entry = table.get(soname) if isinstance(table, dict) else None
+    if isinstance(entry, dict):
+        provided_by, install = entry.get("provided_by"), entry.get("install")
+        if isinstance(provided_by, str) and isinstance(install, str):
+            return provided_by, install
+    runtime = _RUNTIMES.get(backend, backend)
+    help_text = _RUNTIME_HELP.get(backend, "install the runtime that provides {soname}").format(soname=soname)
+    return f"the {runtime} runtime", help_text
 
 
 def _canonical(name: str) -> str:
@@ -131,12 +146,10 @@ def _check_runtime() -> None:
         dist = _distribution() or _build_info.DEFAULT_DISTRIBUTION
         wheel, hardware = _WHEELS.get(backend, (dist, backend))
         others = ", ".join(f"`{w}` ({hw})" for b, (w, hw) in _WHEELS.items() if b != backend)
-        major = _major(soname)
-        runtime = f"{_RUNTIMES.get(backend, backend)} {major}"
-        help_text = _RUNTIME_HELP.get(backend, "install its runtime").format(major=major)
+        provided_by, help_text = _requirement(backend, soname)
         msg = (
             f"xfer: the installed variant {dist} (backend {backend}, built for {hardware}) needs "
-            f"{runtime} ({soname}), and no copy of {soname} is installed where the dynamic loader "
+            f"{soname} ({provided_by}), and no copy of {soname} is installed where the dynamic loader "
             f"looks. To use this variant, {help_text}. "
             f"Otherwise install the wheel for your hardware instead: `pip uninstall {dist}` and then "
             f"`pip install xfer-engine-cpu` for no GPU; other variants: {others}."

@@ -91,7 +91,7 @@ def missing_runtime_needed(ctx: RuleContext) -> Finding:
 
 @rule("runtime-abi")
 def runtime_abi(ctx: RuleContext) -> Finding:
-    """NEEDED runtime sonames are the ones the declared toolkit provides (ROCm 6.x: .so.6)."""
+    """NEEDED runtime sonames are the ones the declared toolkit provides (ROCm 7.x and 10.x: .so.7)."""
     if ctx.variant is None:
         return not_applicable(ctx)
     expected = ctx.variant.runtime_sonames
@@ -100,7 +100,8 @@ def runtime_abi(ctx: RuleContext) -> Finding:
         return Finding("not-applicable", f"variant {ctx.variant.name} declares no toolkit runtime to check")
     bound = sorted({n for e in ctx.wheel.elf_files for n in e.needed if n.startswith(prefixes)})
     wrong = [n for n in bound if n not in expected]
-    declared = f"{ctx.variant.backend_name} {ctx.variant.toolkit} ({', '.join(expected)})"
+    releases = ctx.variant.backend.releases_providing(expected[0])
+    declared = f"{ctx.variant.backend_name} {ctx.variant.toolkit} ({', '.join(expected)}: {releases})"
     if not wrong:
         shown = ", ".join(bound) or "nothing of the runtime"
         return Finding("pass", f"binds {shown}, as {declared} provides")
