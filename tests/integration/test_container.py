@@ -1,5 +1,6 @@
-"""The release path for real: cibuildwheel under podman in a local build image with Debian sid's
-HIP 6.4, the wheels bound to the ROCm they declare, and smoke tests in real containers.
+"""The release path for real: cibuildwheel under podman in a local build image (Debian trixie with
+experimental's HIP 7.2), the wheels bound to the ROCm they declare, and smoke tests in real
+containers.
 
 Needs podman (`.ci/run` installs and configures it with scripts/setup-podman.sh). The images are
 made from Debian packages when absent and cached in podman's store between runs."""
@@ -64,31 +65,35 @@ def test_container_build_binds_the_declared_rocm(container_wheels: Path) -> None
     for wheel in wheels:
         assert wheel.name.startswith("xfer_engine_rocm-0.1.0-")
         needed = _needed(wheel)
-        assert "libamdhip64.so.6" in needed, needed
-        assert not any(n.startswith("libamdhip64.so.5") for n in needed)
+        assert "libamdhip64.so.7" in needed, needed
+        assert not any(n.startswith(("libamdhip64.so.5", "libamdhip64.so.6")) for n in needed)
         with zipfile.ZipFile(wheel) as zf:
             assert not [n for n in zf.namelist() if "libamdhip64" in n], "the runtime is bound, not vendored"
             meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-            assert "Requires-External: libamdhip64.so.6" in zf.read(meta).decode()
+            assert "Requires-External: libamdhip64.so.7" in zf.read(meta).decode()
         report = json.loads(wheel.with_name(wheel.name + ".verify.json").read_text(encoding="utf-8"))
         assert report["ok"] is True, [r for r in report["rules"] if r["status"] == "fail"]
-        assert report["runtime_bound"] == ["libamdhip64.so.6"]
+        assert report["runtime_bound"] == ["libamdhip64.so.7"]
         statuses = {r["id"]: r["status"] for r in report["rules"]}
         assert statuses.get("runtime-abi", "pass") == "pass"
-        # Debian sid's toolchain honestly allows a newer tag than the release floor.
-        assert report["platform_tags"][0].startswith("manylinux_2_")
+        # Trixie's glibc 2.41 honestly allows a newer tag than the release floor, and no newer one.
+        tag = report["platform_tags"][0]
+        assert tag.startswith("manylinux_2_") and int(tag.split("_")[2]) <= 41, tag
+        glibc = report["glibc_needed"]
+        assert glibc is not None and tuple(map(int, glibc.split("."))) <= (2, 41), glibc
+        assert any(c.startswith("GCC: (Debian 14.") for c in report["compilers"]), report["compilers"]
 
 
 def test_smoke_runs_in_real_containers_for_each_layout(container_wheels: Path) -> None:
     proc = toolkit(
         "smoke", "--variant", "rocm", "--python", "3.12", "--wheelhouse", str(container_wheels),
         "--image", "rocm-distro", "--image", "rocm-opt-prefix", "--image", "rocm-ld-library-path",
-        "--image", "rocm-absent",
+        "--image", "rocm-absent", "--image", "rocm6-only",
         "--json", timeout=3000,
     )  # fmt: skip
     results = json.loads(proc.stdout)["results"]
     by_image = {r["image"]: r for r in results}
-    for image in ("rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent"):
+    for image in ("rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent", "rocm6-only"):
         runner = by_image[image]["runner"]
         assert runner.startswith(f"{ENGINE} container localhost/xfer-smoke-{image}"), by_image[image]
         assert by_image[image]["ok"], by_image[image]
@@ -97,14 +102,16 @@ def test_smoke_runs_in_real_containers_for_each_layout(container_wheels: Path) -
         for r in results
         if r["expect"] == "pass" and r["image"] != "host"
     }
-    assert location["rocm-opt-prefix"].startswith("/opt/rocm-6.4.3/lib/libamdhip64.so.6")
-    assert location["rocm-ld-library-path"].startswith("/opt/rocm/lib/libamdhip64.so.6")
-    assert "/usr/lib/x86_64-linux-gnu/libamdhip64.so.6" in location["rocm-distro"]
-    refused = next(s for s in by_image["rocm-absent"]["steps"] if s["name"] == "import xfer refused")
-    assert "needs libamdhip64.so.6 (ROCm 6.x)" in refused["detail"]
+    assert location["rocm-opt-prefix"].startswith("/opt/rocm-7.2.4/lib/libamdhip64.so.7")
+    assert location["rocm-ld-library-path"].startswith("/opt/rocm/lib/libamdhip64.so.7")
+    assert "/usr/lib/x86_64-linux-gnu/libamdhip64.so.7" in location["rocm-distro"]
+    for image in ("rocm-absent", "rocm6-only"):
+        # No runtime at all, and ROCm 6.4's libamdhip64.so.6 only: the guard's own words, naming .so.7.
+        refused = next(s for s in by_image[image]["steps"] if s["name"] == "import xfer refused")
+        assert "needs libamdhip64.so.7 (ROCm 7.x or 10.x)" in refused["detail"], (image, refused)
 
 
-STAND_IN = "localhost/serving-stand-in:rocm6.4"
+STAND_IN = "localhost/serving-stand-in:rocm7.2"
 """Stands in for a registry's serving image (no registry is reachable here): the local opt-prefix
 image under another name, which only `--pull` runs (it has no local recipe in this matrix)."""
 
@@ -117,7 +124,7 @@ def _serving_matrix(directory: Path, reference: str) -> Path:
             "description": "a serving image, pulled by reference",
             "container": reference,
             "python": ["3.12"],
-            "simulate": {"runtime": "prefix", "prefix": "/opt/rocm-6.4.3/lib", "via": "ld.so.conf.d"},
+            "simulate": {"runtime": "prefix", "prefix": "/opt/rocm-7.2.4/lib", "via": "ld.so.conf.d"},
         }
     }
     data["variants"]["rocm"]["images"] = ["serving"]
@@ -137,7 +144,7 @@ def test_pull_runs_a_declared_serving_image_in_a_real_container(
     (result,) = [r for r in json.loads(proc.stdout)["results"] if r["image"] == "serving"]
     assert result["ok"] and result["runner"] == f"{ENGINE} container {STAND_IN}", result
     location = next(s["detail"] for s in result["steps"] if s["name"] == "runtime location")
-    assert location.startswith("/opt/rocm-6.4.3/lib/libamdhip64.so.6"), result
+    assert location.startswith("/opt/rocm-7.2.4/lib/libamdhip64.so.7"), result
     # A reference that cannot be pulled is one line, and the smoke fails.
     absent = _serving_matrix(tmp_path / "absent", "localhost/no-such-serving-image:1")
     proc = toolkit("--matrix", str(absent), *smoke[2:], "--wheelhouse", str(container_wheels), "--image",
@@ -147,15 +154,23 @@ def test_pull_runs_a_declared_serving_image_in_a_real_container(
     assert "Traceback" not in proc.stderr
 
 
-def test_host_build_under_the_64_declaration_stops_with_the_mismatch_line(tmp_path: Path) -> None:
+def test_a_mismatched_host_without_an_engine_stops_naming_setup_podman(tmp_path: Path) -> None:
+    """The host's HIP 5.2 is not the declared 7.2 and no podman or docker answers (none on PATH):
+    one line with the mismatch, the remedies and the command that sets up podman."""
     matrix = _matrix(tmp_path)
-    proc = toolkit("--matrix", str(matrix), "build", "--variant", "rocm", "--python", "3.12", check=False)
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = {"PATH": f"{bare}:/usr/bin/nonexistent"}
+    build = ["--matrix", str(matrix), "build", "--variant", "rocm", "--python", "3.12"]
+    proc = toolkit(*build, env=env, check=False)
     assert proc.returncode == 4
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert "the matrix declares toolkit 6.4 (matrix.yaml:" in lines[0]
+    assert "the matrix declares toolkit 7.2 (matrix.yaml:" in lines[0]
     assert "but the toolkit found is 5.2" in lines[0]
-    assert "--container" in lines[0] and "`release toolchain install rocm 6.4`" in lines[0]
+    assert "`release toolchain install rocm 7.2`" in lines[0]
+    assert "local image localhost/xfer-build-rocm, which needs podman or docker: `bash " in lines[0]
+    assert "setup-podman.sh`" in lines[0]
 
 
 def test_an_image_without_the_interpreters_is_one_line(local_images: LocalImages, tmp_path: Path) -> None:
@@ -185,23 +200,22 @@ def test_no_container_engine_is_one_line_with_the_install_command(tmp_path: Path
 def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(
     local_images: LocalImages, tmp_path: Path
 ) -> None:
-    """ROCm 7 declared, the image carries 6.4: before-all's install script says so, cibuildwheel
-    fails, and the wheelhouse keeps exactly what it had."""
+    """ROCm 10.0 declared, the image carries 7.2 (the same soname, another release): before-all's
+    install script says so, cibuildwheel fails, and the wheelhouse keeps exactly what it had."""
     build_image = local_images.make(local_images.build_recipe("rocm"))
-    matrix = _matrix(tmp_path, toolkit="7.0", distribution="xfer-engine-rocm7")
+    matrix = _matrix(tmp_path, toolkit="10.0", distribution="xfer-engine-rocm10")
     wheelhouse = tmp_path / "wheelhouse"
     (wheelhouse / "rocm").mkdir(parents=True)
-    keep = wheelhouse / "rocm" / "xfer_engine_rocm7-0.0.9-cp312-cp312-manylinux_2_28_x86_64.whl"
+    keep = wheelhouse / "rocm" / "xfer_engine_rocm10-0.0.9-cp312-cp312-manylinux_2_28_x86_64.whl"
     keep.write_bytes(b"an earlier wheel")
     proc = toolkit(
         "--matrix", str(matrix), "build", "--variant", "rocm", "--python", "3.12", "--container",
         "--image", build_image, "--wheelhouse", str(wheelhouse), check=False, timeout=3000,
     )  # fmt: skip
     assert proc.returncode == 5, proc.stdout + proc.stderr
-    # before-all (`install-rocm.sh 7.0`) stops first: the image's package source carries HIP 6.4
-    assert re.search(
-        r"the declared ROCm 7\.0 is not what this package source carries: HIP 6\.4\.\d+ is installed",
-        proc.stdout + proc.stderr,
-    ), proc.stdout + proc.stderr
+    # before-all (`install-rocm.sh 10.0`) stops first: the image's package sources carry HIP 7.2
+    out = proc.stdout + proc.stderr
+    assert re.search(r"HIP 7\.2\.\d+ is installed under /usr, but the matrix declares 10\.0", out), out
+    assert "no HIP 10.0 is on this machine" in out, out
     assert sorted(p.name for p in (wheelhouse / "rocm").iterdir()) == [keep.name]
     assert keep.read_bytes() == b"an earlier wheel"

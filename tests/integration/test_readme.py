@@ -4,7 +4,7 @@ copy of this working tree.
 
 The container has no container engine of its own: it reaches this host's podman through its API
 socket (`podman system service`, CONTAINER_HOST), as a maintainer's machine reaches its engine. Its
-Debian 12 has HIP 5.2, not the declared 6.4, so the set-up command's `nox -s build_rocm` builds in
+Debian 12 has HIP 5.2, not the declared 7.2, so the set-up command's `nox -s build_rocm` builds in
 the local ROCm image. This machine makes that image first (a fixture, from matrix.yaml's recipe,
 with this machine's interpreters); the container, whose only CPython is Debian's 3.11 (nothing it
 could copy into an image), uses it as it is.
@@ -178,15 +178,15 @@ def test_readme_commands_pass_on_a_fresh_debian_12(
     assert proc.returncode == 0, tail
     assert "== set-up command passed" in output and "== test command passed" in output, tail
     # The main job built the declared toolkit's wheels in the local ROCm image (the host's HIP 5.2
-    # is not the declared 6.4), through the host's engine: at least cp311, each bound to
-    # libamdhip64.so.6 and verified; the summary names the image.
+    # is not the declared 7.2), through the host's engine: at least cp311, each bound to the
+    # declared runtime (libamdhip64.so.7) and verified; the summary names the image.
     assert f"building in the declared toolkit's local image {rocm_build_image}" in output, tail
     assert "used as it is (this machine has no self-contained CPython" in output, tail
     wheels = sorted((src / "wheelhouse" / "rocm").glob("*.whl"))
     assert any(w.name.startswith("xfer_engine_rocm-0.1.0-cp311-cp311-manylinux_2_") for w in wheels), tail
     for wheel in wheels:
         report = json.loads(Path(f"{wheel}.verify.json").read_text(encoding="utf-8"))
-        assert report["runtime_bound"] == ["libamdhip64.so.6"], (wheel.name, report["runtime_bound"])
+        assert report["runtime_bound"] == ["libamdhip64.so.7"], (wheel.name, report["runtime_bound"])
         failed = {r["id"] for r in report["rules"] if r["status"] == "fail"}
         assert not failed, (wheel.name, failed)
     assert any(rocm_build_image in line for line in output.splitlines() if "xfer_engine_rocm-" in line), tail

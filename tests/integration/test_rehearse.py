@@ -27,7 +27,8 @@ from release.build.toolchain import container_engine
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = "3.12"
 FLOOR = "manylinux_2_35_x86_64"  # what the Debian 12 build image honestly allows (GLIBCXX_3.4.30)
-BUILD_IMAGE = {"local": "localhost/rehearse-build-cpu", "debian": {"suite": "bookworm"}}
+BUILD_IMAGE = {"local": "localhost/rehearse-build-cpu", "debian": {"suite": "bookworm", "gcc": "suite"}}
+"""Debian 12 (glibc 2.36) with its own GCC 12: bookworm carries no gcc-14."""
 PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts", "engine", ".github")
 
 pytestmark = pytest.mark.integration
@@ -165,15 +166,18 @@ def test_a_too_low_auditwheel_bound_fails_the_rehearsal(tmp_path: Path, work: Pa
     at 6.1.0 the lowest-pins install repairs with it, the ROCm runtime is vendored, and verify's
     vendored-runtime rule fails the build job."""
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["rocm"]
-    recipe = data["build_image"]["debian"]
+    # Debian 12's HIP 5.2 (auditwheel 6.1.0 knows no policy past manylinux_2_39, so a trixie image,
+    # glibc 2.41, would be refused before the repair): Debian 12 meets manylinux_2_36, and the
+    # repair takes that floor at once.
+    recipe = {"suite": "bookworm", "gcc": "suite", "packages": ["libamdhip64-dev"]}
     rocm = {
         **data,
+        "toolkit": "5.2",
         "images": [],
         "hardware": [],
         "build_image": {"local": "localhost/rehearse-build-rocm", "debian": recipe},
     }
-    # Debian sid meets manylinux_2_39 (auditwheel 6.1.0 knows it): the repair takes the floor at once.
-    repo = make_repo(tmp_path / "repo", {"rocm": rocm}, floor="manylinux_2_39_x86_64")
+    repo = make_repo(tmp_path / "repo", {"rocm": rocm}, floor="manylinux_2_36_x86_64")
     pyproject = repo / "pyproject.toml"
     text = re.sub(r'"auditwheel>=[^"]*"', '"auditwheel>=6.1.0"', pyproject.read_text(encoding="utf-8"))
     pyproject.write_text(text, encoding="utf-8")

@@ -131,7 +131,7 @@ def test_fake_rocm_wheel_in_every_simulated_layout(tmp_path: Path) -> None:
         if o.expect == "pass"
     }
     assert Path(location["rocm-distro"]).parent.resolve() == distribution_libdir().resolve()
-    assert location["rocm-opt-prefix"] == "/opt/rocm-6.4.3/lib/libamdhip64.so.5.2.21153"
+    assert location["rocm-opt-prefix"] == "/opt/rocm-7.2.4/lib/libamdhip64.so.5.2.21153"
     assert location["rocm-ld-library-path"] == "/opt/rocm/lib/libamdhip64.so.5.2.21153"
     refused = next(s for s in by_image["rocm-absent"].steps if s.name == "import fakexfer refused")
     assert refused.detail.startswith("ImportError: fakexfer (fake-engine-rocm) needs the HIP runtime")
@@ -239,7 +239,7 @@ def test_rocm_wheel_passes_in_distro_and_prefix_layouts_and_refuses_without_runt
                 Path(steps["runtime location"]["detail"]).parent.resolve() == distribution_libdir().resolve()
             )
         elif r["image"] == "rocm-opt-prefix":
-            assert steps["runtime location"]["detail"].startswith("/opt/rocm-6.4.3/lib/libamdhip64.so.5")
+            assert steps["runtime location"]["detail"].startswith("/opt/rocm-7.2.4/lib/libamdhip64.so.5")
         elif r["image"] == "rocm-ld-library-path":
             assert steps["runtime location"]["detail"].startswith("/opt/rocm/lib/libamdhip64.so.5")
         else:
