@@ -150,7 +150,7 @@ CASES = [
         "    architecture: [", "variants.rocm.architecture", "did you mean 'architectures'?"),
     bad("device-code-dashed", sub("    device_code: false", "    device-code: false"),
         "    device-code:", "variants.rocm.device-code", "did you mean 'device_code'?"),
-    bad("image-key-misspelt", sub('    container: "docker.io/rocm', '    containers: "docker.io/rocm'),
+    bad("image-key-misspelt", sub('    container: "docker.io/vllm', '    containers: "docker.io/vllm'),
         "    containers:", "images.vllm-rocm.containers", "did you mean 'container'?"),
     bad("simulate-key-misspelt", sub("{runtime: absent, rootfs:", "{runtime: absent, rootf:"),
         ("  clean-minbase:", "    simulate:"), "images.clean-minbase.simulate.rootf",
@@ -231,7 +231,8 @@ CASES = [
         "    backend: cuda", "variants.cuda.distribution", "missing required key"),
     bad("missing-gpu", under("  mi355x:", '    gpu: "AMD Instinct MI355X"\n', ""),
         ("  mi355x:", "    architecture:"), "hardware.mi355x.gpu", "missing required key"),
-    bad("missing-simulate-runtime", sub("simulate: {runtime: system}", "simulate: {}"),
+    bad("missing-simulate-runtime",
+        under("  rocm-distro:", "simulate: {runtime: system}", "simulate: {}"),
         ("  rocm-distro:", "    simulate:"), "images.rocm-distro.simulate.runtime", "missing required key"),
     bad("missing-floor", sub("  floor: manylinux_2_28_x86_64 ", "  x-floor: manylinux_2_28_x86_64 "),
         "  x-floor:", "platform.floor", "missing required key"),
@@ -311,9 +312,9 @@ CASES = [
         "  ROCm:", "variants.ROCm", "variant name 'ROCm' must be lowercase letters and digits"),
     bad("variant-name-dashed", sub("\n  rocm:\n", "\n  rocm-6:\n"),
         "  rocm-6:", "variants.rocm-6", "must be lowercase letters and digits"),
-    bad("toolkit-with-command", sub('toolkit: "6.4"', 'toolkit: "6.4; rm -rf ~"'),
-        ("  rocm:", "    toolkit:"), "variants.rocm.toolkit", "'6.4; rm -rf ~' is not a toolkit version"),
-    bad("toolkit-substitution", sub('toolkit: "6.4"', 'toolkit: "$(id)"'),
+    bad("toolkit-with-command", sub('toolkit: "7.2"', 'toolkit: "7.2; rm -rf ~"'),
+        ("  rocm:", "    toolkit:"), "variants.rocm.toolkit", "'7.2; rm -rf ~' is not a toolkit version"),
+    bad("toolkit-substitution", sub('toolkit: "7.2"', 'toolkit: "$(id)"'),
         ("  rocm:", "    toolkit:"), "variants.rocm.toolkit", "is not a toolkit version like '6.4'"),
     bad("toolkit-word", sub('toolkit: "4.0"', 'toolkit: "four"'),
         ("  musa:", "    toolkit:"), "variants.musa.toolkit", "'four' is not a toolkit version"),
@@ -400,7 +401,7 @@ CASES = [
         ("  cpu:", "    images:"), "variants.cpu.images[0]", "image 'clean' is not defined under images"),
     bad("hardware-undefined", sub("hardware: [mi300x, mi355x,", "hardware: [mi325x, mi355x,"),
         ("  rocm:", "    hardware:"), "variants.rocm.hardware[0]", "hardware tier 'mi325x' is not defined"),
-    bad("image-with-nothing", sub("    simulate: {runtime: system}\n", ""),
+    bad("image-with-nothing", under("  rocm-distro:", "    simulate: {runtime: system}\n", ""),
         "  rocm-distro:", "images.rocm-distro", "give a container reference, a simulation, or both"),
     bad("prefix-runtime-without-prefix",
         under("  rocm-ld-library-path:", "prefix: /opt/rocm/lib, ", ""),
@@ -411,15 +412,17 @@ CASES = [
         ("  rocm-ld-library-path:", "    simulate:"), "images.rocm-ld-library-path.simulate.prefix",
         "'rocm/lib' must be an absolute path"),
     bad("simulate-via-unknown",
-        sub("LD_LIBRARY_PATH}\n    debian: {suite: sid, packages: [libamdhip64-6]}\n  rocm-absent",
-            "ldconfig}\n    debian: {suite: sid, packages: [libamdhip64-6]}\n  rocm-absent"),
+        sub("LD_LIBRARY_PATH}\n    debian: {suite: trixie, packages: [libamdhip64-7/experimental]}\n"
+            "  rocm-absent",
+            "ldconfig}\n    debian: {suite: trixie, packages: [libamdhip64-7/experimental]}\n  rocm-absent"),
         ("  rocm-ld-library-path:", "    simulate:"), "images.rocm-ld-library-path.simulate.via",
         "'ldconfig' is not one of 'ld.so.conf.d', 'LD_LIBRARY_PATH'"),
     bad("simulate-rootfs-unknown", sub("rootfs: debootstrap-minbase", "rootfs: alpine"),
         ("  clean-minbase:", "    simulate:"), "images.clean-minbase.simulate.rootfs",
         "'alpine' is not one of"),
-    bad("image-expect-unknown", sub("    expect: runtime-missing", "    expect: fail"),
-        "    expect:", "images.rocm-absent.expect", "'fail' is not one of 'pass', 'runtime-missing'"),
+    bad("image-expect-unknown", under("  rocm-absent:", "    expect: runtime-missing", "    expect: fail"),
+        ("  rocm-absent:", "    expect:"), "images.rocm-absent.expect",
+        "'fail' is not one of 'pass', 'runtime-missing'"),
     bad("image-python-unsupported", under("  sglang-rocm:", 'python: ["3.12"]', 'python: ["3.9"]'),
         ("  sglang-rocm:", "    python:"), "images.sglang-rocm.python[0]", "'3.9' is not supported"),
     bad("runner-empty", under("  mi355x:", "runner: [self-hosted, linux, x64, rocm, mi355x]", "runner: []"),
@@ -437,7 +440,8 @@ CASES = [
         "\tbackend", "", "invalid YAML: found a tab character"),
     bad("unclosed-quote", sub('version: "0.1.0"', 'version: "0.1.0'),
         "  own_libraries:", "", "invalid YAML: did not find expected key"),
-    bad("unclosed-flow-mapping", sub("simulate: {runtime: system}", "simulate: {runtime: system"),
+    bad("unclosed-flow-mapping",
+        under("  rocm-distro:", "simulate: {runtime: system}", "simulate: {runtime: system"),
         ("  rocm-distro:", "    debian:"), "", "invalid YAML: did not find expected ',' or '}'"),
     bad("undefined-alias", sub("images: [clean-minbase]", "images: *nowhere"),
         ("  cpu:", "    images:"), "", "invalid YAML: found undefined alias"),
@@ -735,7 +739,7 @@ def test_merge_keys_work(tmp_path: Path) -> None:
     loaded = matrix.loads(text, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
     plain = matrix.loads(REAL, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
     rocm, musa = loaded.matrix.variants["rocm"], loaded.matrix.variants["musa"]
-    assert rocm.toolkit == "6.4"  # the mapping's own key wins over every merged one
+    assert rocm.toolkit == "7.2"  # the mapping's own key wins over every merged one
     assert rocm.architectures == ("gfx942", "gfx950")
     assert rocm.runtime_needed == ("libfoo",)  # the first merged mapping wins over a later one
     assert (musa.runtime_needed, musa.architectures) == (("libfoo",), ("gfx000",))

@@ -106,7 +106,7 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
             raise ToolchainError("MUSA toolkit not found: install it with `release toolchain install musa`")
         if backend.name == "cuda":  # the declared 13.0
             return Toolchain(backend="cuda", prefix=Path("/usr/local/cuda"), version="13.0", found_by="test")
-        if backend.name == "rocm":  # Debian 12's HIP, not the declared 6.4
+        if backend.name == "rocm":  # Debian 12's HIP, not the declared 7.2
             return Toolchain(backend="rocm", prefix=Path("/usr"), version="5.2.21153", found_by="test")
         return Toolchain(backend=backend.name, prefix=None, version=None, found_by="none needed")
 
@@ -120,7 +120,7 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
         assert f"release toolchain install python {version}" in skipped
     assert "musa     MUSA toolkit not found: install it with `release toolchain install musa`" in out
     rocm = next(line for line in out.splitlines() if line.startswith("rocm "))
-    assert "the matrix declares toolkit 6.4" in rocm and "`release toolchain install rocm 6.4`" in rocm
+    assert "the matrix declares toolkit 7.2" in rocm and "`release toolchain install rocm 7.2`" in rocm
     assert "bash scripts/setup-podman.sh" in out.split("rocm ", 1)[1]  # how to get an engine
     # --allow-toolkit-mismatch builds it anyway (an experiment verify records)
     capsys.readouterr()
@@ -132,14 +132,14 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
     # CI: the missing toolkit of any variant fails
     monkeypatch.setattr(build, "interpreter", missing())
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(ToolchainError, match=r"the matrix declares toolkit 6\.4"):
+    with pytest.raises(ToolchainError, match=r"the matrix declares toolkit 7\.2"):
         build.run(args(wheelhouse=tmp_path), loaded)
 
 
 def test_a_mismatched_toolkit_builds_in_the_local_image_where_an_engine_answers(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """The declared toolkit by default: rocm (host HIP 5.2, declared 6.4, a local recipe) goes to
+    """The declared toolkit by default: rocm (host HIP 5.2, declared 7.2, a local recipe) goes to
     its local image; cuda (the declared 13.0 here) stays on the host; musa (no toolkit, no local
     recipe) is skipped as before. One table, with where each wheel was built."""
     loaded = load(ROOT / "matrix.yaml")
@@ -170,7 +170,7 @@ def test_a_mismatched_toolkit_builds_in_the_local_image_where_an_engine_answers(
     assert [e[0] for e in in_image] == ["podman"], in_image
     assert all("-rocm-" in i for i in in_image[0][1:])
     assert len(in_image[0]) == 1 + len(loaded.matrix.python)
-    assert "rocm: the matrix declares toolkit 6.4" in out
+    assert "rocm: the matrix declares toolkit 7.2" in out
     assert "building in the declared toolkit's local image localhost/xfer-build-rocm through podman" in out
     header = next(line for line in out.splitlines() if line.startswith("wheel "))
     assert "built in" in header

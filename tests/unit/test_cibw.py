@@ -61,19 +61,19 @@ def test_rocm_options_follow_the_matrix(loaded: LoadedMatrix) -> None:
     assert opts["manylinux-x86_64-image"] == "manylinux_2_28"
     assert opts["build-frontend"] == "build"
     assert opts["skip"] == "*-musllinux_*"
-    assert opts["before-all"] == "bash scripts/install-rocm.sh 6.4"
+    assert opts["before-all"] == "bash scripts/install-rocm.sh 7.2"
     assert opts["repair-wheel-command"] == (
         "python -m release repair --plat manylinux_2_28_x86_64 --exclude 'libamdhip64.so*' "
-        "--exclude 'libhsa-runtime64.so*' --toolkit rocm=6.4 -w {dest_dir} {wheel}"
+        "--exclude 'libhsa-runtime64.so*' --toolkit rocm=7.2 -w {dest_dir} {wheel}"
     )
     assert opts["config-settings"] == "cmake.define.XFER_BACKEND=hip"
     # The one variable: what the engine's import guard says when the runtime is missing.
     name, _, value = opts["environment"].partition("=")
     assert name == RUNTIME_ENV, "CMake variables travel once, as config settings"
     (unquoted,) = shlex.split(value)
-    required = json.loads(unquoted)["libamdhip64.so.6"]
-    assert required["provided_by"] == "ROCm 6.x"
-    assert "`apt install libamdhip64-6`" in required["install"]
+    required = json.loads(unquoted)["libamdhip64.so.7"]
+    assert required["provided_by"] == "ROCm 7.x or 10.x"
+    assert "`apt install libamdhip64-7`" in required["install"]
     assert opts["test-command"] == "python -c 'import xfer'"
 
 
@@ -117,7 +117,7 @@ def test_env_names_are_cibuildwheel_variables(loaded: LoadedMatrix) -> None:
     env = _env(loaded, "rocm", ("3.12",))
     assert env["CIBW_BUILD"] == "cp312-manylinux_x86_64"
     assert env["CIBW_MANYLINUX_X86_64_IMAGE"] == "manylinux_2_28"
-    assert env["CIBW_BEFORE_ALL"] == "bash scripts/install-rocm.sh 6.4"
+    assert env["CIBW_BEFORE_ALL"] == "bash scripts/install-rocm.sh 7.2"
     assert env["CIBW_ENVIRONMENT_PASS"] == "SOURCE_DATE_EPOCH"
     assert env["CIBW_REPAIR_WHEEL_COMMAND"].startswith(
         "python -m release repair --plat manylinux_2_28_x86_64"
@@ -188,7 +188,7 @@ def _command(loaded: LoadedMatrix, *argv: str) -> int:
 
 def test_command_prints_each_format(loaded: LoadedMatrix, capsys: pytest.CaptureFixture[str]) -> None:
     assert _command(loaded, "--variant", "rocm", "--format", "json") == 0
-    assert json.loads(capsys.readouterr().out)["before-all"] == "bash scripts/install-rocm.sh 6.4"
+    assert json.loads(capsys.readouterr().out)["before-all"] == "bash scripts/install-rocm.sh 7.2"
     two_pythons = ("--python", "3.12", "--python", "3.13")
     assert _command(loaded, "--variant", "cpu", *two_pythons, "--format", "env") == 0
     assert "CIBW_BUILD=cp312-manylinux_x86_64 cp313-manylinux_x86_64\n" in capsys.readouterr().out

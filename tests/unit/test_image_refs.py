@@ -15,8 +15,8 @@ from release.errors import MatrixError
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ROOT / "packaging" / "backends"
-VLLM = "docker.io/rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"
-SGLANG = "docker.io/lmsysorg/sglang:v0.5.2-rocm630-mi30x"
+VLLM = "docker.io/vllm/vllm-openai-rocm:v0.21.0"
+SGLANG = "docker.io/lmsysorg/sglang:v0.5.11-rocm720-mi30x"
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
@@ -38,8 +38,9 @@ def _loaded(path: Path) -> LoadedMatrix:
 @pytest.mark.parametrize(
     ("text", "name", "tag", "pinned"),
     [
-        (VLLM, "docker.io/rocm/vllm", "rocm6.4.1_vllm_0.10.1_20250909", False),
-        (f"{VLLM}@{DIGEST}", "docker.io/rocm/vllm", "rocm6.4.1_vllm_0.10.1_20250909", True),
+        (VLLM, "docker.io/vllm/vllm-openai-rocm", "v0.21.0", False),
+        (f"{VLLM}@{DIGEST}", "docker.io/vllm/vllm-openai-rocm", "v0.21.0", True),
+        (SGLANG, "docker.io/lmsysorg/sglang", "v0.5.11-rocm720-mi30x", False),
         (f"docker.io/rocm/vllm@{DIGEST}", "docker.io/rocm/vllm", None, True),
         ("registry.example:5000/team/image:1.0", "registry.example:5000/team/image", "1.0", False),
         ("localhost/xfer-smoke-rocm-distro:6.4", "localhost/xfer-smoke-rocm-distro", "6.4", False),
@@ -67,7 +68,7 @@ def test_bad_references_are_located_matrix_errors(tmp_path: Path, text: str, fra
         _loaded(path)
     (problem,) = info.value.problems
     assert problem.key == "images.vllm-rocm.container"
-    assert problem.line == 105
+    assert problem.line == 112
     assert fragment in problem.message
 
 
@@ -75,7 +76,7 @@ def test_tag_only_serving_images_are_named_with_the_fix(tmp_path: Path) -> None:
     loaded = _loaded(_matrix(tmp_path))
     problems = unpinned_serving_images(loaded.matrix, loaded.lines, "matrix.yaml")
     assert [p.key for p in problems] == ["images.vllm-rocm.container", "images.sglang-rocm.container"]
-    assert [p.line for p in problems] == [105, 110]
+    assert [p.line for p in problems] == [112, 117]
     assert f"pin it by digest, `{VLLM}@sha256:<digest>`" in problems[0].message
     assert f"skopeo inspect docker://{SGLANG}" in problems[1].message
     assert unpinned_serving_images(loaded.matrix, loaded.lines, "matrix.yaml", ["cpu", "cuda"]) == []
@@ -94,8 +95,8 @@ def test_a_release_plan_refuses_tags_and_writes_no_outputs(
     assert cli.main(["--matrix", path, "plan", "--github", "release", "--tag", "v0.1.0"]) == 3
     out, err = capsys.readouterr()
     assert out == "", "nothing may reach $GITHUB_OUTPUT"
-    assert err.startswith("error: matrix.yaml:105: images.vllm-rocm.container: ")
-    assert "matrix.yaml:110: images.sglang-rocm.container: " in err
+    assert err.startswith("error: matrix.yaml:112: images.vllm-rocm.container: ")
+    assert "matrix.yaml:117: images.sglang-rocm.container: " in err
     assert "Traceback" not in err
     # A backfill of a variant that runs no serving image is not held up by them.
     backfill = ["--matrix", path, "plan", "--github", "release", "--tag", "v0.1.0", "--variant", "cuda"]

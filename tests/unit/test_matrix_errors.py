@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 REAL = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
 
 Mutation = Callable[[str], str]
+# rocm-distro's simulation (rocm6-only simulates the same runtime, on sid)
+DISTRO_SIMULATE = "simulate: {runtime: system}\n    debian: {suite: trixie"
 LineSpec = int | str | tuple[str, str]
 
 MINIMAL = """\
@@ -108,7 +110,7 @@ CASES = [
         minimal("variants:\n  cpu:\n    distribution: xfer-engine-cpu\n    backend: cpu\n",
                 "variants:\n  - cpu\n"),
         9, "variants", "expected a mapping"),
-    bad("list-instead-of-dataclass", sub("simulate: {runtime: system}", "simulate: [system]"),
+    bad("list-instead-of-dataclass", sub(DISTRO_SIMULATE, "simulate: [system]\n    debian: {suite: trixie"),
         ("  rocm-distro:", "    simulate:"), "images.rocm-distro.simulate",
         "expected a mapping with keys runtime, prefix"),
     bad("scalar-document", "just some text\n",
@@ -136,8 +138,8 @@ CASES = [
     bad("python-empty", minimal('python: ["3.12"]', "python: []"),
         5, "python", "list at least one Python version"),
     bad("image-python-unsupported",
-        sub('    python: ["3.12"]\n    simulate: {runtime: prefix, prefix: /opt/rocm-6.4.1',
-                     '    python: ["3.8"]\n    simulate: {runtime: prefix, prefix: /opt/rocm-6.4.1'),
+        sub('    python: ["3.12"]\n    simulate: {runtime: prefix, prefix: /opt/rocm/lib, via: ld.so.conf.d}',
+            '    python: ["3.8"]\n    simulate: {runtime: prefix, prefix: /opt/rocm/lib, via: ld.so.conf.d}'),
         ("  vllm-rocm:", "    python:"), "images.vllm-rocm.python[0]", "'3.8' is not supported"),
     bad("unknown-backend", sub("backend: rocm", "backend: rcom"),
         "    backend: rcom", "variants.rocm.backend", "unknown backend 'rcom'; did you mean 'rocm'?"),
@@ -176,7 +178,8 @@ CASES = [
         4, "engine.import_name", "'9xfer' is not a Python identifier"),
     bad("bad-engine-version", sub('version: "0.1.0"', 'version: "zero"'),
         "  version:", "engine.version", "'zero' is not a PEP 440 version"),
-    bad("bad-simulate-runtime", sub("simulate: {runtime: system}", "simulate: {runtime: sytem}"),
+    bad("bad-simulate-runtime",
+        sub(DISTRO_SIMULATE, "simulate: {runtime: sytem}\n    debian: {suite: trixie"),
         ("  rocm-distro:", "    simulate:"), "images.rocm-distro.simulate.runtime",
         "'sytem' is not one of 'system', 'prefix', 'absent'; did you mean 'system'?"),
     bad("prefix-runtime-without-prefix",
@@ -185,20 +188,20 @@ CASES = [
         ("  rocm-ld-library-path:", "    simulate:"), "images.rocm-ld-library-path.simulate.prefix",
         "runtime: prefix needs the library directory"),
     bad("relative-prefix",
-        sub("prefix: /opt/rocm-6.4.3/lib, via: ld.so.conf.d}\n    debian",
-                     "prefix: opt/rocm-6.4.3/lib, via: ld.so.conf.d}\n    debian"),
+        sub("prefix: /opt/rocm-7.2.4/lib, via: ld.so.conf.d}\n    debian",
+            "prefix: opt/rocm-7.2.4/lib, via: ld.so.conf.d}\n    debian"),
         ("  rocm-opt-prefix:", "    simulate:"), "images.rocm-opt-prefix.simulate.prefix",
-        "'opt/rocm-6.4.3/lib' must be an absolute path"),
+        "'opt/rocm-7.2.4/lib' must be an absolute path"),
     bad("image-without-container-or-simulation",
         sub("    simulate: {runtime: absent, rootfs: debootstrap-minbase}\n", ""),
         "  clean-minbase:", "images.clean-minbase", "give a container reference, a simulation, or both"),
     bad("bad-build-image-gcc",
-        sub("debian: {suite: sid, packages: [libamdhip64-dev, libhsa-runtime-dev]}",
-            'debian: {suite: sid, gcc: "g++-14", packages: [libamdhip64-dev, libhsa-runtime-dev]}'),
+        sub("debian: {suite: trixie, packages: [libamdhip64-dev/experimental",
+            'debian: {suite: trixie, gcc: "g++-14", packages: [libamdhip64-dev/experimental'),
         ("  rocm:", "      debian:"), "variants.rocm.build_image.debian.gcc",
         "'g++-14' is not a GCC major like '14'"),
     bad("gcc-on-a-serving-image",
-        sub("    debian: {suite: sid}\n", '    debian: {suite: sid, gcc: "14"}\n'),
+        sub("    debian: {suite: trixie}\n", '    debian: {suite: trixie, gcc: "14"}\n'),
         ("  rocm-absent:", "    debian:"), "images.rocm-absent.debian.gcc", "serving images compile nothing"),
     bad("bad-node-count", sub("nodes: 2 ", "nodes: 3 "),
         ("  mi300x-pd:", "    nodes:"), "hardware.mi300x-pd.nodes", "1 (one runner) or 2"),

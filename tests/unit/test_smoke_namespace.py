@@ -135,12 +135,12 @@ def _libdir(path: Path, *names: str) -> Path:
 def test_the_declared_major_wins_over_the_distributions_older_runtime(
     rocm: ResolvedVariant, tmp_path: Path
 ) -> None:
-    distro = _libdir(tmp_path / "usr-lib", "libamdhip64.so.5")
-    amd = _libdir(tmp_path / "opt-rocm-6.4.4-lib", "libamdhip64.so.6", "libhsa-runtime64.so.1")
+    distro = _libdir(tmp_path / "usr-lib", "libamdhip64.so.6")
+    amd = _libdir(tmp_path / "opt-rocm-7.2.4-lib", "libamdhip64.so.7", "libhsa-runtime64.so.1")
     found = find_host_runtime(rocm, [distro, amd])
     assert found.libdir == amd
     assert found.usable
-    assert found.files == ("libamdhip64.so.6", "libhsa-runtime64.so.1")
+    assert found.files == ("libamdhip64.so.7", "libhsa-runtime64.so.1")
 
 
 def test_another_major_only_is_an_error_naming_the_install_command(
@@ -154,15 +154,15 @@ def test_another_major_only_is_an_error_naming_the_install_command(
         require_host_runtime(rocm, found, "rocm-opt-prefix")
     text = str(info.value)
     assert "libamdhip64.so.5" in text
-    assert "declares toolkit 6.4 (matrix.yaml:" in text
-    assert "binds libamdhip64.so.6" in text
-    assert "`release toolchain install rocm 6.4 --runtime-only`" in text
+    assert "declares toolkit 7.2 (matrix.yaml:" in text
+    assert "binds libamdhip64.so.7" in text
+    assert "`release toolchain install rocm 7.2 --runtime-only`" in text
 
 
 def test_no_runtime_at_all_names_where_it_looked(rocm: ResolvedVariant, tmp_path: Path) -> None:
     found = find_host_runtime(rocm, [_libdir(tmp_path / "empty")])
     assert not found.usable
-    with pytest.raises(ToolchainError, match=r"this machine has none \(libamdhip64.so.6 not in"):
+    with pytest.raises(ToolchainError, match=r"this machine has none \(libamdhip64.so.7 not in"):
         require_host_runtime(rocm, found, "rocm-distro")
 
 

@@ -21,6 +21,7 @@ from release.wheel.names import parse_wheel_name
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ROOT / "packaging" / "backends"
 VLLM = "docker.io/vllm/vllm-openai-rocm:v0.21.0"
+SGLANG = "docker.io/lmsysorg/sglang:v0.5.11-rocm720-mi30x"
 HOST_236 = frozenset({"manylinux_2_36_x86_64", "manylinux_2_28_x86_64", "linux_x86_64", "any"})
 
 
@@ -278,7 +279,7 @@ def test_the_smoke_table_names_stand_ins_and_the_build_image(
     table = summary(outcomes)
     assert f"podman container localhost/xfer-build-rocm ({REFUSED})" in table
     assert f"stand-in for {VLLM}: podman container localhost/xfer-standin-vllm-rocm" in table
-    assert "stand-in for docker.io/lmsysorg/sglang:v0.5.2-rocm630-mi30x: podman container" in table
+    assert f"stand-in for {SGLANG}: podman container localhost/xfer-standin-sglang-rocm" in table
 
 
 def test_with_pull_a_failed_pull_fails_that_leg_naming_the_reference(
@@ -301,5 +302,4 @@ def test_with_pull_a_failed_pull_fails_that_leg_naming_the_reference(
     assert by_image["vllm-rocm"].error == f"cannot pull {VLLM}: no registry"
     assert by_image["vllm-rocm"].runner == f"podman container {VLLM}"
     # The other serving image ran, from its reference: no stand-in with --pull.
-    assert legs == [("sglang-rocm", "docker.io/lmsysorg/sglang:v0.5.2-rocm630-mi30x",
-                     "podman container docker.io/lmsysorg/sglang:v0.5.2-rocm630-mi30x")]  # fmt: skip
+    assert legs == [("sglang-rocm", SGLANG, f"podman container {SGLANG}")]

@@ -25,9 +25,10 @@ def test_rocm_serving_images_cross_every_hardware_tier() -> None:
     assert by_id["cp312-rocm-vllm-rocm-mi355x"].architecture == "gfx950"
     assert by_id["cp312-rocm-sglang-rocm-mi300x"].architecture == "gfx942"
     assert by_id["cp312-rocm-vllm-rocm-mi300x-pd"].nodes == 2
-    assert by_id["cp312-rocm-vllm-rocm-mi300x"].container.startswith("docker.io/rocm/vllm:")
+    assert by_id["cp312-rocm-vllm-rocm-mi300x"].container.startswith("docker.io/vllm/vllm-openai-rocm:")
     # simulated-only images (no container reference) never reach the hardware runners
-    assert not [s for s in steps if s.image.startswith(("rocm-distro", "rocm-absent", "clean-minbase"))]
+    simulated_only = ("rocm-distro", "rocm-absent", "rocm6-only", "clean-minbase")
+    assert not [s for s in steps if s.image.startswith(simulated_only)]
 
 
 def test_plan_smoke_json_lists_the_cross_product(capsys: pytest.CaptureFixture[str]) -> None:

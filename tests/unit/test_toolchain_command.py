@@ -127,7 +127,7 @@ def test_smoke_runtime_installs_the_declared_major_where_the_simulations_need_it
     monkeypatch.setattr(toolchain, "find_host_runtime", lambda _v: older)
     argv = ["--matrix", MATRIX_FILE, "toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
     assert cli.main(argv) == 0
-    assert installs == [("rocm", "6.4", True)]
+    assert installs == [("rocm", "7.2", True)]
 
 
 def test_smoke_runtime_is_a_no_op_when_present_or_not_needed(
@@ -138,14 +138,14 @@ def test_smoke_runtime_is_a_no_op_when_present_or_not_needed(
 ) -> None:
     from release.smoke.hostruntime import HostRuntime
 
-    present = HostRuntime(tmp_path, ("libamdhip64.so.6",), matches=True)
+    present = HostRuntime(tmp_path, ("libamdhip64.so.7",), matches=True)
     monkeypatch.setattr(toolchain, "find_host_runtime", lambda _v: present)
     for variant in ("rocm", "cuda", "cpu"):
         argv = ["--matrix", MATRIX_FILE, "toolchain", "install", "--variant", variant, "--smoke-runtime"]
         assert cli.main(argv) == 0
     assert installs == []
     out = capsys.readouterr().out
-    assert "libamdhip64.so.6 already in" in out
+    assert "libamdhip64.so.7 already in" in out
     assert "cuda: no simulated image lays out the runtime from this machine: nothing to do" in out
     assert "cpu: the cpu backend needs no toolkit" in out
 
@@ -169,11 +169,12 @@ def test_smoke_runtime_skips_images_that_run_in_containers(
     assert cli.main(["--matrix", MATRIX_FILE, *argv]) == 0
     assert installs == []
     out = capsys.readouterr().out
-    boxed = "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, rocm-absent, vllm-rocm, sglang-rocm"
+    boxed = (
+        "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, rocm-absent, rocm6-only, vllm-rocm, sglang-rocm"
+    )
     assert f"{boxed} run in podman containers" in out
     monkeypatch.setattr(toolchain, "local_image_usable", lambda _engine, _local: False)
     assert cli.main(["--matrix", MATRIX_FILE, *argv]) == 0
-    assert installs == [("rocm", "6.4", True)]
-    assert "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, vllm-rocm, sglang-rocm lay out" in (
-        capsys.readouterr().out
-    )
+    assert installs == [("rocm", "7.2", True)]
+    laid_out = "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, rocm6-only, vllm-rocm, sglang-rocm"
+    assert f"{laid_out} lay out" in capsys.readouterr().out

@@ -116,7 +116,7 @@ def test_no_workflow_names_what_matrix_yaml_holds(name: str, loaded: LoadedMatri
         (("jobs", "build", "runs-on"), ["self-hosted", "mi300x"]),
         (("jobs", "build", "env", "VARIANT"), "rocm"),
         (("jobs", "build", "env", "PYTHON"), "3.12"),
-        (("jobs", "smoke-image", "env", "CONTAINER"), "docker.io/rocm/vllm:rocm6.4.1_vllm_0.10.1_20250909"),
+        (("jobs", "smoke-image", "env", "CONTAINER"), "docker.io/vllm/vllm-openai-rocm:v0.21.0"),
         (("jobs", "build", "steps", 0, "name"), "build the CPU wheel"),
     ],
 )
@@ -299,10 +299,10 @@ def test_a_new_variant_gets_jobs_without_a_workflow_edit(
 ) -> None:
     text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
     extra = (
-        "  rocm7:\n"
-        "    distribution: xfer-engine-rocm7\n"
+        "  rocm6:\n"
+        "    distribution: xfer-engine-rocm6\n"
         "    backend: rocm\n"
-        '    toolkit: "7.0"\n'
+        '    toolkit: "6.4"\n'
         "    cmake_defines: {XFER_BACKEND: hip}\n"
         '    exclude: ["libamdhip64.so*", "libhsa-runtime64.so*"]\n'
         "    images: [vllm-rocm]\n"
@@ -318,13 +318,13 @@ def test_a_new_variant_gets_jobs_without_a_workflow_edit(
     after = _plan_json(grown, capsys)
     added = [s for s in after if s not in before]
     assert [s["identifier"] for s in added] == [
-        f"cp{py.replace('.', '')}-rocm7-manylinux_x86_64" for py in loaded.matrix.python
+        f"cp{py.replace('.', '')}-rocm6-manylinux_x86_64" for py in loaded.matrix.python
     ]
-    assert {s["variant"] for s in added} == {"rocm7"}
+    assert {s["variant"] for s in added} == {"rocm6"}
     # Every key the build jobs read from `matrix.` is in each entry.
     used = matrix_keys("release.yml")
     assert used - {"runner", "container", "image", "artifact"} <= set(added[0])
-    smoke_added = [s for s in _plan_json(grown, capsys, smoke=True) if s["variant"] == "rocm7"]
+    smoke_added = [s for s in _plan_json(grown, capsys, smoke=True) if s["variant"] == "rocm6"]
     assert [(s["image"], s["hardware"]) for s in smoke_added] == [("vllm-rocm", "mi355x")]
     # The workflows themselves need no edit: the new names are not in them and they still pass.
     for name in NAMES:
