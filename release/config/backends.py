@@ -98,6 +98,10 @@ class Backend:
     def runtime_help(self, soname: str) -> str:
         """`runtime_hint` for one soname: what a user installs so that the loader finds it."""
         packages = " ".join(self.debian_runtime.get(soname, ())) or soname
+        archive = self.debian_archive.get(soname)
+        if archive and archive != "sid":
+            # Only that archive carries it (HIP 7.2: experimental): apt must be pointed there.
+            packages = f"-t {archive} {packages}"
         releases = self.releases_providing(soname)
         return self.runtime_hint.format(soname=soname, releases=releases, debian=packages)
 

@@ -100,11 +100,7 @@ def write_host_matrix(
         # Host wheels bind the host's HIP 5.2: smoke them in simulations of the host's runtime,
         # not in the Debian containers that carry the declared ROCm's.
         image.pop("debian", None)
-    if "rocm" in data["variants"] and HOST_HIP:
-        # rocm6-only stands for an image whose runtime is older than the declared one: the
-        # host's own runtime is the one such a host wheel binds.
-        images = data["variants"]["rocm"].get("images", [])
-        data["variants"]["rocm"]["images"] = [i for i in images if i != "rocm6-only"]
+
     keep = variants or HOST_VARIANTS
     data["variants"] = {k: v for k, v in data["variants"].items() if k in keep}
     directory.mkdir(parents=True, exist_ok=True)

@@ -73,7 +73,7 @@ def test_rocm_options_follow_the_matrix(loaded: LoadedMatrix) -> None:
     (unquoted,) = shlex.split(value)
     required = json.loads(unquoted)["libamdhip64.so.7"]
     assert required["provided_by"] == "ROCm 7.x or 10.x"
-    assert "`apt install libamdhip64-7`" in required["install"]
+    assert "`apt install -t experimental libamdhip64-7`" in required["install"]
     assert opts["test-command"] == "python -c 'import xfer'"
 
 
