@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <sstream>
 #include <stdexcept>
 
@@ -32,10 +34,16 @@ namespace {
 constexpr size_t kMaxLine = 1 << 20;
 constexpr size_t kMaxRegions = 65536;
 constexpr size_t kReadChunk = 64 << 10;
+// Requests answered per connection per turn of the event loop: no client
+// holds the loop longer than this many requests while others wait.
+constexpr size_t kBatch = 64;
+// Buffers above this capacity are released once empty.
+constexpr size_t kKeepCapacity = 64 << 10;
 // Descriptors kept free for the listening socket, the epoll set, the wake
 // pipe, the spare descriptor and whatever the process itself opens.
 constexpr long kReservedFds = 32;
 constexpr int kAcceptBackoffMs = 100;
+constexpr int kTrimEveryMs = 1000;
 
 bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > 256) return false;
@@ -49,17 +57,37 @@ int64_t now_ms() {
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
+
+size_t heap_bytes(const std::string& s) { return s.capacity() > 15 ? s.capacity() + 1 : 0; }
+
+// What one segment holds, as allocated: the map node, the name, the
+// endpoint and the region list.
+uint64_t segment_bytes(const std::string& name, const SegmentInfo& info) {
+  uint64_t b = 128 + heap_bytes(name) + heap_bytes(info.host) + info.regions.capacity() * sizeof(RegionInfo);
+  for (auto& r : info.regions) b += heap_bytes(r.kind);
+  return b;
+}
+
+void release(std::string& s) {
+  if (s.capacity() > kKeepCapacity) std::string().swap(s);
+  else s.clear();
+}
 }  // namespace
 
 struct MasterServer::Conn {
   int fd = -1;
-  std::string in;        // received, not yet answered
-  std::string out;       // replies not yet sent
+  uint64_t id = 0;
+  std::string in;        // received; in[in_off:] not yet answered
+  size_t in_off = 0;
+  std::string out;       // replies; out[out_off:] not yet sent
   size_t out_off = 0;
-  int64_t last_ms = 0;   // last time bytes moved
+  int64_t last_ms = 0;   // last completed request (or completed send of replies)
   bool eof = false;      // the client shut down its side
   bool close_after = false;
+  bool queued = false;   // in ready_
   uint32_t events = 0;   // what epoll watches
+  size_t unsent() const { return out.size() - out_off; }
+  bool has_line() const { return in.find('\n', in_off) != std::string::npos; }
 };
 
 MasterServer::MasterServer(const std::string& host, uint16_t port, MasterLimits limits) : limits_(limits) {
@@ -109,6 +137,10 @@ MasterStats MasterServer::stats() const {
   s.accepted = accepted_;
   s.refused = refused_;
   s.idle_closed = idle_closed_;
+  s.output_closed = output_closed_;
+  s.oom = oom_;
+  s.segments = segment_count_;
+  s.registered_bytes = registered_bytes_;
   return s;
 }
 
@@ -128,9 +160,11 @@ void MasterServer::serve() {
   // How often idle connections are looked for: a quarter of the timeout, within [10 ms, 1 s].
   const int sweep_every = idle > 0 ? std::max(10, std::min(1000, idle / 4)) : -1;
   int64_t next_sweep = sweep_every > 0 ? now_ms() + sweep_every : 0;
+  int64_t next_trim = 0;
   epoll_event events[256];
   while (!stopping_) {
     int timeout = sweep_every;
+    if (!ready_.empty()) timeout = 0;
     if (accept_paused_) {
       int64_t left = accept_resume_ms_ - now_ms();
       int t = left < 0 ? 0 : static_cast<int>(left);
@@ -149,11 +183,26 @@ void MasterServer::serve() {
       } else if (fd == listen_fd_) {
         accept_pending();
       } else {
-        on_event(fd, events[i].events);
+        try {
+          on_event(fd, events[i].events);
+        } catch (const std::bad_alloc&) {
+          // Out of memory for this client's buffers: it goes, the others stay.
+          ++oom_;
+          drop(fd);
+        }
       }
     }
     if (wake) break;
+    run_ready();
     const int64_t now = now_ms();
+    if (trim_pending_ && now >= next_trim) {
+      // Give the memory of closed connections back to the system.
+#ifdef __GLIBC__
+      ::malloc_trim(0);
+#endif
+      trim_pending_ = false;
+      next_trim = now + kTrimEveryMs;
+    }
     if (accept_paused_ && now >= accept_resume_ms_) pause_accept(false);
     if (sweep_every > 0 && now >= next_sweep) {
       sweep_idle();
@@ -185,7 +234,17 @@ void MasterServer::accept_pending() {
   for (int i = 0; i < 64; ++i) {
     int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
-      admit(fd);
+      try {
+        admit(fd);
+      } catch (const std::bad_alloc&) {
+        ++oom_;
+        if (conns_.find(fd) == conns_.end()) {
+          epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+          net::close_fd(fd);
+        } else {
+          drop(fd);
+        }
+      }
       continue;
     }
     if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
@@ -221,6 +280,7 @@ void MasterServer::admit(int fd) {
   }
   std::unique_ptr<Conn> c(new Conn());
   c->fd = fd;
+  c->id = ++next_conn_id_;
   c->last_ms = now_ms();
   c->events = EPOLLIN;
   epoll_event ev{};
@@ -242,6 +302,7 @@ void MasterServer::drop(int fd) {
   net::close_fd(fd);
   conns_.erase(it);
   active_ = conns_.size();
+  trim_pending_ = true;
 }
 
 void MasterServer::watch(Conn* c, uint32_t events) {
@@ -268,91 +329,145 @@ void MasterServer::on_event(int fd, uint32_t events) {
   auto it = conns_.find(fd);
   if (it == conns_.end()) return;
   Conn* c = it->second.get();
-  if (!c->out.empty()) {
-    // Waiting to send: nothing is read until the replies are out.
-    if (events & (EPOLLERR | EPOLLHUP)) {
-      drop(fd);
-      return;
-    }
-    if (!flush(c)) return;
-    process(c);
+  if ((events & EPOLLERR) || ((events & EPOLLHUP) && !(events & EPOLLIN))) {
+    drop(fd);
     return;
   }
+  if ((events & EPOLLIN) && !c->eof && !c->close_after && !c->has_line()) {
+    read_some(c);
+    if (conns_.find(fd) == conns_.end()) return;
+  }
+  step(c);
+}
+
+// One read of at most kReadChunk bytes; called only when every complete
+// request already received has been answered.
+void MasterServer::read_some(Conn* c) {
+  if (c->in_off > 0) {
+    c->in.erase(0, c->in_off);
+    c->in_off = 0;
+  }
   char buf[kReadChunk];
-  ssize_t k = ::recv(fd, buf, sizeof(buf), 0);
+  ssize_t k = ::recv(c->fd, buf, sizeof(buf), 0);
   if (k < 0) {
     if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) return;
-    drop(fd);
+    drop(c->fd);
     return;
   }
   if (k == 0) {
     c->eof = true;
-  } else {
-    c->in.append(buf, static_cast<size_t>(k));
-    c->last_ms = now_ms();
+    return;
   }
-  process(c);
+  c->in.append(buf, static_cast<size_t>(k));
 }
 
-// Answers every complete line, sends the replies, and closes the connection
-// when the client is done. Replies the socket cannot take yet wait for
-// EPOLLOUT, and nothing more is read meanwhile (bounded memory per client).
-void MasterServer::process(Conn* c) {
+void MasterServer::enqueue(Conn* c) {
+  if (c->queued) return;
+  c->queued = true;
+  ready_.emplace_back(c->fd, c->id);
+}
+
+// One turn for every connection that still had requests to answer.
+void MasterServer::run_ready() {
+  for (size_t n = ready_.size(); n > 0 && !ready_.empty(); --n) {
+    auto [fd, id] = ready_.front();
+    ready_.pop_front();
+    auto it = conns_.find(fd);
+    if (it == conns_.end() || it->second->id != id) continue;
+    it->second->queued = false;
+    try {
+      step(it->second.get());
+    } catch (const std::bad_alloc&) {
+      ++oom_;
+      drop(fd);
+    }
+  }
+}
+
+// Sends what it can, answers at most kBatch complete requests, and decides
+// what to wait for next: EPOLLOUT while replies are unsent, EPOLLIN once
+// every received request is answered, another turn (ready_) otherwise.
+void MasterServer::step(Conn* c) {
   const int fd = c->fd;
-  while (true) {
-    size_t start = 0;
-    while (!c->close_after && c->out.size() < kMaxLine) {
-      size_t nl = c->in.find('\n', start);
-      if (nl == std::string::npos) break;
-      std::string line = c->in.substr(start, nl - start);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      start = nl + 1;
-      c->out += handle(line);
-      c->out += '\n';
-    }
-    c->in.erase(0, start);
-    if (c->in.size() > kMaxLine && c->in.find('\n') == std::string::npos) {
-      c->out += "ERR request line longer than " + std::to_string(kMaxLine) + " bytes\n";
-      c->close_after = true;
-      c->in.clear();
-    }
-    if (!c->out.empty()) {
-      if (!flush(c)) return;        // dropped
-      if (!c->out.empty()) return;  // on_event() comes back on EPOLLOUT
-    }
-    const bool more = c->in.find('\n') != std::string::npos;
-    if (c->close_after || (c->eof && !more)) {
+  if (!flush(c)) return;
+  const uint64_t out_limit = limits_.max_output_bytes;
+  for (size_t answered = 0; answered < kBatch && !c->close_after; ++answered) {
+    size_t nl = c->in.find('\n', c->in_off);
+    if (nl == std::string::npos) break;
+    if (out_limit > 0 && c->unsent() > out_limit) {
+      // Requests keep coming and replies are not read: this client goes.
+      ++output_closed_;
       drop(fd);
       return;
     }
-    if (!more) return;
+    size_t len = nl - c->in_off;
+    if (len > 0 && c->in[nl - 1] == '\r') --len;
+    std::string reply = handle(c->in.substr(c->in_off, len));
+    c->in_off = nl + 1;
+    c->out += reply;
+    c->out += '\n';
+    c->last_ms = now_ms();
   }
+  if (c->in_off == c->in.size()) {
+    release(c->in);
+    c->in_off = 0;
+  }
+  const bool more = c->has_line();
+  if (!more && !c->close_after && c->in.size() - c->in_off > kMaxLine) {
+    c->out += "ERR request line longer than " + std::to_string(kMaxLine) + " bytes\n";
+    c->close_after = true;
+    release(c->in);
+    c->in_off = 0;
+  }
+  if (!flush(c)) return;
+  if (c->unsent() == 0 && (c->close_after || (c->eof && !more))) {
+    drop(fd);
+    return;
+  }
+  if (more && !c->close_after) enqueue(c);
+  uint32_t ev = 0;
+  if (c->unsent() > 0) ev |= EPOLLOUT;
+  if (!more && !c->eof && !c->close_after) ev |= EPOLLIN;
+  watch(c, ev);
 }
 
 // Sends pending replies; false when the connection was dropped.
 bool MasterServer::flush(Conn* c) {
+  if (c->unsent() == 0) return true;
   while (c->out_off < c->out.size()) {
     ssize_t k = ::send(c->fd, c->out.data() + c->out_off, c->out.size() - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
       c->out_off += static_cast<size_t>(k);
-      c->last_ms = now_ms();
       continue;
     }
     if (k < 0 && errno == EINTR) continue;
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      watch(c, EPOLLOUT);
+      if (c->out_off > kKeepCapacity && c->out_off * 2 > c->out.size()) {
+        c->out.erase(0, c->out_off);
+        c->out_off = 0;
+      }
       return true;
     }
     drop(c->fd);
     return false;
   }
-  c->out.clear();
+  release(c->out);
   c->out_off = 0;
-  watch(c, c->eof ? 0u : static_cast<uint32_t>(EPOLLIN));
+  c->last_ms = now_ms();  // the exchange is complete
   return true;
 }
 
 std::string MasterServer::handle(const std::string& line) {
+  try {
+    return handle_impl(line);
+  } catch (const std::bad_alloc&) {
+    ++oom_;
+    return "ERR out of memory: xfer-master could not allocate for this request; nothing was changed";
+  }
+}
+
+std::string MasterServer::handle_impl(const std::string& line) {
+  if (line == "PING") return std::string("OK xfer-master ") + version() + " " + backend_name();
   std::istringstream in(line);
   std::string cmd;
   in >> cmd;
@@ -366,13 +481,31 @@ std::string MasterServer::handle(const std::string& line) {
         n > kMaxRegions)
       return "ERR malformed PUT";
     info.port = static_cast<uint16_t>(port);
+    info.regions.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       RegionInfo r;
       if (!(in >> r.addr >> r.length >> r.kind)) return "ERR malformed region list";
-      info.regions.push_back(r);
+      info.regions.push_back(std::move(r));
     }
+    const uint64_t bytes = segment_bytes(name, info);
     std::lock_guard<std::mutex> lk(mu_);
-    segments_[name] = std::move(info);
+    auto it = segments_.find(name);
+    const uint64_t old = it == segments_.end() ? 0 : segment_bytes(it->first, it->second);
+    if (it == segments_.end() && limits_.max_segments > 0 && segments_.size() >= limits_.max_segments)
+      return "ERR segment limit: xfer-master holds at most " + std::to_string(limits_.max_segments) +
+             " segments (--max-segments); DEL some first";
+    const uint64_t total = registered_bytes_ - old + bytes;
+    if (limits_.max_registered_bytes > 0 && total > limits_.max_registered_bytes)
+      return "ERR registered bytes limit: this segment needs " + std::to_string(bytes) + " bytes and " +
+             std::to_string(registered_bytes_ - old) + " of at most " + std::to_string(limits_.max_registered_bytes) +
+             " are held (--max-registered-bytes); DEL some first";
+    if (it == segments_.end()) {
+      segments_.emplace(name, std::move(info));  // strong guarantee: on bad_alloc nothing changed
+    } else {
+      it->second = std::move(info);  // moves do not allocate
+    }
+    registered_bytes_ = total;
+    segment_count_ = segments_.size();
     return "OK";
   }
   if (cmd == "GET") {
@@ -390,7 +523,12 @@ std::string MasterServer::handle(const std::string& line) {
     std::string name;
     if (!(in >> name)) return "ERR malformed DEL";
     std::lock_guard<std::mutex> lk(mu_);
-    segments_.erase(name);
+    auto it = segments_.find(name);
+    if (it != segments_.end()) {
+      registered_bytes_ -= segment_bytes(it->first, it->second);
+      segments_.erase(it);
+      segment_count_ = segments_.size();
+    }
     return "OK";
   }
   if (cmd == "STATS") {
@@ -398,7 +536,10 @@ std::string MasterServer::handle(const std::string& line) {
     std::ostringstream out;
     out << "OK active=" << st.active << " accepted=" << st.accepted << " refused=" << st.refused
         << " idle_closed=" << st.idle_closed << " max_connections=" << limits_.max_connections
-        << " idle_timeout_ms=" << limits_.idle_timeout_ms;
+        << " idle_timeout_ms=" << limits_.idle_timeout_ms << " output_closed=" << st.output_closed
+        << " oom=" << st.oom << " segments=" << st.segments << " registered_bytes=" << st.registered_bytes
+        << " max_segments=" << limits_.max_segments << " max_registered_bytes=" << limits_.max_registered_bytes
+        << " max_output_bytes=" << limits_.max_output_bytes;
     return out.str();
   }
   if (cmd == "LIST") {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,15 +22,43 @@ void on_signal(int) {
   }
 }
 
+// BYTES with an optional binary suffix (K, M, G, T); false when malformed.
+bool parse_bytes(const std::string& v, uint64_t* out) {
+  if (v.empty() || v[0] < '0' || v[0] > '9') return false;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  std::string suffix = end;
+  int shift = 0;
+  if (suffix == "" || suffix == "B") shift = 0;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB") shift = 10;
+  else if (suffix == "M" || suffix == "MiB") shift = 20;
+  else if (suffix == "G" || suffix == "GiB") shift = 30;
+  else if (suffix == "T" || suffix == "TiB") shift = 40;
+  else return false;
+  if (n > (~0ull >> shift)) return false;
+  *out = static_cast<uint64_t>(n) << shift;
+  return true;
+}
+
 void usage(FILE* f) {
   std::fprintf(f,
                "usage: xfer-master [--host ADDR] [--port N] [--max-connections N] [--idle-timeout SECONDS]\n"
-               "                   [--version]\n"
+               "                   [--max-segments N] [--max-registered-bytes BYTES]\n"
+               "                   [--max-output-buffer BYTES] [--version]\n"
                "  --host ADDR            address to listen on (default 0.0.0.0)\n"
                "  --port N               TCP port; 0 picks a free one (default 0)\n"
                "  --max-connections N    concurrent client connections (default 1024, at most what\n"
                "                         RLIMIT_NOFILE leaves room for); more get 'ERR busy: ...'\n"
-               "  --idle-timeout SECONDS close a connection idle this long (default 60; 0 never)\n"
+               "  --idle-timeout SECONDS close a connection that has not completed a request for this\n"
+               "                         long, whatever bytes it drips (default 60; 0 never)\n"
+               "  --max-segments N       segments held; a PUT of one more is answered 'ERR segment limit'\n"
+               "                         (default 65536; 0 no limit)\n"
+               "  --max-registered-bytes BYTES\n"
+               "                         metadata bytes the segments hold; a PUT over it is answered\n"
+               "                         'ERR registered bytes limit' (default 256M; K, M, G suffixes; 0 no limit)\n"
+               "  --max-output-buffer BYTES\n"
+               "                         unsent replies a connection may hold when its next request is\n"
+               "                         answered; over it the client is disconnected (default 256K; 0 no limit)\n"
                "Prints 'xfer-master listening on HOST:PORT' once ready, then its limits;\n"
                "SIGTERM/SIGINT stop it.\n");
 }
@@ -65,6 +94,23 @@ int main(int argc, char** argv) {
         return 2;
       }
       limits.idle_timeout_ms = secs == 0 ? 0 : std::max(1, static_cast<int>(secs * 1000));
+    } else if (a == "--max-segments" && i + 1 < argc) {
+      std::string v = argv[++i];
+      uint64_t n = 0;
+      if (!parse_bytes(v, &n) || v.find_first_not_of("0123456789") != std::string::npos) {
+        std::fprintf(stderr, "xfer-master: invalid --max-segments '%s' (a count, 0 for no limit)\n", v.c_str());
+        return 2;
+      }
+      limits.max_segments = n;
+    } else if ((a == "--max-registered-bytes" || a == "--max-output-buffer") && i + 1 < argc) {
+      std::string v = argv[++i];
+      uint64_t n = 0;
+      if (!parse_bytes(v, &n)) {
+        std::fprintf(stderr, "xfer-master: invalid %s '%s' (bytes, with K, M or G; 0 for no limit)\n", a.c_str(),
+                     v.c_str());
+        return 2;
+      }
+      (a == "--max-output-buffer" ? limits.max_output_bytes : limits.max_registered_bytes) = n;
     } else if ((a == "--port" || a == "--host") && i + 1 < argc) {
       std::string v = argv[++i];
       if (a == "--host") {
@@ -97,8 +143,14 @@ int main(int argc, char** argv) {
     const xfer::MasterLimits& eff = server.limits();
     char idle[64] = "none";
     if (eff.idle_timeout_ms > 0) std::snprintf(idle, sizeof(idle), "%g s", eff.idle_timeout_ms / 1000.0);
-    std::printf("xfer-master: at most %d connections%s, idle timeout %s\n", eff.max_connections,
-                eff.max_connections < asked ? " (all that RLIMIT_NOFILE leaves room for)" : "", idle);
+    auto cap = [](uint64_t v, const char* unit) {
+      return v == 0 ? std::string("unlimited ") + unit : std::to_string(v) + " " + unit;
+    };
+    std::printf("xfer-master: at most %d connections%s, idle timeout %s; %s, %s registered, %s of unsent "
+                "replies per connection\n",
+                eff.max_connections, eff.max_connections < asked ? " (all that RLIMIT_NOFILE leaves room for)" : "",
+                idle, cap(eff.max_segments, "segments").c_str(), cap(eff.max_registered_bytes, "bytes").c_str(),
+                cap(eff.max_output_bytes, "bytes").c_str());
     std::fflush(stdout);
     server.serve();
     g_wake_fd = -1;

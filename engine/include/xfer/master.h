@@ -7,19 +7,29 @@
 //   DEL <name>                         -> OK
 //   LIST                               -> OK <n> <name>*
 //   STATS                              -> OK active=<n> accepted=<n> refused=<n> idle_closed=<n>
-//                                            max_connections=<n> idle_timeout_ms=<n>
+//                                            max_connections=<n> idle_timeout_ms=<n> output_closed=<n>
+//                                            oom=<n> segments=<n> registered_bytes=<n> max_segments=<n>
+//                                            max_registered_bytes=<n> max_output_bytes=<n>
 // Errors reply "ERR <reason>". Addresses and lengths are decimal.
 // A connection over the server's limit gets one line, "ERR busy: <why>",
 // before any request, and is closed.
 //
 // One thread serves every connection (epoll): the master holds one
 // descriptor per open connection and nothing per request, closes a
-// connection when the client does, when it has been idle longer than the
-// idle timeout, or when it breaks the protocol.
+// connection when the client does, when it has not completed a request
+// within the idle timeout (bytes of an unfinished line do not count), when
+// its unsent replies exceed the output limit, or when it breaks the protocol.
+//
+// Bounds: segments and the metadata bytes they hold are capped (a PUT over
+// a cap, or one that runs out of memory, is answered "ERR ..." and changes
+// nothing). Each connection is answered at most kBatch requests per turn of
+// the event loop, so a request waits for at most one turn: at most
+// kBatch requests (and one 64 KiB read) of every other connection.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -46,7 +56,17 @@ struct MasterLimits {
   // Clamped to what RLIMIT_NOFILE leaves room for.
   int max_connections = 1024;
   // A connection without traffic for this long is closed; <= 0 never.
+  // A connection that has not completed a request (nor finished receiving
+  // its replies) for this long is closed, whatever bytes it drips; <= 0 never.
   int idle_timeout_ms = 60000;
+  // Segments held; a PUT of a new name beyond it is refused. 0: no limit.
+  uint64_t max_segments = 65536;
+  // Metadata bytes the segments hold (names, endpoints, region lists, as
+  // allocated); a PUT that would exceed it is refused. 0: no limit.
+  uint64_t max_registered_bytes = 256ull << 20;
+  // Unsent reply bytes a connection may hold before its next request is
+  // answered; over it, the client is not reading and is disconnected. 0: no limit.
+  uint64_t max_output_bytes = 256ull << 10;
 };
 
 struct MasterStats {
@@ -54,6 +74,10 @@ struct MasterStats {
   uint64_t accepted = 0;
   uint64_t refused = 0;
   uint64_t idle_closed = 0;
+  uint64_t output_closed = 0;  // disconnected over the output limit
+  uint64_t oom = 0;            // allocation failures answered or dropped
+  uint64_t segments = 0;
+  uint64_t registered_bytes = 0;
 };
 
 class MasterServer {
@@ -76,11 +100,15 @@ class MasterServer {
  private:
   struct Conn;
   std::string handle(const std::string& line);
+  std::string handle_impl(const std::string& line);
   void accept_pending();
   void admit(int fd);
   void refuse(int fd, const std::string& why);
   void on_event(int fd, uint32_t events);
-  void process(Conn* c);
+  void read_some(Conn* c);
+  void step(Conn* c);
+  void run_ready();
+  void enqueue(Conn* c);
   bool flush(Conn* c);
   void watch(Conn* c, uint32_t events);
   void drop(int fd);
@@ -99,7 +127,11 @@ class MasterServer {
   std::mutex mu_;
   std::map<std::string, SegmentInfo> segments_;
   std::map<int, std::unique_ptr<Conn>> conns_;  // touched by the serving thread only
+  std::deque<std::pair<int, uint64_t>> ready_;   // connections with requests left to answer
+  uint64_t next_conn_id_ = 0;
+  bool trim_pending_ = false;
   std::atomic<uint64_t> active_{0}, accepted_{0}, refused_{0}, idle_closed_{0};
+  std::atomic<uint64_t> output_closed_{0}, oom_{0}, segment_count_{0}, registered_bytes_{0};
   std::thread bg_;
 };
 
