@@ -44,6 +44,7 @@ constexpr size_t kKeepCapacity = 64 << 10;
 constexpr long kReservedFds = 32;
 constexpr int kAcceptBackoffMs = 100;
 constexpr int kTrimEveryMs = 1000;
+constexpr int kSendBuffer = 128 << 10;
 
 bool valid_name(const std::string& s) {
   if (s.empty() || s.size() > 256) return false;
@@ -91,6 +92,7 @@ struct MasterServer::Conn {
 };
 
 MasterServer::MasterServer(const std::string& host, uint16_t port, MasterLimits limits) : limits_(limits) {
+  ping_reply_ = std::string("OK xfer-master ") + version() + " " + backend_name() + "\n";
   long room = net::fd_limit() - kReservedFds;
   if (room < 1) room = 1;
   if (limits_.max_connections < 1) limits_.max_connections = 1;
@@ -281,6 +283,10 @@ void MasterServer::admit(int fd) {
   std::unique_ptr<Conn> c(new Conn());
   c->fd = fd;
   c->id = ++next_conn_id_;
+  // Replies are small: a fixed kernel send buffer bounds what a client that
+  // does not read pins in the kernel (autotuning would let it grow to MBs).
+  int sndbuf = kSendBuffer;
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
   c->last_ms = now_ms();
   c->events = EPOLLIN;
   epoll_event ev{};
@@ -402,10 +408,13 @@ void MasterServer::step(Conn* c) {
     }
     size_t len = nl - c->in_off;
     if (len > 0 && c->in[nl - 1] == '\r') --len;
-    std::string reply = handle(c->in.substr(c->in_off, len));
+    if (len == 4 && c->in.compare(c->in_off, 4, "PING") == 0) {
+      c->out += ping_reply_;  // the heartbeat, answered without parsing
+    } else {
+      c->out += handle(c->in.substr(c->in_off, len));
+      c->out += '\n';
+    }
     c->in_off = nl + 1;
-    c->out += reply;
-    c->out += '\n';
     c->last_ms = now_ms();
   }
   if (c->in_off == c->in.size()) {

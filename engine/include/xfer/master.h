@@ -130,6 +130,7 @@ class MasterServer {
   std::deque<std::pair<int, uint64_t>> ready_;   // connections with requests left to answer
   uint64_t next_conn_id_ = 0;
   bool trim_pending_ = false;
+  std::string ping_reply_;
   std::atomic<uint64_t> active_{0}, accepted_{0}, refused_{0}, idle_closed_{0};
   std::atomic<uint64_t> output_closed_{0}, oom_{0}, segment_count_{0}, registered_bytes_{0};
   std::thread bg_;
