@@ -430,7 +430,134 @@ def role_midframe(argv: list[str]) -> int:
     return 0
 
 
-ROLES = {"engine": role_engine, "idle": role_idle, "stall": role_stall, "midframe": role_midframe}
+def _open_many(host: str, port: int, count: int, rcvbuf: int | None = None) -> list[socket.socket]:
+    """count blocking connections (loopback connects are quick), made non-blocking."""
+    socks = []
+    for _ in range(count):
+        s = socket.socket()
+        if rcvbuf:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        s.settimeout(30)
+        s.connect((host, port))
+        s.setblocking(False)
+        socks.append(s)
+    return socks
+
+
+def _closed_by_peer(s: socket.socket) -> bool:
+    """True when the peer has closed s (EOF or reset); reads and drops whatever it had sent."""
+    try:
+        while True:
+            data = s.recv(1 << 16)
+            if not data:
+                return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def role_drip(argv: list[str]) -> int:
+    """Slowloris: COUNT connections that each send one byte of a request line every EVERY seconds and
+    never finish it; reports when the server closed them (seconds after they were all open)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--every", type=float, default=0.2)
+    ap.add_argument("--limit", type=float, default=30)
+    a = ap.parse_args(argv)
+    raise_nofile(a.count + 256)
+    socks = _open_many(a.host, a.port, a.count)
+    start = time.monotonic()
+    _reply(connected=len(socks))
+    open_, closes, drips = set(range(len(socks))), [], 0
+    while open_ and time.monotonic() - start < a.limit:
+        for i in list(open_):
+            s = socks[i]
+            gone = _closed_by_peer(s)
+            if not gone:
+                try:
+                    s.send(b"G")
+                    drips += 1
+                except OSError:
+                    gone = True
+            if gone:
+                open_.discard(i)
+                closes.append(time.monotonic() - start)
+        time.sleep(a.every)
+    _reply(
+        count=len(socks),
+        closed=len(closes),
+        still_open=len(open_),
+        drips=drips,
+        first_close_s=min(closes, default=None),
+        last_close_s=max(closes, default=None),
+    )
+    for s in socks:
+        s.close()
+    return 0
+
+
+def role_nonreader(argv: list[str]) -> int:
+    """COUNT connections that pipeline BYTES of PING requests each and never read a reply; reports how
+    many the server disconnected, and when."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--bytes", type=int, required=True)
+    ap.add_argument("--limit", type=float, default=60)
+    a = ap.parse_args(argv)
+    raise_nofile(a.count + 256)
+    socks = _open_many(a.host, a.port, a.count, rcvbuf=4096)
+    payload = b"PING\n" * (a.bytes // 5)
+    sent = [0] * len(socks)
+    start = time.monotonic()
+    _reply(connected=len(socks))
+    sel = selectors.DefaultSelector()
+    for i, s in enumerate(socks):
+        sel.register(s, selectors.EVENT_WRITE, i)
+    closes: list[float] = []
+    full = 0
+    while sel.get_map() and time.monotonic() - start < a.limit:
+        for key, _ in sel.select(timeout=0.5):
+            i, s = key.data, key.fileobj
+            try:
+                sent[i] += s.send(payload[sent[i] : sent[i] + (256 << 10)])
+            except BlockingIOError:
+                continue
+            except OSError:
+                sel.unregister(s)
+                closes.append(time.monotonic() - start)
+                continue
+            if sent[i] >= len(payload):
+                sel.unregister(s)
+                full += 1
+    # Those that sent everything: wait for the server to close them too.
+    waiting = [s for i, s in enumerate(socks) if sent[i] >= len(payload)]
+    while waiting and time.monotonic() - start < a.limit:
+        still = []
+        for s in waiting:
+            if _closed_by_peer(s):
+                closes.append(time.monotonic() - start)
+            else:
+                still.append(s)
+        waiting = still
+        time.sleep(0.1)
+    _reply(
+        count=len(socks),
+        disconnected=len(closes),
+        sent_everything=full,
+        sent_mib=sum(sent) / (1 << 20),
+        last_close_s=max(closes, default=None),
+    )
+    for s in socks:
+        s.close()
+    return 0
+
+
+ROLES = {"engine": role_engine, "idle": role_idle, "stall": role_stall, "midframe": role_midframe, "drip": role_drip, "nonreader": role_nonreader}
 
 if __name__ == "__main__":
     sys.exit(ROLES[sys.argv[1]](sys.argv[2:]))
@@ -1249,3 +1376,177 @@ def test_master_cli_limits(master_bin, base_env):
     finally:
         assert m.stop() == 0
     report("xfer-master limits on its command line", topo, f"with RLIMIT_NOFILE=256: {m.limits_line!r}")
+
+
+# =========================================================================== the master is bounded
+
+
+class _AddressSpace(Topology):
+    """Loopback, with the servers under RLIMIT_AS (prlimit execs: same pid)."""
+
+    def __init__(self, env: dict, as_bytes: int) -> None:
+        super().__init__(env)
+        self.as_bytes = as_bytes
+
+    def prefix(self, side: str) -> list:
+        return ["prlimit", f"--as={self.as_bytes}", "--"] if side == "server" else []
+
+
+def _rss_kb(pid: int, field: str = "VmRSS") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    msg = f"no {field} for {pid}"
+    raise AssertionError(msg)
+
+
+def _ask(s: socket.socket, f: Any, line: str) -> str:
+    s.sendall(line.encode() + b"\n")
+    return f.readline().decode().strip()
+
+
+def _timed_ping(port: int) -> float:
+    """Seconds for a PING on a fresh connection (connect included)."""
+    t0 = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"PING\n")
+        assert s.makefile("rb").readline().startswith(b"OK xfer-master")
+    return time.perf_counter() - t0
+
+
+def test_master_segment_flood_under_512mb(master_bin, base_env, procs):
+    """PUTs of 65,536 regions each (about 3 MiB of metadata apiece) under RLIMIT_AS=512 MiB: with the
+    default caps they end in "ERR registered bytes limit"; with the caps lifted, in "ERR out of memory"
+    or a dropped connection. Either way the master keeps serving and keeps every earlier segment."""
+    regions = " ".join(f"{i} 1 host" for i in range(65536))  # under the 1 MiB line limit
+    lines = []
+    for extra, expect in (([], "ERR registered bytes limit"), (["--max-registered-bytes", "0"], "ERR out of memory")):
+        topo = _AddressSpace(base_env, 512 << 20)
+        master = procs.add(MasterProc(topo, master_bin, extra=extra))
+        s = socket.create_connection(("127.0.0.1", master.port), timeout=60)
+        f = s.makefile("rb")
+        accepted, refusal, t0 = 0, "", time.monotonic()
+        for i in range(400):
+            try:
+                reply = _ask(s, f, f"PUT seg{i} 127.0.0.1 9 65536 {regions}")
+            except OSError as exc:
+                reply = f"(connection dropped: {exc})"
+            if reply != "OK":
+                refusal = reply or "(connection closed)"
+                break
+            accepted += 1
+        flood_s = time.monotonic() - t0
+        assert master.alive(), "".join(master.err)[-2000:]
+        assert refusal, "400 PUTs of 3 MiB each were all accepted under a 512 MiB limit"
+        # A fresh connection: the master serves, and every accepted segment is intact.
+        s.close()
+        s = socket.create_connection(("127.0.0.1", master.port), timeout=60)
+        f = s.makefile("rb")
+        assert _ask(s, f, "PING").startswith("OK xfer-master")
+        listed = _ask(s, f, "LIST").split()
+        assert listed[0] == "OK" and int(listed[1]) == accepted
+        for i in (0, accepted - 1):
+            got = _ask(s, f, f"GET seg{i}").split()
+            assert got[:4] == ["OK", "127.0.0.1", "9", "65536"] and got[-3:] == ["65535", "1", "host"]
+        # Room comes back with a DEL.
+        assert _ask(s, f, "DEL seg0") == "OK"
+        again = _ask(s, f, f"PUT seg0 127.0.0.1 9 65536 {regions}")
+        stats = _ask(s, f, "STATS")
+        s.close()
+        rss = _rss_kb(master.pid) // 1024
+        assert master.stop() == 0
+        lines.append(
+            f"flags {extra or 'defaults'}: {accepted} PUTs accepted in {flood_s:.1f} s, then {refusal[:90]!r}; "
+            f"PUT after DEL: {again[:40]!r}; RSS {rss} MiB; {stats.split(' segments=')[1][:60]}"
+        )
+        if not extra:
+            assert refusal.startswith(expect) and again == "OK"
+        else:
+            assert refusal.startswith((expect, "(connection")), refusal
+    report("segment flood under RLIMIT_AS=512 MiB", Topology(base_env), *lines)
+
+
+def test_master_closes_slowloris_connections(master_bin, base_env, procs):
+    """1,000 connections that each drip one byte of a request line every 0.2 s and never finish it are
+    closed by the request deadline (--idle-timeout 2); a well-formed client is served meanwhile."""
+    topo = Topology(base_env)
+    raise_nofile(4096)
+    master = procs.add(MasterProc(topo, master_bin, nofile=4096, extra=["--idle-timeout", 2]))
+    drip = procs.add(topo.helper("drip", "--host", "127.0.0.1", "--port", master.port, "--count", 1000, "--limit", 20))
+    assert drip.json(60)["connected"] == 1000
+    pings = []
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 1.5:
+        pings.append(_timed_ping(master.port))
+        time.sleep(0.1)
+    res = drip.json(60)
+    assert drip.finish() == 0
+    pings.append(_timed_ping(master.port))
+    stats = _sock_stats(master.port)
+    report(
+        "1,000 slowloris connections, --idle-timeout 2",
+        topo,
+        f"closed {res['closed']} of {res['count']} after {res['drips']} drips: first {res['first_close_s']:.2f} s, "
+        f"last {res['last_close_s']:.2f} s after all were open",
+        f"well-formed PINGs meanwhile: {len(pings)}, max {max(pings) * 1000:.1f} ms",
+        f"master: idle_closed={stats['idle_closed']} active={stats['active']}",
+    )
+    assert res["closed"] == 1000 and res["still_open"] == 0
+    assert res["last_close_s"] < 2 + 2.5, res
+    assert max(pings) < 2.0
+    assert stats["idle_closed"] >= 1000
+    assert master.stop() == 0
+
+
+def _sock_stats(port: int) -> dict:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"STATS\n")
+        words = s.makefile("rb").readline().decode().split()
+    assert words[0] == "OK", words
+    return {k: int(v) for k, v in (w.split("=") for w in words[1:])}
+
+
+def test_master_disconnects_clients_that_do_not_read(master_bin, base_env, procs):
+    """1,000 clients pipeline 384 KiB of PINGs each and never read: each is disconnected once its unsent
+    replies pass --max-output-buffer 64K; a well-formed client's PING is answered within 2 s all along,
+    and the master's RSS comes back down afterwards."""
+    topo = Topology(base_env)
+    raise_nofile(4096)
+    master = procs.add(MasterProc(topo, master_bin, nofile=4096, extra=["--max-output-buffer", "64K"]))
+    _timed_ping(master.port)
+    rss0 = _rss_kb(master.pid)
+    flood = procs.add(
+        topo.helper("nonreader", "--host", "127.0.0.1", "--port", master.port, "--count", 1000,
+                    "--bytes", 384 << 10, "--limit", 60)
+    )
+    assert flood.json(60)["connected"] == 1000
+    pings, peak = [], 0
+    while True:
+        pings.append(_timed_ping(master.port))
+        peak = max(peak, _rss_kb(master.pid))
+        try:
+            res = json.loads(flood.lines.get(timeout=0.2))
+            break
+        except queue.Empty:
+            continue
+    assert flood.finish() == 0
+    deadline = time.monotonic() + 10
+    while _rss_kb(master.pid) > rss0 + 16 * 1024 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    rss1 = _rss_kb(master.pid)
+    stats = _sock_stats(master.port)
+    report(
+        "1,000 pipelining clients that never read, --max-output-buffer 64K",
+        topo,
+        f"disconnected {res['disconnected']} of {res['count']} ({res['sent_mib']:.0f} MiB of PINGs sent), "
+        f"last after {res['last_close_s']:.1f} s; output_closed={stats['output_closed']}",
+        f"well-formed PINGs meanwhile: {len(pings)}, median {statistics.median(pings) * 1000:.1f} ms, "
+        f"max {max(pings) * 1000:.1f} ms",
+        f"master RSS {rss0 // 1024} MiB before, peak >= {peak // 1024} MiB (VmHWM "
+        f"{_rss_kb(master.pid, 'VmHWM') // 1024} MiB), {rss1 // 1024} MiB after",
+    )
+    assert res["disconnected"] == 1000
+    assert stats["output_closed"] >= 1000 and stats["active"] == 1
+    assert max(pings) < 2.0
+    assert rss1 <= rss0 + 16 * 1024
+    assert master.stop() == 0
