@@ -557,7 +557,14 @@ def role_nonreader(argv: list[str]) -> int:
     return 0
 
 
-ROLES = {"engine": role_engine, "idle": role_idle, "stall": role_stall, "midframe": role_midframe, "drip": role_drip, "nonreader": role_nonreader}
+ROLES = {
+    "engine": role_engine,
+    "idle": role_idle,
+    "stall": role_stall,
+    "midframe": role_midframe,
+    "drip": role_drip,
+    "nonreader": role_nonreader,
+}
 
 if __name__ == "__main__":
     sys.exit(ROLES[sys.argv[1]](sys.argv[2:]))
@@ -1420,7 +1427,8 @@ def test_master_segment_flood_under_512mb(master_bin, base_env, procs):
     or a dropped connection. Either way the master keeps serving and keeps every earlier segment."""
     regions = " ".join(f"{i} 1 host" for i in range(65536))  # under the 1 MiB line limit
     lines = []
-    for extra, expect in (([], "ERR registered bytes limit"), (["--max-registered-bytes", "0"], "ERR out of memory")):
+    cases = (([], "ERR registered bytes limit"), (["--max-registered-bytes", "0"], "ERR out of memory"))
+    for extra, expect in cases:
         topo = _AddressSpace(base_env, 512 << 20)
         master = procs.add(MasterProc(topo, master_bin, extra=extra))
         s = socket.create_connection(("127.0.0.1", master.port), timeout=60)
@@ -1456,7 +1464,8 @@ def test_master_segment_flood_under_512mb(master_bin, base_env, procs):
         rss = _rss_kb(master.pid) // 1024
         assert master.stop() == 0
         lines.append(
-            f"flags {extra or 'defaults'}: {accepted} PUTs accepted in {flood_s:.1f} s, then {refusal[:90]!r}; "
+            f"flags {extra or 'defaults'}: {accepted} PUTs accepted in {flood_s:.1f} s, "
+            f"then {refusal[:90]!r}; "
             f"PUT after DEL: {again[:40]!r}; RSS {rss} MiB; {stats.split(' segments=')[1][:60]}"
         )
         if not extra:
@@ -1472,7 +1481,9 @@ def test_master_closes_slowloris_connections(master_bin, base_env, procs):
     topo = Topology(base_env)
     raise_nofile(4096)
     master = procs.add(MasterProc(topo, master_bin, nofile=4096, extra=["--idle-timeout", 2]))
-    drip = procs.add(topo.helper("drip", "--host", "127.0.0.1", "--port", master.port, "--count", 1000, "--limit", 20))
+    drip = procs.add(
+        topo.helper("drip", "--host", "127.0.0.1", "--port", master.port, "--count", 1000, "--limit", 20)
+    )
     assert drip.json(60)["connected"] == 1000
     pings = []
     t0 = time.monotonic()
@@ -1486,7 +1497,8 @@ def test_master_closes_slowloris_connections(master_bin, base_env, procs):
     report(
         "1,000 slowloris connections, --idle-timeout 2",
         topo,
-        f"closed {res['closed']} of {res['count']} after {res['drips']} drips: first {res['first_close_s']:.2f} s, "
+        f"closed {res['closed']} of {res['count']} after {res['drips']} drips: "
+        f"first {res['first_close_s']:.2f} s, "
         f"last {res['last_close_s']:.2f} s after all were open",
         f"well-formed PINGs meanwhile: {len(pings)}, max {max(pings) * 1000:.1f} ms",
         f"master: idle_closed={stats['idle_closed']} active={stats['active']}",
