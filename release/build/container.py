@@ -19,6 +19,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from release import atomic
 from release.build import images
 from release.build.cibw import cibuildwheel_env
 from release.build.host import (
@@ -192,7 +193,7 @@ def run_cibuildwheel(
     wheelhouse.mkdir(parents=True, exist_ok=True)
     remove_previous_wheels(wheelhouse, {step.python_tag for step in steps})
     for wheel in built:
-        shutil.move(str(report_path(wheel)), report_path(wheelhouse / wheel.name))
-        shutil.move(str(wheel), wheelhouse / wheel.name)
+        atomic.move_file(report_path(wheel), report_path(wheelhouse / wheel.name))
+        atomic.move_file(wheel, wheelhouse / wheel.name)
     shutil.rmtree(scratch, ignore_errors=True)
     return [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in results], lacking
