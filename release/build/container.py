@@ -19,7 +19,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from release import atomic
+from release import atomic, interrupts
 from release.build import images
 from release.build.cibw import cibuildwheel_env
 from release.build.host import (
@@ -175,7 +175,9 @@ def run_cibuildwheel(
         env["SOURCE_DATE_EPOCH"] = source_date_epoch(root)
         pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
         say(f"[{variant.name}] cibuildwheel in {chosen} through {engine} for Python {pythons}")
-        proc = subprocess.run(cibuildwheel_command("src", scratch), cwd=project, env=env, check=False)
+        proc = subprocess.Popen(cibuildwheel_command("src", scratch), cwd=project, env=env, start_new_session=True)
+        with interrupts.tracked(proc):
+            proc.wait()
         if proc.returncode != 0:
             shutil.rmtree(scratch, ignore_errors=True)
             msg = (

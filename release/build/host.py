@@ -14,8 +14,8 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +41,7 @@ from release.build.reuse import (
 )
 from release.build.stage import check_wheel_identity, stage_project
 from release.build.toolchain import Toolchain, find_toolchain
-from release.errors import BuildError, ReleaseError
+from release.errors import BuildError, ReleaseError, os_error_line
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
@@ -315,21 +315,39 @@ def build_variant(
                 )
                 for i in wave.steps
             ]
-            for future in futures:
-                try:
-                    result = future.result()
-                except ReleaseError as exc:
-                    errors.append(exc)
-                    continue
-                except (OSError, subprocess.SubprocessError) as exc:
-                    errors.append(BuildError(f"{type(exc).__name__}: {exc}"))
-                    continue
-                results.append(result)
-                if on_done:
-                    on_done(result)
+            try:
+                _collect(zip(wave.steps, futures, strict=True), steps, results, errors, on_done)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)  # queued wheels never start
+                raise
     if errors:
         raise BuildError("\n".join(str(e) for e in errors))
     return results
+
+
+def _collect(
+    done: Iterable[tuple[int, Future[WheelResult]]],
+    steps: tuple[BuildStep, ...],
+    results: list[WheelResult],
+    errors: list[ReleaseError],
+    on_done: Callable[[WheelResult], None] | None,
+) -> None:
+    """Wait for a wave's wheels in order; a failed wheel is recorded and the others go on."""
+    for i, future in done:
+        try:
+            result = future.result()
+        except ReleaseError as exc:
+            errors.append(exc)
+            continue
+        except OSError as exc:
+            errors.append(BuildError(f"{steps[i].identifier}: {os_error_line(exc)}"))
+            continue
+        except subprocess.SubprocessError as exc:
+            errors.append(BuildError(f"{type(exc).__name__}: {exc}"))
+            continue
+        results.append(result)
+        if on_done:
+            on_done(result)
 
 
 def remove_previous_wheels(wheelhouse: Path, python_tags: set[str]) -> None:
