@@ -22,6 +22,7 @@ from pathlib import Path
 from release import atomic, interrupts
 from release.build import images
 from release.build.cibw import cibuildwheel_env
+from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.host import (
     WheelResult,
     compiler_summary,
@@ -138,6 +139,7 @@ def run_cibuildwheel(
     image: str | None = None,
     release_image: bool = False,
     skip_absent_pythons: bool = False,
+    lock_wait_s: float = DEFAULT_WAIT_S,
 ) -> tuple[list[WheelResult], list[str]]:
     """Build the steps' wheels in the variant's build image: (the wheels, verified as a host build
     verifies them; the Pythons skipped because the image lacks them).
@@ -160,6 +162,21 @@ def run_cibuildwheel(
             msg = f"image {chosen} has none of the interpreters the build needs ({', '.join(wanted)})"
             raise ToolchainError(msg)
         images.require_interpreters(engine, chosen, tuple(s.python for s in steps))
+    root = variant.matrix_root
+    with build_lock(root / "build" / variant.name, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say):
+        scratch = root / "build" / variant.name / "container-out"
+        try:
+            return _run_locked(steps, wheelhouse=wheelhouse, version=version, engine=engine, chosen=chosen, local=local), lacking
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_locked(
+    steps: tuple[BuildStep, ...], *, wheelhouse: Path, version: str, engine: str, chosen: str, local: bool
+) -> list[WheelResult]:
+    """cibuildwheel into a scratch directory, verify there, then move each wheel (its report
+    first) into the wheelhouse."""
+    variant = one_variant(steps)
     root = variant.matrix_root
     work = root / "build" / variant.name / "container"
     scratch = root / "build" / variant.name / "container-out"
@@ -197,5 +214,4 @@ def run_cibuildwheel(
     for wheel in built:
         atomic.move_file(report_path(wheel), report_path(wheelhouse / wheel.name))
         atomic.move_file(wheel, wheelhouse / wheel.name)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in results], lacking
+    return [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in results]

@@ -30,6 +30,7 @@ from release.build.prebuild import (
     say,
     source_date_epoch,
 )
+from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.repair import RepairResult, repair_wheel
 from release.build.reuse import (
     build_waves,
@@ -272,12 +273,29 @@ def build_variant(
     work_root: Path | None = None,
     on_done: Callable[[WheelResult], None] | None = None,
     toolkit_override: str | None = None,
+    lock_wait_s: float = DEFAULT_WAIT_S,
 ) -> list[WheelResult]:
-    """Build, repair and verify the wheels of one variant's steps on this host."""
+    """Build, repair and verify the wheels of one variant's steps on this host, holding the
+    variant's build lock (a second build waits up to `lock_wait_s` for it)."""
     variant = one_variant(steps)
     toolchain = find_toolchain(variant.backend)
     say(f"[{variant.name}] {toolchain.describe()}")
     work = (work_root or variant.matrix_root / "build") / variant.name
+    with build_lock(work, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say):
+        return _build_locked(steps, variant, toolchain, work, wheelhouse, version, jobs, on_done, toolkit_override)
+
+
+def _build_locked(  # noqa: PLR0913 (the resolved pieces build_variant hands on)
+    steps: tuple[BuildStep, ...],
+    variant: ResolvedVariant,
+    toolchain: Toolchain,
+    work: Path,
+    wheelhouse: Path,
+    version: str,
+    jobs: int,
+    on_done: Callable[[WheelResult], None] | None,
+    toolkit_override: str | None,
+) -> list[WheelResult]:
     epoch = source_date_epoch(variant.matrix_root)
     env = build_env(variant, toolchain, epoch, work)
     staged = stage_project(variant, version, work / "src")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from release import table
 from release.build.host import WheelResult, build_variant, summary
+from release.build.lock import DEFAULT_WAIT_S
 from release.build.prebuild import say
 from release.build.toolchain import (
     Toolchain,
@@ -61,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         default=os.environ.get("GITHUB_ACTIONS") == "true",
         help="with --container: the release image (manylinux + toolkit install; default in GitHub Actions)",
+    )
+    parser.add_argument(
+        "--lock-wait",
+        type=float,
+        default=DEFAULT_WAIT_S,
+        metavar="SECONDS",
+        help="how long to wait for another build of the same variant to finish (default: %(default).0f)",
     )
     parser.add_argument(
         "--allow-toolkit-mismatch",
@@ -187,6 +195,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
                 version=version,
                 jobs=args.jobs,
                 toolkit_override=overrides[name],
+                lock_wait_s=args.lock_wait,
             )
         except ReleaseError as exc:
             if not every:
@@ -255,6 +264,7 @@ def _in_container(
         image=args.image,
         release_image=args.release_image,
         skip_absent_pythons=not in_ci(),
+        lock_wait_s=args.lock_wait,
     )
     image = args.image or steps[0].variant.build_image.local
     for python in lacking:
