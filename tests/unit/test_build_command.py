@@ -83,7 +83,7 @@ def fake_results(
     version: str,
     jobs: int,
     toolkit_override: str | None,
-    lock_wait_s: float,
+    lock_wait_s: float = 5.0,
 ) -> list[WheelResult]:
     """What build_variant returns, without building."""
     common = {"size": 1000, "platform": "manylinux_2_34_x86_64", "floor_met": False, "runtime_bound": ()}
