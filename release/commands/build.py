@@ -24,6 +24,7 @@ from release.build.toolchain import (
     install_hint,
     toolkit_mismatch,
 )
+from release.commands.plan import check_engine_source
 from release.commands.toolchain import Interpreter, interpreter, missing_table
 from release.config.matrix import LoadedMatrix
 from release.config.resources import setup_podman_command
@@ -138,6 +139,7 @@ def check_toolkit(variant: ResolvedVariant, toolchain: Toolchain, *, allow: bool
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    check_engine_source(loaded)
     every = not args.variant
     planned = chosen_steps(args, loaded)
     version = build_version(loaded, args.tag)
