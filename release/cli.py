@@ -9,15 +9,17 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import os
 import re
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from release import __version__
-from release.errors import EXIT_CODES, ReleaseError, UsageError
+from release import __version__, interrupts
+from release.errors import EXIT_CODES, ReleaseError, UsageError, os_error_line
 
 # command -> (module in release.commands, help).
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -113,14 +115,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(argv if argv is not None else sys.argv[1:])
     debug = "--debug" in words
     try:
-        parser = build_parser(_selected_command(words))
-        args = parser.parse_args(words)
-        return dispatch(args)
+        with interrupts.handled():
+            parser = build_parser(_selected_command(words))
+            args = parser.parse_args(words)
+            code = dispatch(args)
+            sys.stdout.flush()  # a closed stdout fails here, inside the try, not at exit
+            return code
     except ReleaseError as exc:
         if debug:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except BrokenPipeError:
+        _silence_stdout()
+        print("error: stdout was closed before the output was written (EPIPE)", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"error: {os_error_line(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, interrupts.Interrupted) else signal.SIGINT
+        print("terminated" if signum == signal.SIGTERM else "interrupted", file=sys.stderr)
+        return 128 + signum
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's last flush cannot fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass

@@ -5,6 +5,8 @@ Each class carries its own exit code so scripts and CI can tell failures apart.
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass
 
 EXIT_CODES = (
@@ -85,3 +87,27 @@ class PublishError(ReleaseError):
     """Preflight or upload failed; nothing more was uploaded."""
 
     exit_code = 8
+
+
+_OS_HINTS = {
+    errno.ENOSPC: "free space there or write elsewhere (e.g. --wheelhouse)",
+    errno.EDQUOT: "the disk quota is used up: free space there or write elsewhere",
+    errno.EROFS: "write elsewhere (e.g. --wheelhouse, or a writable report path)",
+    errno.EFBIG: "a file size limit (ulimit -f) stopped the write",
+    errno.EACCES: "check the permissions of that path",
+}
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for a failed system call: the path, what went wrong, and what to do about it
+    (`/wheelhouse/rocm: no space left on device (ENOSPC): free space there or write elsewhere`)."""
+    code = exc.errno if isinstance(exc.errno, int) else None
+    what = (exc.strerror or (os.strerror(code) if code else str(exc))).strip()
+    what = what[:1].lower() + what[1:]
+    name = errno.errorcode.get(code, "") if code else ""
+    where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+    line = f"{where}: {what}" if where else what
+    if name:
+        line += f" ({name})"
+    hint = _OS_HINTS.get(code) if code else None
+    return f"{line}: {hint}" if hint else line

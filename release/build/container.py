@@ -19,8 +19,10 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from release import atomic, interrupts
 from release.build import images
 from release.build.cibw import cibuildwheel_env
+from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.host import (
     WheelResult,
     compiler_summary,
@@ -137,6 +139,7 @@ def run_cibuildwheel(
     image: str | None = None,
     release_image: bool = False,
     skip_absent_pythons: bool = False,
+    lock_wait_s: float = DEFAULT_WAIT_S,
 ) -> tuple[list[WheelResult], list[str]]:
     """Build the steps' wheels in the variant's build image: (the wheels, verified as a host build
     verifies them; the Pythons skipped because the image lacks them).
@@ -160,6 +163,21 @@ def run_cibuildwheel(
             raise ToolchainError(msg)
         images.require_interpreters(engine, chosen, tuple(s.python for s in steps))
     root = variant.matrix_root
+    with build_lock(root / "build" / variant.name, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say):
+        scratch = root / "build" / variant.name / "container-out"
+        try:
+            return _run_locked(steps, wheelhouse=wheelhouse, version=version, engine=engine, chosen=chosen, local=local), lacking
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run_locked(
+    steps: tuple[BuildStep, ...], *, wheelhouse: Path, version: str, engine: str, chosen: str, local: bool
+) -> list[WheelResult]:
+    """cibuildwheel into a scratch directory, verify there, then move each wheel (its report
+    first) into the wheelhouse."""
+    variant = one_variant(steps)
+    root = variant.matrix_root
     work = root / "build" / variant.name / "container"
     scratch = root / "build" / variant.name / "container-out"
     shutil.rmtree(scratch, ignore_errors=True)
@@ -174,7 +192,9 @@ def run_cibuildwheel(
         env["SOURCE_DATE_EPOCH"] = source_date_epoch(root)
         pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
         say(f"[{variant.name}] cibuildwheel in {chosen} through {engine} for Python {pythons}")
-        proc = subprocess.run(cibuildwheel_command("src", scratch), cwd=project, env=env, check=False)
+        proc = subprocess.Popen(cibuildwheel_command("src", scratch), cwd=project, env=env, start_new_session=True)
+        with interrupts.tracked(proc):
+            proc.wait()
         if proc.returncode != 0:
             shutil.rmtree(scratch, ignore_errors=True)
             msg = (
@@ -192,7 +212,6 @@ def run_cibuildwheel(
     wheelhouse.mkdir(parents=True, exist_ok=True)
     remove_previous_wheels(wheelhouse, {step.python_tag for step in steps})
     for wheel in built:
-        shutil.move(str(report_path(wheel)), report_path(wheelhouse / wheel.name))
-        shutil.move(str(wheel), wheelhouse / wheel.name)
-    shutil.rmtree(scratch, ignore_errors=True)
-    return [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in results], lacking
+        atomic.move_file(report_path(wheel), report_path(wheelhouse / wheel.name))
+        atomic.move_file(wheel, wheelhouse / wheel.name)
+    return [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in results]

@@ -14,8 +14,8 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from release.build.prebuild import (
     say,
     source_date_epoch,
 )
+from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.repair import RepairResult, repair_wheel
 from release.build.reuse import (
     build_waves,
@@ -41,7 +42,7 @@ from release.build.reuse import (
 )
 from release.build.stage import check_wheel_identity, stage_project
 from release.build.toolchain import Toolchain, find_toolchain
-from release.errors import BuildError, ReleaseError
+from release.errors import BuildError, ReleaseError, os_error_line
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
@@ -272,12 +273,29 @@ def build_variant(
     work_root: Path | None = None,
     on_done: Callable[[WheelResult], None] | None = None,
     toolkit_override: str | None = None,
+    lock_wait_s: float = DEFAULT_WAIT_S,
 ) -> list[WheelResult]:
-    """Build, repair and verify the wheels of one variant's steps on this host."""
+    """Build, repair and verify the wheels of one variant's steps on this host, holding the
+    variant's build lock (a second build waits up to `lock_wait_s` for it)."""
     variant = one_variant(steps)
     toolchain = find_toolchain(variant.backend)
     say(f"[{variant.name}] {toolchain.describe()}")
     work = (work_root or variant.matrix_root / "build") / variant.name
+    with build_lock(work, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say):
+        return _build_locked(steps, variant, toolchain, work, wheelhouse, version, jobs, on_done, toolkit_override)
+
+
+def _build_locked(  # noqa: PLR0913 (the resolved pieces build_variant hands on)
+    steps: tuple[BuildStep, ...],
+    variant: ResolvedVariant,
+    toolchain: Toolchain,
+    work: Path,
+    wheelhouse: Path,
+    version: str,
+    jobs: int,
+    on_done: Callable[[WheelResult], None] | None,
+    toolkit_override: str | None,
+) -> list[WheelResult]:
     epoch = source_date_epoch(variant.matrix_root)
     env = build_env(variant, toolchain, epoch, work)
     staged = stage_project(variant, version, work / "src")
@@ -315,21 +333,39 @@ def build_variant(
                 )
                 for i in wave.steps
             ]
-            for future in futures:
-                try:
-                    result = future.result()
-                except ReleaseError as exc:
-                    errors.append(exc)
-                    continue
-                except (OSError, subprocess.SubprocessError) as exc:
-                    errors.append(BuildError(f"{type(exc).__name__}: {exc}"))
-                    continue
-                results.append(result)
-                if on_done:
-                    on_done(result)
+            try:
+                _collect(zip(wave.steps, futures, strict=True), steps, results, errors, on_done)
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)  # queued wheels never start
+                raise
     if errors:
         raise BuildError("\n".join(str(e) for e in errors))
     return results
+
+
+def _collect(
+    done: Iterable[tuple[int, Future[WheelResult]]],
+    steps: tuple[BuildStep, ...],
+    results: list[WheelResult],
+    errors: list[ReleaseError],
+    on_done: Callable[[WheelResult], None] | None,
+) -> None:
+    """Wait for a wave's wheels in order; a failed wheel is recorded and the others go on."""
+    for i, future in done:
+        try:
+            result = future.result()
+        except ReleaseError as exc:
+            errors.append(exc)
+            continue
+        except OSError as exc:
+            errors.append(BuildError(f"{steps[i].identifier}: {os_error_line(exc)}"))
+            continue
+        except subprocess.SubprocessError as exc:
+            errors.append(BuildError(f"{type(exc).__name__}: {exc}"))
+            continue
+        results.append(result)
+        if on_done:
+            on_done(result)
 
 
 def remove_previous_wheels(wheelhouse: Path, python_tags: set[str]) -> None:

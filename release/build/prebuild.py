@@ -17,6 +17,7 @@ from typing import Any
 
 import tomlkit
 
+from release import interrupts
 from release.build.interpreters import require_interpreter
 from release.build.reuse import ccache_env, ccache_missing_note, tree_digest
 from release.build.toolchain import Toolchain, require_tool
@@ -115,14 +116,17 @@ def run_logged(cmd: list[str], *, log: Path, env: Mapping[str, str], cwd: Path |
     """Run `cmd` with its output in `log`. While it runs, a heartbeat line every few seconds says
     what it does, for how long, and the build's own progress read from the log's tail; a failure
     names the log and shows its last lines."""
+    interrupts.check()
     log.parent.mkdir(parents=True, exist_ok=True)
     interval = _heartbeat_interval()
     started = time.monotonic()
     with log.open("a", encoding="utf-8") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd)
-        try:
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True
+        )
+        with interrupts.tracked(proc):
             while True:
                 try:
                     returncode = proc.wait(timeout=interval or None)
@@ -134,10 +138,6 @@ def run_logged(cmd: list[str], *, log: Path, env: Mapping[str, str], cwd: Path |
                         + (f", {progress}" if progress else "")
                         + f" (log: {log})"
                     )
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
     if returncode != 0:
         tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
         msg = f"`{' '.join(cmd[:4])} …` failed (exit {returncode}); last lines of {log}:\n{tail}"

@@ -11,7 +11,6 @@ import fnmatch
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import atomic, interrupts
 from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
 from release.errors import BuildError, UsageError
 from release.wheel.archive import dist_info_member, is_dist_info
@@ -55,6 +55,7 @@ def _auditwheel(wheel: Path, out: Path, plat: str, excludes: tuple[str, ...], en
     for pattern in excludes:
         cmd += ["--exclude", pattern]
     cmd.append(str(wheel))
+    interrupts.check()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         raise _RepairFailed(proc.stdout + proc.stderr)
@@ -209,7 +210,7 @@ def repair_wheel(
             raise BuildError(msg)
         bound = declare_external(produced[0], chosen)
         target = dest_dir / produced[0].name
-        shutil.move(str(produced[0]), target)
+        atomic.move_file(produced[0], target)
     platform = target.name[:-4].split("-")[-1]
     return RepairResult(
         wheel=target, platform=platform, floor=floor, floor_met=floor_met, excludes=chosen, bound=bound

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from release import table
 from release.build.host import WheelResult, build_variant, summary
+from release.build.lock import DEFAULT_WAIT_S
 from release.build.prebuild import say
 from release.build.toolchain import (
     Toolchain,
@@ -23,6 +24,7 @@ from release.build.toolchain import (
     install_hint,
     toolkit_mismatch,
 )
+from release.commands.plan import check_engine_source
 from release.commands.toolchain import Interpreter, interpreter, missing_table
 from release.config.matrix import LoadedMatrix
 from release.config.resources import setup_podman_command
@@ -61,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         default=os.environ.get("GITHUB_ACTIONS") == "true",
         help="with --container: the release image (manylinux + toolkit install; default in GitHub Actions)",
+    )
+    parser.add_argument(
+        "--lock-wait",
+        type=float,
+        default=DEFAULT_WAIT_S,
+        metavar="SECONDS",
+        help="how long to wait for another build of the same variant to finish (default: %(default).0f)",
     )
     parser.add_argument(
         "--allow-toolkit-mismatch",
@@ -130,6 +139,7 @@ def check_toolkit(variant: ResolvedVariant, toolchain: Toolchain, *, allow: bool
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    check_engine_source(loaded)
     every = not args.variant
     planned = chosen_steps(args, loaded)
     version = build_version(loaded, args.tag)
@@ -187,6 +197,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
                 version=version,
                 jobs=args.jobs,
                 toolkit_override=overrides[name],
+                lock_wait_s=args.lock_wait,
             )
         except ReleaseError as exc:
             if not every:
@@ -255,6 +266,7 @@ def _in_container(
         image=args.image,
         release_image=args.release_image,
         skip_absent_pythons=not in_ci(),
+        lock_wait_s=args.lock_wait,
     )
     image = args.image or steps[0].variant.build_image.local
     for python in lacking:

@@ -12,7 +12,8 @@ import json
 import sys
 
 from release import table
-from release.config.checks import unpinned_serving_images
+from release.config.checks import engine_source, unpinned_serving_images
+from release.config.dataschema import printable
 from release.config.matrix import LoadedMatrix
 from release.errors import MatrixError, Problem, UsageError
 from release.plan.steps import Plan, make_plan, select
@@ -86,7 +87,15 @@ def unpinned_images(plan: Plan) -> list[Problem]:
     return unpinned_serving_images(loaded.matrix, loaded.lines, loaded.path.name, plan.variants)
 
 
+def check_engine_source(loaded: LoadedMatrix) -> None:
+    """The located error for an `engine.source` that holds no project (exit 3)."""
+    problems = engine_source(loaded.matrix, loaded.root, loaded.lines, printable(str(loaded.path.name)))
+    if problems:
+        raise MatrixError(problems)
+
+
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    check_engine_source(loaded)
     plan = make_plan(loaded, variants=(args.variant,) if args.variant else ())
     code = _run(args, plan)
     if args.github != "release":

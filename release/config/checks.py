@@ -43,6 +43,7 @@ _SETTING_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _TOOLKIT = re.compile(r"^[0-9]+(\.[0-9A-Za-z]+)*$")
 _GCC = re.compile(r"^([1-9][0-9]?|suite)$")
+_LINE_BREAK = re.compile(r"[\n\r\x00\x0b\x0c\x85\u2028\u2029]")
 _URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
 
 
@@ -164,6 +165,13 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
         if v.toolkit is not None and not _TOOLKIT.match(v.toolkit):
             add(f"{key}.toolkit", f"{v.toolkit!r} is not a toolkit version like '6.4' or '13.0'")
         names(f"{key}.env", v.env, _IDENTIFIER, f"an environment variable name {_IDENTIFIER_RULE}")
+        for env_name, value in v.env.items():
+            if _LINE_BREAK.search(value):
+                add(
+                    dotted(f"{key}.env", env_name),
+                    "the value holds a line break or NUL: an environment value is one line "
+                    "(it reaches $GITHUB_ENV, cibuildwheel's environment and the build's own)",
+                )
         cmake_name = f"a CMake variable name {_IDENTIFIER_RULE}"
         names(f"{key}.cmake_defines", v.cmake_defines, _IDENTIFIER, cmake_name)
         names(
@@ -306,3 +314,30 @@ def unpinned_serving_images(
         line = lines.get(key, lines.get(dotted("images", name)))
         problems.append(Problem(file, line, printable(key), printable(unpinned_message(img.container))))
     return problems
+
+
+PROJECT_FILES = ("pyproject.toml", "setup.py")
+"""A directory holding one of these is a PEP 517 project (setup.py alone: the legacy backend)."""
+
+
+def engine_source(m: Matrix, root: Path, lines: Mapping[str, int], file: str) -> list[Problem]:
+    """`engine.source` must be a directory holding a PEP 517 project. It may lie outside the
+    matrix's directory (a Mooncake checkout beside ours) only when it is one; checked when a
+    plan is made, so a matrix can be read (and verify run) where the engine is not checked out."""
+    source = m.engine.source
+    resolved = (root / source).resolve()
+    outside = not resolved.is_relative_to(root.resolve())
+    name = Path(file).name
+    where = f" ({resolved}{', outside the directory of ' + name if outside else ''})"
+    if not resolved.exists():
+        message = f"{source!r} does not exist{where}: give the engine's project directory, relative to {name}"
+    elif not resolved.is_dir():
+        message = f"{source!r} is not a directory{where}: give the engine's project directory"
+    elif not any((resolved / name).is_file() for name in PROJECT_FILES):
+        message = (
+            f"{source!r} holds no PEP 517 project (no {' or '.join(PROJECT_FILES)}){where}: "
+            "give the engine's project directory"
+        )
+    else:
+        return []
+    return [Problem(file, lines.get("engine.source"), "engine.source", printable(message))]

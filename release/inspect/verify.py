@@ -10,13 +10,12 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from release import atomic
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError, UsageError
 from release.inspect.policy import Policy, policies_from_json
@@ -181,13 +180,5 @@ def write_report(report: VerifyReport, path: Path | None = None) -> Path:
     symlink at the target is replaced, never followed: nothing outside the report path is written.
     """
     target = path if path is not None else report_path(report.wheel)
-    text = json.dumps(report.to_json(), indent=2) + "\n"
-    fd, scratch = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        Path(scratch).replace(target)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
+    atomic.write_text(target, json.dumps(report.to_json(), indent=2) + "\n")
     return target

@@ -16,7 +16,7 @@ LAYERS = (
     ("inspect",),
     ("plan",),
     ("config",),
-    ("wheel", "errors", "table"),
+    ("wheel", "errors", "table", "atomic", "interrupts"),
 )
 
 

@@ -25,6 +25,7 @@ def args(**given: object) -> argparse.Namespace:
     defaults: dict[str, object] = {
         "variant": None, "python": None, "select": None, "wheelhouse": None, "tag": None, "jobs": 2,
         "container": False, "image": None, "release_image": False, "allow_toolkit_mismatch": False,
+        "lock_wait": 5.0,
     }  # fmt: skip
     return argparse.Namespace(**{**defaults, **given})
 
@@ -76,7 +77,13 @@ def test_nothing_to_build_is_an_error_even_locally(monkeypatch: pytest.MonkeyPat
 
 
 def fake_results(
-    steps: tuple[BuildStep, ...], *, wheelhouse: Path, version: str, jobs: int, toolkit_override: str | None
+    steps: tuple[BuildStep, ...],
+    *,
+    wheelhouse: Path,
+    version: str,
+    jobs: int,
+    toolkit_override: str | None,
+    lock_wait_s: float = 5.0,
 ) -> list[WheelResult]:
     """What build_variant returns, without building."""
     common = {"size": 1000, "platform": "manylinux_2_34_x86_64", "floor_met": False, "runtime_bound": ()}

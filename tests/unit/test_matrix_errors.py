@@ -217,6 +217,12 @@ CASES = [
         6, "", "invalid YAML"),
     bad("two-documents", REAL + "---\nschema_version: 1\n",
         "---", "", "invalid YAML: but found another document"),
+    bad("env-value-with-newline",
+        minimal("    backend: cpu\n", '    backend: cpu\n    env:\n      CFLAGS: "-O2\\nrm -rf /"\n'),
+        13, "variants.cpu.env.CFLAGS", "the value holds a line break"),
+    bad("env-value-with-carriage-return",
+        minimal("    backend: cpu\n", '    backend: cpu\n    env: {XFER_MODE: "fast\\r"}\n'),
+        12, "variants.cpu.env.XFER_MODE", "an environment value is one line"),
     bad("empty-file", "",
         1, "", "the file is empty"),
     bad("comments-only", "# only a comment\n\n",
@@ -303,3 +309,46 @@ def test_reading_problems_are_all_reported_together() -> None:
         (13, "variants.cpu.toolkit"),
         (14, "variants.cpu.colour"),
     ]
+
+
+SOURCE_CASES = [
+    pytest.param("nowhere", None, "'nowhere' does not exist", id="source-missing"),
+    pytest.param("engine.txt", "file", "'engine.txt' is not a directory", id="source-is-a-file"),
+    pytest.param("empty", "dir", "'empty' holds no PEP 517 project (no pyproject.toml or setup.py)",
+                 id="source-without-project"),
+    pytest.param("../../../../../../../../etc", None, "outside the directory of matrix.yaml",
+                 id="source-escapes-to-etc"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("source", "make", "fragment"), SOURCE_CASES)
+def test_an_engine_source_without_a_project_is_a_located_error_at_plan_time(
+    source: str, make: str | None, fragment: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    if make == "file":
+        (tmp_path / source).write_text("", encoding="utf-8")
+    elif make == "dir":
+        (tmp_path / source).mkdir()
+    path = tmp_path / "matrix.yaml"
+    path.write_text(minimal("source: engine", f"source: {source}"), encoding="utf-8")
+    for command in ("plan", "build"):
+        assert cli.main(["--matrix", str(path), command]) == 3
+        out, err = capsys.readouterr()
+        assert "matrix.yaml:3: engine.source: " in err
+        assert fragment in err
+        assert len(err.splitlines()) == 1
+        assert "Traceback" not in out + err
+        assert out == ""
+
+
+@pytest.mark.parametrize("project", ["pyproject.toml", "setup.py"])
+def test_an_engine_outside_the_matrix_directory_is_fine_when_it_is_a_project(
+    project: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "mooncake").mkdir()
+    (tmp_path / "mooncake" / project).write_text("", encoding="utf-8")
+    (tmp_path / "release").mkdir()
+    path = tmp_path / "release" / "matrix.yaml"
+    path.write_text(minimal("source: engine", "source: ../mooncake"), encoding="utf-8")
+    assert cli.main(["--matrix", str(path), "plan"]) == 0
+    assert "cp312-cpu" in capsys.readouterr().out

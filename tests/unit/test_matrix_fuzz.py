@@ -138,6 +138,7 @@ REAL_LOADS = matrix.loads
 @pytest.fixture(scope="module")
 def fuzzer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzer]:
     result = Fuzzer(tmp_path_factory.mktemp("fuzz") / "matrix.yaml")
+    (result.file.parent / "engine").symlink_to(ROOT / "engine")  # engine.source must hold the project
     with pytest.MonkeyPatch.context() as monkeypatch:
         monkeypatch.setattr(matrix, "load_backends", functools.lru_cache(maxsize=None)(matrix.load_backends))
         monkeypatch.setattr(cli, "build_parser", functools.lru_cache(maxsize=None)(cli.build_parser))

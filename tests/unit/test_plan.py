@@ -171,6 +171,7 @@ def test_a_new_variant_adds_four_steps(tmp_path: Path, capsys: pytest.CaptureFix
     assert len(steps) == 20
     assert _ids(plan.select(steps, "*-xpu-*")) == [f"{t}-xpu-manylinux_x86_64" for t in TAGS]
 
+    (tmp_path / "engine").symlink_to(ROOT / "engine")  # engine.source must hold the project
     path = tmp_path / "matrix.yaml"
     path.write_text(text, encoding="utf-8")
     assert cli.main(["--matrix", str(path), "plan", "--json"]) == 0
@@ -194,6 +195,7 @@ def test_stable_abi_gives_fewer_jobs_without_a_workflow_edit(
     text = text.replace("source: engine", 'source: engine\n  stable_abi: "3.12"', 1)
     cpu = "    distribution: xfer-engine-cpu\n"
     text = text.replace(cpu, cpu + '    stable_abi: "off"\n', 1)
+    (tmp_path / "engine").symlink_to(ROOT / "engine")  # engine.source must hold the project
     path = tmp_path / "matrix.yaml"
     path.write_text(text, encoding="utf-8")
     assert cli.main(["--matrix", str(path), "plan", "--json"]) == 0

@@ -309,6 +309,7 @@ def test_a_new_variant_gets_jobs_without_a_workflow_edit(
         "    hardware: [mi355x]\n"
         "\n"
     )
+    (tmp_path / "engine").symlink_to(ROOT / "engine")  # engine.source must hold the project
     grown = loads(
         text.replace("\nimages:\n", "\n" + extra + "images:\n", 1),
         path=tmp_path / "matrix.yaml",

@@ -1,0 +1,63 @@
+"""One build of a variant at a time: `build/<variant>/.lock`, held with `flock` for the whole
+build (host or container), so two builds never share a work directory or a wheelhouse.
+
+A second build waits, saying which process holds the lock, with a progress line now and then,
+and gives up at a deadline. The kernel releases the lock when its holder exits, however it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from release.errors import BuildError
+
+LOCK_NAME = ".lock"
+DEFAULT_WAIT_S = 1800.0
+"""How long a second build waits for the first (a full variant build takes minutes)."""
+_POLL_S = 0.2
+_PROGRESS_S = 15.0
+
+
+def _holder(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        text = ""
+    return f"pid {text}" if text.isdigit() else "another process"
+
+
+@contextlib.contextmanager
+def build_lock(
+    directory: Path, *, what: str, wait_s: float = DEFAULT_WAIT_S, say: Callable[[str], None] = print
+) -> Iterator[None]:
+    """Hold `directory/.lock` while the block runs; wait up to `wait_s` for another holder."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        started = time.monotonic()
+        announced = 0.0
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                waited = time.monotonic() - started
+                holder = _holder(path)
+                if waited >= wait_s:
+                    msg = f"{what} is locked by {holder} ({path}); gave up after {waited:.0f} s"
+                    raise BuildError(msg) from None
+                if announced == 0.0 or waited - announced >= _PROGRESS_S:
+                    say(f"{what} is locked by {holder} ({path}): waiting ({waited:.0f} s of {wait_s:.0f} s)")
+                    announced = max(waited, 1e-9)
+                time.sleep(_POLL_S)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
