@@ -63,3 +63,57 @@ def test_a_closed_stdout_is_one_line() -> None:
     assert proc.returncode == 1
     errors = [line for line in proc.stderr.splitlines() if not line.startswith("warning:")]
     assert errors == ["error: stdout was closed before the output was written (EPIPE)"]
+
+
+def _processes_naming(text: str) -> list[int]:
+    """Pids of the processes whose command line contains `text` (a test's private directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def test_sigterm_stops_the_build_and_its_compilers_and_leaves_no_wheel(tmp_path: Path) -> None:
+    """SIGTERM to the toolkit alone (as CI's cancel sends it) while cmake and the compilers run:
+    exit 143 with the line `terminated`, no cmake, ninja or compiler left behind, no wheel or
+    partial file under the wheelhouse, no repair folder left in the temporary directory."""
+    import signal
+    import time
+
+    from tests.integration.conftest import ONE_PYTHON, write_host_matrix
+
+    matrix = write_host_matrix(tmp_path / "m", pythons=[ONE_PYTHON], variants=["cpu"])
+    wheelhouse = tmp_path / "wheelhouse"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "CCACHE_DISABLE": "1", "TMPDIR": str(scratch)}  # a compile that takes seconds
+    argv = [sys.executable, "-m", "release", "--matrix", str(matrix), "build", "--variant", "cpu",
+            "--wheelhouse", str(wheelhouse)]  # fmt: skip
+    pipe = subprocess.PIPE
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=pipe, stderr=pipe, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not [p for p in _processes_naming(str(tmp_path)) if p != proc.pid]:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "no child of the build started within 300 s"
+            time.sleep(0.2)
+        time.sleep(2)  # cmake configuring or compiling by now
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, out + err
+    assert err.strip().splitlines()[-1].endswith("terminated"), err
+    assert "Traceback" not in err
+    time.sleep(1)
+    assert _processes_naming(str(tmp_path)) == [], "a child of the build outlived it"
+    assert not list(wheelhouse.rglob("*.whl")) and not list(wheelhouse.rglob("*.part"))
+    assert not list(scratch.glob("repair-*"))
