@@ -174,9 +174,8 @@ def interpreter_path(python: str) -> str:
     return f"/opt/python/{tag}-{tag}/bin/python"
 
 
-def missing_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> list[str]:
-    """The versions among `pythons` whose /opt/python/cpXY-cpXY interpreter the image lacks."""
-    paths = {interpreter_path(p): p for p in pythons}
+def _absent_paths(engine: str, image: str, paths: list[str]) -> list[str]:
+    """Which of `paths` are not executables in the image (one short container run)."""
     script = "for p in " + " ".join(paths) + '; do [ -x "$p" ] || echo "$p"; done'
     proc = subprocess.run(
         [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", image, "-c", script],
@@ -189,7 +188,13 @@ def missing_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> l
         last = (proc.stderr.strip().splitlines() or ["cannot run it"])[-1]
         msg = f"image {image} does not run: {last}"
         raise ToolchainError(msg)
-    return [paths[p] for p in proc.stdout.split() if p in paths]
+    return [p for p in proc.stdout.split() if p in paths]
+
+
+def missing_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> list[str]:
+    """The versions among `pythons` whose /opt/python/cpXY-cpXY interpreter the image lacks."""
+    paths = {interpreter_path(p): p for p in pythons}
+    return [paths[p] for p in _absent_paths(engine, image, list(paths))]
 
 
 def require_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> None:
@@ -199,16 +204,7 @@ def require_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> N
         msg = f"image {image} is not in {engine}'s store: make it (a matrix `build_image.debian` recipe does) or name another with --image"
         raise ToolchainError(msg)
     paths = [interpreter_path(p) for p in pythons] + ["/opt/python/cp39-cp39/bin/python"]
-    script = "for p in " + " ".join(paths) + '; do [ -x "$p" ] || echo "$p"; done'
-    proc = subprocess.run(
-        [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", image, "-c", script],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
-    missing = proc.stdout.split()
-    if proc.returncode != 0 or missing:
-        what = ", ".join(missing) if missing else (proc.stderr.strip().splitlines() or ["cannot run it"])[-1]
-        msg = f"image {image} lacks the interpreter(s) the build needs: {what}"
+    missing = _absent_paths(engine, image, paths)
+    if missing:
+        msg = f"image {image} lacks the interpreter(s) the build needs: {', '.join(missing)}"
         raise ToolchainError(msg)
