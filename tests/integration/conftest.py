@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import re
 import subprocess
 import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,3 +169,20 @@ def local_images() -> LocalImages:
     if engine is None:
         pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)")
     return LocalImages(engine)
+
+
+def write_wheel(path: Path, files: dict[str, str]) -> Path:
+    """A hand-written wheel at `path` (no build backend, no process): `files` (the .dist-info's
+    METADATA and WHEEL among them) plus the RECORD that lists each with its sha256."""
+    info = next(name.split("/")[0] for name in files if name.endswith(".dist-info/WHEEL"))
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(text.encode())}")
+    record.append(f"{info}/RECORD,,")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return path

@@ -6,8 +6,6 @@ prove the smoke machinery on its own, and the real engine wheels from `host_whee
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import os
 import shutil
@@ -25,7 +23,7 @@ from release.plan.steps import make_plan
 from release.smoke.image import distribution_libdir
 from release.smoke.runner import smoke_variant
 
-from .conftest import HOST_HIP, HOST_PYTHONS, NEWEST, ROOT, tag, toolkit
+from .conftest import HOST_HIP, HOST_PYTHONS, NEWEST, ROOT, tag, toolkit, write_wheel
 
 pytestmark = [
     pytest.mark.integration,
@@ -70,18 +68,7 @@ def make_wheel(directory: Path, *, dist: str, python: str, init: str, ok: bool =
             f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {tag}-{tag}-linux_x86_64\n"
         ),
     }
-    record = []
-    for name, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(text.encode())}")
-    record.append(f"{info}/RECORD,,")
-    directory.mkdir(parents=True, exist_ok=True)
-    wheel = directory / f"{norm}-0.1.0-{tag}-{tag}-linux_x86_64.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
-    return wheel
+    return write_wheel(directory / f"{norm}-0.1.0-{tag}-{tag}-linux_x86_64.whl", files)
 
 
 def fake_matrix(directory: Path, *, ok: bool = True) -> Path:

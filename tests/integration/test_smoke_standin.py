@@ -7,10 +7,7 @@ build (building wheels is slow); the stand-in images are made by the fixture whe
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +17,7 @@ from release.build.toolchain import container_engine
 from release.config.matrix import load
 from release.plan.steps import make_plan
 
-from .conftest import ROOT, toolkit
+from .conftest import ROOT, toolkit, write_wheel
 
 ENGINE = container_engine()
 if ENGINE is None:
@@ -60,18 +57,7 @@ def _rocm_wheel(directory: Path, platform: str = "linux_x86_64") -> Path:
             f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp312-cp312-{platform}\n"
         ),
     }
-    record = []
-    for name, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(text.encode())}")
-    record.append(f"{info}/RECORD,,")
-    directory.mkdir(parents=True, exist_ok=True)
-    wheel = directory / f"xfer_engine_rocm-0.1.0-cp312-cp312-{platform}.whl"
-    with zipfile.ZipFile(wheel, "w") as archive:
-        for name, text in files.items():
-            archive.writestr(name, text)
-        archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
-    return wheel
+    return write_wheel(directory / f"xfer_engine_rocm-0.1.0-cp312-cp312-{platform}.whl", files)
 
 
 @pytest.fixture(scope="module")
