@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -24,3 +25,14 @@ def _no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
                  "posix_spawnp", "fork", "popen"):
         if hasattr(os, name):
             monkeypatch.setattr(os, name, _forbidden)
+
+
+@pytest.fixture
+def fake_interpreters(monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    """Self-contained interpreters as `make-image.sh` would be given them, whatever this machine
+    has (a unit test must not depend on pyenv being here): 3.9 to 3.13 under /opt/test-pythons."""
+    from release.build import images
+
+    homes = {f"3.{minor}": Path(f"/opt/test-pythons/3.{minor}.0") for minor in range(9, 14)}
+    monkeypatch.setattr(images, "self_contained_home", homes.get)
+    return homes

@@ -103,3 +103,27 @@ def test_a_build_image_whose_glibc_no_policy_covers_is_refused(monkeypatch: pyte
     assert f"manylinux_{newest[0]}_{newest[1]}" in message and "suite: trixie" in message
     monkeypatch.setattr(images, "image_glibc", lambda _engine, _tag: newest)
     images.require_repairable_glibc("podman", sid)  # a glibc the newest policy covers passes
+
+
+def test_images_get_the_interpreters_the_toolkit_finds(monkeypatch: pytest.MonkeyPatch) -> None:
+    """make-image.sh is given each Python's own prefix (--python-dir), only those found; the
+    environment interpreter is 3.9 where there is one, else the newest; none at all is one line."""
+    from release.build import images
+    from release.errors import ToolchainError
+    from release.plan.resolve import LocalImage
+
+    homes = {"3.9": Path("/p/3.9.18"), "3.11": Path("/p/3.11.7"), "3.12": Path("/p/3.12.1")}
+    monkeypatch.setattr(images, "self_contained_home", homes.get)
+    build = LocalImage(tag="localhost/b", suite="trixie", packages=(), pythons=("3.10", "3.11", "3.12"),
+                       toolchain=True)  # fmt: skip
+    cmd = images.make_command(build)
+    assert cmd[cmd.index("--pythons") + 1] == "3.11,3.12"
+    dirs = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--python-dir"]
+    assert set(dirs) == {"3.9=/p/3.9.18", "3.11=/p/3.11.7", "3.12=/p/3.12.1"}
+    assert cmd[cmd.index("--env-python") + 1] == "3.9"
+    del homes["3.9"]
+    cmd = images.make_command(build)
+    assert cmd[cmd.index("--env-python") + 1] == "3.12"
+    homes.clear()
+    with pytest.raises(ToolchainError, match=r"none is here .*release toolchain install python 3\.12"):
+        images.make_command(build)

@@ -83,7 +83,7 @@ def test_cibuildwheel_is_pinned_exactly_for_every_supported_python() -> None:
             assert version < RUNS_ON_3_10_UNTIL, f"cibuildwheel {version} does not run on Python 3.{minor}"
 
 
-def test_the_image_script_installs_the_toolkits_auditwheel_bound() -> None:
+def test_the_image_script_installs_the_toolkits_auditwheel_bound(fake_interpreters: object) -> None:
     (declared,) = (f"{r.name}{r.specifier}" for r in _requirements("auditwheel"))
     assert pins.requirement("auditwheel") == declared
     build = LocalImage(tag="localhost/b", suite="sid", packages=(), pythons=("3.12",), toolchain=True)

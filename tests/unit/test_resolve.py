@@ -173,6 +173,11 @@ def test_every_variant_is_resolved_once_per_plan(tmp_path: Path, monkeypatch: py
     assert all(s.variant is plan.variants[s.variant.name] for s in plan.builds), "steps share the one object"
 
 
+@pytest.fixture(autouse=True)
+def _interpreters(fake_interpreters: object) -> None:
+    """make_command reads the interpreters it gives an image: fakes, not this machine's."""
+
+
 def _rocm_build_image(tmp_path: Path, **build_image: object) -> tuple[str | None, list[str]]:
     """(the rocm local build image's GCC major, its make-image.sh command) for a matrix whose
     `variants.rocm.build_image` has `build_image` merged in (`debian` keys merged too)."""
