@@ -346,6 +346,7 @@ def publish(candidates: Sequence[Candidate], uploader: Uploader, *, dry_run: boo
         log(f"\nnothing to upload: all {skipped} file(s) were already on {uploader.index_url}")
     else:
         log(f"\n{uploaded} uploaded, {skipped} skipped (already there)")
+    log(uploader.totals())
     return outcomes
 
 
