@@ -632,3 +632,25 @@ def test_gh_missing_or_failing_is_one_line(project: tuple[Path, Path], tmp_path:
     assert result.returncode == 8
     assert result.stderr.startswith("error: gh release view failed for acme/xfer v0.1.0: HTTP 401: Bad")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_silent_index_fails_the_upload_within_its_deadline(tmp_path: Path) -> None:
+    """The listing answers; the upload is never answered: twine is stopped at --upload-timeout."""
+    wheel = make_wheel(tmp_path, "xfer-engine-cpu", "0.1.0", "3.12")
+    sha = sha256_file(wheel)
+    from release.publish.upload import Candidate
+
+    c = Candidate("cp312-cpu", "cpu", "xfer-engine-cpu", wheel, sha)
+    silent: Callable[..., None] = lambda conn, path: time.sleep(30)  # noqa: E731
+    with HostileIndex(silent, json_page()) as stub:  # twine's POST first, then listings
+        env = {"TWINE_USERNAME": "u", "TWINE_PASSWORD": "p4ss", "PATH": os.environ["PATH"]}
+        creds = Credentials.from_env(env)
+        up = Uploader(
+            repository=f"http://127.0.0.1:{stub.port}/", index_url=stub.simple, credentials=creds,
+            tries=1, upload_timeout=3.0, index_timeout=3.0, log=lambda text: None,
+        )  # fmt: skip
+        started = time.monotonic()
+        with pytest.raises(PublishError, match="no answer within 3s"):
+            up.upload(c)
+        assert time.monotonic() - started < 15
+        assert "twine" in up.totals()
