@@ -21,6 +21,7 @@ from release import __version__
 from release.errors import PublishError
 from release.plan.resolve import ResolvedVariant
 from release.publish import handoff
+from release.wheel.names import report_path
 
 MANIFEST_VERSION = 1
 MANIFEST_LIMIT = 16 << 20
@@ -137,7 +138,7 @@ def check_directory(wheels: Mapping[str, Mapping[str, object]], directory: Path)
             problems.append(handoff.mismatch(str(path), str(entry["sha256"]), found))
         elif path.stat().st_size != entry["size"]:
             problems.append(f"{path}: {path.stat().st_size} bytes, the manifest says {entry['size']}")
-        report = path.with_name(path.name + ".verify.json")
+        report = report_path(path)
         if report.is_file() and entry.get("report_sha256"):
             digest = handoff.sha256_of(report)
             if digest != entry["report_sha256"]:
