@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def publisher(workflow: Path, repo: str | None) -> Publisher:
-    """The job that holds `id-token: write` in the workflow, and its environment."""
+    """The job that uploads to the index with `id-token: write` in the workflow, and its environment."""
     environment = None
     try:
         doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
@@ -56,9 +56,15 @@ def publisher(workflow: Path, repo: str | None) -> Publisher:
         doc = None
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     for job in (jobs or {}).values():
-        if isinstance(job, dict) and (job.get("permissions") or {}).get("id-token") == "write":
-            env = job.get("environment")
-            environment = str(env.get("name") if isinstance(env, dict) else env) if env else None
+        if not isinstance(job, dict) or (job.get("permissions") or {}).get("id-token") != "write":
+            continue
+        steps = job.get("steps")
+        listed = steps if isinstance(steps, list) else []
+        uses = [str(st.get("uses", "")) for st in listed if isinstance(st, dict)]
+        if not any("pypi-publish" in u for u in uses):
+            continue  # id-token for something else (the manifest's attestation)
+        env = job.get("environment")
+        environment = str(env.get("name") if isinstance(env, dict) else env) if env else None
     return Publisher(repository=repo or "OWNER/NAME", workflow=workflow.name, environment=environment)
 
 

@@ -30,7 +30,7 @@ from release.errors import PublishError, ReleaseError
 from release.inspect.verify import verify_release
 from release.plan.steps import BuildStep, Plan, python_tag
 from release.publish import handoff, index
-from release.publish.upload import Candidate, Outcome, Uploader, classify
+from release.publish.upload import Candidate, Outcome, Uploader, classify, clean_output
 from release.wheel.archive import WheelReadError, read_metadata
 from release.wheel.files import file_sha256
 from release.wheel.names import (
@@ -228,7 +228,7 @@ def twine_check(paths: Sequence[Path]) -> list[str]:
         return []
     lines = [
         line.strip()
-        for line in (proc.stdout + proc.stderr).splitlines()
+        for line in clean_output(proc.stdout + proc.stderr).splitlines()
         if line.strip() and not line.rstrip().endswith("PASSED")
     ]
     return ["twine check --strict failed:\n    " + "\n    ".join(lines)]

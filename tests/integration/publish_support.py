@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
@@ -537,6 +538,22 @@ def json_page(files: Sequence[str] = ()) -> Behaviour:
         send("200 OK", {"Content-Type": "application/vnd.pypi.simple.v1+json"}, json.dumps(page).encode())(
             conn, path
         )
+
+    return behave
+
+
+def relay(base: str) -> Behaviour:
+    """The real index's answer to the same GET (a listing that reflects uploads)."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        request = urllib.request.Request(base.rstrip("/") + path, headers={"Accept": "text/html"})
+        try:
+            with urllib.request.urlopen(request, timeout=20) as answer:
+                status, body = f"{answer.status} OK", answer.read()
+                kind = answer.headers.get("Content-Type", "text/html")
+        except urllib.error.HTTPError as exc:
+            status, body, kind = f"{exc.code} Not Found", b"", "text/html"
+        send(status, {"Content-Type": kind}, body)(conn, path)
 
     return behave
 

@@ -36,6 +36,7 @@ from tests.integration.publish_support import (
     make_wheel,
     make_wheelhouse,
     raw,
+    relay,
     run_release,
     send,
     sha256_file,
@@ -263,7 +264,7 @@ def test_every_problem_is_listed_at_once(project: tuple[Path, Path], index_serve
     assert result.returncode == 8
     err = result.stderr
     assert "cpu/notes.txt: unknown file" in err
-    assert f"cpu/{bad.name}.verify.json: verification did not pass (failed rules: platform-floor)" in err
+    assert f"cpu/{bad.name}.verify.json: not releasable (failed or warned: vendored-runtime)" in err
     assert f"rocm/{unverified.name}: no verify report" in err
     assert "twine check --strict failed" in err
     assert index_server.files() == {}
@@ -417,7 +418,7 @@ def test_a_broken_answer_then_a_good_one_publishes(
     project: tuple[Path, Path], index_server: IndexServer
 ) -> None:
     matrix, wheelhouse = project
-    with HostileIndex(BROKEN["bad-status-line"], json_page()) as hostile:
+    with HostileIndex(BROKEN["bad-status-line"], relay(index_server.url)) as hostile:
         result = publish(matrix, index_server.url, "--index-url", hostile.simple, *FAST)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "try 1/3 failed: cannot read" in result.stdout
