@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "smoke": ("smoke", "install wheels in fresh environments and simulated images"),
     "publish": ("publish", "preflight the whole set and upload it idempotently"),
     "release-checks": ("release_checks", "release-day checks: tag, files, sizes, index names, publishers"),
+    "verify-release": ("verify_release", "re-check a release (a directory, the index) against its manifest"),
     "rehearse": ("rehearse", "run what the release workflow runs for a tag, here, in order"),
     "github-release": ("github_release", "attach files to the tag's GitHub Release, never replacing one"),
     "cibuildwheel-config": ("cibuildwheel_config", "print the cibuildwheel configuration of a variant"),
@@ -39,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 # Commands that work without a matrix file, and ones that never read it.
 MATRIX_OPTIONAL = {"verify", "repair", "toolchain"}
-NO_MATRIX = {"init", "schema"}
+NO_MATRIX = {"init", "schema", "verify-release"}
 DEFAULT_MATRIX = "matrix.yaml"
 
 

@@ -13,7 +13,7 @@ from release.plan.steps import make_plan
 from release.plan.version import route, tag_from_env, version_from_tag
 from release.publish import index
 from release.publish.preflight import preflight, publish
-from release.publish.upload import DEFAULT_TRIES, Credentials, Uploader
+from release.publish.upload import DEFAULT_TRIES, DEFAULT_UPLOAD_TIMEOUT, Credentials, Uploader
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backoff", type=float, default=1.0, metavar="SECONDS", help="first retry delay, doubled each try"
     )
+    parser.add_argument(
+        "--upload-timeout", type=float, default=DEFAULT_UPLOAD_TIMEOUT, metavar="SECONDS",
+        help="deadline of one twine upload; past it twine is stopped (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--index-timeout", type=float, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
+        help="deadline of one index listing, connect to last byte (default: %(default)s)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
@@ -70,6 +78,10 @@ def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credential
     if not math.isfinite(args.backoff) or args.backoff < 0:
         msg = f"--backoff must be a number of seconds >= 0, not {args.backoff}"
         raise UsageError(msg)
+    for flag, value in (("--upload-timeout", args.upload_timeout), ("--index-timeout", args.index_timeout)):
+        if not math.isfinite(value) or value <= 0:
+            msg = f"{flag} must be a number of seconds > 0, not {value}"
+            raise UsageError(msg)
     if args.tries < 1:
         msg = "--tries must be at least 1"
         raise UsageError(msg)
@@ -97,6 +109,8 @@ def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credential
         credentials=credentials,
         tries=args.tries,
         backoff=args.backoff,
+        upload_timeout=args.upload_timeout,
+        index_timeout=args.index_timeout,
         log=lambda text: print(credentials.redact(text), flush=True),
     )
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -20,7 +21,7 @@ from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, UsageError
 from release.plan.steps import make_plan
 from release.plan.version import route, tag_from_env, version_from_tag
-from release.publish import index
+from release.publish import handoff, index, manifest
 from release.publish.release_day import Publisher, run_checks
 
 
@@ -42,10 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--dist", type=Path, metavar="DIR", help="copy the checked wheels here (flat) when every check passes"
     )
+    add("--manifest", type=Path, metavar="FILE",
+        help="write the release manifest of the checked set here (never into --dist)")  # fmt: skip
 
 
 def publisher(workflow: Path, repo: str | None) -> Publisher:
-    """The job that holds `id-token: write` in the workflow, and its environment."""
+    """The job that uploads to the index with `id-token: write` in the workflow, and its environment."""
     environment = None
     try:
         doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
@@ -53,9 +56,15 @@ def publisher(workflow: Path, repo: str | None) -> Publisher:
         doc = None
     jobs = doc.get("jobs") if isinstance(doc, dict) else None
     for job in (jobs or {}).values():
-        if isinstance(job, dict) and (job.get("permissions") or {}).get("id-token") == "write":
-            env = job.get("environment")
-            environment = str(env.get("name") if isinstance(env, dict) else env) if env else None
+        if not isinstance(job, dict) or (job.get("permissions") or {}).get("id-token") != "write":
+            continue
+        steps = job.get("steps")
+        listed = steps if isinstance(steps, list) else []
+        uses = [str(st.get("uses", "")) for st in listed if isinstance(st, dict)]
+        if not any("pypi-publish" in u for u in uses):
+            continue  # id-token for something else (the manifest's attestation)
+        env = job.get("environment")
+        environment = str(env.get("name") if isinstance(env, dict) else env) if env else None
     return Publisher(repository=repo or "OWNER/NAME", workflow=workflow.name, environment=environment)
 
 
@@ -88,12 +97,56 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     if problems:
         msg = f"{len(problems)} release-day problem(s) for {tag}:\n" + "\n".join(problems)
         raise PublishError(msg)
+    wheels = [w for name in names for w in sorted((args.wheelhouse / name).glob("*.whl"))]
+    entries = [_entry(wheel) for wheel in wheels]
     if args.dist:
-        args.dist.mkdir(parents=True, exist_ok=True)
-        copied = 0
-        for name in names:
-            for wheel in sorted((args.wheelhouse / name).glob("*.whl")):
-                shutil.copy2(wheel, args.dist / wheel.name)
-                copied += 1
-        print(f"{copied} checked wheel(s) copied into {args.dist}")
+        copy_checked(entries, wheels, args.dist)
+        print(f"{len(wheels)} checked wheel(s) copied into {args.dist}, each re-hashed")
+    if args.manifest:
+        document = manifest.assemble(entries, plan.variants, tag=tag, version=version)
+        manifest.write(args.manifest, document)
+        print(f"release manifest of {len(entries)} wheel(s): {args.manifest}")
     return 0
+
+
+def _entry(wheel: Path) -> manifest.Entry:
+    """The manifest entry of a checked wheel: its bytes and its report hashed once more."""
+    report, report_digest, problems = handoff.check_wheel(wheel)
+    if report is None or problems:
+        raise handoff.DigestMismatch("; ".join(problems))
+    return manifest.Entry(
+        name=wheel.name, variant=wheel.parent.name, distribution=str(report.get("distribution")),
+        size=wheel.stat().st_size, sha256=str(report["sha256"]), report_sha256=report_digest,
+    )  # fmt: skip
+
+
+def copy_checked(entries: list[manifest.Entry], wheels: list[Path], dist: Path) -> None:
+    """`dist` becomes exactly the checked set: a file that is not one of it is refused, and each
+    copy is written under a temporary name, re-hashed against the verified sha256, then renamed."""
+    try:
+        dist.mkdir(parents=True, exist_ok=True)
+        wanted = {e.name: e for e in entries}
+        extra = sorted(p.name for p in dist.iterdir() if p.name not in wanted)
+        if extra:
+            msg = (
+                f"{dist}: holds {', '.join(extra)}, which is not in the checked set; the upload reads "
+                f"{dist} whole, so it must hold exactly the checked wheels (remove them)"
+            )
+            raise PublishError(msg)
+        for wheel in wheels:
+            entry = wanted[wheel.name]
+            target = dist / wheel.name
+            if target.exists():
+                handoff.require_digest(target, entry.sha256, str(target))
+                continue
+            fd, scratch = tempfile.mkstemp(prefix=f".{wheel.name}.", dir=dist)
+            os.close(fd)
+            try:
+                shutil.copyfile(wheel, scratch)
+                handoff.require_digest(Path(scratch), entry.sha256, f"{target} (copied from {wheel})")
+                Path(scratch).replace(target)
+            finally:
+                Path(scratch).unlink(missing_ok=True)
+    except OSError as exc:
+        msg = f"{dist}: cannot write the checked set ({exc.strerror})"
+        raise PublishError(msg) from None

@@ -55,6 +55,9 @@ class WheelContents:
     """Directory entries of the zip (`name/`)."""
     size: int = 0
     """Bytes of the wheel file."""
+    sha256: str = ""
+    """sha256 of exactly the bytes that were inspected (hashed from the same open file before and
+    after the reading, which must agree)."""
     export: Callable[[str, Path], None] = field(default=_not_from_a_file)
     """Writes a member's bytes to a new file (streamed, within the wheel's inflation budget): for
     tools that read whole files, such as abi3audit."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import os
@@ -357,17 +358,36 @@ def read_wheel(path: Path, device_sections: Sequence[str]) -> WheelContents:
     distribution, version, tags = parse_name(path)
     try:
         with path.open("rb") as fh:
+            before = _fd_sha256(fh.fileno())
             archive = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
             entries = read_directory(archive)
             files = [e for e in entries if not e.is_dir]
             results = _read_all(archive, files, _budget(files, archive.size), device_sections)
+            after = _fd_sha256(fh.fileno())
+            if os.fstat(fh.fileno()).st_size != archive.size or after != before:
+                msg = (
+                    f"{path.name}: the wheel changed while it was verified (sha256 {before} before, "
+                    f"{after} after); nothing is reported on it"
+                )
+                raise VerifyError(msg)
     except OSError as exc:
         msg = f"{path.name}: cannot read the wheel ({exc.strerror})"
         raise VerifyError(msg) from None
     except (ZipError, ElfReadError) as exc:
         msg = f"{path.name}: {exc}"
         raise VerifyError(msg) from None
-    return _contents(path, archive.size, (distribution, version, tags), entries, results)
+    contents = _contents(path, archive.size, (distribution, version, tags), entries, results)
+    return dataclasses.replace(contents, sha256=before)
+
+
+def _fd_sha256(fd: int) -> str:
+    """sha256 of the open file's bytes, read by position in 1 MiB pieces (bounded memory)."""
+    digest = hashlib.sha256()
+    offset = 0
+    while piece := os.pread(fd, 1 << 20, offset):
+        digest.update(piece)
+        offset += len(piece)
+    return digest.hexdigest()
 
 
 def _contents(

@@ -4,17 +4,14 @@ readable rendering."""
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.errors import VerifyError
 from release.inspect.elf import ElfInfo
 from release.inspect.rules import RULE_IDS
 from release.inspect.rules.registry import STATUSES, RuleResult
 from release.inspect.versions import max_required
-from release.wheel.files import file_sha256
 
 SCHEMA_VERSION = 3
 SCHEMA_FILE = Path(__file__).with_name("verify.schema.json")
@@ -38,16 +35,8 @@ class VerifyReport:
     runtime_bound: tuple[str, ...]
     elf_files: tuple[ElfInfo, ...]
     rules: tuple[RuleResult, ...]
-
-    @functools.cached_property
-    def sha256(self) -> str:
-        """sha256 of the wheel file, computed when first asked (the JSON report and publish need
-        it; the readable report does not)."""
-        try:
-            return file_sha256(self.wheel)
-        except OSError as exc:
-            msg = f"{self.wheel}: cannot read the wheel to hash it ({exc.strerror})"
-            raise VerifyError(msg) from None
+    sha256: str = ""
+    """sha256 of exactly the bytes the rules judged (taken while the wheel was read)."""
 
     @property
     def ok(self) -> bool:

@@ -122,6 +122,7 @@ def judge(ctx: RuleContext, results: Sequence[RuleResult] | None = None) -> Veri
         runtime_bound=tuple(runtime_bound),
         elf_files=tuple(contents.elf_files),
         rules=tuple(results) if results is not None else tuple(r.apply(ctx) for r in RULES),
+        sha256=contents.sha256,
     )
 
 

@@ -17,7 +17,6 @@ twine, retries) lives in `release.publish.upload`.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -28,9 +27,10 @@ from packaging.version import Version
 
 from release import table
 from release.errors import PublishError, ReleaseError
+from release.inspect.verify import verify_release
 from release.plan.steps import BuildStep, Plan, python_tag
-from release.publish import index
-from release.publish.upload import Candidate, Outcome, Uploader, classify
+from release.publish import handoff, index
+from release.publish.upload import Candidate, Outcome, Uploader, classify, clean_output
 from release.wheel.archive import WheelReadError, read_metadata
 from release.wheel.files import file_sha256
 from release.wheel.names import (
@@ -53,38 +53,40 @@ def _wheel_metadata(path: Path) -> tuple[str, str]:
 
 
 def _check_report(wheel: Path, sha: str, variant: str, distribution: str) -> list[str]:
-    report_file = report_path(wheel)
-    where = f"{wheel.parent.name}/{report_file.name}"
-    if not report_file.is_file():
-        return [
-            f"{wheel.parent.name}/{wheel.name}: no verify report {report_file.name} "
-            "(run `python -m release verify --release --write-reports` on it)"
-        ]
-    try:
-        report = json.loads(report_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return [f"{where}: not a readable JSON report ({exc})"]
-    if not isinstance(report, dict):
-        return [f"{where}: not a verify report (a JSON object)"]
-    problems = []
-    if report.get("wheel") != wheel.name:
-        problems.append(f"{where}: reports on {report.get('wheel')!r}, not on {wheel.name}")
-    if report.get("release_mode") is not True:
-        problems.append(
-            f"{where}: not a release-mode report (run `python -m release verify --release --write-reports`)"
-        )
-    if report.get("ok") is not True:
-        rules_list = report.get("rules", [])
-        failed = [r.get("id") for r in rules_list if isinstance(r, dict) and r.get("status") == "fail"]
-        rules = f" (failed rules: {', '.join(str(r) for r in failed)})" if failed else ""
-        problems.append(f"{where}: verification did not pass{rules}")
-    if report.get("sha256") != sha:
-        problems.append(f"{where}: sha256 does not match the wheel (it was changed after verification)")
+    """The report beside `wheel`, re-validated (schema, rules, ok/releasable, sha256 of `sha`)."""
+    report, _digest, problems = handoff.check_wheel(wheel, sha)
+    if report is None:
+        return problems
+    where = f"{wheel.parent.name}/{report_path(wheel).name}"
     reported_dist = report.get("distribution")
     if isinstance(reported_dist, str) and canonicalize_name(reported_dist) != canonicalize_name(distribution):
         problems.append(f"{where}: verified as {reported_dist}, not {distribution}")
     if report.get("variant") not in (None, variant):
         problems.append(f"{where}: verified as variant {report.get('variant')!r}, not {variant!r}")
+    return problems
+
+
+def reverify(plan: Plan, candidates: Sequence[Candidate], version: str) -> list[str]:
+    """Verify the exact bytes about to be sent again, as one release, and compare each outcome
+    with its report: a report is never trusted alone."""
+    if not candidates:
+        return []
+    try:
+        fresh = verify_release(
+            [(c.path, plan.variants[c.variant]) for c in candidates],
+            variants=plan.variants,
+            matrix=str(plan.loaded.path),
+            release=True,
+            expected_version=version,
+        )
+    except ReleaseError as exc:
+        return [f"verifying the set again failed: {exc}"]
+    problems = []
+    for candidate, report in zip(candidates, fresh, strict=True):
+        saved, _digest, _ = handoff.load_report(report_path(candidate.path))
+        problems.extend(handoff.compare_outcome(saved or {}, report))
+        if report.sha256 != candidate.sha256:
+            problems.append(handoff.mismatch(candidate.filename, candidate.sha256, report.sha256))
     return problems
 
 
@@ -226,7 +228,7 @@ def twine_check(paths: Sequence[Path]) -> list[str]:
         return []
     lines = [
         line.strip()
-        for line in (proc.stdout + proc.stderr).splitlines()
+        for line in clean_output(proc.stdout + proc.stderr).splitlines()
         if line.strip() and not line.rstrip().endswith("PASSED")
     ]
     return ["twine check --strict failed:\n    " + "\n    ".join(lines)]
@@ -240,8 +242,13 @@ def preflight(
     checker: Callable[[Sequence[Path]], list[str]] = twine_check,
     variants: Sequence[str] | None = None,
 ) -> list[Candidate]:
-    """The complete, checked set; `PublishError` listing every problem otherwise."""
+    """The complete, checked set; `PublishError` listing every problem otherwise.
+
+    Every report is re-validated, and the wheels are verified again: the outcome must be the
+    report's, on bytes whose sha256 is the report's."""
     found, problems = collect(plan, wheelhouse, version, variants=variants)
+    if not problems:
+        problems.extend(reverify(plan, found, version))
     wheels = sorted(wheelhouse.glob("*/*.whl")) if wheelhouse.is_dir() else []
     if variants:
         wheels = [w for w in wheels if w.parent.name in variants]
@@ -339,6 +346,7 @@ def publish(candidates: Sequence[Candidate], uploader: Uploader, *, dry_run: boo
         log(f"\nnothing to upload: all {skipped} file(s) were already on {uploader.index_url}")
     else:
         log(f"\n{uploaded} uploaded, {skipped} skipped (already there)")
+    log(uploader.totals())
     return outcomes
 
 

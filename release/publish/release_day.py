@@ -25,9 +25,9 @@ from packaging.version import InvalidVersion, Version
 from release.errors import PublishError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
-from release.publish import index
+from release.publish import handoff, index
 from release.wheel.archive import WheelReadError, read_metadata
-from release.wheel.names import InvalidWheelName, parse_wheel_name, report_path
+from release.wheel.names import InvalidWheelName, parse_wheel_name
 
 DEFAULT_SIZE_LIMIT = 100 << 20
 """PyPI's per-file upload limit unless the project was granted more."""
@@ -98,10 +98,8 @@ def check_expected_files(
                     f"{name}/{prefix}*.whl: missing (build job {step.identifier}); re-run that job"
                 )
             for wheel in found:
-                if not report_path(wheel).is_file():
-                    check.problems.append(
-                        f"{name}/{wheel.name}: no verify report beside it (`release verify --write-reports`)"
-                    )
+                # The report re-validated and the bytes re-hashed: a report is never trusted alone.
+                check.problems.extend(handoff.check_wheel(wheel)[2])
         expected = tuple(f"{stem}-{version}-{s.python_tag}-" for s in steps)
         for wheel in wheels:
             if not wheel.name.startswith(expected):

@@ -10,7 +10,10 @@ landed before the connection dropped is recognised, not repeated).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -20,9 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from release.errors import PublishError
-from release.publish import index
+from release.publish import handoff, index
 
 DEFAULT_TRIES = 4
+DEFAULT_UPLOAD_TIMEOUT = 900.0
+"""Seconds one twine upload may take before it is stopped (its process group is killed)."""
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
 # twine prints e.g. "HTTPError: 403 Forbidden from http://127.0.0.1:8080/"
 _HTTP_STATUS = re.compile(r"\b(\d{3}) [A-Za-z][A-Za-z ]*? from \S+|HTTPError: (\d{3})")
 _FATAL_TWINE = ("InvalidDistribution", "InvalidConfiguration", "InvalidPyPIUploadURL", "Credential not found")
@@ -116,9 +122,30 @@ def classify(index_files: Mapping[str, str | None], candidate: Candidate) -> tup
     return "conflict", f"index sha256 {remote[:12]}…, local {candidate.sha256[:12]}…"
 
 
-def run_process(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
-    proc = subprocess.run(list(cmd), capture_output=True, text=True, env=dict(env), check=False)
-    return proc.returncode, proc.stdout + proc.stderr
+TIMED_OUT = 124
+
+
+def run_process(
+    cmd: Sequence[str], env: Mapping[str, str], timeout: float = DEFAULT_UPLOAD_TIMEOUT
+) -> tuple[int, str]:
+    """Run `cmd` under a deadline; past it the whole process group is killed (exit 124)."""
+    with subprocess.Popen(
+        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+        env=dict(env), start_new_session=True,
+    ) as proc:  # fmt: skip
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+            return TIMED_OUT, f"{output or ''}\nno answer within {timeout:g}s: stopped"
+        return proc.returncode, output or ""
+
+
+def clean_output(text: str) -> str:
+    """Tool output fit for our messages: terminal escapes removed, other control characters shown."""
+    return "\n".join(index.printable(line) for line in _ESCAPES.sub("", text).splitlines())
 
 
 def _http_status(output: str) -> int | None:
@@ -134,14 +161,58 @@ class Uploader:
     repository: str
     index_url: str
     credentials: Credentials
-    runner: Runner = run_process
+    runner: Runner | None = None
     tries: int = DEFAULT_TRIES
     backoff: float = 1.0
     sleep: Callable[[float], None] = time.sleep
     log: Callable[[str], None] = print
+    upload_timeout: float = DEFAULT_UPLOAD_TIMEOUT
+    index_timeout: float = index.DEFAULT_TIMEOUT
+    waited: dict[str, float] = field(default_factory=dict)
+    """Seconds spent waiting, by what was waited for (twine, listing, backoff): the summary's totals."""
+
+    def _count(self, what: str, started: float) -> None:
+        self.waited[what] = self.waited.get(what, 0.0) + time.monotonic() - started
+
+    def totals(self) -> str:
+        shown = ", ".join(f"{what} {seconds:.1f}s" for what, seconds in sorted(self.waited.items()))
+        return (
+            f"waited: {shown or 'nothing'} (deadlines: {self.upload_timeout:g}s an upload, "
+            f"{self.index_timeout:g}s a listing, {self.tries} tries)"
+        )
 
     def list(self, project: str) -> dict[str, str | None]:
-        return index.list_files(self.index_url, project)
+        started = time.monotonic()
+        try:
+            return index.list_files(self.index_url, project, timeout=self.index_timeout)
+        finally:
+            self._count("listing", started)
+
+    def _run(self, cmd: Sequence[str]) -> tuple[int, str]:
+        started = time.monotonic()
+        try:
+            if self.runner is None:
+                return run_process(cmd, self.credentials.env, self.upload_timeout)
+            return self.runner(cmd, self.credentials.env)
+        finally:
+            self._count("twine", started)
+
+    def _confirm(self, candidate: Candidate, why: str) -> Outcome | None:
+        """What the index lists for the file now: uploaded (our sha256), a mismatch naming both
+        digests, or None when it does not list it."""
+        present = self.list(candidate.project)
+        if candidate.filename not in present:
+            return None
+        remote = present[candidate.filename]
+        if remote is None:
+            return Outcome(candidate, "uploaded", f"{why}; the index gives no sha256 to compare")
+        if remote != candidate.sha256:
+            msg = (
+                f"{candidate.filename}: the index lists sha256 {remote}, but the verified sha256 is "
+                f"{candidate.sha256} ({why}); the release stops"
+            )
+            raise handoff.DigestMismatch(msg)
+        return Outcome(candidate, "uploaded", why if why != "answered" else "")
 
     def listing(self, projects: Iterable[str]) -> dict[str, dict[str, str | None]]:
         """Each project's files on the index, retrying an unreachable index like an upload."""
@@ -161,7 +232,9 @@ class Uploader:
         delay = self.backoff * 2 ** (attempt - 1)
         why = self.credentials.redact(why)
         self.log(f"  try {attempt}/{self.tries} failed: {why}; retrying in {delay:g}s")
+        started = time.monotonic()
         self.sleep(delay)
+        self._count("backoff", started)
 
     def _refused(self, status: int, uploaded: int) -> PublishError:
         before = f"{uploaded} file(s) were uploaded before this" if uploaded else "nothing was uploaded"
@@ -195,10 +268,18 @@ class Uploader:
                     return Outcome(candidate, "uploaded", "confirmed on the index after an interrupted try")
                 if status == "conflict":
                     return Outcome(candidate, "conflict", f"after an interrupted try: {note}")
-            rc, output = self.runner(cmd, self.credentials.env)
-            output = self.credentials.redact(output)
+            handoff.require_digest(candidate.path, candidate.sha256, f"{candidate.filename} before upload")
+            rc, output = self._run(cmd)
+            output = clean_output(self.credentials.redact(output))
+            handoff.require_digest(candidate.path, candidate.sha256, f"{candidate.filename} after upload")
             if rc == 0:
-                return Outcome(candidate, "uploaded")
+                confirmed = self._listed_after(candidate, "answered")
+                if confirmed is not None:
+                    return confirmed
+                last, recheck = "accepted, but the index does not list it", True
+                if attempt < self.tries:
+                    self._wait(attempt, last)
+                continue
             code = _http_status(output)
             if code in (401, 403):
                 raise self._refused(code, uploaded_so_far)
@@ -208,14 +289,26 @@ class Uploader:
                 break
             if code is None and any(marker in output for marker in _FATAL_TWINE):
                 break
-            if code in (400, 409) and "exist" not in output.lower():
-                break
             if code in (400, 409):
-                continue  # "already exists": the re-check at the top of the loop decides
+                # A duplicate answer (pypiserver's bare 400, PyPI's "File already exists") is
+                # decided by listing the index again now, never taken as final.
+                duplicate = self._listed_after(candidate, f"HTTP {code}: the index already held it")
+                if duplicate is not None:
+                    return duplicate
+                if "exist" not in output.lower():
+                    break
             if attempt < self.tries:
                 self._wait(attempt, last)
         msg = f"{candidate.filename}: upload failed ({last})"
         raise PublishError(msg)
+
+    def _listed_after(self, candidate: Candidate, why: str) -> Outcome | None:
+        try:
+            return self._confirm(candidate, why)
+        except index.IndexUnavailable as exc:
+            why = self.credentials.redact(str(exc))
+            self.log(f"  cannot list {candidate.project} after the upload: {why}")
+            return None
 
 
 def _last_lines(output: str, count: int = 3) -> str:

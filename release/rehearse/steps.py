@@ -13,10 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from release.errors import ReleaseError
 from release.rehearse import expressions
 from release.rehearse.pins import lowest_pins
 from release.rehearse.services import User, give, setup_python
 from release.rehearse.workflow import Step
+from release.wheel.files import file_sha256
 
 _ANYWHERE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache")
 _TOP = {".git", ".venv", ".nox", "build", "wheelhouse", "dist"}
@@ -196,6 +198,12 @@ def run_step(instance: Instance, step: Step, status: expressions.Status) -> str:
         return _download(instance, with_)
     if kind == "pypi-publish":
         return _publish(instance, with_, env)
+    if kind == "attest":
+        subject = instance.workspace / str(with_.get("subject-path", ""))
+        if not subject.is_file():
+            msg = f"{step.label}: no subject {subject} to attest"
+            raise ReleaseError(msg)
+        return f"would attest {subject.name} (sha256 {file_sha256(subject)}); only GitHub signs it"
     note = ""
     if kind == "toolkit" and step.words[:2] == ("toolchain", "free-disk"):
         # A runner's disk is throwaway; this machine's is not: list what would go, delete nothing.

@@ -20,8 +20,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
@@ -54,6 +56,12 @@ publish:
   repository: "http://127.0.0.1:9/"
   prerelease: skip
 """
+
+
+GUARD = b"import importlib.metadata\n\nimportlib.metadata.distribution(__name__)\n"
+"""The variant guard verify's variant-conflict rule looks for."""
+_NEEDED = {"xfer-engine-rocm": ("libamdhip64.so.6", "libc.so.6")}
+"""What each tiny wheel's extension links: a GPU variant links its runtime."""
 
 
 def write_matrix(directory: Path, *, version: str = "0.1.0", pythons: Sequence[str] = PYTHONS) -> Path:
@@ -91,8 +99,11 @@ def make_wheel(
     payload: bytes = b"",
     filename: str | None = None,
     abi: str | None = None,
+    extra: dict[str, bytes] | None = None,
 ) -> Path:
     """A tiny valid wheel; `filename` lets a test lie about what is inside."""
+    from tests.hostile.builders import elf_bytes
+
     tag = "cp" + python.replace(".", "")
     abi_tag = abi or tag
     stem = distribution.replace("-", "_")
@@ -107,9 +118,12 @@ def make_wheel(
         f"Tag: {tag}-{abi_tag}-{platform}\n"
     )
     files = {
-        "xfer_tiny/__init__.py": f"VARIANT = {distribution!r}\nPYTHON = {python!r}\n".encode() + payload,
+        "xfer/__init__.py": GUARD + f"VARIANT = {distribution!r}\n".encode(),
+        **({f"{dist_info}/PAYLOAD": payload} if payload else {}),
+        "xfer/_core.so": elf_bytes(needed=_NEEDED.get(distribution, ("libc.so.6",)), soname=None),
         f"{dist_info}/METADATA": metadata.encode(),
         f"{dist_info}/WHEEL": wheel_meta.encode(),
+        **(extra or {}),
     }
     record = "".join(f"{name},{_record_hash(data)},{len(data)}\n" for name, data in files.items())
     record += f"{dist_info}/RECORD,,\n"
@@ -128,27 +142,50 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def release_reports(wheelhouse: Path) -> dict[str, dict[str, Any]]:
+    """Real release-mode verify reports (by file name) of every wheel in `wheelhouse/<variant>/`,
+    verified as one release against a tiny matrix of their version and Pythons, as preflight
+    verifies them again."""
+    from release.config import matrix as matrix_mod
+    from release.inspect.verify import verify_release
+    from release.plan.steps import make_plan
+
+    wheels = sorted(w for w in wheelhouse.glob("*/*.whl") if w.parent.name in VARIANTS)
+    version = wheels[0].name.split("-")[1]
+    pythons = sorted({f"{w.name.split('-')[2][2]}.{w.name.split('-')[2][3:]}" for w in wheels})
+    with tempfile.TemporaryDirectory() as scratch:
+        beside = wheelhouse.parent / "matrix.yaml"
+        matrix = beside if beside.is_file() else write_matrix(Path(scratch), version=version, pythons=pythons)
+        plan = make_plan(matrix_mod.load(matrix))
+        mapped = [(w, plan.variants[w.parent.name]) for w in wheels]
+        reports = verify_release(
+            mapped, variants=plan.variants, matrix=None, release=True, expected_version=version
+        )
+    return {r.wheel.name: r.to_json() for r in reports}
+
+
 def write_report(
     wheel: Path, variant: str, distribution: str, *, ok: bool = True, release: bool = True
 ) -> Path:
-    """A release-mode verify report as `release verify --release` writes it."""
-    version = wheel.name.split("-")[1]
-    report = {
-        "schema_version": 1,
-        "wheel": wheel.name,
-        "sha256": sha256_file(wheel),
-        "variant": variant,
-        "distribution": distribution,
-        "version": version,
-        "tags": [wheel.name.removesuffix(".whl").split("-", 2)[2]],
-        "release_mode": release,
-        "ok": ok,
-        "releasable": ok and release,
-        "rules": [{"id": "platform-floor", "status": "pass" if ok else "fail", "message": "test"}],
-    }
+    """The release-mode verify report `release verify --release --write-reports` writes;
+    `ok=False` makes its first rule fail, `release=False` makes it a non-release report."""
+    report = release_reports(wheel.parent.parent).get(wheel.name)
+    if report is None:  # a wheel outside the variants' directories: verified alone
+        from release.inspect.verify import verify_wheel
+
+        report = verify_wheel(wheel, release=True).to_json()
+    _adjust(report, ok=ok, release=release)
     path = wheel.with_name(wheel.name + ".verify.json")
     path.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return path
+
+
+def _adjust(report: dict[str, Any], *, ok: bool, release: bool) -> None:
+    if not ok:
+        report["rules"][0]["status"] = "fail"
+        report["ok"] = report["releasable"] = False
+    if not release:
+        report["release_mode"] = False
 
 
 def make_wheelhouse(
@@ -161,8 +198,10 @@ def make_wheelhouse(
     for variant, (dist, _backend) in VARIANTS.items():
         for py in pythons:
             payload = b"#" + os.urandom(payload_size // 2).hex().encode() + b"\n" if payload_size else b""
-            wheel = make_wheel(directory / variant, dist, version, py, payload=payload)
-            write_report(wheel, variant, dist)
+            make_wheel(directory / variant, dist, version, py, payload=payload)
+    for name, report in release_reports(directory).items():
+        wheel = next(directory.glob(f"*/{name}"))
+        wheel.with_name(name + ".verify.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     return directory
 
 
@@ -499,6 +538,22 @@ def json_page(files: Sequence[str] = ()) -> Behaviour:
         send("200 OK", {"Content-Type": "application/vnd.pypi.simple.v1+json"}, json.dumps(page).encode())(
             conn, path
         )
+
+    return behave
+
+
+def relay(base: str) -> Behaviour:
+    """The real index's answer to the same GET (a listing that reflects uploads)."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        request = urllib.request.Request(base.rstrip("/") + path, headers={"Accept": "text/html"})
+        try:
+            with urllib.request.urlopen(request, timeout=20) as answer:
+                status, body = f"{answer.status} OK", answer.read()
+                kind = answer.headers.get("Content-Type", "text/html")
+        except urllib.error.HTTPError as exc:
+            status, body, kind = f"{exc.code} Not Found", b"", "text/html"
+        send(status, {"Content-Type": kind}, body)(conn, path)
 
     return behave
 

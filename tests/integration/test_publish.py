@@ -36,6 +36,7 @@ from tests.integration.publish_support import (
     make_wheel,
     make_wheelhouse,
     raw,
+    relay,
     run_release,
     send,
     sha256_file,
@@ -263,7 +264,7 @@ def test_every_problem_is_listed_at_once(project: tuple[Path, Path], index_serve
     assert result.returncode == 8
     err = result.stderr
     assert "cpu/notes.txt: unknown file" in err
-    assert f"cpu/{bad.name}.verify.json: verification did not pass (failed rules: platform-floor)" in err
+    assert f"cpu/{bad.name}.verify.json: not releasable (failed or warned: vendored-runtime)" in err
     assert f"rocm/{unverified.name}: no verify report" in err
     assert "twine check --strict failed" in err
     assert index_server.files() == {}
@@ -417,7 +418,7 @@ def test_a_broken_answer_then_a_good_one_publishes(
     project: tuple[Path, Path], index_server: IndexServer
 ) -> None:
     matrix, wheelhouse = project
-    with HostileIndex(BROKEN["bad-status-line"], json_page()) as hostile:
+    with HostileIndex(BROKEN["bad-status-line"], relay(index_server.url)) as hostile:
         result = publish(matrix, index_server.url, "--index-url", hostile.simple, *FAST)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "try 1/3 failed: cannot read" in result.stdout
@@ -632,3 +633,25 @@ def test_gh_missing_or_failing_is_one_line(project: tuple[Path, Path], tmp_path:
     assert result.returncode == 8
     assert result.stderr.startswith("error: gh release view failed for acme/xfer v0.1.0: HTTP 401: Bad")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_silent_index_fails_the_upload_within_its_deadline(tmp_path: Path) -> None:
+    """The listing answers; the upload is never answered: twine is stopped at --upload-timeout."""
+    wheel = make_wheel(tmp_path, "xfer-engine-cpu", "0.1.0", "3.12")
+    sha = sha256_file(wheel)
+    from release.publish.upload import Candidate
+
+    c = Candidate("cp312-cpu", "cpu", "xfer-engine-cpu", wheel, sha)
+    silent: Callable[..., None] = lambda conn, path: time.sleep(30)  # noqa: E731
+    with HostileIndex(silent, json_page()) as stub:  # twine's POST first, then listings
+        env = {"TWINE_USERNAME": "u", "TWINE_PASSWORD": "p4ss", "PATH": os.environ["PATH"]}
+        creds = Credentials.from_env(env)
+        up = Uploader(
+            repository=f"http://127.0.0.1:{stub.port}/", index_url=stub.simple, credentials=creds,
+            tries=1, upload_timeout=3.0, index_timeout=3.0, log=lambda text: None,
+        )  # fmt: skip
+        started = time.monotonic()
+        with pytest.raises(PublishError, match="no answer within 3s"):
+            up.upload(c)
+        assert time.monotonic() - started < 15
+        assert "twine" in up.totals()

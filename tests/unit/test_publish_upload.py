@@ -268,3 +268,52 @@ def test_parse_html_and_json() -> None:
         index.IndexFile("a-1.0.whl", "aa" * 32),
         index.IndexFile("a-1.1.whl", None),
     ]
+
+
+def test_an_index_that_lists_another_sha256_fails_the_upload(tmp_path: Path, fake: FakeIndex) -> None:
+    c = candidate(tmp_path, "pkg")
+
+    def accept_other(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
+        fake.files[c.filename] = "f" * 64
+        return 0, "Uploading\n"
+
+    up = uploader(fake, [])
+    up.runner = accept_other
+    with pytest.raises(PublishError) as info:
+        up.upload(c)
+    assert "f" * 64 in str(info.value) and c.sha256 in str(info.value)
+
+
+def test_a_wheel_swapped_while_twine_runs_stops_naming_both_digests(tmp_path: Path, fake: FakeIndex) -> None:
+    c = candidate(tmp_path, "pkg")
+
+    def swap(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
+        c.path.write_bytes(b"swapped")
+        return fake.run(cmd, env)
+
+    up = uploader(fake, [])
+    up.runner = swap
+    with pytest.raises(PublishError) as info:
+        up.upload(c)
+    assert c.sha256 in str(info.value) and hashlib.sha256(b"swapped").hexdigest() in str(info.value)
+
+
+def test_a_duplicate_400_is_listed_again_not_final(tmp_path: Path, fake: FakeIndex) -> None:
+    c = candidate(tmp_path, "pkg")
+
+    def other_publish_won(cmd: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
+        fake.files[c.filename] = c.sha256  # a concurrent publish uploaded the same bytes
+        return 1, "ERROR HTTPError: 400 Bad Request from http://idx/\nBad Request\n"
+
+    up = uploader(fake, [], tries=1)
+    up.runner = other_publish_won
+    assert up.upload(c).status == "uploaded"
+
+
+def test_terminal_escapes_never_reach_our_errors(tmp_path: Path, fake: FakeIndex) -> None:
+    c = candidate(tmp_path, "pkg")
+    up = uploader(fake, [], tries=1)
+    up.runner = lambda cmd, env: (1, "\x1b[31mERROR\x1b[0m \x1b]0;owned\x07boom\r\n")
+    with pytest.raises(PublishError) as info:
+        up.upload(c)
+    assert "\x1b" not in str(info.value) and "\x07" not in str(info.value) and "boom" in str(info.value)

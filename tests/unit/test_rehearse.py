@@ -37,8 +37,8 @@ def test_every_step_of_release_yml_maps_to_something_the_rehearsal_runs() -> Non
         "build": ["cibuildwheel-config", "toolchain", "build", "verify"],
         "smoke": ["toolchain", "smoke"],
         "smoke-image": ["toolchain", "smoke"],
-        "publish-pypi": ["release-checks", "publish"],
-        "github-release": ["github-release"],
+        "publish-pypi": ["release-checks", "publish", "verify-release", "verify-release"],
+        "github-release": ["verify-release", "github-release"],
         "hardware": [],
     }
     kinds = {s.kind for j in flow.jobs.values() for s in j.steps}

@@ -183,7 +183,8 @@ def test_permissions_are_least_privilege(name: str) -> None:
         perms = job.get("permissions")
         assert isinstance(perms, dict), f"{name}: job {job_name} declares no permissions"
         if perms.get("id-token"):
-            assert (name, job_name) == ("release.yml", "publish-pypi")
+            # publish-pypi: trusted publishing; github-release: the manifest's attestation.
+            assert (name, job_name) in {("release.yml", "publish-pypi"), ("release.yml", "github-release")}
         if perms.get("contents") == "write":
             assert (name, job_name) == ("release.yml", "github-release")
 
@@ -283,7 +284,9 @@ def test_publish_uses_trusted_publishing() -> None:
     assert "password" not in publish["with"]
     gh = doc["jobs"]["github-release"]
     assert gh["needs"] == ["plan", "publish-pypi"]
-    assert gh["permissions"] == {"contents": "write"}
+    assert gh["permissions"] == {"contents": "write", "id-token": "write", "attestations": "write"}
+    attest = next(s for s in gh["steps"] if s.get("uses", "").startswith("actions/attest-build-provenance@"))
+    assert attest["with"]["subject-path"] == "artifacts/release-manifest.json"
 
 
 def _plan_json(loaded: LoadedMatrix, capsys: pytest.CaptureFixture[str], *, smoke: bool = False) -> list[Any]:

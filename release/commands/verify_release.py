@@ -1,0 +1,80 @@
+"""`release verify-release`: re-check a release against its manifest (see `release.publish.manifest`).
+
+    release verify-release release-manifest.json [DIR] [--index-url URL]
+
+DIR (a downloaded GitHub Release, `dist/`, or a wheelhouse) must hold exactly the manifest's
+wheels, byte for byte; with `--index-url` (or `--repository`) the index must list every one of
+them with the manifest's sha256. Either mismatch names both digests and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from pathlib import Path
+
+from release.config.matrix import LoadedMatrix
+from release.errors import PublishError, UsageError
+from release.publish import index, manifest
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("manifest", type=Path, help="the release manifest (release-checks --manifest wrote it)")
+    add("directory", type=Path, nargs="?", help="the downloaded release to check (flat or per variant)")
+    add("--repository", metavar="URL", help="upload URL of the index whose listing must match")
+    add("--index-url", metavar="URL", help="simple-API URL of that index (derived for PyPI and pypiserver)")
+    add("--timeout", type=float, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
+        help="deadline of one listing (default: %(default)s)")  # fmt: skip
+    add("--settle", type=float, default=0.0, metavar="SECONDS",
+        help="list again for up to this long while files are only missing (an index's cache "
+             "catching up after an upload); a different sha256 fails at once (default: 0)")  # fmt: skip
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
+    index_url = args.index_url or (index.simple_url_for(args.repository) if args.repository else None)
+    if args.directory is None and index_url is None:
+        msg = "verify-release needs a directory to check, or --repository/--index-url, or both"
+        raise UsageError(msg)
+    wheels = manifest.load(args.manifest)
+    problems: list[str] = []
+    if args.directory is not None:
+        problems += manifest.check_directory(wheels, args.directory)
+    if index_url is not None:
+        index.check_transport(index_url, "index")
+        problems += _check_index(wheels, index_url, args.timeout, args.settle)
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        msg = f"{len(problems)} problem(s) against {args.manifest}:\n{lines}"
+        raise PublishError(msg)
+    where = " and ".join(
+        w for w in (str(args.directory) if args.directory else "", index.redact_url(index_url or "")) if w
+    )
+    print(f"{len(wheels)} wheel(s) of {args.manifest} match in {where}")
+    return 0
+
+
+SETTLE_STEP = 5.0
+"""Seconds between listings while an index catches up."""
+
+
+def _check_index(
+    wheels: dict[str, dict[str, object]], index_url: str, timeout: float, settle: float
+) -> list[str]:
+    """The listing's problems; files only missing are listed again until `settle` seconds pass."""
+    if not (math.isfinite(timeout) and timeout > 0 and math.isfinite(settle) and settle >= 0):
+        msg = "--timeout must be > 0 and --settle >= 0 seconds"
+        raise UsageError(msg)
+    end = time.monotonic() + settle
+    projects = sorted({str(w.get("distribution")) for w in wheels.values()})
+    while True:
+        listing: dict[str, str | None] = {}
+        for project in projects:
+            listing.update(index.list_files(index_url, project, timeout=timeout))
+        problems = manifest.check_listing(wheels, listing)
+        missing_only = all(p.endswith(": not listed on the index") for p in problems)
+        if not problems or not missing_only or time.monotonic() + SETTLE_STEP > end:
+            return problems
+        print(f"{len(problems)} file(s) not listed yet; listing again in {SETTLE_STEP:g}s", flush=True)
+        time.sleep(SETTLE_STEP)
