@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from release.errors import BuildError
+from release.errors import BuildError, ReleaseError
 
 LOCK_NAME = ".lock"
 DEFAULT_WAIT_S = 1800.0
@@ -33,11 +33,18 @@ def _holder(path: Path) -> str:
 
 @contextlib.contextmanager
 def build_lock(
-    directory: Path, *, what: str, wait_s: float = DEFAULT_WAIT_S, say: Callable[[str], None] = print
+    directory: Path,
+    *,
+    what: str,
+    wait_s: float = DEFAULT_WAIT_S,
+    say: Callable[[str], None] = print,
+    name: str = LOCK_NAME,
+    error: type[ReleaseError] = BuildError,
 ) -> Iterator[None]:
-    """Hold `directory/.lock` while the block runs; wait up to `wait_s` for another holder."""
+    """Hold `directory/name` while the block runs; wait up to `wait_s` for another holder, then
+    raise `error` naming it (publish takes the same kind of lock with its own name and error)."""
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / LOCK_NAME
+    path = directory / name
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         started = time.monotonic()
@@ -51,7 +58,7 @@ def build_lock(
                 holder = _holder(path)
                 if waited >= wait_s:
                     msg = f"{what} is locked by {holder} ({path}); gave up after {waited:.0f} s"
-                    raise BuildError(msg) from None
+                    raise error(msg) from None
                 if announced == 0.0 or waited - announced >= _PROGRESS_S:
                     say(f"{what} is locked by {holder} ({path}): waiting ({waited:.0f} s of {wait_s:.0f} s)")
                     announced = max(waited, 1e-9)

@@ -7,9 +7,10 @@ import math
 import os
 from pathlib import Path
 
+from release.build.lock import build_lock
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, UsageError
-from release.plan.steps import make_plan
+from release.plan.steps import Plan, make_plan
 from release.plan.version import route, tag_from_env, version_from_tag
 from release.publish import index
 from release.publish.preflight import preflight, publish
@@ -97,6 +98,32 @@ def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credential
 
     for name in args.variant or ():
         plan.variant(name)  # an unknown name is a usage error with the known ones
+    # One publish of this project at a time: a second waits, naming the holder, then gives up.
+    with build_lock(
+        loaded.root / "build", what=f"publishing {wheelhouse}", wait_s=PUBLISH_LOCK_WAIT_S,
+        name=PUBLISH_LOCK, error=PublishError,
+    ):  # fmt: skip
+        return _publish(
+            args, plan, wheelhouse=wheelhouse, version=version, repository=repository,
+            index_url=index_url, credentials=credentials,
+        )  # fmt: skip
+
+
+PUBLISH_LOCK = ".publish.lock"
+PUBLISH_LOCK_WAIT_S = 600.0
+
+
+def _publish(
+    args: argparse.Namespace,
+    plan: Plan,
+    *,
+    wheelhouse: Path,
+    version: str,
+    repository: str,
+    index_url: str,
+    credentials: Credentials,
+) -> int:
+    matrix = plan.loaded.matrix
     candidates = preflight(plan, wheelhouse, version, variants=args.variant)
     print(
         f"preflight passed: {len(candidates)} wheels of {len(matrix.variants)} variant(s) for {version}\n"
