@@ -400,18 +400,21 @@ def test_free_disk_dry_run_and_outside_ci(tmp_path: Path) -> None:
 
 
 def test_a_smoke_runner_gets_the_declared_rocm_runtime(tmp_path: Path) -> None:
-    """This host has HIP 5.2 (libamdhip64.so.5); the matrix declares ROCm 6.4: on an Ubuntu runner
-    the command installs AMD's 6.4 runtime package, pinned (a dry run shows what it would do)."""
+    """This host has HIP 5.2 (libamdhip64.so.5); the matrix declares ROCm 7.2: on an Ubuntu runner
+    with no container engine (the images are then simulated from this machine's runtime) the
+    command installs AMD's 7.2 runtime package, pinned (a dry run shows what it would do)."""
     os_release = tmp_path / "os-release"
     os_release.write_text(UBUNTU)
-    env = {**os.environ, "INSTALL_DRY_RUN": "1", "OS_RELEASE": str(os_release)}
+    # no engine answers: podman is pointed at a socket nobody serves, and no docker daemon runs
+    env = {**os.environ, "INSTALL_DRY_RUN": "1", "OS_RELEASE": str(os_release),
+           "CONTAINER_HOST": f"unix://{tmp_path}/no-engine.sock", "DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
     env.pop("ROCM_PATH", None)
     argv = [sys.executable, "-m", "release", "toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "vllm-rocm" in proc.stdout and "lay out the AMD ROCm (HIP) runtime" in proc.stdout
-    assert "install-rocm.sh 6.4 --runtime-only" in proc.stdout
-    assert "https://repo.radeon.com/rocm/apt/6.4 noble main" in proc.stdout
+    assert "install-rocm.sh 7.2 --runtime-only" in proc.stdout
+    assert "https://repo.radeon.com/rocm/apt/7.2 noble main" in proc.stdout
     assert "Pin-Priority: 600" in proc.stdout
     assert "install -y -q --no-install-recommends hip-runtime-amd" in proc.stdout
 
@@ -448,7 +451,7 @@ def test_rocm_runtime_and_toolchain_install_for_real_in_the_runtime_absent_image
     assert "the toolkit knows the HIP runtime of ROCm 5, 6, 7, 10 only" in out
 
 
-TRIXIE = LocalImage(
+TRIXIE_IMAGE = LocalImage(
     tag="localhost/xfer-test-trixie", suite="trixie", packages=(), pythons=(), toolchain=False
 )
 """A bare Debian trixie (glibc 2.41, no Python)."""
@@ -458,7 +461,7 @@ def test_rocm_7_runtime_installs_for_real_on_debian_trixie(local_images: LocalIm
     """`release toolchain install rocm 7.2 --runtime-only` runs this script: in a trixie container
     it installs experimental's libamdhip64.so.7 while libc6 stays trixie's 2.41; ROCm 10.0 then
     finds the runtime it binds (the same soname) already there; then the 7.2 headers."""
-    image = local_images.make(TRIXIE)
+    image = local_images.make(TRIXIE_IMAGE)
     script = (
         "set -u; s=/scripts/install-rocm.sh\n"
         "bash $s 7.2 --runtime-only; echo rc=$?\n"
