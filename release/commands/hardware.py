@@ -32,7 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--role", choices=ROLES, default="single", help="single (default), prefill or decode")
     add("--address-file", type=Path, help="prefill writes the master's address here, decode reads it")
     add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
-    add("--wheel", type=Path, help="this wheel file (its .verify.json beside it) instead of a wheelhouse")
+    add("--wheel", type=Path, help="this wheel file (its verify report beside it) instead of a wheelhouse")
     add(
         "--local",
         action="store_true",

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from release.errors import SmokeError
+from release.wheel.names import report_path as wheel_report_path
 
 Role = Literal["single", "prefill", "decode"]
 ROLES: tuple[Role, ...] = ("single", "prefill", "decode")
@@ -66,7 +67,7 @@ def sha256_of(path: Path) -> str:
 
 def check_report(wheel: Path, *, local: bool) -> Check:
     """The wheel's bytes are the verified ones, and the report allows this leg."""
-    report_path = wheel.with_name(wheel.name + ".verify.json")
+    report_path = wheel_report_path(wheel)
     try:
         report = json.loads(report_path.read_text())
     except (OSError, ValueError) as exc:
