@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "repair": ("repair", "auditwheel repair one wheel with a variant's (or explicit) excludes"),
     "verify": ("verify", "inspect wheels and apply the verification rules"),
     "smoke": ("smoke", "install wheels in fresh environments and simulated images"),
+    "hardware": ("hardware", "one leg of the hardware tier: verified wheel, scripts, device selftest"),
     "publish": ("publish", "preflight the whole set and upload it idempotently"),
     "release-checks": ("release_checks", "release-day checks: tag, files, sizes, index names, publishers"),
     "verify-release": ("verify_release", "re-check a release (a directory, the index) against its manifest"),

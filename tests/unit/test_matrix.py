@@ -66,13 +66,15 @@ def test_images_and_hardware_are_defined_and_referenced(loaded: matrix.LoadedMat
     m = loaded.matrix
     assert {"clean-minbase", "rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent",
             "vllm-rocm", "sglang-rocm"} <= set(m.images)
-    assert set(m.hardware) == {"mi300x", "mi355x", "mi300x-pd"}
+    assert set(m.hardware) == {"mi300x", "mi355x", "mi350x-pd"}
     for variant in m.variants.values():
         assert set(variant.images) <= set(m.images)
         assert set(variant.hardware) <= set(m.hardware)
-    assert m.variants["rocm"].hardware == ("mi300x", "mi355x", "mi300x-pd")
+    assert m.variants["rocm"].hardware == ("mi300x", "mi355x", "mi350x-pd")
     assert m.hardware["mi355x"].architecture == "gfx950"
-    assert m.hardware["mi300x-pd"].nodes == 2
+    assert m.hardware["mi350x-pd"].nodes == 2
+    pd = m.hardware["mi350x-pd"]
+    assert (pd.gpu, pd.architecture) == ("AMD Instinct MI350X", "gfx950")
     assert m.images["rocm-absent"].expect == "runtime-missing"
     sim = m.images["rocm-ld-library-path"].simulate
     assert sim is not None

@@ -131,15 +131,15 @@ def test_smoke_plan(loaded: matrix.LoadedMatrix, capsys: pytest.CaptureFixture[s
     expected = {
         (image, tier, "3.12")
         for image in ("vllm-rocm", "sglang-rocm")
-        for tier in ("mi300x", "mi355x", "mi300x-pd")
+        for tier in ("mi300x", "mi355x", "mi350x-pd")
     }
     assert {(s.image, s.hardware, s.python) for s in steps} == expected
     assert len(steps) == 6
     assert {s.variant.name for s in steps} == {"rocm"}
     assert "cp312-rocm-vllm-rocm-mi355x" in _ids(steps)
-    pd = next(s for s in steps if s.hardware == "mi300x-pd")
+    pd = next(s for s in steps if s.hardware == "mi350x-pd")
     assert pd.nodes == 2
-    assert pd.runner == ("self-hosted", "linux", "x64", "rocm", "mi300x")
+    assert pd.runner == ("self-hosted", "linux", "x64", "rocm", "mi350x")
 
     include = _assert_actions_matrix(_json_plan(capsys, "--smoke"))
     assert {(e["image"], e["hardware"], e["python"]) for e in include} == expected

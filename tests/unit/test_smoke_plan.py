@@ -19,12 +19,12 @@ def test_rocm_serving_images_cross_every_hardware_tier() -> None:
     steps = plan.make_plan(load(ROOT / "matrix.yaml")).smokes
     seen = {(s.image, s.hardware, s.python) for s in steps if s.variant.name == "rocm"}
     for image in ("vllm-rocm", "sglang-rocm"):
-        for tier in ("mi300x", "mi355x", "mi300x-pd"):
+        for tier in ("mi300x", "mi355x", "mi350x-pd"):
             assert (image, tier, "3.12") in seen
     by_id = {s.identifier: s for s in steps}
     assert by_id["cp312-rocm-vllm-rocm-mi355x"].architecture == "gfx950"
     assert by_id["cp312-rocm-sglang-rocm-mi300x"].architecture == "gfx942"
-    assert by_id["cp312-rocm-vllm-rocm-mi300x-pd"].nodes == 2
+    assert by_id["cp312-rocm-vllm-rocm-mi350x-pd"].nodes == 2
     assert by_id["cp312-rocm-vllm-rocm-mi300x"].container.startswith("docker.io/vllm/vllm-openai-rocm:")
     # simulated-only images (no container reference) never reach the hardware runners
     simulated_only = ("rocm-distro", "rocm-absent", "rocm6-only", "clean-minbase")
@@ -37,7 +37,7 @@ def test_plan_smoke_json_lists_the_cross_product(capsys: pytest.CaptureFixture[s
     assert plan_command.run(args, loaded) == 0
     include = json.loads(capsys.readouterr().out)["include"]
     pairs = {(row["image"], row["hardware"]) for row in include}
-    assert pairs == {(i, t) for i in ("vllm-rocm", "sglang-rocm") for t in ("mi300x", "mi355x", "mi300x-pd")}
+    assert pairs == {(i, t) for i in ("vllm-rocm", "sglang-rocm") for t in ("mi300x", "mi355x", "mi350x-pd")}
     assert {row["python"] for row in include} == {"3.12"}
 
 

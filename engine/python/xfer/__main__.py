@@ -15,14 +15,21 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--device", action="store_true", help="also move GPU buffers (torch if importable)")
     st.add_argument("--size", type=float, default=4.0, help="MiB per transfer (default 4)")
     st.add_argument("--role", choices=("prefill", "decode"),
-                    help="two machines: prefill serves a buffer, decode reads and writes it (needs --master)")
-    st.add_argument("--master", help="HOST:PORT of an xfer-master both roles reach")
+                    help="two roles: prefill serves a buffer, decode reads and writes it")
+    st.add_argument("--master", help="HOST:PORT of an xfer-master both roles reach "
+                    "(prefill without it starts its own and writes the address to --address-file)")
+    st.add_argument("--address-file", help="prefill writes the master address here; decode waits for it")
+    st.add_argument("--master-host", default="127.0.0.1",
+                    help="prefill's own master listens here (0.0.0.0 for two machines; default 127.0.0.1)")
+    st.add_argument("--wait-seconds", type=float, default=120.0,
+                    help="decode: wait at most this long for --address-file (default 120)")
     st.add_argument("--serve-seconds", type=float, default=1800.0,
                     help="prefill: serve at most this long before checking what decode wrote (default 1800)")
     b = sub.add_parser("bench", help="loopback throughput beside a plain TCP socket")
     b.add_argument("--total-mib", type=int, default=1024)
     b.add_argument("--block-mib", type=int, default=4)
     b.add_argument("--json", action="store_true")
+    b.add_argument("--device", action="store_true", help="GPU buffers on both sides (host buffers without a GPU)")
     sub.add_parser("version", help="print version and backend")
     args = parser.parse_args(argv)
 
@@ -39,15 +46,17 @@ def main(argv: list[str] | None = None) -> int:
         faulthandler.enable()
 
         if args.role:
-            if not args.master:
-                parser.error("--role needs --master HOST:PORT")
+            if not args.master and not args.address_file:
+                parser.error("--role needs --master HOST:PORT or --address-file FILE")
             from . import _pair
 
             n = max(1, int(args.size * (1 << 20)))
             if args.role == "prefill":
-                report = _pair.prefill(args.master, n, args.device, args.serve_seconds, ready=sys.stderr)
+                report = _pair.prefill(args.master, n, args.device, args.serve_seconds, ready=sys.stderr,
+                                       address_file=args.address_file, master_host=args.master_host)
             else:
-                report = _pair.decode(args.master, n, args.device)
+                report = _pair.decode(args.master, n, args.device, address_file=args.address_file,
+                                      wait_seconds=args.wait_seconds)
             print(json.dumps(report, indent=2, sort_keys=True))
             return 0 if report["ok"] else 1
         report = run(size_mib=args.size, device=args.device)
@@ -58,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if report["ok"] else 1
     from ._bench import print_report as print_bench, run as run_bench
 
-    result = run_bench(total_mib=args.total_mib, block_mib=args.block_mib)
+    result = run_bench(total_mib=args.total_mib, block_mib=args.block_mib, device=args.device)
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=True))
     else:

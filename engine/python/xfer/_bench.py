@@ -55,21 +55,33 @@ def _tcp_baseline(total: int, block: int) -> float:
     return elapsed
 
 
-def run(total_mib: int = 1024, block_mib: int = 4, ring_blocks: int = 16, batch: int = 16) -> dict:
+def run(total_mib: int = 1024, block_mib: int = 4, ring_blocks: int = 16, batch: int = 16,
+        device: bool = False) -> dict:
+    """Throughput of host buffers, or with `device` of GPU buffers on both sides (engine allocations)."""
     block = block_mib << 20
     total = max(block, total_mib << 20)
     blocks = total // block
     total = blocks * block
     a = Engine("bench-a", "")
     b = Engine("bench-b", "")
+    on_device = device and a.device_count > 0
+    allocated: list = []
     try:
         a.add_peer("bench-b", "127.0.0.1", b.port)
-        src = bytearray(block)
-        ring = bytearray(block * ring_blocks)
-        src_ptr = resolve(src)[0]
-        ring_ptr = resolve(ring)[0]
-        a.register(src)
-        b.register(ring)
+        if on_device:
+            src_ptr = a.device_alloc(block)
+            allocated.append((a, src_ptr))
+            ring_ptr = b.device_alloc(block * ring_blocks)
+            allocated.append((b, ring_ptr))
+            a.register(src_ptr, block)
+            b.register(ring_ptr, block * ring_blocks)
+        else:
+            src = bytearray(block)
+            ring = bytearray(block * ring_blocks)
+            src_ptr = resolve(src)[0]
+            ring_ptr = resolve(ring)[0]
+            a.register(src)
+            b.register(ring)
 
         def entries():
             for i in range(0, blocks, batch):
@@ -88,6 +100,8 @@ def run(total_mib: int = 1024, block_mib: int = 4, ring_blocks: int = 16, batch:
             a.read(e)
         t_read = time.perf_counter() - t0
     finally:
+        for engine, ptr in allocated:
+            engine.device_free(ptr)
         a.close()
         b.close()
     t_tcp = _tcp_baseline(total, block)
@@ -101,13 +115,21 @@ def run(total_mib: int = 1024, block_mib: int = 4, ring_blocks: int = 16, batch:
         "write_ratio": t_tcp / t_write,
         "read_ratio": t_tcp / t_read,
         "goal_ratio": GOAL,
+        "memory": "device" if on_device else "host",
+        "device_requested": device,
     }
+    if device and not on_device:
+        res["device_reason"] = "no GPU visible to the engine's runtime"
     res["ok"] = res["write_ratio"] >= GOAL and res["read_ratio"] >= GOAL
     return res
 
 
 def print_report(r: dict) -> None:
-    print(f"xfer bench: {r['total_bytes'] >> 20} MiB in {r['block_bytes'] >> 20} MiB blocks over 127.0.0.1")
+    memory = r.get("memory", "host")
+    print(f"xfer bench: {r['total_bytes'] >> 20} MiB in {r['block_bytes'] >> 20} MiB blocks over 127.0.0.1, "
+          f"{memory} buffers")
+    if r.get("device_reason"):
+        print(f"  device: skipped ({r['device_reason']})")
     print(f"  plain TCP socket : {r['tcp_gib_s']:7.2f} GiB/s")
     print(f"  engine write     : {r['write_gib_s']:7.2f} GiB/s  ratio {r['write_ratio']:.2f}")
     print(f"  engine read      : {r['read_gib_s']:7.2f} GiB/s  ratio {r['read_ratio']:.2f}")

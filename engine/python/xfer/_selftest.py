@@ -29,9 +29,9 @@ def find_master() -> str | None:
     return None
 
 
-def start_master(path: str) -> tuple[subprocess.Popen, str]:
+def start_master(path: str, host: str = "127.0.0.1") -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [path, "--host", "127.0.0.1", "--port", "0"], stdout=subprocess.PIPE, text=True
+        [path, "--host", host, "--port", "0"], stdout=subprocess.PIPE, text=True
     )
     assert proc.stdout is not None
     line = proc.stdout.readline().strip()

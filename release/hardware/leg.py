@@ -1,0 +1,267 @@
+"""One leg of the hardware tier: the exact verified wheel, installed for a given Python, then every
+console script's `--version` and the engine's device selftest in one role.
+
+Where no container engine exists the wheel is installed with `pip install --target` and found
+through `PYTHONPATH`, so the Python's own packages (PyTorch on a GPU machine) stay importable.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from release.errors import SmokeError
+from release.wheel.names import report_path as wheel_report_path
+
+Role = Literal["single", "prefill", "decode"]
+ROLES: tuple[Role, ...] = ("single", "prefill", "decode")
+LOCAL_ONLY_RULES = frozenset({"platform-floor"})
+"""Rules a local leg (this machine's own builds) may fail or warn on: the host's tag, not the floor."""
+
+SELFTEST = ("{python}", "-m", "{import_name}", "selftest", "--json", "--device")
+"""The engine's selftest protocol: one JSON object with `ok`, `device` and, when skipped, a reason."""
+PAIR = ("--role", "{role}", "--address-file", "{address_file}")
+BENCH = ("{python}", "-m", "{import_name}", "bench", "--json", "--device", "--total-mib", "{total_mib}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row of a leg's table."""
+
+    step: str
+    status: Literal["pass", "fail", "skip"]
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Leg:
+    """What one leg runs; resolved by the command, carried here unchanged."""
+
+    wheel: Path
+    python: str
+    role: Role
+    import_name: str
+    target: Path
+    local: bool
+    address_file: Path | None = None
+    bench_mib: int = 0
+    timeout: float = 600.0
+    require_device: bool = False
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_report(wheel: Path, *, local: bool) -> Check:
+    """The wheel's bytes are the verified ones, and the report allows this leg."""
+    report_path = wheel_report_path(wheel)
+    try:
+        report = json.loads(report_path.read_text())
+    except (OSError, ValueError) as exc:
+        msg = f"{wheel.name}: no readable verify report beside it ({report_path.name}: {exc})"
+        raise SmokeError(msg) from None
+    digest = sha256_of(wheel)
+    if report.get("sha256") != digest:
+        recorded = report.get("sha256")
+        msg = f"{wheel.name}: sha256 {digest} is not the verified one ({recorded!r} in {report_path.name})"
+        raise SmokeError(msg)
+    flagged = sorted({r["id"] for r in report.get("rules", ()) if r.get("status") in ("fail", "warn")})
+    data = {"sha256": digest, "releasable": bool(report.get("releasable")), "flagged_rules": flagged}
+    if report.get("releasable") and not flagged:
+        return Check("verify report", "pass", f"sha256 {digest[:16]}… matches; releasable", data)
+    if local and set(flagged) <= LOCAL_ONLY_RULES:
+        detail = (
+            f"sha256 {digest[:16]}… matches; local leg: accepted although not releasable "
+            f"({', '.join(flagged)} only: this host's tag, not the release floor)"
+        )
+        return Check("verify report", "pass", detail, data)
+    kind = "local leg accepts only platform-floor" if local else "a release leg needs a releasable report"
+    msg = f"{wheel.name}: its verify report flags {', '.join(flagged) or 'not releasable'} ({kind})"
+    raise SmokeError(msg)
+
+
+def _env(target: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), env.get("PYTHONPATH", "")) if p)
+    env["PATH"] = os.pathsep.join((str(target / "bin"), env.get("PATH", "")))
+    env["PYTHONNOUSERSITE"] = "1"
+    env.pop("PYTHONHOME", None)
+    return env
+
+
+def _run(argv: Sequence[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(
+            list(argv), env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        msg = f"{' '.join(argv)}: still running after {timeout:g}s"
+        raise SmokeError(msg) from None
+    except OSError as exc:
+        msg = f"{argv[0]}: cannot run ({exc.strerror or exc})"
+        raise SmokeError(msg) from None
+
+
+def python_version(python: str) -> str:
+    """`3.12` for the interpreter `python` (a path or a command)."""
+    done = _run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], dict(os.environ), 60)
+    if done.returncode != 0:
+        msg = f"{python}: not a working Python ({done.stderr.strip()[-200:]})"
+        raise SmokeError(msg)
+    return done.stdout.strip()
+
+
+def install(leg: Leg, env: dict[str, str]) -> Check:
+    """`pip install --target`: beside the Python's own packages, never over them."""
+    argv = [
+        leg.python,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-index",
+        "--disable-pip-version-check",
+        "--upgrade",
+        "--target",
+        str(leg.target),
+        str(leg.wheel),
+    ]
+    done = _run(argv, env, leg.timeout)
+    if done.returncode != 0:
+        return Check("install", "fail", f"pip install --target failed: {done.stderr.strip()[-400:]}")
+    return Check(
+        "install", "pass", f"pip install --target {leg.target} (PYTHONPATH)", {"target": str(leg.target)}
+    )
+
+
+def scripts(leg: Leg, env: dict[str, str]) -> list[Check]:
+    bindir = leg.target / "bin"
+    found = sorted(p for p in bindir.iterdir() if p.is_file()) if bindir.is_dir() else []
+    if not found:
+        return [Check("scripts", "fail", f"the wheel installed no console script in {bindir}")]
+    checks = []
+    for script in found:
+        done = _run([str(script), "--version"], env, 60)
+        out = (done.stdout.strip() or done.stderr.strip()).splitlines()
+        line = out[0] if out else ""
+        status: Literal["pass", "fail"] = "pass" if done.returncode == 0 else "fail"
+        checks.append(Check(f"{script.name} --version", status, line or f"exit {done.returncode}"))
+    return checks
+
+
+def _argv(template: Sequence[str], leg: Leg, **extra: str) -> list[str]:
+    values = {
+        "python": leg.python,
+        "import_name": leg.import_name,
+        "role": leg.role,
+        "address_file": str(leg.address_file or ""),
+        "total_mib": str(leg.bench_mib),
+        **extra,
+    }
+    return [word.format(**values) for word in template]
+
+
+def _json_out(done: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:
+    text = done.stdout
+    start = text.find("{")
+    try:
+        value = json.loads(text[start:]) if start >= 0 else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def selftest(leg: Leg, env: dict[str, str]) -> Check:
+    argv = _argv(SELFTEST, leg)
+    if leg.role != "single":
+        argv += _argv(PAIR, leg)
+    done = _run(argv, env, leg.timeout)
+    report = _json_out(done)
+    step = f"selftest ({leg.role})"
+    if report is None:
+        tail = (done.stderr or done.stdout).strip()[-400:]
+        return Check(step, "fail", f"exit {done.returncode}, no JSON report: {tail}")
+    if not report.get("ok") or done.returncode != 0:
+        return Check(
+            step, "fail", f"exit {done.returncode}: {report.get('error', 'data not verified')}", report
+        )
+    host_detail = _transfers(report)
+    if not report.get("device"):
+        reason = report.get("device_reason") or "no GPU visible to the engine's runtime"
+        status: Literal["pass", "fail", "skip"] = "fail" if leg.require_device else "skip"
+        return Check(step, status, f"device: no GPU ({reason}); host memory only: {host_detail}", report)
+    return Check(step, "pass", f"device memory: {host_detail}{_registration(report)}", report)
+
+
+def _transfers(report: dict[str, Any]) -> str:
+    parts = []
+    for key in ("write", "read", "received"):
+        part = report.get(key)
+        if isinstance(part, dict) and "verified" in part:
+            parts.append(
+                f"{key} {part.get('bytes', 0)} B {'verified' if part['verified'] else 'NOT verified'}"
+            )
+    return ", ".join(parts) or "no transfer reported"
+
+
+def _registration(report: dict[str, Any]) -> str:
+    reg = report.get("registration", {})
+    local = reg.get("device_local") if isinstance(reg, dict) else None
+    if not isinstance(local, dict):
+        local = reg if isinstance(reg, dict) and "offset" in reg else None
+    if not local:
+        return ""
+    allocator = reg.get("allocator", "engine")
+    return (
+        f"; {allocator} allocation, offset {local.get('offset')} in {local.get('alloc_size')} B, "
+        f"dmabuf {local.get('dmabuf')} ({local.get('dmabuf_reason')})"
+    )
+
+
+def bench(leg: Leg, env: dict[str, str]) -> Check:
+    done = _run(_argv(BENCH, leg), env, leg.timeout)
+    report = _json_out(done)
+    if report is None or done.returncode != 0:
+        return Check(
+            "bench", "fail", f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}"
+        )
+    detail = (
+        f"{report.get('memory', 'host')} buffers: write {report['write_gib_s']:.2f} GiB/s "
+        f"(ratio {report['write_ratio']:.2f}), read {report['read_gib_s']:.2f} GiB/s "
+        f"(ratio {report['read_ratio']:.2f}), plain socket {report['tcp_gib_s']:.2f} GiB/s"
+    )
+    return Check("bench", "pass" if report.get("ok") else "fail", detail, report)
+
+
+def run_leg(leg: Leg, log: Callable[[str], None]) -> list[Check]:
+    """Every check of the leg, in order; stops at the first failure that makes the rest meaningless."""
+    started = time.monotonic()
+    checks = [check_report(leg.wheel, local=leg.local)]
+    log(f"[{leg.role}] {checks[-1].detail}")
+    env = _env(leg.target)
+    checks.append(install(leg, env))
+    log(f"[{leg.role}] {checks[-1].detail}")
+    if checks[-1].status == "fail":
+        return checks
+    checks += scripts(leg, env)
+    log(f"[{leg.role}] console scripts: {', '.join(c.status for c in checks[2:])}")
+    checks.append(selftest(leg, env))
+    log(f"[{leg.role}] selftest: {checks[-1].status} ({time.monotonic() - started:.1f}s)")
+    if leg.bench_mib > 0:
+        checks.append(bench(leg, env))
+        log(f"[{leg.role}] bench: {checks[-1].status}")
+    return checks
