@@ -128,8 +128,8 @@ def test_simulated_images_as_a_user_through_a_user_namespace(user: str, workspac
     assert sorted(results) == sorted(IMAGES)
     assert all(r["ok"] for r in results.values()), proc.stderr
     location = next(s for s in results["rocm-opt-prefix"]["steps"] if s["name"] == "runtime location")
-    assert location["detail"] == "/opt/rocm-6.4.3/lib/libamdhip64.so.5.2.21153"
-    assert not Path("/opt/rocm-6.4.3").exists(), "the simulation changed the host"
+    assert location["detail"] == "/opt/rocm-7.2.4/lib/libamdhip64.so.5.2.21153"
+    assert not Path("/opt/rocm-7.2.4").exists(), "the simulation changed the host"
 
 
 def test_without_user_namespaces_or_sudo_the_error_names_both_ways(user: str, workspace: Path) -> None:
@@ -151,15 +151,15 @@ def test_without_user_namespaces_or_sudo_the_error_names_both_ways(user: str, wo
 def test_a_host_runtime_of_another_major_is_named_with_the_install_command(
     user: str, workspace: Path
 ) -> None:
-    """The release matrix declares ROCm 6.4 (libamdhip64.so.6); this host has HIP 5.2 (.so.5)."""
-    matrix = _matrix(workspace / "major", user, toolkit="6.4")
+    """The release matrix declares ROCm 7.2 (libamdhip64.so.7); this host has HIP 5.2 (.so.5)."""
+    matrix = _matrix(workspace / "major", user, toolkit="7.2")
     proc = _smoke_as(user, workspace, matrix)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "libamdhip64.so.5" in proc.stderr
-    assert "declares toolkit 6.4 (matrix.yaml:" in proc.stderr
-    assert "binds libamdhip64.so.6" in proc.stderr
-    assert "release toolchain install rocm 6.4 --runtime-only" in proc.stderr
+    assert "declares toolkit 7.2 (matrix.yaml:" in proc.stderr
+    assert "binds libamdhip64.so.7" in proc.stderr
+    assert "release toolchain install rocm 7.2 --runtime-only" in proc.stderr
 
 
 MINBASE_PROBE = """
