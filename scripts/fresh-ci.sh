@@ -73,6 +73,11 @@ for target in "${hidden[@]}"; do
   binds+="mount --bind $(printf '%q' "$root/state/$name") $(printf '%q' "$target")"$'\n'
 done
 mkdir -p "$root/tmp"
+# TMPDIR is a /tmp: anyone may enter it (sticky), and the way to it too. mktemp -d made the root
+# 0700, which hides every test directory from the unprivileged users some tests run as (the
+# rehearsal's runner, the non-root smoke user).
+chmod 0755 "$root"
+chmod 1777 "$root/tmp"
 
 log "CI=true bash .ci/run in a mount namespace that hides ${hidden[*]} (log: $log_file)"
 set +e
