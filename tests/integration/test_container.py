@@ -194,7 +194,7 @@ def test_no_container_engine_is_one_line_with_the_install_command(tmp_path: Path
     proc = toolkit("--matrix", str(matrix), "build", "--variant", "rocm", "--container", env=env, check=False)
     assert proc.returncode == 4
     (line,) = proc.stderr.strip().splitlines()
-    assert "needs podman or docker" in line and "apt-get install podman" in line
+    assert "needs podman or docker" in line and "`bash scripts/setup-podman.sh`" in line
 
 
 def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(

@@ -104,20 +104,25 @@ def test_the_wheel_carries_data_scripts_and_templates(toolkit_wheel: Path) -> No
         assert f"release/backends_data/{backend}.json" in names
     assert {"release/config/matrix.schema.json", "release/inspect/verify.schema.json"} <= names
     scripts = ("install-rocm.sh", "install-cuda.sh", "install-musa.sh", "_common.sh", "free-disk.sh")
+    # a variant whose host lacks the declared toolkit builds in its local image by default: the
+    # script that makes it, and the one that sets up podman, come with the toolkit
+    scripts += ("make-image.sh", "setup-podman.sh")
     for script in (*scripts, "runtimes.tsv"):
         assert f"release/scripts_data/{script}" in names
     for workflow in ("release.yml", "ci.yml", "hardware.yml"):
         assert f"release/init/templates/{workflow}" in names
     assert "release/nox_sessions.py" in names
-    # and nothing of this repository's own: the reference engine, tests, local image scripts
-    assert not [n for n in names if n.startswith(("engine/", "tests/")) or "make-image" in n]
+    # and nothing of this repository's own: the reference engine, tests, its bootstrap and CI scripts
+    own = ("bootstrap.sh", "fresh-ci.sh", "cibw-podman.sh")
+    assert not [n for n in names if n.startswith(("engine/", "tests/")) or n.endswith(own)]
 
 
 def test_installed_toolkit_works_away_from_the_repository(
     installed_toolkit: InstalledToolkit, tmp_path: Path
 ) -> None:
     project = tmp_path / "elsewhere"  # no packaging/ or scripts/ here, and not the repository
-    project.mkdir()
+    (project / "proj").mkdir(parents=True)  # the engine: a PEP 517 project (plan checks it exists)
+    (project / "proj" / "pyproject.toml").write_text('[project]\nname = "kv"\nversion = "0.1"\n')
     (project / "matrix.yaml").write_text(
         'schema_version: 1\nengine: {source: proj, import_name: kv}\npython: ["3.12"]\n'
         "platform: {floor: manylinux_2_28_x86_64}\n"
