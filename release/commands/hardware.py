@@ -40,6 +40,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--target", type=Path, help="install here (default: a fresh temporary directory)")
     add("--bench", type=int, default=0, metavar="MIB", help="then run the engine's device bench over MIB MiB")
+    add(
+        "--bench-gate",
+        action="store_true",
+        help="a bench below the engine's goal ratio fails the leg (default: the ratio is reported)",
+    )
     add("--timeout", type=float, default=600.0, help="seconds any one step may take (default 600)")
     add("--require-device", action="store_true", help="a selftest without a GPU fails instead of skipping")
     add("--json", action="store_true", help="print the leg as JSON (progress goes to stderr)")
@@ -81,6 +86,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             local=args.local,
             address_file=args.address_file,
             bench_mib=args.bench,
+            bench_gate=args.bench_gate,
             timeout=args.timeout,
             require_device=args.require_device,
         )

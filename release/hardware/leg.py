@@ -53,6 +53,7 @@ class Leg:
     local: bool
     address_file: Path | None = None
     bench_mib: int = 0
+    bench_gate: bool = False
     timeout: float = 600.0
     require_device: bool = False
 
@@ -239,12 +240,22 @@ def bench(leg: Leg, env: dict[str, str]) -> Check:
         return Check(
             "bench", "fail", f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}"
         )
+    return bench_check(report, gate=leg.bench_gate)
+
+
+def bench_check(report: dict[str, Any], *, gate: bool) -> Check:
+    """The bench's numbers as a check. A missed goal fails the leg only when gated (--bench-gate):
+    a shared or noisy machine measures, a dedicated GPU runner may gate."""
+    met = bool(report.get("ok"))
+    goal = report.get("goal_ratio")
+    verdict = "met" if met else ("NOT met" if gate else "not met (reported; --bench-gate fails the leg)")
     detail = (
         f"{report.get('memory', 'host')} buffers: write {report['write_gib_s']:.2f} GiB/s "
         f"(ratio {report['write_ratio']:.2f}), read {report['read_gib_s']:.2f} GiB/s "
-        f"(ratio {report['read_ratio']:.2f}), plain socket {report['tcp_gib_s']:.2f} GiB/s"
+        f"(ratio {report['read_ratio']:.2f}), plain socket {report['tcp_gib_s']:.2f} GiB/s; "
+        f"goal ratio >= {goal}: {verdict}"
     )
-    return Check("bench", "pass" if report.get("ok") else "fail", detail, report)
+    return Check("bench", "fail" if gate and not met else "pass", detail, report)
 
 
 def run_leg(leg: Leg, log: Callable[[str], None]) -> list[Check]:

@@ -87,6 +87,7 @@ def test_single_leg_skips_the_device_selftest_with_its_reason(cpu_release: tuple
     assert selftest["status"] == "skip" and "no GPU" in selftest["detail"]
     assert selftest["data"]["write"]["verified"] and selftest["data"]["read"]["verified"]
     assert steps["bench"]["data"]["memory"] == "host"
+    assert steps["bench"]["status"] == "pass" and "goal ratio" in steps["bench"]["detail"]
     required = subprocess.run(
         _leg(matrix, wheelhouse, "--local", "--require-device"),
         capture_output=True,
