@@ -12,7 +12,7 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -55,6 +55,13 @@ def write_bytes(target: Path, data: bytes) -> Path:
     """Write `data` to `target` atomically; a symlink at `target` is replaced, never followed."""
     with _scratch(target) as (out, _scratch_path):
         out.write(data)
+    return target
+
+
+def write_with(target: Path, write: Callable[[IO[bytes]], None]) -> Path:
+    """Let `write` fill an open file that becomes `target` atomically when it returns."""
+    with _scratch(target) as (out, _scratch_path):
+        write(out)
     return target
 
 

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "smoke": ("smoke", "install wheels in fresh environments and simulated images"),
     "hardware": ("hardware", "one leg of the hardware tier: verified wheel, scripts, device selftest"),
     "publish": ("publish", "preflight the whole set and upload it idempotently"),
+    "variants": ("variants", "PEP 825 variant wheels of one distribution from the per-variant wheels"),
     "release-checks": ("release_checks", "release-day checks: tag, files, sizes, index names, publishers"),
     "verify-release": ("verify_release", "re-check a release (a directory, the index) against its manifest"),
     "rehearse": ("rehearse", "run what the release workflow runs for a tag, here, in order"),

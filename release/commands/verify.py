@@ -12,9 +12,10 @@ from release.config.matrix import LoadedMatrix
 from release.errors import UsageError, VerifyError
 from release.inspect.report import render_report
 from release.inspect.verify import verify_release, verify_wheel, write_report
-from release.plan.resolve import require_variant, variant_for_distribution
+from release.plan.resolve import ResolvedVariant, require_variant, variant_for_distribution
 from release.plan.steps import make_plan
-from release.wheel.names import REPORT_SUFFIX, InvalidWheelName, parse_wheel_name
+from release.variants.make import distribution_matches, label_of, variant_set
+from release.wheel.names import REPORT_SUFFIX, InvalidWheelName, parse_wheel_name, split_variant_label
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,7 +58,15 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         raise UsageError(msg)
     variants = make_plan(loaded).variants if loaded is not None else {}
     chosen = require_variant(variants, args.variant, loaded.path.name) if args.variant and loaded else None
-    mapped = [(w, chosen or variant_for_distribution(variants, _distribution(w))) for w in wheels]
+    shared = variant_set(loaded, variants) if loaded is not None and loaded.matrix.variant_wheels else None
+
+    def variant_of(wheel: Path) -> ResolvedVariant | None:
+        label = label_of(wheel)
+        if label is not None and shared is not None and distribution_matches(wheel, shared.distribution):
+            return shared.variant_for_label(label)  # a variant wheel: its label names the variant
+        return variant_for_distribution(variants, _distribution(wheel))
+
+    mapped = [(w, chosen or variant_of(w)) for w in wheels]
     common = {
         "matrix": str(loaded.path) if loaded is not None else None,
         "release": args.release,
@@ -88,7 +97,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
 
 def _distribution(wheel: Path) -> str:
     try:
-        return str(parse_wheel_name(wheel).distribution)
+        return str(parse_wheel_name(split_variant_label(wheel)[0]).distribution)
     except InvalidWheelName as exc:
         msg = f"{wheel}: not a wheel file name ({exc})"
         raise UsageError(msg) from None

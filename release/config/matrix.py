@@ -236,6 +236,20 @@ class Publish:
 
 
 @dataclass(frozen=True, kw_only=True)
+class VariantWheels:
+    """Opt-in: PEP 825 variant wheels of one distribution, made from the per-variant wheels
+    (`release variants`): the same files renamed, with a label and `variant.json`. PyPI does not
+    take them yet; they are for an index that serves `{name}-{version}-variants.json`."""
+
+    distribution: str = spec("The distribution the variant wheels share (e.g. the CUDA one's name).")
+    variants: tuple[str, ...] = spec(
+        "Names from `variants` to include (default: every variant whose backend has variant "
+        "properties); a `cpu` backend variant becomes the null variant.",
+        default=(),
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Matrix:
     """The release matrix: one file that drives build, repair, verify, smoke and publish."""
 
@@ -249,6 +263,10 @@ class Matrix:
         "Self-hosted GPU runner tiers, referenced by variants.", default_factory=dict
     )
     publish: Publish = spec("Publishing settings.", default_factory=Publish)
+    variant_wheels: VariantWheels | None = spec(
+        "Also make PEP 825 variant wheels of one distribution from the same builds (opt-in).",
+        default=None,
+    )
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from release.wheel.archive import (
     record_digest,
 )
 from release.wheel.inflate import Budget, Checkpoints, budget_for, crc32, pieces, read_member, span
-from release.wheel.names import InvalidWheelName, parse_wheel_name
+from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label
 from release.wheel.zip import Archive, ZipEntry, ZipError, read_directory
 
 TEXT_LEAVES = ("METADATA", "WHEEL", "RECORD")
@@ -70,7 +70,7 @@ _AHEAD = 32 << 20
 def parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
     """(distribution, version, tags) from the wheel's file name; `UsageError` if it is none."""
     try:
-        name = parse_wheel_name(wheel)
+        name = parse_wheel_name(split_variant_label(wheel)[0])  # a variant wheel: its fields, less the label
     except InvalidWheelName as exc:
         msg = f"{wheel}: not a wheel file name ({exc})"
         raise UsageError(msg) from None

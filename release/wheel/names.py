@@ -66,6 +66,61 @@ def parse_wheel_name(name: str | Path) -> WheelName:
     return WheelName(filename, dist, str(version), tuple(sorted(str(t) for t in tags)))
 
 
+VARIANT_LABEL = re.compile(r"^[0-9a-z._]{1,16}$")
+"""A PEP 825 variant label: up to 16 characters of lower-case letters, digits, `_` and `.`."""
+NULL_LABEL = "null"
+"""The label of the null variant (no properties: what an installer takes when no other fits)."""
+
+
+@dataclass(frozen=True)
+class VariantWheelName:
+    """A PEP 825 variant wheel's file name: the plain wheel name plus its variant label."""
+
+    wheel: WheelName
+    """The fields without the label (`filename` is the name without `-<label>`)."""
+    label: str
+    filename: str
+
+
+def split_variant_label(name: str | Path) -> tuple[str, str | None]:
+    """(`x-1.0-cp312-cp312-linux_x86_64.whl`, 'cu130') for `x-1.0-cp312-cp312-linux_x86_64-cu130.whl`;
+    a name without a label comes back whole with None. Six parts are a variant label when the
+    third is a Python tag (a build tag starts with a digit, a Python tag never does)."""
+    filename = name.name if isinstance(name, Path) else name
+    if not filename.endswith(".whl"):
+        return filename, None
+    parts = filename[: -len(".whl")].split("-")
+    has_label = len(parts) == 7 or (len(parts) == 6 and parts[2][:1] and not parts[2][0].isdigit())
+    if not has_label:
+        return filename, None
+    return "-".join(parts[:-1]) + ".whl", parts[-1]
+
+
+def parse_variant_wheel_name(name: str | Path) -> VariantWheelName:
+    """Parse a variant wheel's file name; `InvalidWheelName` without a valid label."""
+    filename = name.name if isinstance(name, Path) else name
+    base, label = split_variant_label(filename)
+    if label is None:
+        msg = f"{filename}: no variant label (a PEP 825 variant wheel ends in -<label>.whl)"
+        raise InvalidWheelName(msg)
+    if not VARIANT_LABEL.match(label):
+        msg = f"{filename}: variant label {label!r} is not 1 to 16 of a-z, 0-9, '_' and '.' (PEP 825)"
+        raise InvalidWheelName(msg)
+    return VariantWheelName(parse_wheel_name(base), label, filename)
+
+
+def variant_wheel_filename(wheel: WheelName, distribution: str, label: str) -> str:
+    """The file name of `wheel`'s files as a variant of `distribution`: the name normalized as a
+    wheel file name spells it (`my_engine`), the version and tags kept, `-<label>` added."""
+    _name, version, tail = wheel.filename[: -len(".whl")].split("-", 2)
+    return f"{filename_stem(distribution)}-{version}-{tail}-{label}.whl"
+
+
+def filename_stem(distribution: str) -> str:
+    """How a wheel's file and directory names spell a distribution: `my-engine` -> `my_engine`."""
+    return re.sub(r"[-_.]+", "_", distribution).lower()
+
+
 def report_path(wheel: Path) -> Path:
     """Where a wheel's verify report lives: `<wheel file name>.verify.json` beside it."""
     return wheel.with_name(wheel.name + REPORT_SUFFIX)

@@ -11,7 +11,9 @@ from importlib import import_module
 
 from release.inspect.rules.registry import Rule, registered
 
-MODULES = ("runtime", "libraries", "platform", "device", "package", "integrity", "consistency", "abi")
+MODULES = (
+    "runtime", "libraries", "platform", "device", "package", "integrity", "consistency", "abi", "variant",
+)
 """The rule modules, in report order."""
 for _module in MODULES:
     import_module(f"{__name__}.{_module}")
