@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hardware": ("hardware", "one leg of the hardware tier: verified wheel, scripts, device selftest"),
     "publish": ("publish", "preflight the whole set and upload it idempotently"),
     "variants": ("variants", "PEP 825 variant wheels of one distribution from the per-variant wheels"),
+    "check-resolution": ("check_resolution", "serve the release set locally; check what pip and uv install"),
     "release-checks": ("release_checks", "release-day checks: tag, files, sizes, index names, publishers"),
     "verify-release": ("verify_release", "re-check a release (a directory, the index) against its manifest"),
     "rehearse": ("rehearse", "run what the release workflow runs for a tag, here, in order"),

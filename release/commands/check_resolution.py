@@ -1,0 +1,227 @@
+"""`release check-resolution`: the installs a user would type, checked before the release.
+
+    release check-resolution [--wheelhouse DIR] [--variant-wheels DIR] [--python 3.12] [--json]
+
+Serves the release set from local indexes on 127.0.0.1 and installs with pip and uv into fresh
+venvs of every matrix Python, reporting per distribution, Python and index setup:
+
+- `per-name`: one index with the per-name set; `pip install <distribution>` must give that
+  variant's build.
+- `partial-index`: the vLLM #44660 pattern: the first index holds only the newest Python's
+  wheels, the second the whole set; an older Python must fail, or fall back visibly (the report
+  names the index), and never get another backend's build.
+- `variants` (with `variant_wheels`): the PEP 825 set and `-variants.json`; `uv pip install
+  --preview <name>` gets the null variant on a machine without an NVIDIA driver (the CUDA one
+  where uv reads a driver), the CUDA variant with NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION;
+  pip, which does not read variant wheels, must find nothing.
+
+What was installed is judged from the wheel's own data (`Requires-External`, `variant.json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from packaging.version import Version
+
+from release.build.interpreters import require_interpreter
+from release.config.matrix import LoadedMatrix
+from release.errors import SmokeError, UsageError
+from release.plan.resolve import ResolvedVariant
+from release.plan.steps import make_plan
+from release.variants.make import DEFAULT_OUT, VariantSet, variant_set
+from release.variants.metadata import INDEX_SUFFIX
+from release.variants.resolution import FORCE_CUDA, Case, Outcome, lay_out, run_case, serving
+from release.wheel.names import parse_wheel_name, split_variant_label
+
+INSTALLERS = ("pip", "uv")
+SETUPS = ("per-name", "partial-index", "variants")
+NVIDIA_DRIVER = Path("/sys/module/nvidia/version")
+"""Where uv's NVIDIA provider reads the driver version."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(
+        "--wheelhouse",
+        type=Path,
+        metavar="DIR",
+        help="the per-name set, <variant>/*.whl (default: wheelhouse/)",
+    )
+    add(
+        "--variant-wheels",
+        type=Path,
+        metavar="DIR",
+        help=f"the variant set and -variants.json (default: {DEFAULT_OUT}/, with variant_wheels)",
+    )
+    add("--python", action="append", help="only this matrix Python (repeatable)")
+    add("--installer", action="append", choices=INSTALLERS, help="only this installer (repeatable)")
+    add("--setup", action="append", choices=SETUPS, help="only this index setup (repeatable)")
+    add("--json", action="store_true", help="print the report as JSON")
+
+
+def _python_of(path: Path) -> str | None:
+    return parse_wheel_name(split_variant_label(path)[0]).python_version()
+
+
+def _per_name_files(wheelhouse: Path, variants: Mapping[str, ResolvedVariant]) -> list[Path]:
+    files = []
+    for name in variants:
+        files.extend(sorted((wheelhouse / name).glob("*.whl")))
+    if not files:
+        msg = f"{wheelhouse}: no wheels in <variant>/ directories (build them first, or pass --wheelhouse)"
+        raise UsageError(msg)
+    return files
+
+
+def _variant_files(directory: Path, shared: VariantSet) -> list[Path]:
+    stem = shared.distribution.replace("-", "_").lower()
+    files = sorted(directory.glob(f"{stem}-*.whl")) + sorted(directory.glob(f"{stem}-*{INDEX_SUFFIX}"))
+    if not any(p.name.endswith(INDEX_SUFFIX) for p in files):
+        msg = (
+            f"{directory}: no variant wheels and -variants.json of {shared.distribution}: "
+            "run `release variants` first"
+        )
+        raise UsageError(msg)
+    return files
+
+
+def plan_cases(
+    variants: Mapping[str, ResolvedVariant],
+    pythons: Sequence[str],
+    installers: Sequence[str],
+    setups: Sequence[str],
+    shared: VariantSet | None,
+    *,
+    nvidia_driver: bool,
+) -> list[Case]:
+    """Every install the report covers, in report order."""
+    cases: list[Case] = []
+    newest = max(pythons, key=Version)
+    for variant in variants.values():
+        for python in pythons:
+            for installer in installers:
+                if "per-name" in setups:
+                    cases.append(
+                        Case("per-name", installer, python, variant.distribution, ("release",), variant)
+                    )
+                if "partial-index" in setups and python != newest:
+                    cases.append(
+                        Case(
+                            "partial-index",
+                            installer,
+                            python,
+                            variant.distribution,
+                            ("release", "newest-only"),
+                            variant,
+                            may_fail=True,
+                        )
+                    )
+    if shared is None or "variants" not in setups:
+        return cases
+    null = next((shared.variants[d.variant] for d in shared.descriptions if d.is_null), None)
+    cuda = next((d for d in shared.descriptions if "nvidia" in d.properties), None)
+    for python in pythons:
+        if "uv" in installers:
+            plain = shared.variants[cuda.variant] if (nvidia_driver and cuda) else null
+            cases.append(
+                Case(
+                    "variants",
+                    "uv",
+                    python,
+                    shared.distribution,
+                    ("variants",),
+                    plain,
+                    note="this machine's own hardware, as uv detects it",
+                )
+            )
+            if cuda is not None:
+                bound = cuda.properties["nvidia"].get("cuda_version_lower_bound", ("13.0",))[0]
+                cases.append(
+                    Case(
+                        "variants",
+                        "uv",
+                        python,
+                        shared.distribution,
+                        ("variants",),
+                        shared.variants[cuda.variant],
+                        env={FORCE_CUDA: bound},
+                    )
+                )
+        if "pip" in installers:
+            cases.append(
+                Case(
+                    "variants",
+                    "pip",
+                    python,
+                    shared.distribution,
+                    ("variants",),
+                    None,
+                    note="pip does not read variant wheels",
+                )
+            )
+    return cases
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    plan = make_plan(loaded)
+    variants = plan.variants
+    pythons = tuple(args.python or loaded.matrix.python)
+    unknown = [p for p in pythons if p not in loaded.matrix.python]
+    if unknown:
+        msg = f"--python {unknown[0]} is not a matrix Python ({', '.join(loaded.matrix.python)})"
+        raise UsageError(msg)
+    setups = tuple(args.setup or SETUPS)
+    installers = tuple(args.installer or INSTALLERS)
+    shared = variant_set(loaded, variants) if loaded.matrix.variant_wheels and "variants" in setups else None
+    if "variants" in (args.setup or ()) and shared is None:
+        msg = f"--setup variants needs `variant_wheels` in {loaded.path.name}"
+        raise UsageError(msg)
+    interpreters = {p: require_interpreter(p) for p in pythons}
+    wheelhouse = args.wheelhouse or loaded.root / "wheelhouse"
+    per_name = _per_name_files(wheelhouse, variants)
+    newest = max(pythons, key=Version)
+    cases = plan_cases(variants, pythons, installers, setups, shared, nvidia_driver=NVIDIA_DRIVER.exists())
+    with tempfile.TemporaryDirectory(prefix="check-resolution-") as scratch:
+        work = Path(scratch)
+        indexes = {
+            "release": lay_out(work / "release", per_name),
+            "newest-only": lay_out(work / "newest-only", [p for p in per_name if _python_of(p) == newest]),
+        }
+        if shared is not None:
+            directory = args.variant_wheels or loaded.root / DEFAULT_OUT
+            indexes["variants"] = lay_out(work / "variants", _variant_files(directory, shared))
+        outcomes: list[Outcome] = []
+        with serving(indexes) as servers:
+            for case in cases:
+                outcome = run_case(
+                    case, interpreters[case.python], servers, variants, work=work, pip_runner=sys.executable
+                )
+                outcomes.append(outcome)
+                if not args.json:
+                    _print(outcome)
+    failed = [o for o in outcomes if not o.ok]
+    if args.json:
+        document = {"schema_version": 1, "ok": not failed, "cases": [o.to_json() for o in outcomes]}
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    if failed:
+        lines = "\n".join(
+            f"  - {o.case.setup} Python {o.case.python}: {o.case.label}: {o.detail}" for o in failed
+        )
+        msg = f"{len(failed)} of {len(outcomes)} installs did not give the right build:\n{lines}"
+        raise SmokeError(msg)
+    if not args.json:
+        print(f"{len(outcomes)} installs, {len(pythons)} Python(s), {len(setups)} index setup(s): all right")
+    return 0
+
+
+def _print(outcome: Outcome) -> None:
+    c = outcome.case
+    status = "PASS" if outcome.ok else "FAIL"
+    print(f"{status}  {c.setup:<13} {c.python:<5} {c.label}: {outcome.detail}", flush=True)

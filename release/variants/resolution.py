@@ -1,0 +1,345 @@
+"""Resolution checks: serve a release set from local indexes on 127.0.0.1, install it the way a
+user would (pip, uv) into fresh environments, and judge what was installed from the data the
+wheel carries: its `Requires-External` runtime sonames and, for a variant wheel, its label.
+
+"Another backend's build" is a wheel whose runtime sonames (or label) are another variant's;
+for an engine the toolkit did not build, the same data decides (METADATA and `variant.json`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import canonicalize_name
+
+from release.plan.resolve import ResolvedVariant
+from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
+from release.wheel.archive import parse_metadata
+from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label
+
+INSTALL_TIMEOUT = 300.0
+"""Seconds one install may take (a local index: seconds are normal)."""
+FORCE_CUDA = "NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION"
+"""What uv's built-in NVIDIA provider reads instead of the driver (`13.0`: a CUDA 13 machine)."""
+
+
+def project_of(path: Path) -> str | None:
+    """The canonical project a release file belongs to (a wheel, a variant wheel, `-variants.json`)."""
+    if path.name.endswith(INDEX_SUFFIX):
+        return canonicalize_name(path.name[: -len(INDEX_SUFFIX)].rsplit("-", 1)[0])
+    try:
+        return parse_wheel_name(split_variant_label(path)[0]).distribution
+    except InvalidWheelName:
+        return None
+
+
+def lay_out(root: Path, files: Iterable[Path]) -> Path:
+    """A simple index at `root`: `<project>/<file>` (the directory listing is the project page)."""
+    for path in files:
+        project = project_of(path)
+        if project is None:
+            continue
+        target = root / project / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, target)
+        except OSError:
+            shutil.copyfile(path, target)
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+class IndexServer:
+    """A directory served over HTTP on 127.0.0.1 (an ephemeral port) in a thread; it records
+    which files were fetched, so a report can say which index a wheel came from."""
+
+    def __init__(self, name: str, root: Path) -> None:
+        self.name = name
+        self.root = root
+        self.fetched: list[str] = []
+        lock = threading.Lock()
+        fetched = self.fetched
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args: object, **kwargs: object) -> None:
+                super().__init__(*args, directory=str(root), **kwargs)  # type: ignore[arg-type]
+
+            def log_message(self, format: str, *args: object) -> None:
+                del format, args
+
+            def do_GET(self) -> None:
+                if self.path.endswith(".whl"):
+                    with lock:
+                        fetched.append(self.path.rsplit("/", 1)[-1])
+                super().do_GET()
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name=f"index-{name}")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+
+    def __enter__(self) -> IndexServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One install a user would type, and what it must give."""
+
+    setup: str
+    """The index setup (`per-name`, `partial-index`, `variants`)."""
+    installer: str
+    python: str
+    requirement: str
+    indexes: tuple[str, ...]
+    """Index names: the first is `--index-url` (PyPI, for a user), the others `--extra-index-url`
+    (which uv prefers, and pip merges with it)."""
+    expect: ResolvedVariant | None
+    """The variant whose build must be installed; None: the install must fail."""
+    may_fail: bool = False
+    """A failure is acceptable (uv's first-index rule on an index that lacks this Python)."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        forced = " ".join(f"{k}={v}" for k, v in self.env.items())
+        return f"{self.installer} install {self.requirement}{' (' + forced + ')' if forced else ''}"
+
+
+@dataclass(frozen=True)
+class Installed:
+    """What an environment holds of one project: from METADATA and `variant.json`."""
+
+    name: str
+    version: str
+    runtimes: tuple[str, ...]
+    label: str | None
+
+    def text(self) -> str:
+        label = f" [{self.label}]" if self.label else ""
+        binds = f"binds {', '.join(self.runtimes)}" if self.runtimes else "binds no GPU runtime"
+        return f"{self.name} {self.version}{label} ({binds})"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        c = self.case
+        return {
+            "setup": c.setup,
+            "installer": c.installer,
+            "python": c.python,
+            "requirement": c.requirement,
+            "indexes": list(c.indexes),
+            "env": dict(c.env),
+            "expect": c.expect.name if c.expect else None,
+            "ok": self.ok,
+            "detail": self.detail,
+        }
+
+
+def installed(site_packages: Path, project: str) -> Installed | None:
+    """The installed distribution `project` in `site_packages`, from its dist-info."""
+    wanted = canonicalize_name(project)
+    for info in sorted(site_packages.glob("*.dist-info")):
+        try:
+            meta = parse_metadata((info / "METADATA").read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+        if canonicalize_name(meta.get("Name") or "") != wanted:
+            continue
+        runtimes = tuple(sorted(r.split(";")[0].strip() for r in meta.get_all("Requires-External") or []))
+        label = None
+        variant_file = info / DIST_INFO_FILE
+        if variant_file.is_file():
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                label = next(iter(json.loads(variant_file.read_text(encoding="utf-8"))["variants"]))
+        return Installed(meta.get("Name") or project, meta.get("Version") or "?", runtimes, label)
+    return None
+
+
+def _label_of(variant: ResolvedVariant) -> str | None:
+    try:
+        return describe(variant).label
+    except VariantDataError:
+        return None
+
+
+def build_of(found: Installed, variants: Mapping[str, ResolvedVariant]) -> ResolvedVariant | None:
+    """The matrix variant whose build `found` is: by label when it has one, else by the runtime
+    sonames it binds (the CPU variant binds none)."""
+    if found.label is not None:
+        by_label = [v for v in variants.values() if _label_of(v) == found.label]
+        if by_label:
+            return by_label[0]
+    same = [v for v in variants.values() if tuple(sorted(v.runtime_sonames)) == found.runtimes]
+    return same[0] if len(same) == 1 else None
+
+
+def judge(
+    case: Case,
+    *,
+    rc: int,
+    output: str,
+    found: Installed | None,
+    served: Sequence[str],
+    variants: Mapping[str, ResolvedVariant],
+) -> Outcome:
+    """Whether the install gave what the case wants; the detail names what was installed and
+    from which index, or why nothing was."""
+    last = next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()), "no output")
+    where = f" from index {', '.join(served)}" if served else ""
+    if rc != 0 or found is None:
+        if case.expect is None:
+            return Outcome(case, True, f"refused, as it must: {last[:200]}")
+        if case.may_fail:
+            return Outcome(case, True, f"failed visibly (acceptable here): {last[:200]}")
+        return Outcome(case, False, f"install failed (exit {rc}): {last[:300]}")
+    got = build_of(found, variants)
+    if case.expect is None:
+        return Outcome(case, False, f"installed {found.text()}{where}, but this install must fail")
+    if got is None or got.name != case.expect.name:
+        other = f"variant {got.name}'s build" if got else "an unknown build"
+        return Outcome(
+            case,
+            False,
+            f"another backend's build: {found.text()}{where} is {other}, not {case.expect.name} "
+            f"({case.expect.backend_name}, binds {_binds(case.expect)})",
+        )
+    return Outcome(case, True, f"{found.text()}{where}")
+
+
+def _binds(variant: ResolvedVariant) -> str:
+    return ", ".join(variant.runtime_sonames) or "no GPU runtime"
+
+
+@functools.cache
+def uv_binary() -> str | None:
+    try:
+        from uv import find_uv_bin  # noqa: PLC0415 (optional: the `variants` extra)
+
+        return str(find_uv_bin())
+    except (ImportError, FileNotFoundError):
+        return shutil.which("uv")
+
+
+def _site_packages(venv: Path) -> Path:
+    found = sorted(venv.glob("lib/python*/site-packages"))
+    return found[0] if found else venv / "lib" / "site-packages"
+
+
+def install_command(case: Case, venv: Path, urls: Mapping[str, str], pip_runner: str) -> list[str]:
+    python = str(venv / "bin" / "python")
+    index_args = ["--index-url", urls[case.indexes[0]]]
+    for extra in case.indexes[1:]:
+        index_args += ["--extra-index-url", urls[extra]]
+    if case.installer == "uv":
+        uv = uv_binary() or "uv"
+        return [
+            uv,
+            "pip",
+            "install",
+            "--preview",
+            "--python",
+            python,
+            "--no-cache",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--index-strategy",
+            "first-index",
+            *index_args,
+            case.requirement,
+        ]
+    return [
+        pip_runner,
+        "-m",
+        "pip",
+        "--python",
+        python,
+        "install",
+        "--isolated",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        *index_args,
+        case.requirement,
+    ]
+
+
+def run_case(
+    case: Case,
+    interpreter: Path,
+    servers: Mapping[str, IndexServer],
+    variants: Mapping[str, ResolvedVariant],
+    *,
+    work: Path,
+    pip_runner: str,
+) -> Outcome:
+    """Make a fresh venv of `interpreter`, install the case's requirement, judge the result."""
+    uv = uv_binary()
+    if uv is None:
+        return Outcome(case, False, "uv is not installed: pip install 'gpu-wheel-release[variants]'")
+    with tempfile.TemporaryDirectory(dir=work, prefix="venv-") as scratch:
+        venv = Path(scratch) / "env"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "NV_VARIANT"))}
+        env |= {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_NO_INPUT": "1"}
+        made = subprocess.run(
+            [uv, "venv", "--quiet", "--python", str(interpreter), str(venv)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=INSTALL_TIMEOUT,
+            check=False,
+        )
+        if made.returncode != 0:
+            return Outcome(case, False, f"cannot make a venv of {interpreter}: {made.stderr.strip()[-300:]}")
+        before = {name: len(s.fetched) for name, s in servers.items()}
+        try:
+            done = subprocess.run(
+                install_command(case, venv, {n: s.url for n, s in servers.items()}, pip_runner),
+                capture_output=True,
+                text=True,
+                env=env | dict(case.env),
+                timeout=INSTALL_TIMEOUT,
+                check=False,
+            )
+            rc, output = done.returncode, done.stdout + done.stderr
+        except subprocess.TimeoutExpired:
+            rc, output = 124, f"no result within {INSTALL_TIMEOUT:g}s"
+        served = [n for n, s in servers.items() if len(s.fetched) > before[n]]
+        project = case.requirement.split("@")[0].split("=")[0].strip()
+        found = installed(_site_packages(venv), project) if rc == 0 else None
+        return judge(case, rc=rc, output=output, found=found, served=served, variants=variants)
+
+
+@contextlib.contextmanager
+def serving(indexes: Mapping[str, Path]) -> Iterator[dict[str, IndexServer]]:
+    with contextlib.ExitStack() as stack:
+        yield {name: stack.enter_context(IndexServer(name, root)) for name, root in indexes.items()}
