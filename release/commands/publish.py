@@ -12,9 +12,10 @@ from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, UsageError
 from release.plan.steps import Plan, make_plan
 from release.plan.version import route, tag_from_env, version_from_tag
-from release.publish import index
+from release.publish import index, variant_upload
 from release.publish.preflight import preflight, publish
 from release.publish.upload import DEFAULT_TRIES, DEFAULT_UPLOAD_TIMEOUT, Credentials, Uploader
+from release.variants.make import variant_set
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="simple-API URL of that index (derived for PyPI, TestPyPI and pypiserver)",
     )
     parser.add_argument("--wheelhouse", metavar="DIR", help="default: wheelhouse/ beside the matrix")
+    parser.add_argument(
+        "--variant-wheels",
+        metavar="DIR",
+        help="publish the PEP 825 variant set in DIR (`release variants` made it) instead of the "
+        "per-name set, to an index that serves -variants.json; PyPI is refused",
+    )
     parser.add_argument(
         "--dry-run", action="store_true", help="say what would be uploaded and skipped; upload nothing"
     )
@@ -91,9 +98,16 @@ def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credential
     if repository is None:
         print(f"{tag}: {version} is a pre-release and publish.prerelease is skip: nothing is published")
         return 0
+    if args.variant_wheels is not None and (refusal := variant_upload.pypi_refusal(repository)):
+        raise UsageError(refusal)
     index.check_transport(repository, "repository")
     index_url = args.index_url or index.simple_url_for(repository)
     index.check_transport(index_url, "index")
+    if args.variant_wheels is not None:
+        return _publish_variants(
+            args, loaded, plan, version=version, repository=repository, index_url=index_url,
+            credentials=credentials,
+        )  # fmt: skip
     wheelhouse = Path(args.wheelhouse) if args.wheelhouse else loaded.root / "wheelhouse"
 
     for name in args.variant or ():
@@ -107,6 +121,38 @@ def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credential
             args, plan, wheelhouse=wheelhouse, version=version, repository=repository,
             index_url=index_url, credentials=credentials,
         )  # fmt: skip
+
+
+def _publish_variants(
+    args: argparse.Namespace,
+    loaded: LoadedMatrix,
+    plan: Plan,
+    *,
+    version: str,
+    repository: str,
+    index_url: str,
+    credentials: Credentials,
+) -> int:
+    shared = variant_set(loaded, plan.variants)
+    files = variant_upload.collect(Path(args.variant_wheels), shared, version)
+    variant_upload.reverify(files, shared, str(loaded.path))
+    print(
+        f"preflight passed: {len(files) - 1} variant wheels of {shared.distribution} {version} and "
+        f"{files[-1].path.name}\n{'dry run: ' if args.dry_run else ''}publishing to "
+        f"{index.redact_url(repository)} (index {index.redact_url(index_url)}) as {credentials.who}"
+    )
+    with build_lock(
+        loaded.root / "build", what=f"publishing {args.variant_wheels}", wait_s=PUBLISH_LOCK_WAIT_S,
+        name=PUBLISH_LOCK, error=PublishError,
+    ):  # fmt: skip
+        outcomes = variant_upload.publish_variant_set(
+            files, project=shared.distribution, version=version, repository=repository, index_url=index_url,
+            username=credentials.username, password=credentials.env.get("TWINE_PASSWORD"),
+            dry_run=args.dry_run, log=lambda text: print(credentials.redact(text), flush=True),
+        )  # fmt: skip
+    counts = {o: list(outcomes.values()).count(o) for o in dict.fromkeys(outcomes.values())}
+    print(", ".join(f"{n} {what}" for what, n in counts.items()))
+    return 0
 
 
 PUBLISH_LOCK = ".publish.lock"

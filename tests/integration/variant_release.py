@@ -151,3 +151,88 @@ def make_release(directory: Path, pythons: tuple[str, ...] = PYTHONS) -> tuple[P
         for python in pythons:
             per_name_wheel(wheelhouse, variant, python, built[backend])
     return write_matrix(directory, pythons), wheelhouse
+
+
+class UploadIndex:
+    """A self-hosted index on 127.0.0.1 for the publish test: it takes legacy-API uploads
+    (multipart POST, `:action=file_upload`) of any file, wheels and `-variants.json` alike, and
+    serves `<project>/` as a PEP 503 page listing every file with its sha256, as PEP 825 wants."""
+
+    def __init__(self, root: Path) -> None:
+        import email.parser
+        import http.server
+        import threading
+
+        from packaging.utils import canonicalize_name
+
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+        uploads = self.uploads = []  # type: list[str]
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+                super().__init__(*args, directory=str(root), **kwargs)
+
+            def log_message(self, *args):  # type: ignore[no-untyped-def]
+                pass
+
+            def do_GET(self):  # type: ignore[no-untyped-def]
+                project = root / self.path.strip("/")
+                if self.path.endswith("/") and project.is_dir() and self.path.count("/") == 2:
+                    digests = {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in project.iterdir()}
+                    links = "".join(f'<a href="{n}#sha256={d}">{n}</a>\n' for n, d in sorted(digests.items()))
+                    body = f"<!DOCTYPE html><html><body>\n{links}</body></html>\n".encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                super().do_GET()
+
+            def do_POST(self):  # type: ignore[no-untyped-def]
+                length = int(self.headers["Content-Length"])
+                raw = self.rfile.read(length)
+                head = f"Content-Type: {self.headers['Content-Type']}\r\n\r\n".encode()
+                message = email.parser.BytesParser().parsebytes(head + raw)
+                fields = {}
+                content = None
+                for part in message.get_payload():
+                    name = part.get_param("name", header="content-disposition")
+                    if name == "content":
+                        content = (part.get_filename(), part.get_payload(decode=True))
+                    else:
+                        fields[name] = part.get_payload(decode=True).decode()
+                if fields.get(":action") != "file_upload" or content is None:
+                    self.send_error(400, "not a file upload")
+                    return
+                filename, data = content
+                if hashlib.sha256(data).hexdigest() != fields.get("sha256_digest"):
+                    self.send_error(400, "sha256 does not match")
+                    return
+                target = root / canonicalize_name(fields["name"]) / filename
+                if target.exists():
+                    self.send_error(409, "file exists")
+                    return
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                uploads.append(filename)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+
+    def __enter__(self) -> UploadIndex:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
