@@ -98,12 +98,13 @@ def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credential
     if repository is None:
         print(f"{tag}: {version} is a pre-release and publish.prerelease is skip: nothing is published")
         return 0
-    if args.variant_wheels is not None and (refusal := variant_upload.pypi_refusal(repository)):
+    variant_wheels = getattr(args, "variant_wheels", None)
+    if variant_wheels is not None and (refusal := variant_upload.pypi_refusal(repository)):
         raise UsageError(refusal)
     index.check_transport(repository, "repository")
     index_url = args.index_url or index.simple_url_for(repository)
     index.check_transport(index_url, "index")
-    if args.variant_wheels is not None:
+    if variant_wheels is not None:
         return _publish_variants(
             args, loaded, plan, version=version, repository=repository, index_url=index_url,
             credentials=credentials,

@@ -58,7 +58,10 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         raise UsageError(msg)
     variants = make_plan(loaded).variants if loaded is not None else {}
     chosen = require_variant(variants, args.variant, loaded.path.name) if args.variant and loaded else None
-    shared = variant_set(loaded, variants) if loaded is not None and loaded.matrix.variant_wheels else None
+    labelled = any(label_of(w) is not None for w in wheels)
+    # Only a variant wheel needs the matrix's variant set (a matrix trimmed to some variants
+    # still verifies its per-name wheels).
+    shared = variant_set(loaded, variants) if labelled and loaded and loaded.matrix.variant_wheels else None
 
     def variant_of(wheel: Path) -> ResolvedVariant | None:
         label = label_of(wheel)

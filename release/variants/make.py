@@ -191,7 +191,9 @@ def make_variant_wheels(
             d for d in shared.descriptions
             if any(w.name.split("-")[1] == version_part for w in sources[d.label])
         ]
-        indexes.append(write_bytes(out / index_file_name(stem, version_part), render(document(present))))
+        written = write_bytes(out / index_file_name(stem, version_part), render(document(present)))
+        written.chmod(0o644)
+        indexes.append(written)
     return made, indexes
 
 

@@ -60,12 +60,14 @@ def rewrite_wheel(
             archive = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
             entries = read_directory(archive)
             budget = Budget(budget_for(archive.size))
-            return write_with(
+            write_with(
                 target, lambda out: _copy(archive, entries, budget, out, rename=rename, edits=edits, add=add)
             )
+        target.chmod(0o644)  # a file to publish: readable by the index that serves it
     except (OSError, ValueError) as exc:  # ZipError and WheelReadError are ValueErrors
         msg = f"{source.name}: cannot rewrite the wheel ({exc})"
         raise WheelReadError(msg) from None
+    return target
 
 
 def _copy(
