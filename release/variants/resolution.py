@@ -190,13 +190,12 @@ def _label_of(variant: ResolvedVariant) -> str | None:
 
 
 def build_of(found: Installed, variants: Mapping[str, ResolvedVariant]) -> ResolvedVariant | None:
-    """The matrix variant whose build `found` is: by label when it has one, else by the runtime
-    sonames it binds (the CPU variant binds none)."""
-    if found.label is not None:
-        by_label = [v for v in variants.values() if _label_of(v) == found.label]
-        if by_label:
-            return by_label[0]
+    """The matrix variant whose build `found` is, by the runtime sonames it binds (the CPU
+    variant binds none); a label must agree with them: a `null` label on a build that binds
+    libcudart is no variant's build."""
     same = [v for v in variants.values() if tuple(sorted(v.runtime_sonames)) == found.runtimes]
+    if found.label is not None:
+        same = [v for v in same if _label_of(v) == found.label]
     return same[0] if len(same) == 1 else None
 
 
@@ -223,7 +222,9 @@ def judge(
     if case.expect is None:
         return Outcome(case, False, f"installed {found.text()}{where}, but this install must fail")
     if got is None or got.name != case.expect.name:
-        other = f"variant {got.name}'s build" if got else "an unknown build"
+        other = f"variant {got.name}'s build" if got else "no variant's build"
+        if got is None and found.label is not None:
+            other += " (its label and runtime disagree)"
         return Outcome(
             case,
             False,

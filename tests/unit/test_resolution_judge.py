@@ -1,0 +1,61 @@
+"""check-resolution's judgement of an install, from the installed wheel's own data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from release.config import matrix as matrix_mod
+from release.plan.steps import make_plan
+from release.variants.resolution import Case, Installed, judge
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = make_plan(
+    matrix_mod.loads((ROOT / "matrix.yaml").read_text(encoding="utf-8"), path=ROOT / "matrix.yaml")
+).variants
+
+
+def _case(expect: str | None, *, may_fail: bool = False) -> Case:
+    return Case("per-name", "pip", "3.12", "xfer-engine-rocm", ("release",),
+                VARIANTS[expect] if expect else None, may_fail=may_fail)  # fmt: skip
+
+
+def _judge(case: Case, found: Installed | None, rc: int = 0) -> tuple[bool, str]:
+    outcome = judge(case, rc=rc, output="ERROR: No matching distribution", found=found,
+                    served=["release"], variants=VARIANTS)  # fmt: skip
+    return outcome.ok, outcome.detail
+
+
+ROCM = Installed("xfer-engine-rocm", "0.1.0", ("libamdhip64.so.7",), None)
+CUDA_UNDER_ROCM_NAME = Installed("xfer-engine-rocm", "0.1.0", ("libcudart.so.13",), None)
+
+
+def test_the_right_build_passes_and_names_the_index() -> None:
+    ok, detail = _judge(_case("rocm"), ROCM)
+    assert ok and detail == "xfer-engine-rocm 0.1.0 (binds libamdhip64.so.7) from index release"
+
+
+def test_a_cuda_build_under_the_rocm_name_fails() -> None:
+    ok, detail = _judge(_case("rocm"), CUDA_UNDER_ROCM_NAME)
+    assert not ok and "another backend's build" in detail and "variant cuda's build, not rocm" in detail
+
+
+def test_a_null_variant_that_binds_cudart_is_no_variants_build() -> None:
+    found = Installed("xfer-engine", "0.1.0", ("libcudart.so.13",), "null")
+    ok, detail = _judge(_case("cpu"), found)
+    assert not ok and "label and runtime disagree" in detail
+
+
+def test_the_labelled_cuda_variant_passes() -> None:
+    ok, _ = _judge(_case("cuda"), Installed("xfer-engine", "0.1.0", ("libcudart.so.13",), "cu130"))
+    assert ok
+
+
+def test_a_visible_failure_passes_only_where_allowed() -> None:
+    assert _judge(_case("rocm", may_fail=True), None, rc=1)[0]
+    assert not _judge(_case("rocm"), None, rc=1)[0]
+
+
+def test_an_install_that_must_fail_fails_when_it_installs() -> None:
+    assert _judge(_case(None), None, rc=1) == (True, "refused, as it must: ERROR: No matching distribution")
+    ok, detail = _judge(_case(None), ROCM)
+    assert not ok and "must fail" in detail
