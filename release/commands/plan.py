@@ -14,7 +14,7 @@ import sys
 from release import table
 from release.config.checks import engine_source, unpinned_serving_images
 from release.config.dataschema import printable
-from release.config.matrix import LoadedMatrix
+from release.config.matrix import LoadedMatrix, Matrix
 from release.errors import MatrixError, Problem, UsageError
 from release.plan.steps import Plan, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
@@ -60,6 +60,7 @@ def github_outputs(
             "github-release": str(matrix.publish.github_release).lower(),
             "prerelease": str(is_prerelease(version)).lower(),
             "repository-url": route(matrix, version) or "",
+            "environment": environment(matrix, version),
         }
     if workflow == "ci":
         if python is None or python not in matrix.python:
@@ -81,6 +82,22 @@ def github_outputs(
     }
 
 
+def environment(matrix: Matrix, version: str) -> str:
+    """The GitHub environment the upload job runs in: the one the index's trusted publisher names."""
+    publish = matrix.publish
+    separate = is_prerelease(version) and publish.prerelease == "separate-index"
+    return publish.prerelease_environment if separate else publish.environment
+
+
+def held_back_lines(plan: Plan) -> list[str]:
+    """One line per variant the plan leaves out on purpose, with the reason."""
+    variants = plan.loaded.matrix.variants
+    return [
+        f"held back (not released): {name} ({variants[name].distribution}): {why}"
+        for name, why in plan.held_back.items()
+    ]
+
+
 def unpinned_images(plan: Plan) -> list[Problem]:
     """The plan's serving images that are named by tag only."""
     loaded = plan.loaded
@@ -98,6 +115,8 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     check_engine_source(loaded)
     plan = make_plan(loaded, variants=(args.variant,) if args.variant else ())
     code = _run(args, plan)
+    for line in held_back_lines(plan):
+        print(line, file=sys.stderr if args.github or args.json else sys.stdout)
     if args.github != "release":
         for problem in unpinned_images(plan):
             print(f"warning: {problem}", file=sys.stderr)

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         raise UsageError(msg)
     version = version_from_tag(tag, loaded.matrix.publish.tag_pattern)
     plan = make_plan(loaded)
-    names = list(dict.fromkeys(args.variant or loaded.matrix.variants))
+    names = list(dict.fromkeys(args.variant or plan.variants))
     variants = [plan.variant(name) for name in names]  # an unknown name: a usage error naming the known
     if not args.wheelhouse.is_dir():
         msg = f"{args.wheelhouse}: no such directory (download the build artifacts into it first)"
@@ -88,6 +88,8 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         repository=args.repo or "", publisher=publisher(workflow, args.repo), size_limit=args.size_limit,
     )  # fmt: skip
     print(table.render(("check", "result"), [(c.id, "pass" if c.ok else "FAIL") for c in checks]))
+    for name, why in plan.held_back.items():
+        print(f"  held back (not expected, not released): {name}: {why}")
     for check in checks:
         for line in check.notes:
             print(f"  {check.id}: {line}")
@@ -103,7 +105,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         copy_checked(entries, wheels, args.dist)
         print(f"{len(wheels)} checked wheel(s) copied into {args.dist}, each re-hashed")
     if args.manifest:
-        document = manifest.assemble(entries, plan.variants, tag=tag, version=version)
+        held = {
+            name: {"distribution": loaded.matrix.variants[name].distribution, "reason": why}
+            for name, why in plan.held_back.items()
+        }
+        document = manifest.assemble(entries, plan.variants, tag=tag, version=version, held_back=held)
         manifest.write(args.manifest, document)
         print(f"release manifest of {len(entries)} wheel(s): {args.manifest}")
     return 0

@@ -55,7 +55,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     if args.variant is not None and loaded is None:
         msg = f"--variant {args.variant} needs a matrix file (--matrix)"
         raise UsageError(msg)
-    variants = make_plan(loaded).variants if loaded is not None else {}
+    variants = make_plan(loaded, include_held_back=True).variants if loaded is not None else {}
     chosen = require_variant(variants, args.variant, loaded.path.name) if args.variant and loaded else None
     mapped = [(w, chosen or variant_for_distribution(variants, _distribution(w))) for w in wheels]
     common = {
