@@ -14,8 +14,9 @@ import sys
 from release import table
 from release.config.checks import engine_source, unpinned_serving_images
 from release.config.dataschema import printable
-from release.config.matrix import LoadedMatrix, Matrix
+from release.config.matrix import LoadedMatrix
 from release.errors import MatrixError, Problem, UsageError
+from release.plan.inputs import environment
 from release.plan.steps import Plan, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 
@@ -80,13 +81,6 @@ def github_outputs(
         "import-name": matrix.engine.import_name,
         "scripts": " ".join(matrix.engine.scripts),
     }
-
-
-def environment(matrix: Matrix, version: str) -> str:
-    """The GitHub environment the upload job runs in: the one the index's trusted publisher names."""
-    publish = matrix.publish
-    separate = is_prerelease(version) and publish.prerelease == "separate-index"
-    return publish.prerelease_environment if separate else publish.environment
 
 
 def held_back_lines(plan: Plan) -> list[str]:

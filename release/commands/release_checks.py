@@ -19,6 +19,7 @@ import yaml
 from release import table
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, UsageError
+from release.plan.inputs import environment
 from release.plan.steps import make_plan
 from release.plan.version import route, tag_from_env, version_from_tag
 from release.publish import handoff, index, manifest
@@ -47,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the release manifest of the checked set here (never into --dist)")  # fmt: skip
 
 
-def publisher(workflow: Path, repo: str | None) -> Publisher:
-    """The job that uploads to the index with `id-token: write` in the workflow, and its environment."""
+def publisher(workflow: Path, repo: str | None, planned_environment: str | None = None) -> Publisher:
+    """The job that uploads to the index with `id-token: write` in the workflow, and its environment
+    (`planned_environment` where the workflow takes it from the plan, `${{ ... }}`)."""
     environment = None
     try:
         doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
@@ -65,6 +67,8 @@ def publisher(workflow: Path, repo: str | None) -> Publisher:
             continue  # id-token for something else (the manifest's attestation)
         env = job.get("environment")
         environment = str(env.get("name") if isinstance(env, dict) else env) if env else None
+    if environment is not None and "${{" in environment:
+        environment = planned_environment
     return Publisher(repository=repo or "OWNER/NAME", workflow=workflow.name, environment=environment)
 
 
@@ -85,7 +89,8 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     workflow = args.workflow or loaded.root / ".github" / "workflows" / "release.yml"
     checks = run_checks(
         plan.builds, args.wheelhouse, version, variants=variants, index_url=index_url,
-        repository=args.repo or "", publisher=publisher(workflow, args.repo), size_limit=args.size_limit,
+        repository=args.repo or "", size_limit=args.size_limit,
+        publisher=publisher(workflow, args.repo, environment(loaded.matrix, version)),
     )  # fmt: skip
     print(table.render(("check", "result"), [(c.id, "pass" if c.ok else "FAIL") for c in checks]))
     for name, why in plan.held_back.items():

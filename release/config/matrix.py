@@ -328,7 +328,7 @@ def loads(
 
 
 def _check_held_back(matrix: Matrix, lines: Mapping[str, int], file: str) -> list[Problem]:
-    """A hold names its reason on one line, and leaves something to release."""
+    """A hold names its reason on one line."""
     problems = []
     for name, variant in matrix.variants.items():
         if variant.held_back is None:
@@ -338,9 +338,6 @@ def _check_held_back(matrix: Matrix, lines: Mapping[str, int], file: str) -> lis
         if not reason or any(c in reason for c in "\r\n\0"):
             message = "give the reason on one line (the plan, release notes and GitHub Release show it)"
             problems.append(Problem(file, lines.get(key), key, message))
-    if matrix.variants and all(v.held_back is not None for v in matrix.variants.values()):
-        message = "every variant is held back: a release would publish nothing (remove one `held_back`)"
-        problems.append(Problem(file, lines.get("variants"), "variants", message))
     return problems
 
 

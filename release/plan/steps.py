@@ -171,6 +171,13 @@ def make_plan(
             if name in held:
                 raise UsageError(held_back_line(loaded, name))
         names = tuple(n for n in names if n not in held)
+        if not names:
+            msg = (
+                f"{loaded.path.name}: every variant is held back ({', '.join(held)}): a release would "
+                "publish nothing; remove a `held_back` (local builds of a held-back variant name it: "
+                "--variant)"
+            )
+            raise UsageError(msg)
     else:
         held = {}
     backend = read_build_backend(loaded.engine_dir)
