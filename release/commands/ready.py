@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     workflow = args.workflow or loaded.root / ".github" / "workflows" / "release.yml"
     items = readiness(plan, environ=os.environ, repository=args.repo, workflow=workflow)
     rows = [(i.kind, i.name, i.status, i.detail) for i in items]
-    print(table.render(("input", "name", "status", "detail"), rows))
+    print(table.render(("input", "name", "status", "detail"), rows, title="Ready for a tag push?"))
     blocking = [i for i in items if i.status in BLOCKING]
     by_hand = sum(i.status == "by hand" for i in items)
     if blocking:

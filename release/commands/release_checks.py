@@ -92,7 +92,8 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         repository=args.repo or "", size_limit=args.size_limit,
         publisher=publisher(workflow, args.repo, environment(loaded.matrix, version)),
     )  # fmt: skip
-    print(table.render(("check", "result"), [(c.id, "pass" if c.ok else "FAIL") for c in checks]))
+    rows = [(c.id, "pass" if c.ok else "FAIL") for c in checks]
+    print(table.render(("check", "result"), rows, title=f"Release-day checks of {tag}"))
     for name, why in plan.held_back.items():
         print(f"  held back (not expected, not released): {name}: {why}")
     for check in checks:
