@@ -109,8 +109,14 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     check_engine_source(loaded)
     plan = make_plan(loaded, variants=(args.variant,) if args.variant else ())
     code = _run(args, plan)
+    where = sys.stderr if args.github or args.json else sys.stdout
     for line in held_back_lines(plan):
-        print(line, file=sys.stderr if args.github or args.json else sys.stdout)
+        print(line, file=where)
+    if plan.held_back and args.github == "release":  # the run's page says it too (job summary)
+        variants = plan.loaded.matrix.variants
+        rows = [(name, variants[name].distribution, why) for name, why in plan.held_back.items()]
+        held = table.render(("variant", "distribution", "reason"), rows, title="Held back: not released")
+        print(held, file=where)
     if args.github != "release":
         for problem in unpinned_images(plan):
             print(f"warning: {problem}", file=sys.stderr)

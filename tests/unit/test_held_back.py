@@ -114,3 +114,17 @@ def test_holding_back_every_variant_is_an_error(tmp_path: Path) -> None:
     assert "musa" in make_plan(loaded, variants=("musa",), include_held_back=True).variants
     with pytest.raises(UsageError, match=r"every variant is held back .*: a release would publish nothing"):
         make_plan(loaded)
+
+
+def test_the_release_plan_puts_the_held_back_table_in_the_job_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    summary = tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    path = tmp_path / "matrix.yaml"
+    path.write_text(_text(), encoding="utf-8")
+    assert cli.main(["--matrix", str(path), "plan", "--github", "release", "--tag", "v0.2.0"]) == 0
+    capsys.readouterr()
+    text = summary.read_text(encoding="utf-8")
+    assert text.startswith("#### Held back: not released\n")
+    assert f"| musa | xfer-engine-musa | {REASON} |" in text
