@@ -1,18 +1,47 @@
-"""Plain-text tables for terminal summaries."""
+"""Tables for terminal summaries, and the same tables for the GitHub Actions job summary.
+
+Every command's table goes through `render`. Where `GITHUB_STEP_SUMMARY` names a file (a step of
+a GitHub Actions job, or the rehearsal's stand-in for one), the table is also appended to it as
+Markdown, so the build summary, verify results, the smoke matrix, the release-day checks, the
+readiness list and the publish outcome show on the run's page, not only in its raw logs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+MAX_CELL = 400
+"""Characters of one Markdown cell; a longer one is cut with an ellipsis (GitHub caps a summary at 1 MiB)."""
 
 
-def render(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A left-aligned table with a rule under the header; numbers are right-aligned."""
+def render(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    *,
+    title: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str:
+    """A left-aligned table with a rule under the header; numbers are right-aligned.
+
+    Also appended, as Markdown under `title`, to the job summary file when `GITHUB_STEP_SUMMARY`
+    is set."""
     cells = [[str(c) for c in row] for row in rows]
+    numeric = [all(_is_number(row[i]) for row in cells) and bool(cells) for i in range(len(headers))]
+    summary = (os.environ if environ is None else environ).get(SUMMARY_ENV, "")
+    if summary:
+        _append(Path(summary), markdown(headers, cells, numeric, title))
+    return _plain(headers, cells, numeric)
+
+
+def _plain(headers: Sequence[str], cells: list[list[str]], numeric: list[bool]) -> str:
     widths = [len(h) for h in headers]
     for row in cells:
         for i, cell in enumerate(row):
             widths[i] = max(widths[i], len(cell))
-    numeric = [all(_is_number(row[i]) for row in cells) and bool(cells) for i in range(len(headers))]
 
     def line(values: Sequence[str]) -> str:
         parts = [v.rjust(widths[i]) if numeric[i] else v.ljust(widths[i]) for i, v in enumerate(values)]
@@ -21,6 +50,39 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     out = [line(list(headers)), line(["-" * w for w in widths])]
     out.extend(line(row) for row in cells)
     return "\n".join(out)
+
+
+def markdown(
+    headers: Sequence[str],
+    cells: Sequence[Sequence[str]],
+    numeric: Sequence[bool] | None = None,
+    title: str | None = None,
+) -> str:
+    """A GitHub-flavoured Markdown table: pipes and line breaks in cells escaped, numbers right-aligned."""
+    align = numeric or [False] * len(headers)
+    out = [f"#### {_cell(title)}", ""] if title else []
+    out += [
+        "| " + " | ".join(_cell(h) for h in headers) + " |",
+        "| " + " | ".join("---:" if a else "---" for a in align) + " |",
+    ]
+    out.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in cells)
+    return "\n".join(out) + "\n\n"
+
+
+def _cell(text: str) -> str:
+    text = text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+    text = text.replace("\\", "\\\\").replace("|", "\\|")
+    return " ".join(text.split()) or " "
+
+
+def _append(path: Path, text: str) -> None:
+    """One write in append mode: tables of parallel steps never interleave within a table. A summary
+    that cannot be written is said on stderr, never a failure of the command whose table it is."""
+    try:
+        with path.open("a", encoding="utf-8") as out:
+            out.write(text)
+    except OSError as exc:
+        print(f"warning: {SUMMARY_ENV}={path}: cannot append the table ({exc.strerror})", file=sys.stderr)
 
 
 def _is_number(text: str) -> bool:

@@ -17,3 +17,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where nothing may be missing: {reason}"
+
+
+@pytest.fixture(autouse=True)
+def _no_job_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tables the tests render stay out of a CI run's own job summary ($GITHUB_STEP_SUMMARY)."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)

@@ -87,7 +87,7 @@ def in_ci() -> bool:
 def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> dict[str, tuple[BuildStep, ...]]:
     """The selected steps by variant: `--variant` (default: every variant), `--python`, `--select`."""
     variants = tuple(dict.fromkeys(args.variant or ()))
-    steps = make_plan(loaded, variants=variants).builds
+    steps = make_plan(loaded, variants=variants, include_held_back=True).builds
     if args.python:
         unknown = [p for p in args.python if p not in loaded.matrix.python]
         if unknown:

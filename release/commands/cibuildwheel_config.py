@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
-    plan = make_plan(loaded, variants=(args.variant,))
+    plan = make_plan(loaded, variants=(args.variant,), include_held_back=True)
     known = loaded.matrix.python
     for py in args.python:
         if py not in known:

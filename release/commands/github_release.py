@@ -6,7 +6,8 @@ view --json assets`: names, sizes and, from newer GitHub, sha256 digests; withou
 asset of the local file's size is downloaded and hashed). An asset whose content differs from
 the local file stops the run before anything is uploaded, naming it; missing assets go up in one
 `gh release upload` without `--clobber`; a missing release is created with all of them
-(`--verify-tag --generate-notes`, `--prerelease` when the tag's version is one).
+(`--verify-tag --generate-notes`, `--prerelease` when the tag's version is one), its notes
+opening with the variants the matrix holds back and why.
 
 `gh` runs from PATH (or `--gh`, or `RELEASE_GH`) with the caller's environment (`GH_TOKEN`).
 """
@@ -160,6 +161,8 @@ class GitHubRelease:
     tag: str
     runner: Runner = run_process
     secrets: tuple[str, ...] = ()
+    notes: str = ""
+    """Prepended to GitHub's generated notes when the release is created (what is held back)."""
 
     def _gh(self, *args: str) -> tuple[int, str, str]:
         return self.runner([self.gh, "release", *args, "--repo", self.repo])
@@ -184,6 +187,8 @@ class GitHubRelease:
     def create(self, files: Sequence[Path], *, prerelease: bool) -> bool:
         """Create the release with `files`; False when it appeared meanwhile (another run)."""
         flags = ["--verify-tag", "--title", self.tag, "--generate-notes"]
+        if self.notes:
+            flags += ["--notes", self.notes]
         if prerelease:
             flags.append("--prerelease")
         rc, _, err = self._gh("create", self.tag, *map(str, files), *flags)
@@ -253,6 +258,16 @@ def attach(release: GitHubRelease, files: Mapping[str, Local], *, prerelease: bo
     return rows
 
 
+def held_back_notes(loaded: LoadedMatrix) -> str:
+    """The release notes' paragraph on the variants this release leaves out, and why."""
+    held = [(n, v) for n, v in loaded.matrix.variants.items() if v.held_back is not None]
+    if not held:
+        return ""
+    lines = ["**Not in this release** (held back in matrix.yaml):", ""]
+    lines += [f"- `{v.distribution}` ({name}): {v.held_back}" for name, v in held]
+    return "\n".join(lines)
+
+
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     matrix = loaded.matrix
     tag = args.tag or tag_from_env()
@@ -268,8 +283,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         return 0
     files = collect(args.paths)
     secrets = tuple(v for k in ("GH_TOKEN", "GITHUB_TOKEN") if len(v := os.environ.get(k, "")) >= 3)
-    release = GitHubRelease(gh=args.gh, repo=args.repo, tag=tag, secrets=secrets)
+    notes = held_back_notes(loaded)
+    release = GitHubRelease(gh=args.gh, repo=args.repo, tag=tag, secrets=secrets, notes=notes)
     rows = attach(release, files, prerelease=is_prerelease(version))
+    if notes:
+        print(notes)
     print(table.render(("asset", "status"), rows))
     added = sum(status.startswith("uploaded") for _, status in rows)
     print(f"\n{args.repo} {tag}: {added} added, {len(rows) - added} already there")

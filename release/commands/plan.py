@@ -16,6 +16,7 @@ from release.config.checks import engine_source, unpinned_serving_images
 from release.config.dataschema import printable
 from release.config.matrix import LoadedMatrix
 from release.errors import MatrixError, Problem, UsageError
+from release.plan.inputs import environment
 from release.plan.steps import Plan, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 
@@ -60,6 +61,7 @@ def github_outputs(
             "github-release": str(matrix.publish.github_release).lower(),
             "prerelease": str(is_prerelease(version)).lower(),
             "repository-url": route(matrix, version) or "",
+            "environment": environment(matrix, version),
         }
     if workflow == "ci":
         if python is None or python not in matrix.python:
@@ -81,6 +83,15 @@ def github_outputs(
     }
 
 
+def held_back_lines(plan: Plan) -> list[str]:
+    """One line per variant the plan leaves out on purpose, with the reason."""
+    variants = plan.loaded.matrix.variants
+    return [
+        f"held back (not released): {name} ({variants[name].distribution}): {why}"
+        for name, why in plan.held_back.items()
+    ]
+
+
 def unpinned_images(plan: Plan) -> list[Problem]:
     """The plan's serving images that are named by tag only."""
     loaded = plan.loaded
@@ -98,6 +109,14 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     check_engine_source(loaded)
     plan = make_plan(loaded, variants=(args.variant,) if args.variant else ())
     code = _run(args, plan)
+    where = sys.stderr if args.github or args.json else sys.stdout
+    for line in held_back_lines(plan):
+        print(line, file=where)
+    if plan.held_back and args.github == "release":  # the run's page says it too (job summary)
+        variants = plan.loaded.matrix.variants
+        rows = [(name, variants[name].distribution, why) for name, why in plan.held_back.items()]
+        held = table.render(("variant", "distribution", "reason"), rows, title="Held back: not released")
+        print(held, file=where)
     if args.github != "release":
         for problem in unpinned_images(plan):
             print(f"warning: {problem}", file=sys.stderr)

@@ -173,10 +173,12 @@ def _publish(
     matrix = plan.loaded.matrix
     candidates = preflight(plan, wheelhouse, version, variants=args.variant)
     print(
-        f"preflight passed: {len(candidates)} wheels of {len(matrix.variants)} variant(s) for {version}\n"
+        f"preflight passed: {len(candidates)} wheels of {len(plan.variants)} variant(s) for {version}\n"
         f"{'dry run: ' if args.dry_run else ''}publishing to {index.redact_url(repository)} "
         f"(index {index.redact_url(index_url)}) as {credentials.who}"
     )
+    for name, why in plan.held_back.items():
+        print(f"held back (not published): {name} ({matrix.variants[name].distribution}): {why}")
     uploader = Uploader(
         repository=repository,
         index_url=index_url,

@@ -19,6 +19,7 @@ import yaml
 from release import table
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, UsageError
+from release.plan.inputs import environment
 from release.plan.steps import make_plan
 from release.plan.version import route, tag_from_env, version_from_tag
 from release.publish import handoff, index, manifest
@@ -47,8 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="write the release manifest of the checked set here (never into --dist)")  # fmt: skip
 
 
-def publisher(workflow: Path, repo: str | None) -> Publisher:
-    """The job that uploads to the index with `id-token: write` in the workflow, and its environment."""
+def publisher(workflow: Path, repo: str | None, planned_environment: str | None = None) -> Publisher:
+    """The job that uploads to the index with `id-token: write` in the workflow, and its environment
+    (`planned_environment` where the workflow takes it from the plan, `${{ ... }}`)."""
     environment = None
     try:
         doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
@@ -65,6 +67,8 @@ def publisher(workflow: Path, repo: str | None) -> Publisher:
             continue  # id-token for something else (the manifest's attestation)
         env = job.get("environment")
         environment = str(env.get("name") if isinstance(env, dict) else env) if env else None
+    if environment is not None and "${{" in environment:
+        environment = planned_environment
     return Publisher(repository=repo or "OWNER/NAME", workflow=workflow.name, environment=environment)
 
 
@@ -75,7 +79,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         raise UsageError(msg)
     version = version_from_tag(tag, loaded.matrix.publish.tag_pattern)
     plan = make_plan(loaded)
-    names = list(dict.fromkeys(args.variant or loaded.matrix.variants))
+    names = list(dict.fromkeys(args.variant or plan.variants))
     variants = [plan.variant(name) for name in names]  # an unknown name: a usage error naming the known
     if not args.wheelhouse.is_dir():
         msg = f"{args.wheelhouse}: no such directory (download the build artifacts into it first)"
@@ -85,9 +89,13 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     workflow = args.workflow or loaded.root / ".github" / "workflows" / "release.yml"
     checks = run_checks(
         plan.builds, args.wheelhouse, version, variants=variants, index_url=index_url,
-        repository=args.repo or "", publisher=publisher(workflow, args.repo), size_limit=args.size_limit,
+        repository=args.repo or "", size_limit=args.size_limit,
+        publisher=publisher(workflow, args.repo, environment(loaded.matrix, version)),
     )  # fmt: skip
-    print(table.render(("check", "result"), [(c.id, "pass" if c.ok else "FAIL") for c in checks]))
+    rows = [(c.id, "pass" if c.ok else "FAIL") for c in checks]
+    print(table.render(("check", "result"), rows, title=f"Release-day checks of {tag}"))
+    for name, why in plan.held_back.items():
+        print(f"  held back (not expected, not released): {name}: {why}")
     for check in checks:
         for line in check.notes:
             print(f"  {check.id}: {line}")
@@ -103,7 +111,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         copy_checked(entries, wheels, args.dist)
         print(f"{len(wheels)} checked wheel(s) copied into {args.dist}, each re-hashed")
     if args.manifest:
-        document = manifest.assemble(entries, plan.variants, tag=tag, version=version)
+        held = {
+            name: {"distribution": loaded.matrix.variants[name].distribution, "reason": why}
+            for name, why in plan.held_back.items()
+        }
+        document = manifest.assemble(entries, plan.variants, tag=tag, version=version, held_back=held)
         manifest.write(args.manifest, document)
         print(f"release manifest of {len(entries)} wheel(s): {args.manifest}")
     return 0

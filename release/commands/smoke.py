@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     wheelhouse = args.wheelhouse or loaded.root / "wheelhouse"
-    plan = make_plan(loaded, variants=tuple(dict.fromkeys(args.variant or ())))
+    named = tuple(dict.fromkeys(args.variant or ()))
+    plan = make_plan(loaded, variants=named, include_held_back=True)
 
     def log(line: str) -> None:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)

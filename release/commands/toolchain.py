@@ -174,7 +174,8 @@ def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> in
         print(f"{args.variant}: the {backend.name} backend needs no toolkit")
         return 0
     if args.smoke_runtime:
-        return install_smoke_runtime(make_plan(loaded, variants=(args.variant,)).variant(args.variant))
+        plan = make_plan(loaded, variants=(args.variant,), include_held_back=True)
+        return install_smoke_runtime(plan.variant(args.variant))
     return install_backend(backend.name, variant.toolkit, runtime_only=args.runtime_only)
 
 

@@ -8,9 +8,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from release import table
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError, VerifyError
-from release.inspect.report import render_report
+from release.inspect.report import VerifyReport, render_report
 from release.inspect.verify import verify_release, verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant, require_variant, variant_for_distribution
 from release.plan.steps import make_plan
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     if args.variant is not None and loaded is None:
         msg = f"--variant {args.variant} needs a matrix file (--matrix)"
         raise UsageError(msg)
-    variants = make_plan(loaded).variants if loaded is not None else {}
+    variants = make_plan(loaded, include_held_back=True).variants if loaded is not None else {}
     chosen = require_variant(variants, args.variant, loaded.path.name) if args.variant and loaded else None
     labelled = any(label_of(w) is not None for w in wheels)
     # Only a variant wheel needs the matrix's variant set (a matrix trimmed to some variants
@@ -88,6 +89,12 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         document: object = reports[0].to_json() if len(reports) == 1 else [r.to_json() for r in reports]
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
+    rows = [
+        (r.wheel.name, r.variant or "-", _verdict(r), ", ".join(x.id for x in r.rules if x.status == "fail"))
+        for r in reports
+    ]
+    summary = table.render(("wheel", "variant", "result", "failed rules"), rows, title="Verify")
+    print(summary, file=sys.stderr if args.json else sys.stdout, flush=True)
     failed = [r for r in reports if not r.ok]
     if failed:
         names = "; ".join(
@@ -104,3 +111,9 @@ def _distribution(wheel: Path) -> str:
     except InvalidWheelName as exc:
         msg = f"{wheel}: not a wheel file name ({exc})"
         raise UsageError(msg) from None
+
+
+def _verdict(report: VerifyReport) -> str:
+    if not report.ok:
+        return "FAIL"
+    return "pass" if report.releasable else "pass, not releasable"

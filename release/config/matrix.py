@@ -158,6 +158,12 @@ class Variant:
         "`publish.size_limit`.",
         default=None,
     )
+    held_back: str | None = spec(
+        "Not released this time, and why (e.g. 'no MUSA installer is available to CI'): the plan, "
+        "the release notes and the GitHub Release say so, and every release check expects the "
+        "plan without it. Local builds of it still work.",
+        default=None,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,6 +235,14 @@ class Publish:
         "Upload URL for pre-releases.", default="https://test.pypi.org/legacy/"
     )
     github_release: bool = spec("Attach the wheels to a GitHub Release.", default=True)
+    environment: str = spec(
+        "GitHub environment of the upload job for releases (PyPI's trusted publisher names it).",
+        default="pypi",
+    )
+    prerelease_environment: str = spec(
+        "GitHub environment of the upload job for pre-releases sent to `prerelease_repository`.",
+        default="testpypi",
+    )
     size_limit: int = spec(
         "Bytes the index takes per file (PyPI: 100 MiB unless the project was granted more).",
         default=100 * 1024 * 1024,
@@ -325,9 +339,24 @@ def loads(
         raise MatrixError(reader.problems)
     backends = load_backends(backends_dir or default_backends_dir(path))
     problems = check(matrix, backends, reader.lines, display)
+    problems += _check_held_back(matrix, reader.lines, display)
     if problems:
         raise MatrixError(problems)
     return LoadedMatrix(matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines)
+
+
+def _check_held_back(matrix: Matrix, lines: Mapping[str, int], file: str) -> list[Problem]:
+    """A hold names its reason on one line."""
+    problems = []
+    for name, variant in matrix.variants.items():
+        if variant.held_back is None:
+            continue
+        key = f"variants.{name}.held_back"
+        reason = variant.held_back.strip()
+        if not reason or any(c in reason for c in "\r\n\0"):
+            message = "give the reason on one line (the plan, release notes and GitHub Release show it)"
+            problems.append(Problem(file, lines.get(key), key, message))
+    return problems
 
 
 def default_backends_dir(matrix_path: Path) -> Path:

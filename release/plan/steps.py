@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import bracex
@@ -129,8 +129,12 @@ class Plan:
     builds: tuple[BuildStep, ...]
     smokes: tuple[SmokeStep, ...]
     images: tuple[ImageStep, ...]
+    held_back: Mapping[str, str] = field(default_factory=dict)
+    """Variants of the matrix left out of this plan on purpose (`held_back`), with their reasons."""
 
     def variant(self, name: str) -> ResolvedVariant:
+        if name in self.held_back and name not in self.variants:
+            raise UsageError(held_back_line(self.loaded, name))
         return require_variant(self.variants, name, self.loaded.path.name)
 
     def builds_of(self, variant: str) -> tuple[BuildStep, ...]:
@@ -138,15 +142,48 @@ class Plan:
         return tuple(s for s in self.builds if s.variant.name == variant)
 
 
-def make_plan(loaded: LoadedMatrix, *, variants: tuple[str, ...] = ()) -> Plan:
-    """Resolve each variant (all, or the named ones) exactly once and expand the steps."""
+def held_back_line(loaded: LoadedMatrix, name: str) -> str:
+    """Why a variant is not released: the located `held_back` and how to lift it."""
+    line = loaded.lines.get(f"variants.{name}.held_back")
+    where = f"{loaded.path.name}:{line}" if line is not None else loaded.path.name
+    reason = loaded.matrix.variants[name].held_back
+    return (
+        f"{where}: variant {name!r} ({loaded.matrix.variants[name].distribution}) is held back: {reason} "
+        f"(remove variants.{name}.held_back to release it)"
+    )
+
+
+def make_plan(
+    loaded: LoadedMatrix, *, variants: tuple[str, ...] = (), include_held_back: bool = False
+) -> Plan:
+    """Resolve each variant (all, or the named ones) exactly once and expand the steps.
+
+    A variant the matrix holds back is left out and listed in `Plan.held_back`, unless
+    `include_held_back` (local builds, verify and smoke tests of it still work); naming one
+    without it is a usage error that gives the reason.
+    """
     names = variants or tuple(loaded.matrix.variants)
     for name in names:
         loaded.variant(name)  # an unknown name is a usage error naming the known ones
+    held = {n: v.held_back for n, v in loaded.matrix.variants.items() if v.held_back is not None}
+    if not include_held_back:
+        for name in variants:
+            if name in held:
+                raise UsageError(held_back_line(loaded, name))
+        names = tuple(n for n in names if n not in held)
+        if not names:
+            msg = (
+                f"{loaded.path.name}: every variant is held back ({', '.join(held)}): a release would "
+                "publish nothing; remove a `held_back` (local builds of a held-back variant name it: "
+                "--variant)"
+            )
+            raise UsageError(msg)
+    else:
+        held = {}
     backend = read_build_backend(loaded.engine_dir)
     resolved = {name: resolve_variant(loaded, name, build_backend=backend) for name in names}
     builds = _build_steps(loaded, resolved)
-    return Plan(loaded, resolved, builds, _smoke_steps(loaded, resolved), _image_steps(builds))
+    return Plan(loaded, resolved, builds, _smoke_steps(loaded, resolved), _image_steps(builds), held)
 
 
 def _version(py: str) -> tuple[int, ...]:

@@ -48,8 +48,15 @@ def _variant_facts(variant: ResolvedVariant) -> dict[str, object]:
 
 
 def assemble(
-    entries: Sequence[Entry], variants: Mapping[str, ResolvedVariant], *, tag: str, version: str
+    entries: Sequence[Entry],
+    variants: Mapping[str, ResolvedVariant],
+    *,
+    tag: str,
+    version: str,
+    held_back: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, object]:
+    """The manifest; `held_back` names the matrix's variants left out on purpose
+    (`{name: {"distribution": ..., "reason": ...}}`), so the set says what it is not."""
     return {
         "manifest_version": MANIFEST_VERSION,
         "tag": tag,
@@ -67,6 +74,7 @@ def assemble(
             }
             for e in sorted(entries, key=lambda e: e.name)
         ],
+        "held_back": {name: dict(facts) for name, facts in sorted((held_back or {}).items())},
     }
 
 

@@ -132,7 +132,8 @@ def collect(
 ) -> tuple[list[Candidate], list[str]]:
     """The expected set found in `wheelhouse`, and every problem with it (without twine).
 
-    `variants` narrows the expected set (a backfill of one variant); by default it is all of them.
+    `variants` narrows the expected set (a backfill of one variant); by default it is every variant
+    of the plan: the matrix's, less those it holds back (whose wheels are a problem here).
     """
     problems: list[str] = []
     found: list[Candidate] = []
@@ -144,7 +145,13 @@ def collect(
     for entry in sorted(wheelhouse.iterdir()):
         if entry.name.startswith("."):
             continue
-        if entry.is_dir() and entry.name not in plan.loaded.matrix.variants:
+        if entry.is_dir() and entry.name in plan.held_back:
+            if any(entry.rglob("*.whl")):
+                problems.append(
+                    f"{entry.name}/: holds wheels, but the variant is held back "
+                    f"({plan.held_back[entry.name]}): remove them, or remove its held_back to release it"
+                )
+        elif entry.is_dir() and entry.name not in plan.loaded.matrix.variants:
             if any(entry.rglob("*.whl")):
                 problems.append(f"{entry.name}/: not a variant of {plan.loaded.path.name}, but holds wheels")
         elif entry.is_file():

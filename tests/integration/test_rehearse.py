@@ -9,6 +9,7 @@ early: a broken before-all fails the build job, and the jobs after it are skippe
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -126,6 +127,7 @@ def test_a_broken_before_all_fails_the_build_job_and_skips_the_rest(tmp_path: Pa
     """A MUSA variant whose before-all (install-musa.sh with the declared toolkit) cannot install
     anything in the build image: the build job fails, as on GitHub, and publishing never starts."""
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["musa"]
+    data.pop("held_back")  # matrix.yaml holds musa back; here its build runs, as it would on GitHub
     musa = {**data, "build_image": {"local": BUILD_IMAGE["local"]}}
     repo = make_repo(tmp_path / "repo", {"musa": musa})
     proc = rehearse(repo, work, "--latest")
@@ -190,3 +192,26 @@ def test_a_too_low_auditwheel_bound_fails_the_rehearsal(tmp_path: Path, work: Pa
         work / "jobs" / build.replace(" ", "-") / "files" / "lowest-pins.txt"
     ).read_text(encoding="utf-8")
     assert "vendored-runtime" in log
+
+
+def test_a_held_back_variant_is_named_and_the_rest_publishes(tmp_path: Path, work: Path) -> None:
+    """matrix.yaml's musa as it is, held back for want of MUSA_INSTALLER: the plan job names it with
+    its reason, no job of it runs, cpu rehearses through publish and the release notes say why."""
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["musa"]
+    reason = data["held_back"]
+    assert "MUSA_INSTALLER" in reason
+    repo = make_repo(tmp_path / "repo", {"cpu": cpu(), "musa": data})
+    proc = rehearse(repo, work)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    rows = table(proc.stdout)
+    assert not [job for job in rows if "musa" in job]  # held back: not a failed job, not a job at all
+    assert rows["publish to PyPI"][1] == rows["GitHub Release"][1] == "success"
+    plan_log = (work / "logs" / "plan.log").read_text(encoding="utf-8")
+    assert f"held back (not released): musa (xfer-engine-musa): {reason}" in plan_log
+    publish_log = (work / "logs" / "publish-to-PyPI.log").read_text(encoding="utf-8")
+    assert f"held back (not expected, not released): musa: {reason}" in publish_log
+    calls = (work / "github" / "calls.jsonl").read_text(encoding="utf-8")
+    assert f"- `xfer-engine-musa` (musa): {reason}" in "\n".join(
+        word for line in calls.splitlines() for word in json.loads(line)
+    )
+    assert not list((work / "index" / "packages").glob("xfer_engine_musa-*"))

@@ -31,6 +31,12 @@ def _matrix(tmp_path: Path, **replace: str) -> Path:
     return path
 
 
+def _line_of(reference: str) -> int:
+    """The line of matrix.yaml that declares this container reference."""
+    lines = (ROOT / "matrix.yaml").read_text(encoding="utf-8").splitlines()
+    return next(i for i, line in enumerate(lines, 1) if f'container: "{reference}"' in line)
+
+
 def _loaded(path: Path) -> LoadedMatrix:
     return loads(path.read_text(encoding="utf-8"), path=path, backends_dir=BACKENDS)
 
@@ -68,7 +74,7 @@ def test_bad_references_are_located_matrix_errors(tmp_path: Path, text: str, fra
         _loaded(path)
     (problem,) = info.value.problems
     assert problem.key == "images.vllm-rocm.container"
-    assert problem.line == 112
+    assert problem.line == _line_of(VLLM)
     assert fragment in problem.message
 
 
@@ -76,7 +82,7 @@ def test_tag_only_serving_images_are_named_with_the_fix(tmp_path: Path) -> None:
     loaded = _loaded(_matrix(tmp_path))
     problems = unpinned_serving_images(loaded.matrix, loaded.lines, "matrix.yaml")
     assert [p.key for p in problems] == ["images.vllm-rocm.container", "images.sglang-rocm.container"]
-    assert [p.line for p in problems] == [112, 117]
+    assert [p.line for p in problems] == [_line_of(VLLM), _line_of(SGLANG)]
     assert f"pin it by digest, `{VLLM}@sha256:<digest>`" in problems[0].message
     assert f"skopeo inspect docker://{SGLANG}" in problems[1].message
     assert unpinned_serving_images(loaded.matrix, loaded.lines, "matrix.yaml", ["cpu", "cuda"]) == []
@@ -95,8 +101,8 @@ def test_a_release_plan_refuses_tags_and_writes_no_outputs(
     assert cli.main(["--matrix", path, "plan", "--github", "release", "--tag", "v0.1.0"]) == 3
     out, err = capsys.readouterr()
     assert out == "", "nothing may reach $GITHUB_OUTPUT"
-    assert err.startswith("error: matrix.yaml:112: images.vllm-rocm.container: ")
-    assert "matrix.yaml:117: images.sglang-rocm.container: " in err
+    assert err.startswith(f"error: matrix.yaml:{_line_of(VLLM)}: images.vllm-rocm.container: ")
+    assert f"matrix.yaml:{_line_of(SGLANG)}: images.sglang-rocm.container: " in err
     assert "Traceback" not in err
     # A backfill of a variant that runs no serving image is not held up by them.
     backfill = ["--matrix", path, "plan", "--github", "release", "--tag", "v0.1.0", "--variant", "cuda"]

@@ -16,7 +16,10 @@ import pytest
 import yaml
 
 from release.commands import plan
+from release.config.backends import load_backends
 from release.config.matrix import LoadedMatrix, Matrix, load, loads
+from release.config.resources import toolkit_backends
+from release.plan.inputs import VARIABLE_JOBS, declared_variables, presence_value, workflow_value
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -275,7 +278,7 @@ def test_publish_uses_trusted_publishing() -> None:
     doc = read("release.yml")
     job = doc["jobs"]["publish-pypi"]
     assert set(job["needs"]) >= {"build", "smoke", "smoke-image"}
-    assert job["environment"]["name"] == "pypi"
+    assert job["environment"]["name"] == "${{ needs.plan.outputs.environment }}"
     assert job["permissions"] == {"contents": "read", "id-token": "write"}
     runs = " ".join(s.get("run", "") for s in job["steps"])
     assert 'python -m release publish --tag "$TAG" --dry-run' in runs
@@ -345,3 +348,52 @@ def test_hardware_entries_carry_what_the_jobs_read(
         assert used <= set(entry)
         assert isinstance(entry["runner"], list)
     assert {e["nodes"] for e in entries} == {1, 2}
+
+
+def _env_names(job: dict[str, Any]) -> dict[str, str]:
+    env = job.get("env") or {}
+    return {k: v for k, v in env.items() if isinstance(v, str) and ("vars." in v or "secrets." in v)}
+
+
+@pytest.mark.parametrize(
+    ("workflow", "backends_dir"),
+    [
+        (WORKFLOWS / "release.yml", ROOT / "packaging" / "backends"),
+        (ROOT / "release" / "init" / "templates" / "release.yml", toolkit_backends()),
+    ],
+)
+def test_release_passes_exactly_the_declared_inputs(workflow: Path, backends_dir: Path) -> None:
+    """Each backend's `toolkit.install_env`, from a variable or secret of the same name, reaches the
+    jobs that install toolkits and no other job; nothing else comes from `vars` or `secrets`."""
+    declared = declared_variables(load_backends(backends_dir))
+    assert "MUSA_INSTALLER" in declared
+    doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    for name, job in doc["jobs"].items():
+        wanted = {v: workflow_value(v) for v in declared} if name in VARIABLE_JOBS["release.yml"] else {}
+        assert _env_names(job) == wanted, f"{workflow.name}: jobs.{name}"
+        assert "vars." not in json.dumps(job.get("steps", [])), f"{workflow.name}: jobs.{name}: steps"
+    assert "secrets." not in json.dumps(doc.get("env", {}))
+
+
+@pytest.mark.parametrize(
+    "workflow", [WORKFLOWS / "ci.yml", ROOT / "release" / "init" / "templates" / "ci.yml"]
+)
+def test_ci_runs_release_ready_with_whether_each_input_is_set(workflow: Path) -> None:
+    declared = declared_variables(load_backends(toolkit_backends()))
+    doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    for name, job in doc["jobs"].items():
+        wanted = {v: presence_value(v) for v in declared} if name in VARIABLE_JOBS["ci.yml"] else {}
+        assert _env_names(job) == wanted, f"{workflow.name}: jobs.{name}"
+    runs = [s.get("run", "") for s in doc["jobs"]["ready"]["steps"]]
+    assert any(r.endswith("release ready") for r in runs)
+    assert doc["jobs"]["ready"]["permissions"] == {"contents": "read"}
+
+
+def test_the_upload_environment_comes_from_the_plan(loaded: LoadedMatrix) -> None:
+    from release.commands.plan import github_outputs
+    from release.plan.steps import make_plan
+
+    the_plan = make_plan(loaded)
+    assert github_outputs(the_plan, "release", tag="v0.2.0")["environment"] == "pypi"
+    assert github_outputs(the_plan, "release", tag="v0.2.0rc1")["environment"] == "testpypi"
+    assert "environment" in read("release.yml")["jobs"]["plan"]["outputs"]
