@@ -75,6 +75,13 @@ def variant_set(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) -
     data = provider_data()
     names = wanted.variants or tuple(n for n, v in variants.items() if v.backend_name in data.backends)
     for name in names:
+        declared = loaded.matrix.variants.get(name)
+        if name not in variants and declared is not None and declared.held_back is not None:
+            raise _problem(
+                loaded, "variant_wheels.variants",
+                f"variant {name!r} is held back ({declared.held_back}): take it out of "
+                "variant_wheels.variants, or remove its held_back",
+            )  # fmt: skip
         if name not in variants:
             known = ", ".join(variants)
             raise _problem(loaded, "variant_wheels.variants", f"no variant {name!r} (variants: {known})")

@@ -30,8 +30,10 @@ UV_SCHEMA = "https://variants-schema.wheelnext.dev/peps/825/v0.1.1.json"
 """The schema uv 0.13.8 reads (tests/integration/test_variants.py installs with it)."""
 
 
-def _loaded(variant_wheels: object = "default") -> matrix_mod.LoadedMatrix:
+def _loaded(variant_wheels: object = "default", *, hold_musa: bool = True) -> matrix_mod.LoadedMatrix:
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    if not hold_musa:
+        data["variants"]["musa"].pop("held_back", None)
     data["variant_wheels"] = (
         {"distribution": "xfer-engine", "variants": ["cpu", "cuda", "rocm"]}
         if variant_wheels == "default"
@@ -82,8 +84,14 @@ def test_labels_and_properties_come_from_backend_toolkit_and_architectures() -> 
 
 
 def test_a_backend_without_variant_properties_is_a_matrix_error_naming_the_key() -> None:
-    loaded = _loaded({"distribution": "xfer-engine", "variants": ["cpu", "musa"]})
+    loaded = _loaded({"distribution": "xfer-engine", "variants": ["cpu", "musa"]}, hold_musa=False)
     with pytest.raises(MatrixError, match=r"variant_wheels\.variants.*'musa'.*no variant properties"):
+        variant_set(loaded, make_plan(loaded).variants)
+
+
+def test_a_held_back_variant_in_the_set_is_named_with_its_reason() -> None:
+    loaded = _loaded({"distribution": "xfer-engine", "variants": ["cpu", "musa"]})
+    with pytest.raises(MatrixError, match=r"variant_wheels\.variants.*'musa' is held back \(no MUSA"):
         variant_set(loaded, make_plan(loaded).variants)
 
 
