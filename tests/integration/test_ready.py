@@ -4,6 +4,7 @@ inputs set or not, exactly as the readiness job receives them."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,6 @@ import yaml
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-DIGEST = "@sha256:" + "0123456789abcdef" * 4
 REASON = "no MUSA Toolkit installer is available to this repository's CI (MUSA_INSTALLER is not set)"
 HOLD = f'    held_back: "{REASON}"\n'
 
@@ -33,9 +33,8 @@ def checkout(tmp_path: Path, *, hold_musa: bool, pin: bool = True) -> Path:
     assert text.count(HOLD) == 1, "matrix.yaml holds musa back with this reason"
     if not hold_musa:
         text = text.replace(HOLD, "")
-    if pin:
-        for ref in ("vllm-openai-rocm:v0.21.0", "sglang:v0.5.11-rocm720-mi30x"):
-            text = text.replace(f'{ref}"', f'{ref}{DIGEST}"', 1)
+    if not pin:  # the repository pins its serving images; a tag-only copy of them
+        text = re.sub(r"(/(?:vllm-openai-rocm|sglang):[^@\"]+)@sha256:[0-9a-f]{64}", r"\1", text)
     (tmp_path / "matrix.yaml").write_text(text, encoding="utf-8")
     for name in ("engine", "packaging", ".github"):
         (tmp_path / name).symlink_to(ROOT / name)

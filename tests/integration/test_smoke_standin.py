@@ -25,8 +25,14 @@ if ENGINE is None:
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
     pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
 
-VLLM = "docker.io/vllm/vllm-openai-rocm:v0.21.0"
-SGLANG = "docker.io/lmsysorg/sglang:v0.5.11-rocm720-mi30x"
+VLLM = (
+    "docker.io/vllm/vllm-openai-rocm:v0.21.0"
+    "@sha256:98a77b20df03adeb1cfc0ced009b4df6dd52b0a994ab99a32421f30876a9ae0c"
+)
+SGLANG = (
+    "docker.io/lmsysorg/sglang:v0.5.16-rocm720-mi30x"
+    "@sha256:80d04638deb64fac000fa565cb46e5d2f692173dc125a32a956014a6383ecaee"
+)
 
 INIT = """
 import ctypes

@@ -3,6 +3,7 @@ serving image that a release job would run by tag only (other plans warn)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,16 @@ from release.errors import MatrixError
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ROOT / "packaging" / "backends"
 VLLM = "docker.io/vllm/vllm-openai-rocm:v0.21.0"
-SGLANG = "docker.io/lmsysorg/sglang:v0.5.11-rocm720-mi30x"
+SGLANG = "docker.io/lmsysorg/sglang:v0.5.16-rocm720-mi30x"
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
 def _matrix(tmp_path: Path, **replace: str) -> Path:
+    """A copy of matrix.yaml whose serving images are tag-only (the repository pins them), then edited."""
     text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
     text = text.replace("source: engine", f"source: {ROOT / 'engine'}", 1)
+    pinned = f'"({re.escape(VLLM)}|{re.escape(SGLANG)})@sha256:[0-9a-f]{{64}}"'
+    text = re.sub(pinned, r'"\1"', text)
     for old, new in replace.items():
         assert text.count(old) == 1, old
         text = text.replace(old, new)
@@ -34,7 +38,7 @@ def _matrix(tmp_path: Path, **replace: str) -> Path:
 def _line_of(reference: str) -> int:
     """The line of matrix.yaml that declares this container reference."""
     lines = (ROOT / "matrix.yaml").read_text(encoding="utf-8").splitlines()
-    return next(i for i, line in enumerate(lines, 1) if f'container: "{reference}"' in line)
+    return next(i for i, line in enumerate(lines, 1) if f'container: "{reference}' in line)
 
 
 def _loaded(path: Path) -> LoadedMatrix:
@@ -46,7 +50,7 @@ def _loaded(path: Path) -> LoadedMatrix:
     [
         (VLLM, "docker.io/vllm/vllm-openai-rocm", "v0.21.0", False),
         (f"{VLLM}@{DIGEST}", "docker.io/vllm/vllm-openai-rocm", "v0.21.0", True),
-        (SGLANG, "docker.io/lmsysorg/sglang", "v0.5.11-rocm720-mi30x", False),
+        (SGLANG, "docker.io/lmsysorg/sglang", "v0.5.16-rocm720-mi30x", False),
         (f"docker.io/rocm/vllm@{DIGEST}", "docker.io/rocm/vllm", None, True),
         ("registry.example:5000/team/image:1.0", "registry.example:5000/team/image", "1.0", False),
         ("localhost/xfer-smoke-rocm-distro:6.4", "localhost/xfer-smoke-rocm-distro", "6.4", False),
@@ -125,3 +129,8 @@ def test_a_pinned_release_plan_succeeds(tmp_path: Path, capsys: pytest.CaptureFi
     out, err = capsys.readouterr()
     assert f'"container":"{VLLM}@{DIGEST}"' in out
     assert "warning" not in err
+
+
+def test_the_repository_pins_its_serving_images() -> None:
+    loaded = _loaded(ROOT / "matrix.yaml")
+    assert unpinned_serving_images(loaded.matrix, loaded.lines, "matrix.yaml") == []

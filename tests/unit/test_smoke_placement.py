@@ -20,8 +20,14 @@ from release.wheel.names import parse_wheel_name
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ROOT / "packaging" / "backends"
-VLLM = "docker.io/vllm/vllm-openai-rocm:v0.21.0"
-SGLANG = "docker.io/lmsysorg/sglang:v0.5.11-rocm720-mi30x"
+VLLM = (
+    "docker.io/vllm/vllm-openai-rocm:v0.21.0"
+    "@sha256:98a77b20df03adeb1cfc0ced009b4df6dd52b0a994ab99a32421f30876a9ae0c"
+)
+SGLANG = (
+    "docker.io/lmsysorg/sglang:v0.5.16-rocm720-mi30x"
+    "@sha256:80d04638deb64fac000fa565cb46e5d2f692173dc125a32a956014a6383ecaee"
+)
 HOST_236 = frozenset({"manylinux_2_36_x86_64", "manylinux_2_28_x86_64", "linux_x86_64", "any"})
 
 

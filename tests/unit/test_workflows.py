@@ -22,6 +22,10 @@ from release.config.resources import toolkit_backends
 from release.plan.inputs import VARIABLE_JOBS, declared_variables, presence_value, workflow_value
 
 ROOT = Path(__file__).resolve().parents[2]
+VLLM_PINNED = (
+    "docker.io/vllm/vllm-openai-rocm:v0.21.0"
+    "@sha256:98a77b20df03adeb1cfc0ced009b4df6dd52b0a994ab99a32421f30876a9ae0c"
+)
 WORKFLOWS = ROOT / ".github" / "workflows"
 NAMES = ("release.yml", "ci.yml", "hardware.yml")
 # The brief's variants, whatever matrix.yaml holds today, and any CPython minor of this era.
@@ -119,7 +123,7 @@ def test_no_workflow_names_what_matrix_yaml_holds(name: str, loaded: LoadedMatri
         (("jobs", "build", "runs-on"), ["self-hosted", "mi300x"]),
         (("jobs", "build", "env", "VARIANT"), "rocm"),
         (("jobs", "build", "env", "PYTHON"), "3.12"),
-        (("jobs", "smoke-image", "env", "CONTAINER"), "docker.io/vllm/vllm-openai-rocm:v0.21.0"),
+        (("jobs", "smoke-image", "env", "CONTAINER"), VLLM_PINNED),
         (("jobs", "build", "steps", 0, "name"), "build the CPU wheel"),
     ],
 )
