@@ -312,9 +312,11 @@ def loads(
     return LoadedMatrix(matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines)
 
 
-def default_backends_dir(matrix_path: Path) -> Path:
-    """`packaging/backends` beside the matrix, else the toolkit's own copy."""
+def default_backends_dir(matrix_path: Path) -> tuple[Path, ...]:
+    """The toolkit's backend data, then a project's own `packaging/backends/` beside the matrix:
+    its files add backends, or replace the toolkit's of the same name."""
+    own = toolkit_backends()
     local = matrix_path.resolve().parent / "packaging" / "backends"
-    if local.is_dir():
-        return local
-    return toolkit_backends()
+    if local.is_dir() and local.resolve() != own.resolve():
+        return (own, local)
+    return (own,)

@@ -4,10 +4,12 @@ Two containers are read: NVIDIA fat binaries (a header with the magic 0xba55ed50
 header per code object, each naming its `sm_XX` architecture) and uncompressed clang offload
 bundles (`__CLANG_OFFLOAD_BUNDLE__`, then the entries' target ids such as
 `hipv4-amdgcn-amd-amdhsa--gfx942`; a bundle header that does not parse is searched for target names
-instead). The scanner looks for both magics outside the containers it
-has already read, follows each container's entries by their sizes instead of scanning its
-payload, and records the architectures by where each container starts; the ELF parser keeps those
-inside the sections the backend names. Compressed offload bundles (`CCOB`) are not opened.
+instead). Which names are architectures is the backends' data (their `architectures` patterns):
+the containers' formats are code, the backends' names are not. The scanner looks for both magics
+outside the containers it has already read, follows each container's entries by their sizes
+instead of scanning its payload, and records the architectures by where each container starts;
+the ELF parser keeps those inside the sections the backend names. Compressed offload bundles
+(`CCOB`) are not opened.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import bisect
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 NV_MAGIC = struct.pack("<IHH", 0xBA55ED50, 1, 16)
@@ -25,12 +27,31 @@ MAX_CAPTURES = 1 << 16
 """Headers read per file at most (each a few dozen bytes; a real library has a few thousand)."""
 _BUNDLE_HEAD = 64 << 10
 _MAX_BUNDLE_ENTRIES = 4096
-_ARCH = re.compile(rb"(?<![A-Za-z0-9_])(gfx\d{3,4}[a-z]?|sm_\d{2,3}[a-z]?|mp_\d{2})(?![0-9])")
+NO_ARCHITECTURES = re.compile(rb"(?!x)x")
+"""Finds no name: for callers that read no device sections."""
 
 
-def find_architectures(data: bytes) -> tuple[str, ...]:
-    """GPU architecture names (gfx942, sm_90, mp_21) written out in raw bytes."""
-    return tuple(sorted({m.group(1).decode("ascii") for m in _ARCH.finditer(data)}))
+def architecture_names(patterns: Iterable[str]) -> re.Pattern[bytes]:
+    """The backends' `architectures` patterns (`gfx[0-9]{3,4}[a-z]?`) as one that finds any of
+    their names standing alone in bytes: no letter, digit or underscore before, no digit after.
+    A pattern that does not compile is left out (loading the backend data reports it)."""
+    names = []
+    for pattern in sorted(set(patterns)):
+        try:
+            re.compile(pattern.encode("ascii"))
+        except (re.error, UnicodeEncodeError):
+            continue
+        names.append(f"(?:{pattern})")
+    if not names:
+        return NO_ARCHITECTURES
+    return re.compile(f"(?<![A-Za-z0-9_])({'|'.join(names)})(?![0-9])".encode("ascii"))
+
+
+def find_architectures(data: bytes, names: re.Pattern[bytes]) -> tuple[str, ...]:
+    """GPU architecture names (gfx942, sm_90, mp_21) written out in raw bytes: what `names` (the
+    backends' `architectures` patterns, see `release.config.backends.architecture_pattern`)
+    matches, its first group when it has one."""
+    return tuple(sorted({m.group(m.lastindex or 0).decode("ascii", "replace") for m in names.finditer(data)}))
 
 
 def outside(ranges: Sequence[tuple[int, int]], scanned: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -49,8 +70,10 @@ class _Capture:
 class DeviceScanner:
     """Feed it an ELF file's bytes in order; ask it which architectures start inside given ranges."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, names: re.Pattern[bytes]) -> None:
         self.size = size
+        self.names = names
+        """Matches one architecture name (see `find_architectures`)."""
         self.found: dict[int, set[str]] = {}
         """Container start offset -> architectures its headers name."""
         self._captures: list[_Capture] = []
@@ -186,6 +209,6 @@ class DeviceScanner:
             extent = max(extent, offset + size)
         # A header that does not parse (another bundle version) still names its targets in text.
         named = b"\0".join(ids) if ids else data
-        self.found[start] = set(find_architectures(named))
+        self.found[start] = set(find_architectures(named, self.names))
         if start + extent <= self.size:
             self._covered = max(self._covered, start + extent)

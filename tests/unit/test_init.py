@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from release import cli
+from release.config.backends import load_backends
 from release.config.matrix import SCHEMA_FILE, load
 from release.errors import UsageError
 from release.init import scaffold as init_mod
@@ -21,6 +22,7 @@ from release.init import scan as scan_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("cpu", "cuda", "rocm", "musa")
+SPELLINGS = {n: b.spellings for n, b in load_backends(ROOT / "packaging" / "backends").items()}
 
 
 @pytest.mark.parametrize(
@@ -102,14 +104,14 @@ def test_cmake_backend_switch_is_read_from_the_reference_cmakelists() -> None:
     variable, values = scan_mod.parse_cmake_backend(text)
     assert variable == "XFER_BACKEND"
     assert values == ("cpu", "cuda", "hip", "musa")
-    assert [scan_mod.cmake_value(b, values) for b in BACKENDS] == ["cpu", "cuda", "hip", "musa"]
+    assert [scan_mod.cmake_value(b, values, SPELLINGS) for b in BACKENDS] == ["cpu", "cuda", "hip", "musa"]
 
 
 def test_cmake_switch_spelled_as_an_option_or_absent() -> None:
     assert scan_mod.parse_cmake_backend('option(KV_BACKEND "gpu runtime" OFF)') == ("KV_BACKEND", ())
     assert scan_mod.parse_cmake_backend("project(x LANGUAGES CXX)") == (None, ())
-    assert scan_mod.cmake_value("rocm", ()) == "rocm"
-    assert scan_mod.cmake_value("rocm", ("none", "rocm")) == "rocm"
+    assert scan_mod.cmake_value("rocm", (), SPELLINGS) == "rocm"
+    assert scan_mod.cmake_value("rocm", ("none", "rocm"), SPELLINGS) == "rocm"
 
 
 def test_variants_parse_with_a_suggestion_for_typos() -> None:
@@ -397,7 +399,7 @@ def test_cmake_options_become_each_variants_defines(tmp_path: Path) -> None:
     ],
 )
 def test_option_names_that_select_a_runtime(name: str, backend: str | None) -> None:
-    assert scan_mod.option_backend(name) == backend
+    assert scan_mod.option_backend(name, SPELLINGS) == backend
 
 
 def test_cmake_options_parse_across_lines_and_keep_the_first_definition() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from release.inspect.devicecode import NV_MAGIC, DeviceScanner
+from release.inspect.devicecode import NV_MAGIC, DeviceScanner, architecture_names
 from release.inspect.elf import (
     HEAD_KEEP,
     MAX_COMMENT_LENGTH,
@@ -74,6 +74,8 @@ def test_a_renamed_copy_keeps_its_code_identity() -> None:
     different = inspect_elf("c.so", elf_bytes(text=b"\x90" * 64))
     assert one.code_sha256 == other.code_sha256 != different.code_sha256
 
+
+GPU_NAMES = architecture_names(["gfx[0-9]{3,4}[a-z]?", "sm_[0-9]{2,3}[a-z]?"])
 
 COMPILERS = ("GCC: (GNU) 8.5.0 20210514 (Red Hat 8.5.0-26)", "GCC: (Debian 14.2.0-19) 14.2.0")
 COMMENT = b"\0".join(c.encode() for c in (*COMPILERS, "Linker: LLD 19.1.7")) + b"\0"
@@ -182,7 +184,7 @@ def _bundle(*targets: str) -> bytes:
 def test_device_code_containers_by_their_headers() -> None:
     blob = b"\0" * 100 + _fat_binary(90, 80, 100) + b"\0" * 50 + _bundle("hipv4-amdgcn-amd-amdhsa--gfx942")
     for step in (1 << 20, 97, 5):  # one piece; pieces cutting headers and magics
-        scanner = DeviceScanner(len(blob))
+        scanner = DeviceScanner(len(blob), GPU_NAMES)
         for at in range(0, len(blob), step):
             scanner.feed(at, blob[at : at + step])
         assert scanner.architectures([(0, len(blob))]) == ("gfx942", "sm_100", "sm_80", "sm_90")
@@ -193,6 +195,6 @@ def test_a_payload_that_looks_like_a_container_is_not_read_inside_one() -> None:
     inner = _fat_binary(70)
     outer = NV_MAGIC + struct.pack("<Q", 64 + len(inner)) + struct.pack("<HHIQ", 2, 0x101, 64, len(inner))
     outer += bytes(12) + struct.pack("<I", 90) + bytes(32) + inner
-    scanner = DeviceScanner(len(outer))
+    scanner = DeviceScanner(len(outer), GPU_NAMES)
     scanner.feed(0, outer)
     assert scanner.architectures([(0, len(outer))]) == ("sm_90",)
