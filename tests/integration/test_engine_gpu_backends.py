@@ -114,8 +114,7 @@ def test_musa_backend_compiles_from_its_table(tmp_path: Path) -> None:
     compile_backend(ENGINE / "src" / "backend_musa.cpp", obj, include)
     undefined = symbols(obj)
     for call in ("GetDeviceCount", "Memcpy", "Malloc", "HostAlloc", "PointerGetAttributes"):
-        call = f"musa{call}"
-        assert call in undefined, undefined
+        assert f"musa{call}" in undefined, undefined
 
 
 @needs_cxx
