@@ -136,7 +136,7 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
     if not m.variants:
         add("variants", "define at least one variant")
     owners: dict[str, str] = {}
-    bound: dict[tuple[str, tuple[str, ...]], str] = {}
+    bound: dict[tuple[object, ...], str] = {}
     # The declared globs, and the import name's own `lib<name>*` in any case.
     declared = [o for o in m.engine.own_libraries if len(o) <= MAX_GLOB]
     own_libraries = tuple(dict.fromkeys([*declared, f"lib{m.engine.import_name}*"]))
@@ -261,11 +261,12 @@ def _check_toolkit(
     name: str,
     v: Variant,
     backends: Mapping[str, Backend],
-    bound: dict[tuple[str, tuple[str, ...]], str],
+    bound: dict[tuple[object, ...], str],
     add: Callable[[str, str], None],
 ) -> list[Problem]:
-    """The declared toolkit's runtime must be known, and each runtime soname has one variant (ROCm
-    7.2 and 10.0 both bind libamdhip64.so.7: one wheel serves both)."""
+    """The declared toolkit's runtime must be known, and each runtime soname has one variant per
+    build (ROCm 7.2 and 10.0 both bind libamdhip64.so.7: one wheel serves both). A variant built
+    otherwise (a transport variant: EFA beside RDMA, another CMake switch) is another wheel."""
     backend = backends.get(v.backend)
     if v.toolkit is None or backend is None or not backend.runtime_sonames:
         return []
@@ -278,16 +279,17 @@ def _check_toolkit(
             f"{v.backend} {v.toolkit}: the backend data knows the runtime of majors {known} only "
             f"(runtime_sonames in packaging/backends/{v.backend}.json)",
         )
-    elif (v.backend, sonames) in bound:
-        other = bound[(v.backend, sonames)]
+    build = (tuple(sorted(v.cmake_defines.items())), tuple(sorted(v.config_settings.items())))
+    if sonames and (v.backend, sonames, build) in bound:
+        other = bound[(v.backend, sonames, build)]
         releases = backend.releases_providing(sonames[0])
         add(
             key,
             f"variant {other!r} already binds {', '.join(sonames)} ({releases}): "
-            f"one variant per runtime soname (another soname is another variant, e.g. "
-            f"{v.backend}{v.toolkit.split('.', 1)[0]})",
+            f"one variant per runtime soname and build (another soname is another variant, e.g. "
+            f"{v.backend}{v.toolkit.split('.', 1)[0]}; so is another build: other cmake_defines)",
         )
-    bound.setdefault((v.backend, sonames), name)
+    bound.setdefault((v.backend, sonames, build), name)
     return []
 
 
