@@ -19,6 +19,7 @@ from release.config.dataschema import (
     suggest,
 )
 from release.config.imageref import parse_image_reference, unpinned_message
+from release.config.pythons import supported_pythons
 from release.errors import Problem
 from release.wheel.names import FLOOR
 
@@ -26,7 +27,8 @@ from release.wheel.names import FLOOR
 Matrix = Any
 Variant = Any
 
-SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+SUPPORTED_PYTHONS = supported_pythons()
+"""The CPython versions a matrix may name: `release/config/pythons.json`."""
 _IDENTIFIER_RULE = "(letters, digits and _, not starting with a digit)"
 
 MAX_MATRIX_BYTES = 1 << 20
@@ -68,8 +70,8 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
         add("python", "list at least one Python version")
     seen_py: set[str] = set()
     for i, py in enumerate(m.python):
-        if py not in SUPPORTED_PYTHONS:
-            add(f"python[{i}]", f"{py!r} is not supported (supported: {', '.join(SUPPORTED_PYTHONS)})")
+        if py not in supported_pythons():
+            add(f"python[{i}]", f"{py!r} is not supported (supported: {', '.join(supported_pythons())})")
         if py in seen_py:
             add(f"python[{i}]", f"{py!r} is listed twice")
         seen_py.add(py)
@@ -238,10 +240,10 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
         if img.debian is not None and img.debian.gcc is not None:
             add(f"{key}.debian.gcc", "serving images compile nothing: gcc belongs to a variant's build_image")
         for i, py in enumerate(img.python):
-            if py not in SUPPORTED_PYTHONS:
+            if py not in supported_pythons():
                 add(
                     f"{key}.python[{i}]",
-                    f"{py!r} is not supported (supported: {', '.join(SUPPORTED_PYTHONS)})",
+                    f"{py!r} is not supported (supported: {', '.join(supported_pythons())})",
                 )
 
     for name, hw in m.hardware.items():

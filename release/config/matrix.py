@@ -241,7 +241,9 @@ class Matrix:
 
     schema_version: Literal[1] = spec("Version of this file's format.")
     engine: Engine = spec("The engine project being released.")
-    python: tuple[str, ...] = spec("CPython versions to build for ('3.10' … '3.13').")
+    python: tuple[str, ...] = spec(
+        "CPython versions to build for: those the toolkit supports (release/config/pythons.json)."
+    )
     platform: Platform = spec("The release platform floor and declared system libraries.")
     variants: Mapping[str, Variant] = spec("Wheel families by name (cpu, cuda, rocm, musa).")
     images: Mapping[str, Image] = spec("Serving images, referenced by variants.", default_factory=dict)

@@ -25,6 +25,7 @@ from release.config.backends import Backend
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.dataschema import suggest
 from release.config.matrix import Publish
+from release.config.pythons import supported_range
 from release.errors import UsageError
 from release.init.repository import SCHEMA_PATH
 from release.init.scan import LOADER_GLOBS, Project, Spellings, WheelFacts, cmake_value, option_backend
@@ -207,7 +208,7 @@ def render(plan: Plan) -> str:
     add("    commands: []")
     add("")
     requires = f"requires-python {p.requires_python!r}" if p.requires_python else "no requires-python"
-    add(f"# CPython versions to build for: those of 3.10-3.13 that {requires} admits.")
+    add(f"# CPython versions to build for: those of {supported_range()} that {requires} admits.")
     add(f"python: {_flow(plan.pythons)}")
     add("")
     add("platform:")
