@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
 
+from release import cli
 from release.build.toolchain import decode_version, find_toolchain, read_version
 from release.config import backends as backends_mod
 from release.config.backends import Backend, load_backends
+from release.config.dataschema import spec
 from release.config.matrix import default_backends_dir, loads
 from release.config.resources import toolkit_backends
 from release.errors import MatrixError
@@ -192,3 +195,20 @@ def test_a_project_adds_backends_beside_its_matrix(tmp_path: Path) -> None:
     assert isinstance(loaded.backends["npu"], Backend)
     # the reference repository's own matrix loads its backends once, not twice
     assert default_backends_dir(ROOT / "matrix.yaml") == (toolkit_backends(),)
+
+
+def test_a_backend_model_change_is_caught_as_drift(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["schema", "--backend"]) == 0
+    assert json.loads(capsys.readouterr().out) == _schema()
+
+    @dataclass(frozen=True, kw_only=True)
+    class Drifted(Backend):
+        npu_only: str = spec("A key the committed schema does not know.", default="")
+
+    Drifted.__name__ = "Backend"
+    Drifted.__module__ = backends_mod.__name__
+    monkeypatch.setattr(backends_mod, "Backend", Drifted)
+    assert cli.main(["schema", "--check"]) == 1
+    assert "backend.schema.json is out of date with release/config/backends.py" in capsys.readouterr().err
