@@ -72,6 +72,11 @@ class Backend:
         "rocm), for `release init`; the backend's own name always counts.",
         default=(),
     )
+    bare_distribution: bool = spec(
+        "Whether `release init` gives this backend's variant the project's own name (CUDA's, as GPU "
+        "packages on PyPI do); the others add `-<backend>` (`foo-rocm`, `foo-cpu`).",
+        default=False,
+    )
     toolkit: ToolkitProbe | None = spec("How to find the toolkit; null for none.")
     runtime_hint: str = spec(
         "What a user installs to provide the runtime. It may name {soname} (the runtime soname a "

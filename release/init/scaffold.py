@@ -35,7 +35,6 @@ DEFAULT_FLOOR = "manylinux_2_28_x86_64"
 
 # CUDA wheels keep the project's own name (what `pip install <name>` has always meant); every
 # other backend adds its name, like foo-engine / foo-engine-rocm / foo-engine-cpu.
-BARE_NAME_BACKEND = "cuda"
 
 
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
@@ -68,10 +67,12 @@ def base_name(project_name: str, backends: Iterable[str]) -> str:
     return project_name
 
 
-def distribution_name(project_name: str, backend: str, backends: Iterable[str] = ()) -> str:
-    """`foo` + rocm -> `foo-rocm`; cuda keeps `foo`; cpu -> `foo-cpu`."""
+def distribution_name(project_name: str, backend: str, backends: Mapping[str, Backend]) -> str:
+    """`foo` + rocm -> `foo-rocm`; cpu -> `foo-cpu`; a backend whose data says `bare_distribution`
+    (cuda) keeps `foo`."""
     base = base_name(project_name, {*backends, backend})
-    return base if backend == BARE_NAME_BACKEND else f"{base}-{backend}"
+    known = backends.get(backend)
+    return base if known is not None and known.bare_distribution else f"{base}-{backend}"
 
 
 def pythons_allowed(
@@ -123,10 +124,13 @@ def check_output(path: Path, *, force: bool) -> None:
         raise UsageError(msg)
 
 
-def parse_variants(text: str | None, known: Sequence[str]) -> tuple[str, ...]:
-    """`cpu,rocm` -> ('cpu', 'rocm'); default: every known backend, cpu first."""
+def parse_variants(text: str | None, backends: Mapping[str, Backend]) -> tuple[str, ...]:
+    """`cpu,rocm` -> ('cpu', 'rocm'); default: every known backend, those without a toolkit (cpu)
+    first, then the one keeping the bare name (cuda), then by name."""
+    known = list(backends)
     if not text:
-        return tuple(sorted(known, key=lambda b: (b != "cpu", b != BARE_NAME_BACKEND, b)))
+        order = {n: (b.toolkit is not None, not b.bare_distribution, n) for n, b in backends.items()}
+        return tuple(sorted(known, key=order.__getitem__))
     chosen: list[str] = []
     for raw in text.split(","):
         name = raw.strip()
