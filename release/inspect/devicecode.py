@@ -19,6 +19,7 @@ import re
 import struct
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 NV_MAGIC = struct.pack("<IHH", 0xBA55ED50, 1, 16)
 """A fat binary header: magic, version 1, header size 16 (then the size of its entries)."""
@@ -49,7 +50,7 @@ def architecture_names(patterns: Iterable[str]) -> re.Pattern[bytes]:
 
 def find_architectures(data: bytes, names: re.Pattern[bytes]) -> tuple[str, ...]:
     """GPU architecture names (gfx942, sm_90, mp_21) written out in raw bytes: what `names` (the
-    backends' `architectures` patterns, see `release.config.backends.architecture_pattern`)
+    backends' `architectures` patterns, see `architecture_names`)
     matches, its first group when it has one."""
     return tuple(sorted({m.group(m.lastindex or 0).decode("ascii", "replace") for m in names.finditer(data)}))
 
@@ -90,18 +91,18 @@ class DeviceScanner:
             self._carry = b""
         self._next = offset + len(chunk)
         if self._carry:  # a magic across the seam: the end of the last chunk and the start of this one
-            seam = self._carry + chunk[: len(BUNDLE_MAGIC) - 1]
+            seam = self._carry + chunk[: _LONGEST_MAGIC - 1]
             self._fill(offset - len(self._carry), seam)
             self._scan(offset - len(self._carry), seam, before=offset)
         self._fill(offset, chunk)
         self._scan(offset, chunk, before=offset + len(chunk))
-        keep = len(BUNDLE_MAGIC) - 1
+        keep = _LONGEST_MAGIC - 1
         self._carry = (self._carry + bytes(chunk[-keep:]))[-keep:]
 
     def _scan(self, base: int, window: bytes, *, before: int) -> None:
         """Start reading every container whose magic starts in `window` before `before`, outside
         the containers already read."""
-        starts = ((NV_MAGIC, self._fat_binary), (BUNDLE_MAGIC, self._bundle))
+        starts = [(c.magic, c) for c in CONTAINERS]
         end = min(len(window), before - base)
         upcoming = [-1] * len(starts)
         position = max(0, self._covered - base)
@@ -113,9 +114,9 @@ class DeviceScanner:
             hit = min(upcoming)
             if hit >= end:
                 break
-            start = starts[upcoming.index(hit)][1]
+            container = starts[upcoming.index(hit)][1]
             if base + hit >= self._covered and base + hit not in self.found:
-                start(base + hit)
+                container.open(self, base + hit)
                 self._fill(base, window)
             position = max(hit + 1, self._covered - base)
 
@@ -155,23 +156,54 @@ class DeviceScanner:
             self._captures.pop(0)
             capture.then(capture.start, bytes(capture.data))
 
-    # --- NVIDIA fat binaries -------------------------------------------------------------------
+    # --- what container formats use -------------------------------------------------------------
 
-    def _fat_binary(self, start: int) -> None:
-        self._want(start, 16, self._fat_header)
+    def want(self, start: int, length: int, then: Callable[[int, bytes], None]) -> None:
+        """Call `then(start, bytes)` once `length` bytes from `start` have passed (or as many as
+        passed, when `architectures` is asked first)."""
+        self._want(start, length, then)
 
-    def _fat_header(self, start: int, data: bytes) -> None:
+    def record(self, start: int, names: Iterable[str] = ()) -> None:
+        """A container starts at `start`; `names` are architectures its headers name."""
+        self.found.setdefault(start, set()).update(names)
+
+    def cover(self, end: int) -> None:
+        """The bytes before `end` belong to a container already read: they are not scanned."""
+        if end <= self.size:
+            self._covered = max(self._covered, end)
+
+
+class ContainerFormat(Protocol):
+    """One format of GPU code container (code: a file format, not a backend's facts). The scanner
+    finds `magic` in the bytes and calls `open`; the format asks for its header bytes with
+    `scan.want`, and tells the scanner what it found with `scan.record` and `scan.cover`."""
+
+    magic: bytes
+
+    def open(self, scan: DeviceScanner, start: int) -> None: ...
+
+
+class FatBinary:
+    """NVIDIA fat binaries: a 16-byte header, then one 32-byte entry header per code object, each
+    naming its `sm_XX` architecture."""
+
+    magic = NV_MAGIC
+
+    def open(self, scan: DeviceScanner, start: int) -> None:
+        scan.want(start, 16, lambda at, raw: self._header(scan, at, raw))
+
+    def _header(self, scan: DeviceScanner, start: int, data: bytes) -> None:
         if len(data) < 16:
             return
         _magic, _version, header_size, entries = struct.unpack_from("<IHHQ", data)
         end = start + header_size + entries
-        if header_size != 16 or end > self.size:
+        if header_size != 16 or end > scan.size:
             return
-        self.found[start] = set()
-        self._covered = max(self._covered, end)
-        self._want(start + header_size, 32, lambda at, raw: self._fat_entry(start, end, at, raw))
+        scan.record(start)
+        scan.cover(end)
+        scan.want(start + header_size, 32, lambda at, raw: self._entry(scan, start, end, at, raw))
 
-    def _fat_entry(self, container: int, end: int, at: int, data: bytes) -> None:
+    def _entry(self, scan: DeviceScanner, container: int, end: int, at: int, data: bytes) -> None:
         if len(data) < 32:
             return
         _kind, _version, header_size, payload = struct.unpack_from("<HHIQ", data)
@@ -179,17 +211,23 @@ class DeviceScanner:
         if header_size < 32:
             return
         if 10 <= arch < 1000:
-            self.found[container].add(f"sm_{arch}")
+            scan.record(container, (f"sm_{arch}",))
         following = at + header_size + payload
         if following + 32 <= end:
-            self._want(following, 32, lambda nxt, raw: self._fat_entry(container, end, nxt, raw))
+            scan.want(following, 32, lambda nxt, raw: self._entry(scan, container, end, nxt, raw))
 
-    # --- clang offload bundles -----------------------------------------------------------------
 
-    def _bundle(self, start: int) -> None:
-        self._want(start, _BUNDLE_HEAD, self._bundle_header)
+class OffloadBundle:
+    """Uncompressed clang offload bundles: the magic, an entry count, then per entry its offset,
+    size and target id (`hipv4-amdgcn-amd-amdhsa--gfx942`), whose architecture the backends'
+    patterns name."""
 
-    def _bundle_header(self, start: int, data: bytes) -> None:
+    magic = BUNDLE_MAGIC
+
+    def open(self, scan: DeviceScanner, start: int) -> None:
+        scan.want(start, _BUNDLE_HEAD, lambda at, raw: self._header(scan, at, raw))
+
+    def _header(self, scan: DeviceScanner, start: int, data: bytes) -> None:
         at = len(BUNDLE_MAGIC)
         if at + 8 > len(data):
             return
@@ -209,6 +247,10 @@ class DeviceScanner:
             extent = max(extent, offset + size)
         # A header that does not parse (another bundle version) still names its targets in text.
         named = b"\0".join(ids) if ids else data
-        self.found[start] = set(find_architectures(named, self.names))
-        if start + extent <= self.size:
-            self._covered = max(self._covered, start + extent)
+        scan.record(start, find_architectures(named, scan.names))
+        scan.cover(start + extent)
+
+
+CONTAINERS: tuple[ContainerFormat, ...] = (FatBinary(), OffloadBundle())
+"""The container formats the scanner reads; a new format is one more class here."""
+_LONGEST_MAGIC = max(len(c.magic) for c in CONTAINERS)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from release.inspect import devicecode
 from release.inspect.devicecode import NV_MAGIC, DeviceScanner, architecture_names
 from release.inspect.elf import (
     HEAD_KEEP,
@@ -198,3 +199,32 @@ def test_a_payload_that_looks_like_a_container_is_not_read_inside_one() -> None:
     scanner = DeviceScanner(len(outer), GPU_NAMES)
     scanner.feed(0, outer)
     assert scanner.architectures([(0, len(outer))]) == ("sm_90",)
+
+
+def test_a_container_format_is_one_class_behind_the_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What must stay code (a container's file format) sits behind `ContainerFormat`: a made-up
+    format, added to `CONTAINERS`, is found and read by the same scanner, its names by the data."""
+
+    class ToyContainer:
+        magic = b"TOYCODE\0"
+
+        def open(self, scan: devicecode.DeviceScanner, start: int) -> None:
+            def header(at: int, raw: bytes) -> None:  # the magic, then the length of the target ids
+                scan.want(at + 9, raw[8], lambda _at, ids: targets(at, raw[8], ids))
+
+            def targets(at: int, length: int, ids: bytes) -> None:
+                scan.record(at, devicecode.find_architectures(ids, scan.names))
+                scan.cover(at + 9 + length)
+
+            scan.want(start, 9, header)
+
+    monkeypatch.setattr(devicecode, "CONTAINERS", (*devicecode.CONTAINERS, ToyContainer()))
+    targets = b"npu--ascend910b\0npu--ascend310p"
+    blob = b"\0" * 64 + b"TOYCODE\0" + bytes([len(targets)]) + targets + b"\0" * 64
+    names = architecture_names(["ascend[0-9]{3}[a-z]?"])
+    for step in (1 << 20, 7):
+        scanner = devicecode.DeviceScanner(len(blob), names)
+        for at in range(0, len(blob), step):
+            scanner.feed(at, blob[at : at + step])
+        assert scanner.architectures([(0, len(blob))]) == ("ascend310p", "ascend910b")
+        assert scanner.architectures([(0, 64)]) == ()
