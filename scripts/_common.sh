@@ -55,13 +55,14 @@ check_version_arg() {
     || die "'$1' is not a toolkit version (expected MAJOR.MINOR, e.g. 6.4: the variant's toolkit in matrix.yaml)"
 }
 
-# toolkit_version PREFIX HEADER DEFINES FILE...: the version of the toolkit under PREFIX, read as
-# the toolkit does (release/build/toolchain.py read_version, from packaging/backends/*.json): the
-# first X.Y[.Z] in the first version file present, else the header's macros (one number such as
-# CUDART_VERSION 13000 -> 13.0, or MAJOR,MINOR,PATCH macros joined by dots). Empty when unknown.
+# toolkit_version PREFIX HEADER DEFINES PLACES FILE...: the version of the toolkit under PREFIX,
+# read as the toolkit does (release/build/toolchain.py read_version, from packaging/backends/*.json):
+# the first X.Y[.Z] in the first version file present, else the header's macros: one number read by
+# its place values (PLACES, the backend's toolkit.version_places: "1000,10" reads CUDART_VERSION
+# 13000 as 13.0), or MAJOR,MINOR,PATCH macros joined by dots (PLACES "-"). Empty when unknown.
 toolkit_version() {
-  local prefix="$1" header="$2" defines="$3" name found number parts=() define
-  shift 3
+  local prefix="$1" header="$2" defines="$3" places="$4" name found number parts=() define place above="" out=""
+  shift 4
   for name in "$@"; do
     [ -f "$prefix/$name" ] || continue
     found="$(grep -oE '[0-9]+\.[0-9]+(\.[0-9]+)?' "$prefix/$name" | sed -n 1p || true)"
@@ -74,8 +75,13 @@ toolkit_version() {
     [ -n "$number" ] || return 0
     parts+=("$number")
   done
-  if [ "${#parts[@]}" -eq 1 ] && [ "${#parts[0]}" -ge 4 ]; then
-    printf '%s.%s\n' "$(( parts[0] / 1000 ))" "$(( parts[0] % 1000 / 10 ))"
+  if [ "${#parts[@]}" -eq 1 ] && [ "$places" != - ]; then
+    IFS=, read -r -a places <<<"$places"
+    for place in "${places[@]}"; do
+      out="${out:+$out.}$(( (above ? parts[0] % above : parts[0]) / place ))"
+      above="$place"
+    done
+    printf '%s\n' "$out"
   else
     (IFS=.; printf '%s\n' "${parts[*]}")
   fi

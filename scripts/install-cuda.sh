@@ -4,7 +4,8 @@
 #   release toolchain install cuda [VERSION] [--runtime-only]  (default 13.0; here also bash scripts/install-cuda.sh)
 # VERSION is the variant's `toolkit`; an install already there is used when it has that
 # major.minor (version.json, version.txt or CUDART_VERSION, as the toolkit reads it).
-# --runtime-only installs the shared runtime (libcudart.so.MAJOR) a wheel binds, no nvcc.
+# --runtime-only installs the shared runtime a wheel binds (its soname per CUDA major comes from
+# runtimes.tsv beside this script, generated from packaging/backends/cuda.json), no nvcc.
 # Debian/Ubuntu and manylinux_2_28 / AlmaLinux 8, from NVIDIA's package repositories.
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
@@ -23,11 +24,21 @@ version="${version:-${CUDA_VERSION:-13.0}}"
 check_version_arg "$version"
 major="${version%%.*}"
 dashed="${version/./-}"
+soname="" known=""
+table="$(dirname "$0")/runtimes.tsv"
+[ -r "$table" ] || die "$table is missing: it ships beside this script (\`release schema --write\` writes it)"
+while IFS=$'\t' read -r b m so _deb _arch _rel; do
+  [ "$b" = cuda ] || continue
+  known="${known:+$known, }$m"
+  [ "$m" != "$major" ] || soname="$so"
+done < <(grep -v '^#' "$table")
+[ -n "$soname" ] || die "CUDA $version: the toolkit knows the runtime of CUDA $known only \
+(runtime_sonames in packaging/backends/cuda.json)"
 other=""
-cuda_version() { toolkit_version "$1" include/cuda_runtime_api.h CUDART_VERSION version.json version.txt; }
+cuda_version() { toolkit_version "$1" include/cuda_runtime_api.h CUDART_VERSION 1000,10 version.json version.txt; }
 for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/local/cuda; do
-  if [ -n "$runtime_only" ] && [ -n "$prefix" ] && compgen -G "$prefix/lib*/libcudart.so.$major*" >/dev/null; then
-    log "the CUDA $major runtime is already installed under $prefix: nothing to do"
+  if [ -n "$runtime_only" ] && [ -n "$prefix" ] && compgen -G "$prefix/lib*/$soname*" >/dev/null; then
+    log "the CUDA $major runtime ($soname) is already installed under $prefix: nothing to do"
     exit 0
   fi
   [ -n "$prefix" ] && [ -x "$prefix/bin/nvcc" ] && [ -f "$prefix/include/cuda_runtime_api.h" ] || continue
@@ -74,8 +85,8 @@ case "$family" in
 esac
 dry_run && exit 0
 if [ -n "$runtime_only" ]; then
-  compgen -G "/usr/local/cuda-$version/lib*/libcudart.so.$major*" >/dev/null \
-    || die "the packages installed but /usr/local/cuda-$version has no libcudart.so.$major"
+  compgen -G "/usr/local/cuda-$version/lib*/$soname*" >/dev/null \
+    || die "the packages installed but /usr/local/cuda-$version has no $soname"
   log "done: the CUDA $version runtime in /usr/local/cuda-$version"
   exit 0
 fi

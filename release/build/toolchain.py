@@ -93,11 +93,20 @@ def read_version(prefix: Path, probe: ToolkitProbe) -> str | None:
                 if not match:
                     return None
                 parts.append(match.group(1))
-            if len(parts) == 1 and len(parts[0]) >= 4:  # CUDART_VERSION 13000 -> 13.0
-                number = int(parts[0])
-                return f"{number // 1000}.{number % 1000 // 10}"
+            if len(parts) == 1 and probe.version_places:
+                return decode_version(int(parts[0]), probe.version_places)
             return ".".join(parts)
     return None
+
+
+def decode_version(number: int, places: tuple[int, ...]) -> str:
+    """One number read by its place values, largest first: 13020 by (1000, 10) is '13.2'."""
+    parts: list[str] = []
+    above: int | None = None
+    for place in places:
+        parts.append(str((number if above is None else number % above) // place))
+        above = place
+    return ".".join(parts)
 
 
 def find_toolchain(backend: Backend) -> Toolchain:
@@ -108,8 +117,7 @@ def find_toolchain(backend: Backend) -> Toolchain:
     for prefix, label in _candidates(probe):
         if (prefix / probe.marker).exists():
             env = {var: str(prefix) for var in probe.env[:1]} if str(prefix) != "/usr" else {}
-            if backend.name == "cuda":
-                env["CUDAToolkit_ROOT"] = str(prefix)
+            env.update({var: str(prefix) for var in probe.export_env})
             return Toolchain(
                 backend=backend.name,
                 prefix=prefix,

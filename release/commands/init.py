@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         raise UsageError(msg)
     backends = load_backends(default_backends_dir(output))
     project = read_project(project_dir)
-    variants = parse_variants(args.variants, list(backends))
+    variants = parse_variants(args.variants, backends)
     for wheel in args.wheel:
         if not wheel.is_file():
             msg = f"--wheel {wheel}: no such file"

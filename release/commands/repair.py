@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 
 from release.build.repair import repair_wheel
 from release.build.toolchain import find_toolchain, toolkit_mismatch
-from release.config.backends import load_backends
+from release.config.backends import Backend, load_backends
 from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError, UsageError
@@ -35,10 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dest-dir", "-w", type=Path, default=Path("wheelhouse"), help="output directory")
 
 
-def check_declared_toolkit(spec: str) -> None:
-    """`rocm=6.4`: the toolkit found here must be that version (the container build's check)."""
+def check_declared_toolkit(spec: str, known: Mapping[str, Backend] | None = None) -> None:
+    """`rocm=6.4`: the toolkit found here must be that version (the container build's check).
+    `known`: the matrix's backends (a project's own included), else the toolkit's."""
     backend_name, sep, version = spec.partition("=")
-    backends = load_backends(toolkit_backends())
+    backends = known if known is not None else load_backends(toolkit_backends())
     if not sep or backend_name not in backends or not version:
         msg = f"--toolkit {spec!r}: expected BACKEND=VERSION with a backend of {', '.join(sorted(backends))}"
         raise UsageError(msg)
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
             raise UsageError(msg)
         floor, excludes = args.plat, tuple(dict.fromkeys(args.exclude))
     if args.toolkit:
-        check_declared_toolkit(args.toolkit)
+        check_declared_toolkit(args.toolkit, loaded.backends if loaded is not None else None)
     result = repair_wheel(args.wheel, floor=floor, excludes=excludes, dest_dir=args.dest_dir)
     print(f"repaired {result.wheel} ({result.note}); excluded: {', '.join(result.excludes) or 'nothing'}")
     return 0

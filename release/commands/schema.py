@@ -1,6 +1,7 @@
 """`release schema`: print the JSON Schemas generated from the models (the matrix's, or with
-`--verify-report` the verify report's), or check or rewrite the committed ones (both), and the
-install scripts' runtime table generated from the backend data (`scripts/runtimes.tsv`)."""
+`--verify-report` the verify report's, with `--backend` a backend file's), or check or rewrite
+the committed ones (all three), and the install scripts' runtime table generated from the backend
+data (`scripts/runtimes.tsv`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from release.config import backends as backends_mod
 from release.config import matrix as matrix_mod
 from release.config.backends import RUNTIME_TABLE, load_backends, runtime_table
 from release.config.matrix import LoadedMatrix
@@ -20,6 +22,9 @@ from release.inspect import report
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--verify-report", action="store_true", help="print the verify report's schema, not the matrix's"
+    )
+    parser.add_argument(
+        "--backend", action="store_true", help="print the schema of packaging/backends/<name>.json files"
     )
     parser.add_argument("--check", action="store_true", help="fail if a committed schema drifted")
     parser.add_argument("--write", action="store_true", help="rewrite the committed schemas")
@@ -34,6 +39,7 @@ def _committed() -> list[tuple[Path, str, str]]:
             "release/config/matrix.py",
         ),
         (report.SCHEMA_FILE, report.schema_text(), "release/inspect/report.py and the rules"),
+        (backends_mod.SCHEMA_FILE, backends_mod.schema_text(), "release/config/backends.py"),
         (
             toolkit_scripts() / RUNTIME_TABLE,
             runtime_table(load_backends(toolkit_backends()).values()),
@@ -62,5 +68,6 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
             raise ReleaseError("; ".join(stale) + ": run `release schema --write`")
         print(", ".join(target.name for target, _t, _s in schemas) + " are up to date")
         return 0
-    sys.stdout.write(schemas[1][1] if args.verify_report else schemas[0][1])
+    shown = 1 if args.verify_report else 2 if args.backend else 0
+    sys.stdout.write(schemas[shown][1])
     return 0

@@ -6,12 +6,16 @@ where the toolkit lives and how to install it.
 
 from __future__ import annotations
 
+import json
+import re
 import string
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.config.dataschema import DocumentReader, compose, spec
+import yaml
+
+from release.config.dataschema import DocumentReader, compose, json_schema, spec
 from release.errors import MatrixError, Problem
 
 
@@ -25,6 +29,17 @@ class ToolkitProbe:
     version_files: tuple[str, ...] = spec("Files relative to the prefix holding the version.", default=())
     version_header: str | None = spec("Header defining the version macros.", default=None)
     version_define: str | None = spec("Macro(s), comma-separated, that spell the version.", default=None)
+    version_places: tuple[int, ...] = spec(
+        "How one number in `version_define` encodes the version: the place value of each part, "
+        "largest first. [1000, 10] reads CUDART_VERSION 13020 as 13.2 (major = n // 1000, minor = "
+        "n % 1000 // 10). Empty: each macro of `version_define` is one part.",
+        default=(),
+    )
+    export_env: tuple[str, ...] = spec(
+        "More environment variables set to the prefix found, for the engine's build (CMake's "
+        "CUDAToolkit_ROOT); the first of `env` is always set, unless the prefix is /usr.",
+        default=(),
+    )
     install: str = spec("The command that installs the toolkit; it takes the declared toolkit version.")
     install_env: tuple[str, ...] = spec(
         "Environment variables the install command reads (an installer's location), passed into "
@@ -46,6 +61,22 @@ class Backend:
         "Soname prefixes, one of which a GPU extension must NEED."
     )
     device_code_sections: tuple[str, ...] = spec("ELF sections that hold GPU code objects.")
+    architectures: str | None = spec(
+        "A regular expression matching one GPU architecture name of this backend as its code "
+        "containers spell it (`gfx[0-9]{3,4}[a-z]?` for gfx942): what `device-code` reads from the "
+        "device sections and compares with a variant's `architectures`. Null: no device code.",
+        default=None,
+    )
+    cmake_spellings: tuple[str, ...] = spec(
+        "How CMake projects name this backend in a backend switch or an option (`hip` and `amd` for "
+        "rocm), for `release init`; the backend's own name always counts.",
+        default=(),
+    )
+    bare_distribution: bool = spec(
+        "Whether `release init` gives this backend's variant the project's own name (CUDA's, as GPU "
+        "packages on PyPI do); the others add `-<backend>` (`foo-rocm`, `foo-cpu`).",
+        default=False,
+    )
     toolkit: ToolkitProbe | None = spec("How to find the toolkit; null for none.")
     runtime_hint: str = spec(
         "What a user installs to provide the runtime. It may name {soname} (the runtime soname a "
@@ -72,6 +103,11 @@ class Backend:
         "staying the base suite's.",
         default_factory=dict,
     )
+
+    @property
+    def spellings(self) -> tuple[str, ...]:
+        """Every name a CMake project may give this backend, its own first."""
+        return tuple(dict.fromkeys((self.name, *self.cmake_spellings)))
 
     @property
     def release_name(self) -> str:
@@ -115,6 +151,9 @@ class Backend:
                 rows.append((self.name, major, soname, debian, archive, self.releases_providing(soname)))
         return rows
 
+
+SCHEMA_FILE = Path(__file__).with_name("backend.schema.json")
+SCHEMA_ID = "https://example.invalid/gpu-wheel-release/config/backend.schema.json"
 
 HINT_FIELDS = frozenset({"soname", "releases", "debian"})
 """The placeholders `runtime_hint` may use."""
@@ -163,24 +202,63 @@ def _check(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Proble
     if unknown:
         message = f"unknown placeholder {{{unknown[0]}}} (known: {', '.join(sorted(HINT_FIELDS))})"
         problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
+    if backend.architectures is not None:
+        problem = _pattern_problem(backend.architectures)
+        if problem:
+            problems.append(Problem(file, lines.get("architectures"), "architectures", problem))
+    probe = backend.toolkit
+    if probe is not None and probe.version_places:
+        places = list(probe.version_places)
+        if any(p <= 0 for p in places) or places != sorted(set(places), reverse=True):
+            where = "toolkit.version_places"
+            message = "expected positive place values, largest first (e.g. [1000, 10])"
+            problems.append(Problem(file, lines.get(where, lines.get("toolkit")), where, message))
     if "debian" in fields:
         for soname in sorted(sonames - set(backend.debian_runtime)):
             message = f"names {{debian}}, but debian_runtime has no package for {soname}"
             problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
     return problems
 
-def load_backends(directory: Path) -> dict[str, Backend]:
-    """Every `*.json` backend in a directory, validated; the file name must match `name`."""
+
+def _pattern_problem(pattern: str) -> str | None:
+    if not pattern.isascii():
+        return "expected an ASCII regular expression"
+    try:
+        compiled = re.compile(pattern.encode("ascii"))
+    except re.error as exc:
+        return f"not a regular expression: {exc}"
+    if compiled.match(b""):
+        return "matches the empty string: it must match one architecture name (e.g. gfx[0-9]{3,4})"
+    return None
+
+
+def _without_schema_key(node: yaml.Node) -> yaml.Node:
+    """The document less its `$schema` key: it names the committed schema for editors."""
+    if isinstance(node, yaml.MappingNode):
+        node.value = [
+            (k, v) for k, v in node.value if not (isinstance(k, yaml.ScalarNode) and k.value == "$schema")
+        ]
+    return node
+
+
+def load_backends(directories: Path | Sequence[Path]) -> dict[str, Backend]:
+    """Every `*.json` backend of the directories, validated; a later directory adds backends or
+    replaces those of the same name. Each file's name must match its `name`."""
+    dirs = [directories] if isinstance(directories, Path) else list(directories)
     problems: list[Problem] = []
     backends: dict[str, Backend] = {}
-    entries = list(directory.iterdir()) if directory.is_dir() else []
-    files = sorted((f for f in entries if f.name.endswith(".json")), key=lambda f: f.name)
+    files: list[Path] = []
+    for directory in dirs:
+        entries = list(directory.iterdir()) if directory.is_dir() else []
+        files += sorted((f for f in entries if f.name.endswith(".json")), key=lambda f: f.name)
     if not files:
-        raise MatrixError([Problem(str(directory), None, "", "no backend data (*.json) found")])
+        shown = ", ".join(str(d) for d in dirs)
+        raise MatrixError([Problem(shown, None, "", "no backend data (*.json) found")])
     for file in files:
         reader = DocumentReader(str(file))
         try:
-            backend = reader.read(compose(file.read_text(encoding="utf-8"), str(file)), Backend, "")
+            node = _without_schema_key(compose(file.read_text(encoding="utf-8"), str(file)))
+            backend = reader.read(node, Backend, "")
         except MatrixError as exc:
             problems.extend(exc.problems)
             continue
@@ -193,9 +271,31 @@ def load_backends(directory: Path) -> dict[str, Backend]:
             continue
         stem = file.name.removesuffix(".json")
         if backend.name != stem:
-            problems.append(Problem(str(file), 1, "name", f"must be {stem!r} like the file name"))
+            problems.append(
+                Problem(
+                    str(file), reader.lines.get("name", 1), "name", f"must be {stem!r} like the file name"
+                )
+            )
             continue
         backends[backend.name] = backend
     if problems:
         raise MatrixError(problems)
     return backends
+
+
+def schema() -> dict[str, object]:
+    """The JSON Schema of a backend file, generated from the model (`$schema` names it for editors)."""
+    generated = json_schema(
+        Backend, title="Backend data (packaging/backends/<name>.json)", schema_id=SCHEMA_ID
+    )
+    properties = generated.get("properties")
+    if isinstance(properties, dict):
+        generated["properties"] = {
+            "$schema": {"type": "string", "description": "This schema, for editors."},
+            **properties,
+        }
+    return generated
+
+
+def schema_text() -> str:
+    return json.dumps(schema(), indent=2) + "\n"

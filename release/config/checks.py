@@ -19,6 +19,7 @@ from release.config.dataschema import (
     suggest,
 )
 from release.config.imageref import parse_image_reference, unpinned_message
+from release.config.pythons import supported_pythons
 from release.errors import Problem
 from release.wheel.names import FLOOR
 
@@ -26,7 +27,8 @@ from release.wheel.names import FLOOR
 Matrix = Any
 Variant = Any
 
-SUPPORTED_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+SUPPORTED_PYTHONS = supported_pythons()
+"""The CPython versions a matrix may name: `release/config/pythons.json`."""
 _IDENTIFIER_RULE = "(letters, digits and _, not starting with a digit)"
 
 MAX_MATRIX_BYTES = 1 << 20
@@ -68,8 +70,8 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
         add("python", "list at least one Python version")
     seen_py: set[str] = set()
     for i, py in enumerate(m.python):
-        if py not in SUPPORTED_PYTHONS:
-            add(f"python[{i}]", f"{py!r} is not supported (supported: {', '.join(SUPPORTED_PYTHONS)})")
+        if py not in supported_pythons():
+            add(f"python[{i}]", f"{py!r} is not supported (supported: {', '.join(supported_pythons())})")
         if py in seen_py:
             add(f"python[{i}]", f"{py!r} is listed twice")
         seen_py.add(py)
@@ -136,7 +138,7 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
     if not m.variants:
         add("variants", "define at least one variant")
     owners: dict[str, str] = {}
-    bound: dict[tuple[str, tuple[str, ...]], str] = {}
+    bound: dict[tuple[object, ...], str] = {}
     # The declared globs, and the import name's own `lib<name>*` in any case.
     declared = [o for o in m.engine.own_libraries if len(o) <= MAX_GLOB]
     own_libraries = tuple(dict.fromkeys([*declared, f"lib{m.engine.import_name}*"]))
@@ -238,10 +240,10 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
         if img.debian is not None and img.debian.gcc is not None:
             add(f"{key}.debian.gcc", "serving images compile nothing: gcc belongs to a variant's build_image")
         for i, py in enumerate(img.python):
-            if py not in SUPPORTED_PYTHONS:
+            if py not in supported_pythons():
                 add(
                     f"{key}.python[{i}]",
-                    f"{py!r} is not supported (supported: {', '.join(SUPPORTED_PYTHONS)})",
+                    f"{py!r} is not supported (supported: {', '.join(supported_pythons())})",
                 )
 
     for name, hw in m.hardware.items():
@@ -261,11 +263,12 @@ def _check_toolkit(
     name: str,
     v: Variant,
     backends: Mapping[str, Backend],
-    bound: dict[tuple[str, tuple[str, ...]], str],
+    bound: dict[tuple[object, ...], str],
     add: Callable[[str, str], None],
 ) -> list[Problem]:
-    """The declared toolkit's runtime must be known, and each runtime soname has one variant (ROCm
-    7.2 and 10.0 both bind libamdhip64.so.7: one wheel serves both)."""
+    """The declared toolkit's runtime must be known, and each runtime soname has one variant per
+    build (ROCm 7.2 and 10.0 both bind libamdhip64.so.7: one wheel serves both). A variant built
+    otherwise (a transport variant: EFA beside RDMA, another CMake switch) is another wheel."""
     backend = backends.get(v.backend)
     if v.toolkit is None or backend is None or not backend.runtime_sonames:
         return []
@@ -278,16 +281,17 @@ def _check_toolkit(
             f"{v.backend} {v.toolkit}: the backend data knows the runtime of majors {known} only "
             f"(runtime_sonames in packaging/backends/{v.backend}.json)",
         )
-    elif (v.backend, sonames) in bound:
-        other = bound[(v.backend, sonames)]
+    build = (tuple(sorted(v.cmake_defines.items())), tuple(sorted(v.config_settings.items())))
+    if sonames and (v.backend, sonames, build) in bound:
+        other = bound[(v.backend, sonames, build)]
         releases = backend.releases_providing(sonames[0])
         add(
             key,
             f"variant {other!r} already binds {', '.join(sonames)} ({releases}): "
-            f"one variant per runtime soname (another soname is another variant, e.g. "
-            f"{v.backend}{v.toolkit.split('.', 1)[0]})",
+            f"one variant per runtime soname and build (another soname is another variant, e.g. "
+            f"{v.backend}{v.toolkit.split('.', 1)[0]}; so is another build: other cmake_defines)",
         )
-    bound.setdefault((v.backend, sonames), name)
+    bound.setdefault((v.backend, sonames, build), name)
     return []
 
 

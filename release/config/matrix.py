@@ -269,7 +269,9 @@ class Matrix:
 
     schema_version: Literal[1] = spec("Version of this file's format.")
     engine: Engine = spec("The engine project being released.")
-    python: tuple[str, ...] = spec("CPython versions to build for ('3.10' … '3.13').")
+    python: tuple[str, ...] = spec(
+        "CPython versions to build for: those the toolkit supports (release/config/pythons.json)."
+    )
     platform: Platform = spec("The release platform floor and declared system libraries.")
     variants: Mapping[str, Variant] = spec("Wheel families by name (cpu, cuda, rocm, musa).")
     images: Mapping[str, Image] = spec("Serving images, referenced by variants.", default_factory=dict)
@@ -359,9 +361,11 @@ def _check_held_back(matrix: Matrix, lines: Mapping[str, int], file: str) -> lis
     return problems
 
 
-def default_backends_dir(matrix_path: Path) -> Path:
-    """`packaging/backends` beside the matrix, else the toolkit's own copy."""
+def default_backends_dir(matrix_path: Path) -> tuple[Path, ...]:
+    """The toolkit's backend data, then a project's own `packaging/backends/` beside the matrix:
+    its files add backends, or replace the toolkit's of the same name."""
+    own = toolkit_backends()
     local = matrix_path.resolve().parent / "packaging" / "backends"
-    if local.is_dir():
-        return local
-    return toolkit_backends()
+    if local.is_dir() and local.resolve() != own.resolve():
+        return (own, local)
+    return (own,)

@@ -25,16 +25,16 @@ from release.config.backends import Backend
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.dataschema import suggest
 from release.config.matrix import Publish
+from release.config.pythons import supported_range
 from release.errors import UsageError
 from release.init.repository import SCHEMA_PATH
-from release.init.scan import LOADER_GLOBS, Project, WheelFacts, cmake_value, option_backend
+from release.init.scan import LOADER_GLOBS, Project, Spellings, WheelFacts, cmake_value, option_backend
 
 DEFAULT_FLOOR = "manylinux_2_28_x86_64"
 
 
 # CUDA wheels keep the project's own name (what `pip install <name>` has always meant); every
 # other backend adds its name, like foo-engine / foo-engine-rocm / foo-engine-cpu.
-BARE_NAME_BACKEND = "cuda"
 
 
 _YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
@@ -51,6 +51,8 @@ class Plan:
     scripts: tuple[str, ...]
     system_libraries: tuple[str, ...]
     wheels: tuple[str, ...] = ()
+    spellings: Spellings = field(default_factory=dict)
+    """Every known backend's CMake spellings (`Backend.spellings`)."""
     schema_ref: str = field(default=SCHEMA_PATH)
     floor: str = DEFAULT_FLOOR
 
@@ -65,10 +67,12 @@ def base_name(project_name: str, backends: Iterable[str]) -> str:
     return project_name
 
 
-def distribution_name(project_name: str, backend: str, backends: Iterable[str] = ()) -> str:
-    """`foo` + rocm -> `foo-rocm`; cuda keeps `foo`; cpu -> `foo-cpu`."""
+def distribution_name(project_name: str, backend: str, backends: Mapping[str, Backend]) -> str:
+    """`foo` + rocm -> `foo-rocm`; cpu -> `foo-cpu`; a backend whose data says `bare_distribution`
+    (cuda) keeps `foo`."""
     base = base_name(project_name, {*backends, backend})
-    return base if backend == BARE_NAME_BACKEND else f"{base}-{backend}"
+    known = backends.get(backend)
+    return base if known is not None and known.bare_distribution else f"{base}-{backend}"
 
 
 def pythons_allowed(
@@ -120,10 +124,13 @@ def check_output(path: Path, *, force: bool) -> None:
         raise UsageError(msg)
 
 
-def parse_variants(text: str | None, known: Sequence[str]) -> tuple[str, ...]:
-    """`cpu,rocm` -> ('cpu', 'rocm'); default: every known backend, cpu first."""
+def parse_variants(text: str | None, backends: Mapping[str, Backend]) -> tuple[str, ...]:
+    """`cpu,rocm` -> ('cpu', 'rocm'); default: every known backend, those without a toolkit (cpu)
+    first, then the one keeping the bare name (cuda), then by name."""
+    known = list(backends)
     if not text:
-        return tuple(sorted(known, key=lambda b: (b != "cpu", b != BARE_NAME_BACKEND, b)))
+        order = {n: (b.toolkit is not None, not b.bare_distribution, n) for n, b in backends.items()}
+        return tuple(sorted(known, key=order.__getitem__))
     chosen: list[str] = []
     for raw in text.split(","):
         name = raw.strip()
@@ -205,7 +212,7 @@ def render(plan: Plan) -> str:
     add("    commands: []")
     add("")
     requires = f"requires-python {p.requires_python!r}" if p.requires_python else "no requires-python"
-    add(f"# CPython versions to build for: those of 3.10-3.13 that {requires} admits.")
+    add(f"# CPython versions to build for: those of {supported_range()} that {requires} admits.")
     add(f"python: {_flow(plan.pythons)}")
     add("")
     add("platform:")
@@ -222,7 +229,7 @@ def render(plan: Plan) -> str:
     add("# One wheel family per accelerator runtime. distribution: its name on the index (cuda keeps")
     add("# the project's name, the others add -<backend>); backend: a file in packaging/backends/;")
     add("# exclude: the runtime libraries repair keeps as NEEDED (bound at load time, never vendored).")
-    switches = backend_switches(p)
+    switches = backend_switches(p, plan.spellings)
     if p.cmake and p.cmake_backend_variable:
         add(f"# cmake_defines: CMake cache variables ({p.cmake_backend_variable}, read from CMakeLists.txt).")
     elif switches:
@@ -243,7 +250,7 @@ def render(plan: Plan) -> str:
         add(f"    distribution: {_scalar(distribution_name(p.name, name, plan.variants))}")
         add(f"    backend: {_scalar(backend.name)}")
         if p.cmake:
-            add(f"    cmake_defines: {_flow_map(cmake_defines(p, backend.name))}")
+            add(f"    cmake_defines: {_flow_map(cmake_defines(p, backend.name, plan.spellings))}")
         if backend.exclude:
             add(f"    exclude: {_flow(backend.exclude)}")
     add("")
@@ -269,22 +276,22 @@ def render(plan: Plan) -> str:
     return "\n".join(out) + "\n"
 
 
-def backend_switches(project: Project) -> dict[str, str]:
+def backend_switches(project: Project, spellings: Spellings) -> dict[str, str]:
     """The project's CMake `option()`s that select a runtime, by name: {option: backend}."""
     if project.cmake_backend_variable:
         return {}
-    found = {o.name: option_backend(o.name) for o in project.cmake_options}
+    found = {o.name: option_backend(o.name, spellings) for o in project.cmake_options}
     return {name: backend for name, backend in found.items() if backend is not None}
 
 
-def cmake_defines(project: Project, backend: str) -> dict[str, str]:
+def cmake_defines(project: Project, backend: str, spellings: Spellings) -> dict[str, str]:
     """A variant's CMake variables: the `<X>_BACKEND` cache variable set to the backend, else every
     runtime option OFF but the backend's own, else a `<IMPORT>_BACKEND` placeholder to rename."""
-    switches = backend_switches(project)
+    switches = backend_switches(project, spellings)
     if switches:
         return {name: "ON" if owner == backend else "OFF" for name, owner in switches.items()}
     variable = project.cmake_backend_variable or f"{project.import_name.upper()}_BACKEND"
-    return {variable: cmake_value(backend, project.cmake_backend_values)}
+    return {variable: cmake_value(backend, project.cmake_backend_values, spellings)}
 
 
 def _flow_map(values: Mapping[str, str]) -> str:
@@ -326,5 +333,6 @@ def make_plan(
         scripts=tuple(dict.fromkeys((*project.console_scripts, *wheels.scripts))),
         system_libraries=system,
         wheels=wheels.names,
+        spellings={name: b.spellings for name, b in backends.items()},
         floor=floor,
     )

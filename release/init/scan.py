@@ -21,10 +21,6 @@ from release.wheel.archive import is_dist_info
 SKBUILD = "scikit_build_core"
 
 
-# Backend names as CMake projects often spell them.
-_CMAKE_SPELLINGS = {"rocm": ("rocm", "hip", "amd"), "cuda": ("cuda", "nvidia"), "musa": ("musa",)}
-
-
 LOADER_GLOBS = ("ld-linux*.so*", "ld64.so*")
 
 
@@ -71,11 +67,15 @@ class WheelFacts:
     packages: tuple[str, ...] = ()
 
 
-def cmake_value(backend: str, values: Sequence[str]) -> str:
+Spellings = Mapping[str, Sequence[str]]
+"""Backend name -> how CMake projects name it (`Backend.spellings`, from the backend data)."""
+
+
+def cmake_value(backend: str, values: Sequence[str], spellings: Spellings) -> str:
     """The value a CMake backend switch takes for a toolkit backend (rocm -> hip when it says hip)."""
     if not values or backend in values:
         return backend
-    for spelling in _CMAKE_SPELLINGS.get(backend, ()):
+    for spelling in spellings.get(backend, ()):
         if spelling in values:
             return spelling
     return backend
@@ -111,13 +111,13 @@ def parse_cmake_options(text: str) -> tuple[CMakeOption, ...]:
     return tuple(seen.values())
 
 
-def option_backend(name: str) -> str | None:
+def option_backend(name: str, spellings: Spellings) -> str | None:
     """The backend an option switches on, by its name: `USE_CUDA`, `WITH_HIP`, `FOO_ENABLE_MUSA`;
     None for other options (`USE_CUDA_GRAPHS` tunes CUDA, it does not select it)."""
     words = name.lower().split("_")
     if len(words) < 2 or words[-2] not in _SWITCH_VERBS:
         return None
-    return next((backend for backend, spellings in _CMAKE_SPELLINGS.items() if words[-1] in spellings), None)
+    return next((backend for backend, names in spellings.items() if words[-1] in names), None)
 
 
 def find_package_dir(project_dir: Path, pyproject: Mapping[str, Any], import_name: str) -> Path | None:

@@ -4,10 +4,12 @@ Two containers are read: NVIDIA fat binaries (a header with the magic 0xba55ed50
 header per code object, each naming its `sm_XX` architecture) and uncompressed clang offload
 bundles (`__CLANG_OFFLOAD_BUNDLE__`, then the entries' target ids such as
 `hipv4-amdgcn-amd-amdhsa--gfx942`; a bundle header that does not parse is searched for target names
-instead). The scanner looks for both magics outside the containers it
-has already read, follows each container's entries by their sizes instead of scanning its
-payload, and records the architectures by where each container starts; the ELF parser keeps those
-inside the sections the backend names. Compressed offload bundles (`CCOB`) are not opened.
+instead). Which names are architectures is the backends' data (their `architectures` patterns):
+the containers' formats are code, the backends' names are not. The scanner looks for both magics
+outside the containers it has already read, follows each container's entries by their sizes
+instead of scanning its payload, and records the architectures by where each container starts;
+the ELF parser keeps those inside the sections the backend names. Compressed offload bundles
+(`CCOB`) are not opened.
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from __future__ import annotations
 import bisect
 import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 NV_MAGIC = struct.pack("<IHH", 0xBA55ED50, 1, 16)
 """A fat binary header: magic, version 1, header size 16 (then the size of its entries)."""
@@ -25,12 +28,31 @@ MAX_CAPTURES = 1 << 16
 """Headers read per file at most (each a few dozen bytes; a real library has a few thousand)."""
 _BUNDLE_HEAD = 64 << 10
 _MAX_BUNDLE_ENTRIES = 4096
-_ARCH = re.compile(rb"(?<![A-Za-z0-9_])(gfx\d{3,4}[a-z]?|sm_\d{2,3}[a-z]?|mp_\d{2})(?![0-9])")
+NO_ARCHITECTURES = re.compile(rb"(?!x)x")
+"""Finds no name: for callers that read no device sections."""
 
 
-def find_architectures(data: bytes) -> tuple[str, ...]:
-    """GPU architecture names (gfx942, sm_90, mp_21) written out in raw bytes."""
-    return tuple(sorted({m.group(1).decode("ascii") for m in _ARCH.finditer(data)}))
+def architecture_names(patterns: Iterable[str]) -> re.Pattern[bytes]:
+    """The backends' `architectures` patterns (`gfx[0-9]{3,4}[a-z]?`) as one that finds any of
+    their names standing alone in bytes: no letter, digit or underscore before, no digit after.
+    A pattern that does not compile is left out (loading the backend data reports it)."""
+    names = []
+    for pattern in sorted(set(patterns)):
+        try:
+            re.compile(pattern.encode("ascii"))
+        except (re.error, UnicodeEncodeError):
+            continue
+        names.append(f"(?:{pattern})")
+    if not names:
+        return NO_ARCHITECTURES
+    return re.compile(f"(?<![A-Za-z0-9_])({'|'.join(names)})(?![0-9])".encode("ascii"))
+
+
+def find_architectures(data: bytes, names: re.Pattern[bytes]) -> tuple[str, ...]:
+    """GPU architecture names (gfx942, sm_90, mp_21) written out in raw bytes: what `names` (the
+    backends' `architectures` patterns, see `architecture_names`)
+    matches, its first group when it has one."""
+    return tuple(sorted({m.group(m.lastindex or 0).decode("ascii", "replace") for m in names.finditer(data)}))
 
 
 def outside(ranges: Sequence[tuple[int, int]], scanned: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -49,8 +71,10 @@ class _Capture:
 class DeviceScanner:
     """Feed it an ELF file's bytes in order; ask it which architectures start inside given ranges."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, names: re.Pattern[bytes]) -> None:
         self.size = size
+        self.names = names
+        """Matches one architecture name (see `find_architectures`)."""
         self.found: dict[int, set[str]] = {}
         """Container start offset -> architectures its headers name."""
         self._captures: list[_Capture] = []
@@ -67,18 +91,18 @@ class DeviceScanner:
             self._carry = b""
         self._next = offset + len(chunk)
         if self._carry:  # a magic across the seam: the end of the last chunk and the start of this one
-            seam = self._carry + chunk[: len(BUNDLE_MAGIC) - 1]
+            seam = self._carry + chunk[: _LONGEST_MAGIC - 1]
             self._fill(offset - len(self._carry), seam)
             self._scan(offset - len(self._carry), seam, before=offset)
         self._fill(offset, chunk)
         self._scan(offset, chunk, before=offset + len(chunk))
-        keep = len(BUNDLE_MAGIC) - 1
+        keep = _LONGEST_MAGIC - 1
         self._carry = (self._carry + bytes(chunk[-keep:]))[-keep:]
 
     def _scan(self, base: int, window: bytes, *, before: int) -> None:
         """Start reading every container whose magic starts in `window` before `before`, outside
         the containers already read."""
-        starts = ((NV_MAGIC, self._fat_binary), (BUNDLE_MAGIC, self._bundle))
+        starts = [(c.magic, c) for c in CONTAINERS]
         end = min(len(window), before - base)
         upcoming = [-1] * len(starts)
         position = max(0, self._covered - base)
@@ -90,9 +114,9 @@ class DeviceScanner:
             hit = min(upcoming)
             if hit >= end:
                 break
-            start = starts[upcoming.index(hit)][1]
+            container = starts[upcoming.index(hit)][1]
             if base + hit >= self._covered and base + hit not in self.found:
-                start(base + hit)
+                container.open(self, base + hit)
                 self._fill(base, window)
             position = max(hit + 1, self._covered - base)
 
@@ -132,23 +156,54 @@ class DeviceScanner:
             self._captures.pop(0)
             capture.then(capture.start, bytes(capture.data))
 
-    # --- NVIDIA fat binaries -------------------------------------------------------------------
+    # --- what container formats use -------------------------------------------------------------
 
-    def _fat_binary(self, start: int) -> None:
-        self._want(start, 16, self._fat_header)
+    def want(self, start: int, length: int, then: Callable[[int, bytes], None]) -> None:
+        """Call `then(start, bytes)` once `length` bytes from `start` have passed (or as many as
+        passed, when `architectures` is asked first)."""
+        self._want(start, length, then)
 
-    def _fat_header(self, start: int, data: bytes) -> None:
+    def record(self, start: int, names: Iterable[str] = ()) -> None:
+        """A container starts at `start`; `names` are architectures its headers name."""
+        self.found.setdefault(start, set()).update(names)
+
+    def cover(self, end: int) -> None:
+        """The bytes before `end` belong to a container already read: they are not scanned."""
+        if end <= self.size:
+            self._covered = max(self._covered, end)
+
+
+class ContainerFormat(Protocol):
+    """One format of GPU code container (code: a file format, not a backend's facts). The scanner
+    finds `magic` in the bytes and calls `open`; the format asks for its header bytes with
+    `scan.want`, and tells the scanner what it found with `scan.record` and `scan.cover`."""
+
+    magic: bytes
+
+    def open(self, scan: DeviceScanner, start: int) -> None: ...
+
+
+class FatBinary:
+    """NVIDIA fat binaries: a 16-byte header, then one 32-byte entry header per code object, each
+    naming its `sm_XX` architecture."""
+
+    magic = NV_MAGIC
+
+    def open(self, scan: DeviceScanner, start: int) -> None:
+        scan.want(start, 16, lambda at, raw: self._header(scan, at, raw))
+
+    def _header(self, scan: DeviceScanner, start: int, data: bytes) -> None:
         if len(data) < 16:
             return
         _magic, _version, header_size, entries = struct.unpack_from("<IHHQ", data)
         end = start + header_size + entries
-        if header_size != 16 or end > self.size:
+        if header_size != 16 or end > scan.size:
             return
-        self.found[start] = set()
-        self._covered = max(self._covered, end)
-        self._want(start + header_size, 32, lambda at, raw: self._fat_entry(start, end, at, raw))
+        scan.record(start)
+        scan.cover(end)
+        scan.want(start + header_size, 32, lambda at, raw: self._entry(scan, start, end, at, raw))
 
-    def _fat_entry(self, container: int, end: int, at: int, data: bytes) -> None:
+    def _entry(self, scan: DeviceScanner, container: int, end: int, at: int, data: bytes) -> None:
         if len(data) < 32:
             return
         _kind, _version, header_size, payload = struct.unpack_from("<HHIQ", data)
@@ -156,17 +211,23 @@ class DeviceScanner:
         if header_size < 32:
             return
         if 10 <= arch < 1000:
-            self.found[container].add(f"sm_{arch}")
+            scan.record(container, (f"sm_{arch}",))
         following = at + header_size + payload
         if following + 32 <= end:
-            self._want(following, 32, lambda nxt, raw: self._fat_entry(container, end, nxt, raw))
+            scan.want(following, 32, lambda nxt, raw: self._entry(scan, container, end, nxt, raw))
 
-    # --- clang offload bundles -----------------------------------------------------------------
 
-    def _bundle(self, start: int) -> None:
-        self._want(start, _BUNDLE_HEAD, self._bundle_header)
+class OffloadBundle:
+    """Uncompressed clang offload bundles: the magic, an entry count, then per entry its offset,
+    size and target id (`hipv4-amdgcn-amd-amdhsa--gfx942`), whose architecture the backends'
+    patterns name."""
 
-    def _bundle_header(self, start: int, data: bytes) -> None:
+    magic = BUNDLE_MAGIC
+
+    def open(self, scan: DeviceScanner, start: int) -> None:
+        scan.want(start, _BUNDLE_HEAD, lambda at, raw: self._header(scan, at, raw))
+
+    def _header(self, scan: DeviceScanner, start: int, data: bytes) -> None:
         at = len(BUNDLE_MAGIC)
         if at + 8 > len(data):
             return
@@ -186,6 +247,10 @@ class DeviceScanner:
             extent = max(extent, offset + size)
         # A header that does not parse (another bundle version) still names its targets in text.
         named = b"\0".join(ids) if ids else data
-        self.found[start] = set(find_architectures(named))
-        if start + extent <= self.size:
-            self._covered = max(self._covered, start + extent)
+        scan.record(start, find_architectures(named, scan.names))
+        scan.cover(start + extent)
+
+
+CONTAINERS: tuple[ContainerFormat, ...] = (FatBinary(), OffloadBundle())
+"""The container formats the scanner reads; a new format is one more class here."""
+_LONGEST_MAGIC = max(len(c.magic) for c in CONTAINERS)

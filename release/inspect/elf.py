@@ -8,6 +8,7 @@ described by `inspect_elf`. The format itself is read by `release.inspect.elffor
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -355,18 +356,27 @@ def _versions(
     return version_needs(header, data, values.get(DT_VERNEEDNUM, 0), strings)
 
 
-def inspect_elf(path: str, data: bytes, *, device_sections: Sequence[str] = ()) -> ElfInfo:
-    """The facts of one ELF file held whole in memory; `ElfReadError` when it is malformed."""
-    from release.inspect.devicecode import DeviceScanner, outside  # noqa: PLC0415 (in-memory callers only)
+def inspect_elf(
+    path: str,
+    data: bytes,
+    *,
+    device_sections: Sequence[str] = (),
+    architecture_names: re.Pattern[bytes] | None = None,
+) -> ElfInfo:
+    """The facts of one ELF file held whole in memory; `ElfReadError` when it is malformed.
+    `architecture_names` finds the GPU architectures in the device sections (none by default)."""
+    from release.inspect.devicecode import NO_ARCHITECTURES, DeviceScanner, outside  # noqa: PLC0415
+
+    names = architecture_names or NO_ARCHITECTURES
 
     plan = plan_reading(path, data[:PHDRS_WITHIN], len(data))
-    scanner = DeviceScanner(len(data))
+    scanner = DeviceScanner(len(data), names)
     for start, end in plan.loaded:
         scanner.feed(start, data[start:end])
 
     def architectures(ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
         unscanned = outside(ranges, plan.loaded)
-        again = DeviceScanner(len(data))
+        again = DeviceScanner(len(data), names)
         for start, end in unscanned:
             again.feed(start, data[start:end])
         return tuple(sorted({*scanner.architectures(ranges), *again.architectures(unscanned)}))

@@ -18,6 +18,7 @@ import hashlib
 import itertools
 import os
 import queue
+import re
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -26,7 +27,7 @@ from pathlib import Path
 
 from release.errors import UsageError, VerifyError
 from release.inspect.contents import Member, WheelContents
-from release.inspect.devicecode import DeviceScanner, outside
+from release.inspect.devicecode import NO_ARCHITECTURES, DeviceScanner, outside
 from release.inspect.elf import (
     HEAD_KEEP,
     CodeFingerprint,
@@ -80,7 +81,7 @@ def parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
 class _ElfStream:
     """One ELF member as it streams by: what its plan keeps, and its GPU containers."""
 
-    def __init__(self, name: str, size: int, checkpoints: Checkpoints) -> None:
+    def __init__(self, name: str, size: int, checkpoints: Checkpoints, names: re.Pattern[bytes]) -> None:
         self.name = name
         self.size = size
         self.checkpoints = checkpoints
@@ -88,7 +89,7 @@ class _ElfStream:
         self.head = bytearray()
         self.plan: Plan | None = None
         self.kept: list[tuple[int, bytes]] = []
-        self.scanner = DeviceScanner(size)
+        self.scanner = DeviceScanner(size, names)
         self.blocks = array.array("I")
         """CRC-32 of each whole `_BLOCK` of the file: a large file's code identity without a second pass."""
         self._crc = 0
@@ -186,7 +187,13 @@ def _ahead(source: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
 
 
 def _read_member(
-    archive: Archive, entry: ZipEntry, budget: Budget, device_sections: Sequence[str], *, text: bool
+    archive: Archive,
+    entry: ZipEntry,
+    budget: Budget,
+    device_sections: Sequence[str],
+    names: re.Pattern[bytes],
+    *,
+    text: bool,
 ) -> _Read:
     if entry.size < 64:  # too small to be an ELF file: one read
         data = read_member(archive, entry, budget, most=64)
@@ -208,21 +215,25 @@ def _read_member(
         elif first is not None:
             first.append((offset, piece))
             if offset + len(piece) >= 64:
-                elf = _elf_stream(entry, first, checkpoints)
+                elf = _elf_stream(entry, first, checkpoints, names)
                 first = None
         offset += len(piece)
     whole = digest.digest()
     info = None
     if elf is not None:
-        info = _describe(archive, entry, budget, elf, whole=whole, device_sections=device_sections)
+        info = _describe(
+            archive, entry, budget, elf, whole=whole, device_sections=device_sections, names=names
+        )
     return _Read(record_digest(whole), info, held.decode("utf-8", errors="replace") if text else None)
 
 
-def _elf_stream(entry: ZipEntry, first: list[tuple[int, bytes]], marks: Checkpoints) -> _ElfStream | None:
+def _elf_stream(
+    entry: ZipEntry, first: list[tuple[int, bytes]], marks: Checkpoints, names: re.Pattern[bytes]
+) -> _ElfStream | None:
     """A stream for an ELF member (given its first pieces), None for any other file."""
     if not is_elf(b"".join(p for _, p in first)[:4]):
         return None
-    stream = _ElfStream(entry.name, entry.size, marks)
+    stream = _ElfStream(entry.name, entry.size, marks, names)
     for at, piece in first:
         stream.feed(at, piece)
     return stream
@@ -236,6 +247,7 @@ def _describe(
     *,
     whole: bytes,
     device_sections: Sequence[str],
+    names: re.Pattern[bytes],
 ) -> ElfInfo:
     """The ELF facts once the member has streamed by, fetching what the plan did not keep: the
     tables the section headers name, in one more pass up to the last of them."""
@@ -254,7 +266,7 @@ def _describe(
         unscanned = outside(ranges, stream.plan.loaded if stream.plan is not None else ())
         if not unscanned:
             return stream.scanner.architectures(ranges)
-        again = DeviceScanner(entry.size)
+        again = DeviceScanner(entry.size, names)
         for at, data in read_again(unscanned):
             again.feed(at, data)
         return tuple(sorted({*stream.scanner.architectures(ranges), *again.architectures(unscanned)}))
@@ -304,7 +316,11 @@ def _workers() -> int:
 
 
 def _read_all(
-    archive: Archive, files: Sequence[ZipEntry], budget: Budget, device_sections: Sequence[str]
+    archive: Archive,
+    files: Sequence[ZipEntry],
+    budget: Budget,
+    device_sections: Sequence[str],
+    names: re.Pattern[bytes],
 ) -> dict[ZipEntry, _Read]:
     """Every member streamed once: the large ones a few at a time in worker threads, largest
     first, while this thread reads the small ones."""
@@ -313,7 +329,7 @@ def _read_all(
 
     def read(entry: ZipEntry) -> _Read:
         text = entry.name in texts
-        return _read_member(archive, entry, budget, device_sections, text=text)
+        return _read_member(archive, entry, budget, device_sections, names, text=text)
 
     texts = {e.name for e in files if dist_info_leaf(e.name) in TEXT_LEAVES}
 
@@ -352,7 +368,9 @@ def _budget(files: Sequence[ZipEntry], size: int) -> Budget:
     return budget
 
 
-def read_wheel(path: Path, device_sections: Sequence[str]) -> WheelContents:
+def read_wheel(
+    path: Path, device_sections: Sequence[str], architectures: re.Pattern[bytes] = NO_ARCHITECTURES
+) -> WheelContents:
     """The wheel's members (with their sha256), METADATA fields, dist-info texts and ELF files;
     `VerifyError` naming the member when the wheel cannot be read safely."""
     distribution, version, tags = parse_name(path)
@@ -362,7 +380,7 @@ def read_wheel(path: Path, device_sections: Sequence[str]) -> WheelContents:
             archive = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
             entries = read_directory(archive)
             files = [e for e in entries if not e.is_dir]
-            results = _read_all(archive, files, _budget(files, archive.size), device_sections)
+            results = _read_all(archive, files, _budget(files, archive.size), device_sections, architectures)
             after = _fd_sha256(fh.fileno())
             if os.fstat(fh.fileno()).st_size != archive.size or after != before:
                 msg = (

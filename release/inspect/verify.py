@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from release import atomic
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError, UsageError
+from release.inspect.devicecode import architecture_names
 from release.inspect.policy import Policy, policies_from_json
 from release.inspect.reader import parse_name, read_wheel
 from release.inspect.report import VerifyReport
@@ -48,6 +49,7 @@ def manylinux_policies() -> tuple[Policy, ...]:
 class _RuntimeKnowledge:
     runtime_libraries: tuple[str, ...]
     device_code_sections: tuple[str, ...]
+    architectures: str | None
 
 
 @functools.cache
@@ -63,7 +65,9 @@ def _known_backends() -> tuple[_RuntimeKnowledge, ...]:
             continue
         known.append(
             _RuntimeKnowledge(
-                tuple(data.get("runtime_libraries") or ()), tuple(data.get("device_code_sections") or ())
+                tuple(data.get("runtime_libraries") or ()),
+                tuple(data.get("device_code_sections") or ()),
+                data.get("architectures") if isinstance(data.get("architectures"), str) else None,
             )
         )
     return tuple(known)
@@ -87,13 +91,15 @@ def inspect_wheel(
     if variant is not None:
         globs = variant.excludes
         sections: tuple[str, ...] = variant.device_code_sections
+        names = architecture_names([variant.backend.architectures] if variant.backend.architectures else [])
         matrix = matrix or str(variant.matrix_root)
     else:
         known = _known_backends()
         globs = tuple(dict.fromkeys(g for b in known for g in b.runtime_libraries))
         sections = tuple(dict.fromkeys(s for b in known for s in b.device_code_sections))
+        names = architecture_names(b.architectures for b in known if b.architectures)
     return RuleContext(
-        wheel=read_wheel(wheel, sections),
+        wheel=read_wheel(wheel, sections, names),
         matrix=matrix,
         variant=variant,
         runtime_globs=globs,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from release.build.interpreters import find_interpreter
 from release.config.matrix import Image, Simulation
+from release.config.pythons import newer_pythons
 from release.errors import SmokeError, UsageError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import python_tag
@@ -28,10 +29,6 @@ def wheels_for(wheelhouse: Path, variant: ResolvedVariant, python: str | None) -
     return found
 
 
-NEWER_PYTHONS = ("3.14", "3.15")
-"""CPythons beyond the matrix an abi3 wheel is also tried in, where this machine has them."""
-
-
 def smoke_pythons(wheel: Path, variant: ResolvedVariant, python: str | None) -> list[str]:
     """The Pythons one wheel is smoke-tested with: its own, or for an abi3 wheel every matrix Python
     from its version on plus any newer CPython found here (or just `python` when one is asked for)."""
@@ -41,7 +38,7 @@ def smoke_pythons(wheel: Path, variant: ResolvedVariant, python: str | None) -> 
     name = parse_wheel_name(wheel)
     if "abi3" not in name.abis:
         return [own]
-    found = [p for p in NEWER_PYTHONS if p not in variant.pythons and find_interpreter(p) is not None]
+    found = [p for p in newer_pythons() if p not in variant.pythons and find_interpreter(p) is not None]
     return [p for p in (*variant.pythons, *found) if _key(p) >= _key(own)]
 
 

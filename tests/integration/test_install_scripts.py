@@ -73,8 +73,10 @@ def _fake_toolkit(prefix: Path, variant: ResolvedVariant, version: str, form: st
     if form == "header":
         assert probe.version_define
         names = probe.version_define.split(",")
-        if len(names) == 1:  # CUDART_VERSION 13000 is 13.0
-            text = f"#define {names[0]} {int(major) * 1000 + int(minor) * 10}\n"
+        if len(names) == 1:  # one number, by the data's place values: CUDART_VERSION 13000 is 13.0
+            places = probe.version_places
+            assert places, f"{variant.backend.name}: one version macro and no version_places"
+            text = f"#define {names[0]} {int(major) * places[0] + int(minor) * places[1]}\n"
         else:
             text = "".join(f"#define {n} {v}\n" for n, v in zip(names, (major, minor, "3"), strict=False))
         header.write_text(header.read_text() + text if header.exists() else text)

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from release import cli
+from release.config.backends import load_backends
 from release.config.matrix import SCHEMA_FILE, load
 from release.errors import UsageError
 from release.init import scaffold as init_mod
@@ -21,6 +22,8 @@ from release.init import scan as scan_mod
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("cpu", "cuda", "rocm", "musa")
+LOADED = load_backends(ROOT / "packaging" / "backends")
+SPELLINGS = {n: b.spellings for n, b in LOADED.items()}
 
 
 @pytest.mark.parametrize(
@@ -38,14 +41,14 @@ BACKENDS = ("cpu", "cuda", "rocm", "musa")
     ],
 )
 def test_distribution_names_follow_the_reference_matrix(project: str, backend: str, expected: str) -> None:
-    assert init_mod.distribution_name(project, backend, BACKENDS) == expected
+    assert init_mod.distribution_name(project, backend, LOADED) == expected
 
 
 def test_committed_matrix_names_are_what_init_derives() -> None:
     committed = load(ROOT / "matrix.yaml").matrix
     cuda = committed.variants["cuda"].distribution
     for name, variant in committed.variants.items():
-        assert init_mod.distribution_name(cuda, variant.backend, BACKENDS) == variant.distribution, name
+        assert init_mod.distribution_name(cuda, variant.backend, LOADED) == variant.distribution, name
 
 
 @pytest.mark.parametrize(
@@ -102,23 +105,24 @@ def test_cmake_backend_switch_is_read_from_the_reference_cmakelists() -> None:
     variable, values = scan_mod.parse_cmake_backend(text)
     assert variable == "XFER_BACKEND"
     assert values == ("cpu", "cuda", "hip", "musa")
-    assert [scan_mod.cmake_value(b, values) for b in BACKENDS] == ["cpu", "cuda", "hip", "musa"]
+    assert [scan_mod.cmake_value(b, values, SPELLINGS) for b in BACKENDS] == ["cpu", "cuda", "hip", "musa"]
 
 
 def test_cmake_switch_spelled_as_an_option_or_absent() -> None:
     assert scan_mod.parse_cmake_backend('option(KV_BACKEND "gpu runtime" OFF)') == ("KV_BACKEND", ())
     assert scan_mod.parse_cmake_backend("project(x LANGUAGES CXX)") == (None, ())
-    assert scan_mod.cmake_value("rocm", ()) == "rocm"
-    assert scan_mod.cmake_value("rocm", ("none", "rocm")) == "rocm"
+    assert scan_mod.cmake_value("rocm", (), SPELLINGS) == "rocm"
+    assert scan_mod.cmake_value("rocm", ("none", "rocm"), SPELLINGS) == "rocm"
 
 
 def test_variants_parse_with_a_suggestion_for_typos() -> None:
-    assert init_mod.parse_variants("cpu, rocm,cpu", BACKENDS) == ("cpu", "rocm")
-    assert init_mod.parse_variants(None, ("rocm", "musa", "cpu", "cuda")) == ("cpu", "cuda", "musa", "rocm")
+    assert init_mod.parse_variants("cpu, rocm,cpu", LOADED) == ("cpu", "rocm")
+    shuffled = {n: LOADED[n] for n in ("rocm", "musa", "cpu", "cuda")}
+    assert init_mod.parse_variants(None, shuffled) == ("cpu", "cuda", "musa", "rocm")
     with pytest.raises(UsageError, match=r"unknown backend 'rcom'; did you mean 'rocm'\?"):
-        init_mod.parse_variants("cpu,rcom", BACKENDS)
+        init_mod.parse_variants("cpu,rcom", LOADED)
     with pytest.raises(UsageError, match="at least one"):
-        init_mod.parse_variants(" , ", BACKENDS)
+        init_mod.parse_variants(" , ", LOADED)
 
 
 def test_existing_output_is_refused_without_force(tmp_path: Path) -> None:
@@ -397,7 +401,7 @@ def test_cmake_options_become_each_variants_defines(tmp_path: Path) -> None:
     ],
 )
 def test_option_names_that_select_a_runtime(name: str, backend: str | None) -> None:
-    assert scan_mod.option_backend(name) == backend
+    assert scan_mod.option_backend(name, SPELLINGS) == backend
 
 
 def test_cmake_options_parse_across_lines_and_keep_the_first_definition() -> None:

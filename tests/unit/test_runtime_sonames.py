@@ -73,6 +73,17 @@ def test_rocm_7_and_10_are_one_variant_because_they_bind_one_soname(tmp_path: Pa
     assert "one variant per runtime soname" in text
 
 
+def test_a_transport_variant_binds_the_same_soname_with_another_build(tmp_path: Path) -> None:
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    data["engine"]["source"] = str(ROOT / "engine")
+    rocm = data["variants"]["rocm"]
+    defines = {**rocm.get("cmake_defines", {}), "XFER_TRANSPORT": "efa"}
+    data["variants"]["rocmefa"] = dict(rocm, distribution="xfer-engine-rocm-efa", cmake_defines=defines)
+    text = yaml.safe_dump(data, sort_keys=False)
+    plan = make_plan(loads(text, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS))
+    assert plan.variant("rocmefa").runtime_sonames == plan.variant("rocm").runtime_sonames
+
+
 def test_two_sonames_are_two_variants(tmp_path: Path) -> None:
     plan = make_plan(_matrix(tmp_path, rocm="7.2", rocm6="6.4"))
     assert plan.variant("rocm").runtime_sonames == ("libamdhip64.so.7",)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from release.inspect.devicecode import NV_MAGIC, DeviceScanner
+from release.inspect import devicecode
+from release.inspect.devicecode import NV_MAGIC, DeviceScanner, architecture_names
 from release.inspect.elf import (
     HEAD_KEEP,
     MAX_COMMENT_LENGTH,
@@ -74,6 +75,8 @@ def test_a_renamed_copy_keeps_its_code_identity() -> None:
     different = inspect_elf("c.so", elf_bytes(text=b"\x90" * 64))
     assert one.code_sha256 == other.code_sha256 != different.code_sha256
 
+
+GPU_NAMES = architecture_names(["gfx[0-9]{3,4}[a-z]?", "sm_[0-9]{2,3}[a-z]?"])
 
 COMPILERS = ("GCC: (GNU) 8.5.0 20210514 (Red Hat 8.5.0-26)", "GCC: (Debian 14.2.0-19) 14.2.0")
 COMMENT = b"\0".join(c.encode() for c in (*COMPILERS, "Linker: LLD 19.1.7")) + b"\0"
@@ -182,7 +185,7 @@ def _bundle(*targets: str) -> bytes:
 def test_device_code_containers_by_their_headers() -> None:
     blob = b"\0" * 100 + _fat_binary(90, 80, 100) + b"\0" * 50 + _bundle("hipv4-amdgcn-amd-amdhsa--gfx942")
     for step in (1 << 20, 97, 5):  # one piece; pieces cutting headers and magics
-        scanner = DeviceScanner(len(blob))
+        scanner = DeviceScanner(len(blob), GPU_NAMES)
         for at in range(0, len(blob), step):
             scanner.feed(at, blob[at : at + step])
         assert scanner.architectures([(0, len(blob))]) == ("gfx942", "sm_100", "sm_80", "sm_90")
@@ -193,6 +196,35 @@ def test_a_payload_that_looks_like_a_container_is_not_read_inside_one() -> None:
     inner = _fat_binary(70)
     outer = NV_MAGIC + struct.pack("<Q", 64 + len(inner)) + struct.pack("<HHIQ", 2, 0x101, 64, len(inner))
     outer += bytes(12) + struct.pack("<I", 90) + bytes(32) + inner
-    scanner = DeviceScanner(len(outer))
+    scanner = DeviceScanner(len(outer), GPU_NAMES)
     scanner.feed(0, outer)
     assert scanner.architectures([(0, len(outer))]) == ("sm_90",)
+
+
+def test_a_container_format_is_one_class_behind_the_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What must stay code (a container's file format) sits behind `ContainerFormat`: a made-up
+    format, added to `CONTAINERS`, is found and read by the same scanner, its names by the data."""
+
+    class ToyContainer:
+        magic = b"TOYCODE\0"
+
+        def open(self, scan: devicecode.DeviceScanner, start: int) -> None:
+            def header(at: int, raw: bytes) -> None:  # the magic, then the length of the target ids
+                scan.want(at + 9, raw[8], lambda _at, ids: targets(at, raw[8], ids))
+
+            def targets(at: int, length: int, ids: bytes) -> None:
+                scan.record(at, devicecode.find_architectures(ids, scan.names))
+                scan.cover(at + 9 + length)
+
+            scan.want(start, 9, header)
+
+    monkeypatch.setattr(devicecode, "CONTAINERS", (*devicecode.CONTAINERS, ToyContainer()))
+    targets = b"npu--ascend910b\0npu--ascend310p"
+    blob = b"\0" * 64 + b"TOYCODE\0" + bytes([len(targets)]) + targets + b"\0" * 64
+    names = architecture_names(["ascend[0-9]{3}[a-z]?"])
+    for step in (1 << 20, 7):
+        scanner = devicecode.DeviceScanner(len(blob), names)
+        for at in range(0, len(blob), step):
+            scanner.feed(at, blob[at : at + step])
+        assert scanner.architectures([(0, len(blob))]) == ("ascend310p", "ascend910b")
+        assert scanner.architectures([(0, 64)]) == ()

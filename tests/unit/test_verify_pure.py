@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from release.inspect.devicecode import find_architectures
+from release.config.backends import load_backends
+from release.inspect.devicecode import architecture_names, find_architectures
 from release.inspect.elfformat import Image, MissingRange
 from release.inspect.policy import policies_from_json, policy_for
 from release.inspect.report import SCHEMA_FILE, VerifyReport, render_report
@@ -80,9 +81,16 @@ def test_versions() -> None:
     assert max_required(reqs, "CXXABI") is None
 
 
-def test_find_architectures() -> None:
+def test_find_architectures_by_the_backend_data() -> None:
+    backends = load_backends(Path(__file__).resolve().parents[2] / "packaging" / "backends")
+    names = architecture_names(b.architectures for b in backends.values() if b.architectures)
     blob = b"\0hipv4-amdgcn-amd-amdhsa--gfx942\0...sm_90a\0gfx950:xnack-\0notgfx1x\0mp_21\0"
-    assert find_architectures(blob) == ("gfx942", "gfx950", "mp_21", "sm_90a")
+    assert find_architectures(blob, names) == ("gfx942", "gfx950", "mp_21", "sm_90a")
+    # one backend's pattern finds its names only; a new backend's pattern is data, not code
+    assert find_architectures(blob, architecture_names(["gfx[0-9]{3,4}[a-z]?"])) == ("gfx942", "gfx950")
+    npu = architecture_names(["ascend[0-9]{3}[a-z]?"])
+    assert find_architectures(b"\0npu--ascend910b\0gfx942\0xascend310\0", npu) == ("ascend910b",)
+    assert find_architectures(blob, architecture_names([])) == ()
 
 
 def test_policies_from_auditwheel_data() -> None:
