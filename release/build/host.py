@@ -41,6 +41,7 @@ from release.build.reuse import (
     wheel_key,
 )
 from release.build.stage import check_wheel_identity, stage_project
+from release.build.sysdeps import require_system_packages
 from release.build.toolchain import Toolchain, find_toolchain
 from release.errors import BuildError, ReleaseError, os_error_line
 from release.inspect.verify import verify_wheel, write_report
@@ -280,6 +281,7 @@ def build_variant(
     variant = one_variant(steps)
     toolchain = find_toolchain(variant.backend)
     say(f"[{variant.name}] {toolchain.describe()}")
+    require_system_packages(variant.name, variant.system_packages)
     work = (work_root or variant.matrix_root / "build") / variant.name
     with build_lock(work, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say):
         return _build_locked(steps, variant, toolchain, work, wheelhouse, version, jobs, on_done, toolkit_override)

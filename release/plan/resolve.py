@@ -20,6 +20,7 @@ from tomlkit.exceptions import TOMLKitError
 
 from release.config.backends import Backend
 from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebuild, Variant
+from release.config.sysdeps import SystemPackage, merged, packages_of
 from release.errors import UsageError
 
 BuildBackend = Literal["scikit-build-core", "setuptools", "meson-python", "other"]
@@ -183,6 +184,10 @@ class ResolvedVariant:
     build: BuildSettings
     engine_dir: Path
     prebuild: Prebuild | None
+    system_packages: Mapping[str, SystemPackage]
+    """The engine's system build dependencies with the variant's own (by name)."""
+    before_all: str | None
+    """The engine's own before-all command, run after the system packages and the toolkit."""
     scripts: tuple[str, ...]
     own_libraries: tuple[str, ...]
     architectures: tuple[str, ...]
@@ -276,6 +281,8 @@ def resolve_variant(
         ),
         engine_dir=engine_dir,
         prebuild=matrix.engine.prebuild,
+        system_packages=merged(matrix.engine.system_packages, variant.system_packages),
+        before_all=matrix.engine.before_all,
         scripts=matrix.engine.scripts,
         own_libraries=matrix.engine.own_libraries,
         architectures=variant.architectures,
@@ -390,7 +397,11 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant) -> ResolvedB
         LocalImage(
             tag=local_tag,
             suite=recipe.suite,
-            packages=recipe.packages,
+            # The system build dependencies go in with the toolkit, in the same debootstrap.
+            packages=_unique(
+                recipe.packages,
+                packages_of(merged(loaded.matrix.engine.system_packages, variant.system_packages), "apt"),
+            ),
             pythons=loaded.matrix.python,
             toolchain=True,
             gcc=_gcc(recipe.gcc, release),
