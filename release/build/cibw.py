@@ -64,8 +64,12 @@ def before_all_command(variant: ResolvedVariant) -> str:
     parts: list[str] = []
     dnf = packages_of(variant.system_packages, "dnf")
     if dnf:
-        names = " ".join(shlex.quote(p) for p in dnf)
-        parts.append(f"if command -v dnf >/dev/null 2>&1; then dnf install -y {names}; fi")
+        # Repository packages (epel-release: AlmaLinux 8 has no glog or gflags without it) go
+        # first, in their own transaction, so that the others can come from them.
+        repos = [p for p in dnf if p.endswith("-release")]
+        others = [p for p in dnf if not p.endswith("-release")]
+        installs = [f"dnf install -y {' '.join(shlex.quote(p) for p in group)}" for group in (repos, others) if group]
+        parts.append(f"if command -v dnf >/dev/null 2>&1; then {' && '.join(installs)}; fi")
     probe = variant.backend.toolkit
     if probe is not None:
         parts.append(" ".join([probe.install, *([variant.toolkit] if variant.toolkit else [])]))

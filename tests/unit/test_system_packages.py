@@ -62,6 +62,14 @@ def test_release_before_all_installs_the_dnf_packages_with_the_toolkit(tmp_path:
     assert cpu.endswith("&& bash scripts/engine-deps.sh")
 
 
+def test_repository_packages_come_first_in_their_own_transaction(tmp_path: Path) -> None:
+    deps = "  system_packages:\n    glog: {dnf: [glog-devel, epel-release], apt: [libgoogle-glog-dev]}\n"
+    before_all = _options(_matrix(tmp_path, engine_extra=deps, rocm_extra=""), "cpu")["before-all"]
+    assert before_all == (
+        "if command -v dnf >/dev/null 2>&1; then dnf install -y epel-release && dnf install -y glog-devel; fi"
+    )
+
+
 def test_the_generated_toml_carries_the_before_all(tmp_path: Path) -> None:
     options = _options(_matrix(tmp_path), "cpu")
     text = cibw.render(options, "toml")
