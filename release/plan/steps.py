@@ -23,14 +23,11 @@ from release.plan.resolve import (
     require_variant,
     resolve_variant,
 )
+from release.wheel.names import python_tag
 
 T = TypeVar("T", "BuildStep", "SmokeStep", "ImageStep")
 MAX_PATTERNS = 4096
 """Brace expansion of `--select` stops here: `{1..100000}` is a usage error, not a hang."""
-
-
-def python_tag(version: str) -> str:
-    return "cp" + version.replace(".", "")
 
 
 def platform_family(floor: str) -> str:

@@ -28,7 +28,7 @@ from packaging.version import Version
 from release import table
 from release.errors import PublishError, ReleaseError
 from release.inspect.verify import verify_release
-from release.plan.steps import BuildStep, Plan, python_tag
+from release.plan.steps import BuildStep, Plan
 from release.publish import handoff, index
 from release.publish.upload import Candidate, Outcome, Uploader, classify, clean_output
 from release.wheel.archive import WheelReadError, read_metadata
@@ -38,6 +38,7 @@ from release.wheel.names import (
     InvalidWheelName,
     is_report,
     parse_wheel_name,
+    python_tag,
     report_path,
     report_wheel,
 )

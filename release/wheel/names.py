@@ -10,6 +10,24 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 
 REPORT_SUFFIX = ".verify.json"
+_CPYTHON = re.compile(r"^cp(\d)(\d+)$")
+
+
+def python_tag(version: str) -> str:
+    """'3.12' -> 'cp312': the CPython interpreter tag of a version (spelled here only)."""
+    return "cp" + version.replace(".", "")
+
+
+def tag_python(tag: str) -> tuple[int, int] | None:
+    """'cp312' -> (3, 12); None for a tag that is not one CPython version (`py3`, `pp310`, `abi3`)."""
+    match = _CPYTHON.match(tag)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def manylinux_interpreter(version: str) -> str:
+    """Where a manylinux image (and the local images made like one) keeps CPython `version`."""
+    tag = python_tag(version)
+    return f"/opt/python/{tag}-{tag}/bin/python"
 
 _MANYLINUX = re.compile(r"^(manylinux|musllinux)_(\d+)_(\d+)_(\w+)$")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
@@ -45,11 +63,7 @@ class WheelName:
 
     def python_version(self) -> str | None:
         """'3.12' for a `cp312` wheel (the oldest CPython it names), None for `py3` and others."""
-        versions = sorted(
-            (int(m.group(1)), int(m.group(2)))
-            for m in (re.match(r"^cp(\d)(\d+)$", i) for i in self.interpreters)
-            if m
-        )
+        versions = sorted(v for v in map(tag_python, self.interpreters) if v is not None)
         return f"{versions[0][0]}.{versions[0][1]}" if versions else None
 
     def matches(self, distribution: str) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,3 +135,20 @@ def test_executors_take_steps_not_a_matrix_and_a_name() -> None:
         if _layer(name) in (1, 2) and ".variant(" in path.read_text(encoding="utf-8")
     ]
     assert offenders == []
+
+
+def _source_hits(pattern: str, *, home: str | None = None) -> list[str]:
+    """`module:line` of every line of `release/` that matches `pattern`, outside `home`."""
+    compiled = re.compile(pattern)
+    return [
+        f"{name}:{number}"
+        for name, path in _modules().items()
+        if home is None or str(path.relative_to(RELEASE.parent)) != home
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if compiled.search(line)
+    ]
+
+
+def test_the_python_tag_is_spelled_in_one_place() -> None:
+    """'3.12' -> 'cp312' is `release.wheel.names.python_tag`; steps carry it as `python_tag`."""
+    assert _source_hits(r"""["']cp["']\s*\+|f["']cp\{|["']cp%""", home="release/wheel/names.py") == []

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 from release.errors import VerifyError
 from release.inspect.rules.registry import Finding, RuleContext, listing, rule
 from release.inspect.stableabi import LimitedApiAudit, audit_limited_api
+from release.wheel.names import python_tag, tag_python
 
-_CPYTHON = re.compile(r"^cp(\d)(\d+)$")
-
-
-def _version(interpreter: str) -> tuple[int, int] | None:
-    match = _CPYTHON.match(interpreter)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+_version = tag_python
 
 
 def _dotted(version: tuple[int, int]) -> str:
@@ -56,7 +50,7 @@ def stable_abi(ctx: RuleContext) -> Finding:
         return Finding("not-applicable", f"variant {ctx.variant.name} declares no stable_abi")
     else:
         floor = declared
-        expected = "cp" + declared.replace(".", "")
+        expected = python_tag(declared)
         if not abi3:
             own = [v for v in map(_version, interpreters) if v is not None]
             major, minor = (int(part) for part in declared.split(".")[:2])
