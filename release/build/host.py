@@ -47,7 +47,7 @@ from release.errors import BuildError, ReleaseError, os_error_line
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
-from release.wheel.names import InvalidWheelName, parse_wheel_name, report_path
+from release.wheel.names import InvalidWheelName, parse_wheel_name, platform_field, report_path
 
 
 @dataclass(frozen=True)
@@ -166,8 +166,8 @@ def reuse_or_build(
             step=step,
             wheel=previous,
             size=previous.stat().st_size,
-            platform=previous.name[:-4].split("-")[-1],
-            floor_met=previous.name[:-4].split("-")[-1] == step.variant.floor,
+            platform=platform_field(previous),
+            floor_met=platform_field(previous) == step.variant.floor,
             runtime_bound=tuple(report.get("runtime_bound", ())),
             verify_ok=not failed,
             verify_summary=verify_summary(failed, warned),

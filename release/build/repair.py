@@ -23,6 +23,7 @@ from release import atomic, interrupts
 from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
 from release.errors import BuildError, UsageError
 from release.wheel.archive import dist_info_member, is_dist_info
+from release.wheel.names import platform_field
 from release.build.toolchain import check_patchelf, tool_path
 
 _TOO_RECENT = "too-recent versioned symbols"
@@ -211,7 +212,7 @@ def repair_wheel(
         bound = declare_external(produced[0], chosen)
         target = dest_dir / produced[0].name
         atomic.move_file(produced[0], target)
-    platform = target.name[:-4].split("-")[-1]
+    platform = platform_field(target)
     return RepairResult(
         wheel=target, platform=platform, floor=floor, floor_met=floor_met, excludes=chosen, bound=bound
     )

@@ -23,7 +23,7 @@ from release.inspect.reader import parse_name, read_wheel
 from release.inspect.report import VerifyReport
 from release.inspect.rules import RULES
 from release.inspect.rules.registry import RuleContext, RuleResult, matches
-from release.wheel.names import report_path
+from release.wheel.names import platforms_of, report_path
 
 if TYPE_CHECKING:
     from release.plan.resolve import ResolvedVariant
@@ -115,7 +115,7 @@ def judge(ctx: RuleContext, results: Sequence[RuleResult] | None = None) -> Veri
         distribution=contents.distribution,
         version=contents.version,
         tags=contents.tags,
-        platform_tags=tuple(sorted({t.split("-")[-1] for t in contents.tags})),
+        platform_tags=platforms_of(contents.tags),
         variant=ctx.variant.name if ctx.variant is not None else None,
         matrix=ctx.matrix,
         release_mode=ctx.release,

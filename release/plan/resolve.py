@@ -22,6 +22,7 @@ from release.config.backends import Backend
 from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebuild, Variant
 from release.config.sysdeps import SystemPackage, merged, packages_of
 from release.errors import UsageError
+from release.wheel.names import parse_platform_tag
 
 BuildBackend = Literal["scikit-build-core", "setuptools", "meson-python", "other"]
 
@@ -385,10 +386,9 @@ def _runtime_image(
 
 
 def _build_image(loaded: LoadedMatrix, name: str, variant: Variant) -> ResolvedBuildImage:
-    floor = loaded.matrix.platform.floor
-    family, major, minor, _arch = floor.split("_", 3) if floor.count("_") >= 3 else (floor, "", "", "")
     declared = variant.build_image
-    release = (declared.release if declared else None) or f"{family}_{major}_{minor}"
+    floor = parse_platform_tag(loaded.matrix.platform.floor)
+    release = (declared.release if declared else None) or floor.image_name
     recipe = declared.debian if declared else None
     local_tag = (declared.local if declared else None) or (
         f"localhost/{_slug(loaded.matrix.engine.import_name)}-build-{_slug(name)}" if recipe else release

@@ -41,6 +41,7 @@ from release.wheel.names import (
     python_tag,
     report_path,
     report_wheel,
+    split_tag,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -182,7 +183,7 @@ def collect(
             if file_version != wanted_version:
                 problems.append(f"{rel}: version {file_version} does not match the tag's version {version}")
                 continue
-            keys = {(t.split("-")[0], t.split("-")[1]) for t in parsed.tags}
+            keys = {split_tag(t)[:2] for t in parsed.tags}
             matching = sorted(k for k in keys if k in variant_steps)
             if not matching:
                 problems.append(_unexpected(rel, keys, list(variant_steps.values()), plan))

@@ -4,6 +4,7 @@ matrix floor and a wheel's tags alike) and the verify report beside a wheel."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,28 @@ def tag_python(tag: str) -> tuple[int, int] | None:
     """'cp312' -> (3, 12); None for a tag that is not one CPython version (`py3`, `pp310`, `abi3`)."""
     match = _CPYTHON.match(tag)
     return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def split_tag(tag: str) -> tuple[str, str, str]:
+    """'cp312-cp312-manylinux_2_28_x86_64' -> (interpreter, abi, platform); tags are split here only."""
+    interpreter, _, rest = tag.partition("-")
+    abi, _, platform = rest.partition("-")
+    return interpreter, abi, platform
+
+
+def interpreters_of(tags: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({split_tag(t)[0] for t in tags}))
+
+
+def platforms_of(tags: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({split_tag(t)[2] for t in tags}))
+
+
+def platform_field(name: str | Path) -> str:
+    """The platform field of a wheel file name as written (`manylinux_2_27_x86_64.manylinux_2_28_x86_64`
+    for a wheel auditwheel tagged for two policies)."""
+    filename = name.name if isinstance(name, Path) else name
+    return filename.removesuffix(".whl").rsplit("-", 1)[-1]
 
 
 def manylinux_interpreter(version: str) -> str:
@@ -51,15 +74,15 @@ class WheelName:
 
     @property
     def interpreters(self) -> tuple[str, ...]:
-        return tuple(sorted({t.split("-")[0] for t in self.tags}))
+        return interpreters_of(self.tags)
 
     @property
     def abis(self) -> tuple[str, ...]:
-        return tuple(sorted({t.split("-")[1] for t in self.tags}))
+        return tuple(sorted({split_tag(t)[1] for t in self.tags}))
 
     @property
     def platforms(self) -> tuple[str, ...]:
-        return tuple(sorted({t.split("-")[-1] for t in self.tags}))
+        return platforms_of(self.tags)
 
     def python_version(self) -> str | None:
         """'3.12' for a `cp312` wheel (the oldest CPython it names), None for `py3` and others."""

@@ -152,3 +152,15 @@ def _source_hits(pattern: str, *, home: str | None = None) -> list[str]:
 def test_the_python_tag_is_spelled_in_one_place() -> None:
     """'3.12' -> 'cp312' is `release.wheel.names.python_tag`; steps carry it as `python_tag`."""
     assert _source_hits(r"""["']cp["']\s*\+|f["']cp\{|["']cp%""", home="release/wheel/names.py") == []
+
+
+def test_wheel_tags_are_split_in_one_place() -> None:
+    """`interpreter-abi-platform` and the file name's fields are split by `release.wheel.names`."""
+    home = "release/wheel/names.py"
+    assert _source_hits(r"""split\(\s*["']-["']|partition\(\s*["']-["']\s*\)\[""", home=home) == []
+    assert _source_hits(r"""\[:-4\]|removesuffix\(\s*["']\.whl["']""", home=home) == []
+
+
+def test_the_platform_floor_is_parsed_in_one_place() -> None:
+    """`manylinux_2_28_x86_64` is taken apart by `parse_platform_tag` (and matched by `FLOOR`)."""
+    assert _source_hits(r"""floor\w*\.split\(|floor\w*\.count\(""") == []

@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 
 from release.inspect.rules.registry import Finding, RuleContext, listing, not_applicable, rule
 from release.plan.version import tag_version
-from release.wheel.names import tag_python
+from release.wheel.names import interpreters_of, tag_python
 
 # Calls of importlib.metadata that can see the other installed distributions.
 _GUARD_CALLS = frozenset({"distributions", "packages_distributions", "distribution", "metadata"})
@@ -39,7 +39,7 @@ def wheel_name(ctx: RuleContext) -> Finding:
         expected = ctx.variant.distribution
         problems.append(f"distribution {w.distribution!r} is not variant {ctx.variant.name}'s {expected!r}")
     pythons = ctx.variant.pythons
-    for interpreter in sorted({t.split("-")[0] for t in w.tags}):
+    for interpreter in interpreters_of(w.tags):
         version = tag_python(interpreter)
         if version is None or f"{version[0]}.{version[1]}" not in pythons:
             problems.append(f"python tag {interpreter} is not one of the matrix's ({', '.join(pythons)})")
