@@ -17,7 +17,7 @@ LAYERS = (
     ("inspect",),
     ("plan",),
     ("config",),
-    ("wheel", "errors", "table", "atomic", "interrupts"),
+    ("wheel", "errors", "table", "atomic", "interrupts", "environment"),
 )
 
 
@@ -164,3 +164,19 @@ def test_wheel_tags_are_split_in_one_place() -> None:
 def test_the_platform_floor_is_parsed_in_one_place() -> None:
     """`manylinux_2_28_x86_64` is taken apart by `parse_platform_tag` (and matched by `FLOOR`)."""
     assert _source_hits(r"""floor\w*\.split\(|floor\w*\.count\(""") == []
+
+
+def test_ci_is_read_in_one_place() -> None:
+    """`CI` and `GITHUB_ACTIONS` are read by `release.environment` only: the toolkit, noxfile.py
+    and the test suite (its conftest included) ask `in_ci()`, so they cannot disagree."""
+    reading = re.compile(r"""(environ\.get\(|environ\[|getenv\()\s*["'](CI|GITHUB_ACTIONS)["']""")
+    home = RELEASE / "environment.py"
+    files = [*RELEASE.rglob("*.py"), *(RELEASE.parent / "tests").rglob("*.py"), RELEASE.parent / "noxfile.py"]
+    hits = [
+        f"{path.relative_to(RELEASE.parent)}:{number}"
+        for path in files
+        if path != home and path.is_file()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if reading.search(line)
+    ]
+    assert hits == []
