@@ -24,6 +24,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from release.config.backends import Backend
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.dataschema import suggest
+from release.config.globs import known_runtime_globs
 from release.config.matrix import Publish
 from release.errors import UsageError
 from release.init.repository import SCHEMA_PATH
@@ -341,9 +342,11 @@ def make_plan(
         import_name = next((p for p in wheels.packages if wanted.startswith(p.lower())), wheels.packages[0])
     if import_name is not None:
         project = Project(**{**vars(project), "import_name": import_name})
-    runtime_globs = sorted({g for b in backends.values() for g in (*b.runtime_libraries, *b.exclude)})
     system = system_libraries(
-        wheels.needed, policy_libraries=policy, runtime_globs=runtime_globs, provided=wheels.provided
+        wheels.needed,
+        policy_libraries=policy,
+        runtime_globs=known_runtime_globs(backends.values()),
+        provided=wheels.provided,
     )
     out_dir = output.resolve().parent
     source = Path(os.path.relpath(project.path.resolve(), out_dir)).as_posix()

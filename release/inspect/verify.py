@@ -11,11 +11,11 @@ import functools
 import importlib.util
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from release import atomic
+from release.config.globs import known_runtime_globs
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError, UsageError
 from release.inspect.policy import Policy, policies_from_json
@@ -44,29 +44,15 @@ def manylinux_policies() -> tuple[Policy, ...]:
         raise ToolchainError(msg) from None
 
 
-@dataclass(frozen=True)
-class _RuntimeKnowledge:
-    runtime_libraries: tuple[str, ...]
-    device_code_sections: tuple[str, ...]
-
-
 @functools.cache
-def _known_backends() -> tuple[_RuntimeKnowledge, ...]:
-    """Runtime globs and device sections from the toolkit's own backend data, used when there is
-    no variant (read as plain JSON: the matrix loader validates these files)."""
-    directory = toolkit_backends()
-    known = []
-    for file in sorted((f for f in directory.iterdir() if f.name.endswith(".json")), key=lambda f: f.name):
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        known.append(
-            _RuntimeKnowledge(
-                tuple(data.get("runtime_libraries") or ()), tuple(data.get("device_code_sections") or ())
-            )
-        )
-    return tuple(known)
+def _known_runtime() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(runtime globs, device sections) of every backend the toolkit knows, for a wheel that is no
+    variant's: its own backend data, loaded and validated as the matrix loader does."""
+    from release.config.backends import load_backends  # noqa: PLC0415 (verify start-up time)
+
+    backends = load_backends(toolkit_backends()).values()
+    sections = tuple(dict.fromkeys(s for b in backends for s in b.device_code_sections))
+    return known_runtime_globs(backends), sections
 
 
 def inspect_wheel(
@@ -89,14 +75,12 @@ def inspect_wheel(
         sections: tuple[str, ...] = variant.device_code_sections
         matrix = matrix or str(variant.matrix_root)
     else:
-        known = _known_backends()
-        globs = tuple(dict.fromkeys(g for b in known for g in b.runtime_libraries))
-        sections = tuple(dict.fromkeys(s for b in known for s in b.device_code_sections))
+        globs, sections = _known_runtime()
     return RuleContext(
         wheel=read_wheel(wheel, sections),
         matrix=matrix,
         variant=variant,
-        runtime_globs=globs,
+        excludes=globs,
         release=release,
         expected_version=expected_version,
         policies=manylinux_policies(),
@@ -107,7 +91,7 @@ def inspect_wheel(
 def judge(ctx: RuleContext, results: Sequence[RuleResult] | None = None) -> VerifyReport:
     """The report of one inspected wheel: every rule applied (or the results given)."""
     contents = ctx.wheel
-    runtime_bound = sorted({n for e in contents.elf_files for n in e.needed if matches(n, ctx.runtime_globs)})
+    runtime_bound = sorted({n for e in contents.elf_files for n in e.needed if matches(n, ctx.excludes)})
     return VerifyReport(
         wheel=contents.path,
         size=contents.size,

@@ -19,6 +19,7 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from release.config.backends import Backend
+from release.config.globs import runtime_globs
 from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebuild, Variant
 from release.config.sysdeps import SystemPackage, merged, packages_of
 from release.errors import UsageError
@@ -252,6 +253,7 @@ def resolve_variant(
     matrix = loaded.matrix
     backend = loaded.backends[variant.backend]
     runtime_excludes = _unique(backend.exclude, variant.exclude)
+    globs = runtime_globs(backend, runtime_excludes)
     sonames = backend.sonames_for(variant.toolkit)
     key = f"variants.{name}.toolkit"
     line = loaded.lines.get(key) or loaded.lines.get(f"variants.{name}")
@@ -267,7 +269,7 @@ def resolve_variant(
         runtime_sonames=sonames,
         excludes=_unique(runtime_excludes, matrix.platform.system_libraries),
         runtime_excludes=runtime_excludes,
-        runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
+        runtime_globs=globs,
         runtime_needed=(
             variant.runtime_needed if variant.runtime_needed is not None else backend.requires_runtime_needed
         ),
@@ -288,7 +290,7 @@ def resolve_variant(
         own_libraries=matrix.engine.own_libraries,
         architectures=variant.architectures,
         device_code=variant.device_code,
-        images=tuple(_image(loaded, i, variant, backend, runtime_excludes) for i in variant.images),
+        images=tuple(_image(loaded, i, variant, backend, globs) for i in variant.images),
         hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
         build_image=_build_image(loaded, name, variant),
         smoke_commands=matrix.engine.smoke.commands,
@@ -332,14 +334,14 @@ def _slug(text: str) -> str:
 
 
 def _image(
-    loaded: LoadedMatrix, name: str, variant: Variant, backend: Backend, runtime_excludes: tuple[str, ...]
+    loaded: LoadedMatrix, name: str, variant: Variant, backend: Backend, globs: tuple[str, ...]
 ) -> ResolvedImage:
     image = loaded.matrix.images[name]
     recipe, sim = image.debian, image.simulate
     if recipe is not None:
         local = _runtime_image(
             loaded, "smoke", name, image, suite=recipe.suite, packages=recipe.packages,
-            backend=backend, runtime_excludes=runtime_excludes,
+            runtime_globs=globs,
         )  # fmt: skip
         return ResolvedImage(name=name, image=image, local=local)
     if image.container is None or sim is None:
@@ -354,7 +356,7 @@ def _image(
     packages = packages if sim.runtime != "absent" else ()
     standin = _runtime_image(
         loaded, "standin", name, image, suite=suite, packages=packages,
-        backend=backend, runtime_excludes=runtime_excludes,
+        runtime_globs=globs,
     )  # fmt: skip
     return ResolvedImage(name=name, image=image, standin=standin)
 
@@ -367,8 +369,7 @@ def _runtime_image(
     *,
     suite: str,
     packages: tuple[str, ...],
-    backend: Backend,
-    runtime_excludes: tuple[str, ...],
+    runtime_globs: tuple[str, ...],
 ) -> LocalImage:
     """A plain runtime image (no toolchain) with the image's Pythons and `simulate` layout."""
     sim = image.simulate
@@ -381,7 +382,7 @@ def _runtime_image(
         toolchain=False,
         runtime_prefix=prefix,
         runtime_via=sim.via if prefix and sim is not None else None,
-        runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
+        runtime_globs=runtime_globs,
     )
 
 

@@ -180,3 +180,15 @@ def test_ci_is_read_in_one_place() -> None:
         if reading.search(line)
     ]
     assert hits == []
+
+
+def test_runtime_globs_are_decided_in_one_place() -> None:
+    """A backend's runtime libraries are read from its data by `release.config` only (the loader
+    validates them; `runtime_globs` and `known_runtime_globs` combine them), never as raw JSON."""
+    uses = [
+        name
+        for name, path in _modules().items()
+        if not name.startswith("release.config.") and "runtime_libraries" in set(_code_strings(path))
+    ]
+    assert uses == []
+

@@ -120,7 +120,7 @@ def external_dependency(ctx: RuleContext) -> Finding:
             if (
                 needed in allowed
                 or needed in provided
-                or matches(needed, ctx.runtime_globs)
+                or matches(needed, ctx.excludes)
                 or matches(needed, system)
                 or matches(needed, _LOADER)
             ):
