@@ -192,3 +192,7 @@ def test_runtime_globs_are_decided_in_one_place() -> None:
     ]
     assert uses == []
 
+
+def test_one_elf_reader() -> None:
+    """ELF files are read by `release.inspect.elf` (verify's bounded reader), smoke included."""
+    assert [n for n, p in _modules().items() if any(m.startswith("elftools") for m in _imports(p))] == []
