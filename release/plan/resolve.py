@@ -174,8 +174,6 @@ class ResolvedVariant:
     excludes: tuple[str, ...]
     """What repair passes to `auditwheel repair --exclude`: the backend's runtime excludes, the
     variant's own, and the declared system libraries. Verify and smoke check against this."""
-    runtime_excludes: tuple[str, ...]
-    """The GPU runtime part of `excludes` (bound at load time, never vendored)."""
     runtime_globs: tuple[str, ...]
     """Every library of the runtime (the backend's `runtime_libraries` and the runtime excludes)."""
     runtime_needed: tuple[str, ...]
@@ -190,8 +188,6 @@ class ResolvedVariant:
     """The engine's system build dependencies with the variant's own (by name)."""
     before_all: str | None
     """The engine's own before-all command, run after the system packages and the toolkit."""
-    scripts: tuple[str, ...]
-    own_libraries: tuple[str, ...]
     architectures: tuple[str, ...]
     device_code: bool
     images: tuple[ResolvedImage, ...]
@@ -268,7 +264,6 @@ def resolve_variant(
         toolkit_source=f"{loaded.path.name}:{line} ({key})" if line else f"{loaded.path.name} ({key})",
         runtime_sonames=sonames,
         excludes=_unique(runtime_excludes, matrix.platform.system_libraries),
-        runtime_excludes=runtime_excludes,
         runtime_globs=globs,
         runtime_needed=(
             variant.runtime_needed if variant.runtime_needed is not None else backend.requires_runtime_needed
@@ -286,8 +281,6 @@ def resolve_variant(
         prebuild=matrix.engine.prebuild,
         system_packages=merged(matrix.engine.system_packages, variant.system_packages),
         before_all=matrix.engine.before_all,
-        scripts=matrix.engine.scripts,
-        own_libraries=matrix.engine.own_libraries,
         architectures=variant.architectures,
         device_code=variant.device_code,
         images=tuple(_image(loaded, i, variant, backend, globs) for i in variant.images),

@@ -43,10 +43,6 @@ class BuildStep:
     serves: tuple[str, ...] = ()
     """The matrix's Pythons this wheel is for (one, or all from `python` on for abi3)."""
 
-    @property
-    def variant_name(self) -> str:
-        return self.variant.name
-
     def to_json(self) -> dict[str, object]:
         return {
             "identifier": self.identifier,

@@ -213,3 +213,22 @@ def test_zip_archives_are_opened_in_wheel_only() -> None:
         if not name.startswith("release.wheel.") and zip_file.search(path.read_text(encoding="utf-8"))
     )
     assert [n for n in opened if n not in ZIPFILE_PENDING] == []
+
+
+@pytest.mark.parametrize(
+    ("cls", "home"), [("ResolvedVariant", "release.plan.resolve"), ("BuildStep", "release.plan.steps")]
+)
+def test_every_resolved_fact_is_read_somewhere(cls: str, home: str) -> None:
+    """A fact the plan carries is one a stage reads: an unread field is a second, stale source."""
+    tree = ast.parse(_modules()[home].read_text(encoding="utf-8"))
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+    fields = [
+        n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    ] + [n.name for n in node.body if isinstance(n, ast.FunctionDef)]
+    read = {
+        n.attr
+        for name, path in _modules().items()
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(n, ast.Attribute) and not (name == home and isinstance(n.ctx, ast.Store))
+    }
+    assert [f for f in fields if f not in read and not f.startswith("_")] == []
