@@ -128,11 +128,13 @@ def test_each_wheel_fact_is_read_in_one_place(needle: str, home: str) -> None:
 
 
 def test_executors_take_steps_not_a_matrix_and_a_name() -> None:
-    """No stage module looks a variant up by name in the matrix: only the plan resolves."""
+    """No stage or command looks a variant up by name in the matrix (`loaded.variant(name)`):
+    only the plan resolves, and commands ask the plan (`plan.variant(name)`)."""
     offenders = [
         name
         for name, path in _modules().items()
-        if _layer(name) in (1, 2) and ".variant(" in path.read_text(encoding="utf-8")
+        if (_layer(name) in (1, 2) and ".variant(" in path.read_text(encoding="utf-8"))
+        or (_layer(name) == 0 and "loaded.variant(" in path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
 
