@@ -15,6 +15,12 @@ from release.errors import MatrixError
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ROOT / "packaging" / "backends"
+_LINES = (ROOT / "matrix.yaml").read_text(encoding="utf-8").splitlines()
+VLLM_LINE, SGLANG_LINE = (
+    next(i for i, line in enumerate(_LINES, 1) if line.strip().startswith("container:") and image in line)
+    for image in ("vllm-openai-rocm", "lmsysorg/sglang")
+)
+"""Where the committed matrix declares the two serving images (error messages name these lines)."""
 VLLM = "docker.io/vllm/vllm-openai-rocm:v0.21.0"
 SGLANG = "docker.io/lmsysorg/sglang:v0.5.11-rocm720-mi30x"
 DIGEST = "sha256:" + "0123456789abcdef" * 4
@@ -68,7 +74,7 @@ def test_bad_references_are_located_matrix_errors(tmp_path: Path, text: str, fra
         _loaded(path)
     (problem,) = info.value.problems
     assert problem.key == "images.vllm-rocm.container"
-    assert problem.line == 112
+    assert problem.line == VLLM_LINE
     assert fragment in problem.message
 
 
@@ -76,7 +82,7 @@ def test_tag_only_serving_images_are_named_with_the_fix(tmp_path: Path) -> None:
     loaded = _loaded(_matrix(tmp_path))
     problems = unpinned_serving_images(loaded.matrix, loaded.lines, "matrix.yaml")
     assert [p.key for p in problems] == ["images.vllm-rocm.container", "images.sglang-rocm.container"]
-    assert [p.line for p in problems] == [112, 117]
+    assert [p.line for p in problems] == [VLLM_LINE, SGLANG_LINE]
     assert f"pin it by digest, `{VLLM}@sha256:<digest>`" in problems[0].message
     assert f"skopeo inspect docker://{SGLANG}" in problems[1].message
     assert unpinned_serving_images(loaded.matrix, loaded.lines, "matrix.yaml", ["cpu", "cuda"]) == []
@@ -95,8 +101,8 @@ def test_a_release_plan_refuses_tags_and_writes_no_outputs(
     assert cli.main(["--matrix", path, "plan", "--github", "release", "--tag", "v0.1.0"]) == 3
     out, err = capsys.readouterr()
     assert out == "", "nothing may reach $GITHUB_OUTPUT"
-    assert err.startswith("error: matrix.yaml:112: images.vllm-rocm.container: ")
-    assert "matrix.yaml:117: images.sglang-rocm.container: " in err
+    assert err.startswith(f"error: matrix.yaml:{VLLM_LINE}: images.vllm-rocm.container: ")
+    assert f"matrix.yaml:{SGLANG_LINE}: images.sglang-rocm.container: " in err
     assert "Traceback" not in err
     # A backfill of a variant that runs no serving image is not held up by them.
     backfill = ["--matrix", path, "plan", "--github", "release", "--tag", "v0.1.0", "--variant", "cuda"]

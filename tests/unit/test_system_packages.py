@@ -3,6 +3,7 @@ before-all (dnf) and the local image recipe (apt), checked by a host build befor
 
 from __future__ import annotations
 
+import re
 import shlex
 from pathlib import Path
 
@@ -194,3 +195,17 @@ def test_search_dirs_put_the_environment_first() -> None:
         {"CPATH": "/opt/x/include:/opt/y/include"}, ("CPATH", "C_INCLUDE_PATH"), ("/usr/include",)
     )
     assert dirs == (Path("/opt/x/include"), Path("/opt/y/include"), Path("/usr/include"))
+
+
+def test_the_commented_example_in_the_matrix_is_valid(tmp_path: Path) -> None:
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    commented = re.compile(r"^  #( {3}\w+:| (system_packages|before_all):)")
+    example = [line for line in text.splitlines() if commented.match(line)]
+    assert len(example) == 4, example
+    for line in example:
+        text = text.replace(line, "  " + line[4:], 1)
+    text = text.replace("source: engine", f"source: {ROOT / 'engine'}", 1)
+    loaded = loads(text, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
+    assert set(loaded.matrix.engine.system_packages) == {"glog", "rdma"}
+    before_all = _options(loaded, "rocm")["before-all"]
+    assert "dnf install -y epel-release && dnf install -y glog-devel rdma-core-devel" in before_all
