@@ -22,7 +22,7 @@ from release.build.images import usable as local_image_usable
 from release.build.interpreters import require_interpreter
 from release.build.toolchain import container_engine
 from release.config.matrix import Image
-from release.errors import SmokeError, ToolchainError
+from release.errors import SmokeError, ToolchainError, UsageError, VerifyError
 from release.inspect.rules.runtime import vendored_runtime as vendored_runtime_rule
 from release.inspect.verify import inspect_wheel
 from release.plan.resolve import LocalImage, ResolvedVariant
@@ -237,7 +237,11 @@ class Smoke:
         return self.outcome
 
     def check_contents(self) -> None:
-        vendored = vendored_runtime(self.wheel, self.variant)
+        try:
+            vendored = vendored_runtime(self.wheel, self.variant)
+        except (UsageError, VerifyError) as exc:  # a wheel verify cannot read: said as the step's detail
+            self._step("runtime not vendored", None, False, f"cannot inspect the wheel: {exc}")
+            return
         detail = f"vendors the runtime: {', '.join(vendored)}" if vendored else ""
         self._step("runtime not vendored", None, not vendored, detail)
 
