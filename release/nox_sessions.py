@@ -31,12 +31,9 @@ import nox
 
 from release.commands.toolchain import Interpreter, interpreter, missing_table
 from release.config import matrix as matrix_mod
+from release.environment import in_ci
 
 _skipped: list[Interpreter] = []
-
-
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
 def _print_skipped() -> None:
@@ -50,7 +47,7 @@ def _require_python(session: nox.Session, version: str) -> None:
     if found.usable:
         return
     line = f"{found.problem}: `{found.fix}`"
-    if _in_ci():
+    if in_ci():
         session.error(line)
     if not _skipped:
         atexit.register(_print_skipped)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Generator
 
 import pytest
+
+from release.environment import in_ci
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -13,7 +14,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """In CI a skipped test is a failure: CI installs everything, so a skip means a missing step."""
     outcome = yield
     report = outcome.get_result()
-    if os.environ.get("CI") and report.skipped and not hasattr(report, "wasxfail"):
+    if in_ci() and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where nothing may be missing: {reason}"

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import tomlkit
 
+from release.config.sysdeps import packages_of
 from release.errors import UsageError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
@@ -56,6 +57,27 @@ def repair_command(variant: ResolvedVariant) -> str:
     return " ".join(p for p in parts if p)
 
 
+def before_all_command(variant: ResolvedVariant) -> str:
+    """cibuildwheel's before-all: the system packages (dnf, where the image has it: the manylinux
+    release image; a local Debian image has its apt packages built in), the toolkit (its install
+    script takes the version the matrix releases with), then the engine's own command."""
+    parts: list[str] = []
+    dnf = packages_of(variant.system_packages, "dnf")
+    if dnf:
+        # Repository packages (epel-release: AlmaLinux 8 has no glog or gflags without it) go
+        # first, in their own transaction, so that the others can come from them.
+        repos = [p for p in dnf if p.endswith("-release")]
+        others = [p for p in dnf if not p.endswith("-release")]
+        installs = [f"dnf install -y {' '.join(shlex.quote(p) for p in group)}" for group in (repos, others) if group]
+        parts.append(f"if command -v dnf >/dev/null 2>&1; then {' && '.join(installs)}; fi")
+    probe = variant.backend.toolkit
+    if probe is not None:
+        parts.append(" ".join([probe.install, *([variant.toolkit] if variant.toolkit else [])]))
+    if variant.before_all:
+        parts.append(variant.before_all)
+    return " && ".join(parts)
+
+
 def test_command(variant: ResolvedVariant) -> str:
     """Import the engine package in cibuildwheel's test environment (the runtime is installed there)."""
     return f"python -c {shlex.quote(f'import {variant.import_name}')}"
@@ -82,9 +104,9 @@ def cibuildwheel_options(
         "build-frontend": "build",
     }
     probe = variant.backend.toolkit
-    if probe is not None:
-        # The install scripts take the toolkit version the matrix releases with.
-        options["before-all"] = " ".join([probe.install, *([variant.toolkit] if variant.toolkit else [])])
+    before_all = before_all_command(variant)
+    if before_all:
+        options["before-all"] = before_all
     # Timestamps of the repaired wheel come from the commit, inside the container too; the
     # install command's own variables (MUSA_INSTALLER) reach before-all there.
     passed = ("SOURCE_DATE_EPOCH", *(probe.install_env if probe is not None else ()))

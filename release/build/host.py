@@ -41,12 +41,13 @@ from release.build.reuse import (
     wheel_key,
 )
 from release.build.stage import check_wheel_identity, stage_project
+from release.build.sysdeps import require_system_packages
 from release.build.toolchain import Toolchain, find_toolchain
 from release.errors import BuildError, ReleaseError, os_error_line
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
-from release.wheel.names import InvalidWheelName, parse_wheel_name, report_path
+from release.wheel.names import InvalidWheelName, parse_wheel_name, platform_field, report_path
 
 
 @dataclass(frozen=True)
@@ -165,8 +166,8 @@ def reuse_or_build(
             step=step,
             wheel=previous,
             size=previous.stat().st_size,
-            platform=previous.name[:-4].split("-")[-1],
-            floor_met=previous.name[:-4].split("-")[-1] == step.variant.floor,
+            platform=platform_field(previous),
+            floor_met=platform_field(previous) == step.variant.floor,
             runtime_bound=tuple(report.get("runtime_bound", ())),
             verify_ok=not failed,
             verify_summary=verify_summary(failed, warned),
@@ -280,6 +281,7 @@ def build_variant(
     variant = one_variant(steps)
     toolchain = find_toolchain(variant.backend)
     say(f"[{variant.name}] {toolchain.describe()}")
+    require_system_packages(variant.name, variant.system_packages)
     work = (work_root or variant.matrix_root / "build") / variant.name
     with build_lock(work, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say):
         return _build_locked(steps, variant, toolchain, work, wheelhouse, version, jobs, on_done, toolkit_override)

@@ -16,6 +16,7 @@ from release.config.pins import requirement
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
 from release.plan.resolve import LocalImage
+from release.wheel.names import manylinux_interpreter
 
 MAKE_TIMEOUT = 3600
 
@@ -169,11 +170,6 @@ def _run_streamed(argv: list[str], *, log: Callable[[str], None]) -> tuple[int, 
     return returncode, last
 
 
-def interpreter_path(python: str) -> str:
-    tag = "cp" + python.replace(".", "")
-    return f"/opt/python/{tag}-{tag}/bin/python"
-
-
 def _absent_paths(engine: str, image: str, paths: list[str]) -> list[str]:
     """Which of `paths` are not executables in the image (one short container run)."""
     script = "for p in " + " ".join(paths) + '; do [ -x "$p" ] || echo "$p"; done'
@@ -193,7 +189,7 @@ def _absent_paths(engine: str, image: str, paths: list[str]) -> list[str]:
 
 def missing_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> list[str]:
     """The versions among `pythons` whose /opt/python/cpXY-cpXY interpreter the image lacks."""
-    paths = {interpreter_path(p): p for p in pythons}
+    paths = {manylinux_interpreter(p): p for p in pythons}
     return [paths[p] for p in _absent_paths(engine, image, list(paths))]
 
 
@@ -203,7 +199,7 @@ def require_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> N
     if not exists(engine, image):
         msg = f"image {image} is not in {engine}'s store: make it (a matrix `build_image.debian` recipe does) or name another with --image"
         raise ToolchainError(msg)
-    paths = [interpreter_path(p) for p in pythons] + ["/opt/python/cp39-cp39/bin/python"]
+    paths = [manylinux_interpreter(p) for p in pythons] + [manylinux_interpreter(ENV_PYTHON)]
     missing = _absent_paths(engine, image, paths)
     if missing:
         msg = f"image {image} lacks the interpreter(s) the build needs: {', '.join(missing)}"

@@ -19,6 +19,7 @@ import tomlkit
 
 from release import interrupts
 from release.build.interpreters import require_interpreter
+from release.wheel.names import python_tag
 from release.build.reuse import ccache_env, ccache_missing_note, tree_digest
 from release.build.toolchain import Toolchain, require_tool
 from release.errors import BuildError
@@ -243,13 +244,13 @@ def builder_python(python: str, staged: Path, venvs: Path, env: Mapping[str, str
     wanted = ["build>=1.2.1", *requires]
     # A different interpreter (a new patch release, another install) needs a new environment.
     identity = [str(interpreter.resolve()), *wanted]
-    venv = venvs / f"cp{python.replace('.', '')}"
+    venv = venvs / python_tag(python)
     stamp = venv / ".release-requirements"
     exe = venv / "bin" / "python"
     if exe.exists() and stamp.is_file() and stamp.read_text(encoding="utf-8") == json.dumps(identity):
         return exe
     shutil.rmtree(venv, ignore_errors=True)
-    log = venvs / f"cp{python.replace('.', '')}.log"
+    log = venvs / f"{python_tag(python)}.log"
     log.unlink(missing_ok=True)
     run_logged([str(interpreter), "-m", "venv", str(venv)], log=log, env=env)
     run_logged(

@@ -22,7 +22,8 @@ from pathlib import Path
 from release import atomic, interrupts
 from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
 from release.errors import BuildError, UsageError
-from release.wheel.archive import dist_info_member, is_dist_info
+from release.wheel.own import own_members, read_dist_info, rewrite_members
+from release.wheel.names import platform_field
 from release.build.toolchain import check_patchelf, tool_path
 
 _TOO_RECENT = "too-recent versioned symbols"
@@ -66,17 +67,15 @@ class _RepairFailed(Exception):
     pass
 
 
-def _elf_members(wheel: Path) -> Iterator[tuple[zipfile.ZipInfo, bytes, ElfInfo]]:
+def _elf_members(wheel: Path) -> Iterator[tuple[str, bytes, ElfInfo]]:
     """Every readable ELF member of a wheel we built (our own output, read whole)."""
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            data = zf.read(info)
-            if not is_elf(data[:4]):
-                continue
-            try:
-                yield info, data, inspect_elf(info.filename, data)
-            except ElfReadError:
-                continue
+    for name, data in own_members(wheel):
+        if not is_elf(data[:4]):
+            continue
+        try:
+            yield name, data, inspect_elf(name, data)
+        except ElfReadError:
+            continue
 
 
 def _portable(entry: str) -> bool:
@@ -94,7 +93,7 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
     changed: dict[str, bytes] = {}
     removed: list[str] = []
     with tempfile.TemporaryDirectory(prefix="rpath-") as tmp:
-        for info, data, elf in _elf_members(wheel):
+        for member, data, elf in _elf_members(wheel):
             entries = elf.rpath + elf.runpath
             foreign = [e for e in entries if e and not _portable(e)]
             if not foreign:
@@ -107,25 +106,13 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
             proc = subprocess.run(cmd, env=env, capture_output=True, check=False)
             if proc.returncode != 0:
                 why = proc.stderr.decode(errors="replace").strip()
-                msg = f"patchelf could not rewrite the RUNPATH of {info.filename}: {why}"
+                msg = f"patchelf could not rewrite the RUNPATH of {member}: {why}"
                 raise BuildError(msg)
-            changed[info.filename] = scratch.read_bytes()
-            removed.extend(f"{info.filename}: {e}" for e in foreign)
+            changed[member] = scratch.read_bytes()
+            removed.extend(f"{member}: {e}" for e in foreign)
     if not changed:
         return wheel, []
     return rewrite_members(wheel, out_dir / wheel.name, changed), removed
-
-
-def rewrite_members(wheel: Path, target: Path, changed: dict[str, bytes]) -> Path:
-    """A copy of `wheel` at `target` with `changed` members replaced and RECORD updated; entry
-    order and timestamps are kept, so a rebuild stays byte-identical."""
-    with zipfile.ZipFile(wheel) as zf, zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED) as out:
-        for info in zf.infolist():
-            data = changed.get(info.filename, zf.read(info))
-            if is_dist_info(info.filename, "RECORD"):
-                data = _rewrite_record(data, changed)
-            out.writestr(info, data)
-    return target
 
 
 def bound_libraries(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
@@ -140,9 +127,7 @@ def declare_external(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
     """Write `Requires-External: <soname>` into METADATA for every library the wheel binds at load
     time (in place), so the wheel says which runtime it needs. Returns the sonames."""
     bound = bound_libraries(wheel, excludes)
-    with zipfile.ZipFile(wheel) as zf:
-        name = dist_info_member(zf.namelist(), "METADATA")
-        text = zf.read(name).decode("utf-8")
+    name, text = read_dist_info(wheel, "METADATA")
     head, sep, body = text.partition("\n\n")
     kept = [line for line in head.splitlines() if not line.startswith("Requires-External:")]
     lines = [*kept, *(f"Requires-External: {soname}" for soname in bound)]
@@ -152,18 +137,6 @@ def declare_external(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
         rewrite_members(wheel, scratch, {name: updated.encode("utf-8")})
         scratch.replace(wheel)
     return bound
-
-
-def _rewrite_record(record: bytes, changed: dict[str, bytes]) -> bytes:
-    lines = []
-    for line in record.decode("utf-8").splitlines():
-        name = line.rsplit(",", 2)[0]
-        if name in changed:
-            digest = base64.urlsafe_b64encode(hashlib.sha256(changed[name]).digest()).rstrip(b"=").decode()
-            lines.append(f"{name},sha256={digest},{len(changed[name])}")
-        else:
-            lines.append(line)
-    return ("\n".join(lines) + "\n").encode("utf-8")
 
 
 def repair_wheel(
@@ -211,7 +184,7 @@ def repair_wheel(
         bound = declare_external(produced[0], chosen)
         target = dest_dir / produced[0].name
         atomic.move_file(produced[0], target)
-    platform = target.name[:-4].split("-")[-1]
+    platform = platform_field(target)
     return RepairResult(
         wheel=target, platform=platform, floor=floor, floor_met=floor_met, excludes=chosen, bound=bound
     )

@@ -28,6 +28,7 @@ from release.commands.plan import check_engine_source
 from release.commands.toolchain import Interpreter, interpreter, missing_table
 from release.config.matrix import LoadedMatrix
 from release.config.resources import setup_podman_command
+from release.environment import in_ci, in_github_actions
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan, select
@@ -61,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--release-image",
         action="store_true",
-        default=os.environ.get("GITHUB_ACTIONS") == "true",
+        default=in_github_actions(),
         help="with --container: the release image (manylinux + toolkit install; default in GitHub Actions)",
     )
     parser.add_argument(
@@ -77,11 +78,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="build on the host although its toolkit is not the declared one (an experiment: verify "
         "records it and --release fails the wheels)",
     )
-
-
-def in_ci() -> bool:
-    """`CI=true` (GitHub Actions, most CI services): nothing may be skipped."""
-    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
 def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> dict[str, tuple[BuildStep, ...]]:

@@ -168,14 +168,13 @@ def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> in
     if args.what is not None or loaded is None:
         msg = "toolchain install --variant V takes no backend or version: the matrix declares both"
         raise UsageError(msg)
-    variant = loaded.variant(args.variant)
-    backend = loaded.backends[variant.backend]
+    variant = make_plan(loaded, variants=(args.variant,), include_held_back=True).variant(args.variant)
+    backend = variant.backend
     if backend.toolkit is None:
         print(f"{args.variant}: the {backend.name} backend needs no toolkit")
         return 0
     if args.smoke_runtime:
-        plan = make_plan(loaded, variants=(args.variant,), include_held_back=True)
-        return install_smoke_runtime(plan.variant(args.variant))
+        return install_smoke_runtime(variant)
     return install_backend(backend.name, variant.toolkit, runtime_only=args.runtime_only)
 
 

@@ -9,6 +9,11 @@ from __future__ import annotations
 import fnmatch
 import functools
 from collections import deque
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from release.config.backends import Backend
 
 _STAR = "*"
 
@@ -103,3 +108,14 @@ def common_match(a: str, b: str) -> str | None:
                 came[state] = ((i, j), ch)
                 queue.append(state)
     return None
+
+
+def runtime_globs(backend: Backend, excludes: Iterable[str] = ()) -> tuple[str, ...]:
+    """Every library of a backend's GPU runtime: its `runtime_libraries`, its default excludes and
+    a variant's own runtime `excludes` (decided here, for the plan, verify and init alike)."""
+    return tuple(dict.fromkeys((*backend.runtime_libraries, *backend.exclude, *excludes)))
+
+
+def known_runtime_globs(backends: Iterable[Backend]) -> tuple[str, ...]:
+    """The runtime libraries of every backend: what a wheel that is no variant's is judged against."""
+    return tuple(dict.fromkeys(g for backend in backends for g in runtime_globs(backend)))

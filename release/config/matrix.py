@@ -23,6 +23,8 @@ from release.config.dataschema import (
     suggest,
 )
 from release.config.resources import toolkit_backends
+from release.config.sysdeps import SystemPackage
+from release.config.sysdeps import problems as system_package_problems
 from release.errors import MatrixError, Problem, UsageError
 
 SCHEMA_FILE = Path(__file__).with_name("matrix.schema.json")
@@ -84,6 +86,17 @@ class Engine:
         "Python's limited API); older Pythons of the matrix keep a wheel each.",
         default=None,
     )
+    system_packages: Mapping[str, SystemPackage] = spec(
+        "System build dependencies by name (`yaml-cpp: {dnf: [yaml-cpp-devel], apt: [libyaml-cpp-dev], "
+        "pkg_config: [yaml-cpp]}`): installed in the release image's before-all and in local build "
+        "images, checked by a host build before it compiles.",
+        default_factory=dict,
+    )
+    before_all: str | None = spec(
+        "A shell command of the engine's own that cibuildwheel's before-all runs after the system "
+        "packages and the toolkit (e.g. `bash scripts/deps.sh`, from the matrix's directory).",
+        default=None,
+    )
     metadata: Metadata = spec("Metadata common to every variant.", default_factory=Metadata)
     smoke: Smoke = spec("The smoke test run against every wheel.", default_factory=Smoke)
 
@@ -136,6 +149,11 @@ class Variant:
         "Extra PEP 517 config settings for the wheel build.", default_factory=dict
     )
     env: Mapping[str, str] = spec("Extra environment variables for the build.", default_factory=dict)
+    system_packages: Mapping[str, SystemPackage] = spec(
+        "System build dependencies of this variant only (e.g. libfabric for an EFA transport), "
+        "added to `engine.system_packages`; an entry of the same name replaces the engine's.",
+        default_factory=dict,
+    )
     exclude: tuple[str, ...] = spec(
         "Runtime libraries (sonames or globs) kept as NEEDED and never vendored by repair.",
         default=(),
@@ -342,9 +360,22 @@ def loads(
     backends = load_backends(backends_dir or default_backends_dir(path))
     problems = check(matrix, backends, reader.lines, display)
     problems += _check_held_back(matrix, reader.lines, display)
+    problems += _system_package_problems(matrix, reader.lines, display)
     if problems:
         raise MatrixError(problems)
     return LoadedMatrix(matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines)
+
+
+def _system_package_problems(matrix: Matrix, lines: Mapping[str, int], display: str) -> list[Problem]:
+    declared = [("engine.system_packages", matrix.engine.system_packages)] + [
+        (f"variants.{n}.system_packages", v.system_packages) for n, v in matrix.variants.items()
+    ]
+    found: list[Problem] = []
+    for key, packages in declared:
+        for where, message in system_package_problems(key, packages):
+            line = lines.get(where) or lines.get(where.rsplit("[", 1)[0]) or lines.get(key)
+            found.append(Problem(display, line, printable(where), printable(message)))
+    return found
 
 
 def _check_held_back(matrix: Matrix, lines: Mapping[str, int], file: str) -> list[Problem]:

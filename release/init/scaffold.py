@@ -24,11 +24,13 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from release.config.backends import Backend
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.dataschema import suggest
+from release.config.globs import known_runtime_globs
 from release.config.matrix import Publish
 from release.config.pythons import supported_range
 from release.errors import UsageError
 from release.init.repository import SCHEMA_PATH
 from release.init.scan import LOADER_GLOBS, Project, Spellings, WheelFacts, cmake_value, option_backend
+from release.init.sysdeps import Proposal, propose
 
 DEFAULT_FLOOR = "manylinux_2_28_x86_64"
 
@@ -55,6 +57,8 @@ class Plan:
     """Every known backend's CMake spellings (`Backend.spellings`)."""
     schema_ref: str = field(default=SCHEMA_PATH)
     floor: str = DEFAULT_FLOOR
+    system_packages: Proposal | None = None
+    """What the CMake files ask for from the system (`find_package`, `pkg_check_modules`)."""
 
 
 def base_name(project_name: str, backends: Iterable[str]) -> str:
@@ -189,6 +193,8 @@ def render(plan: Plan) -> str:
     add(f"  scripts: {_flow(plan.scripts)}")
     add("  # Globs of the engine's own shared libraries: no runtime exclude may ever match them.")
     add(f"  own_libraries: {_flow([f'lib{p.import_name}*'])}")
+    if plan.system_packages is not None:
+        out.extend(render_system_packages(plan.system_packages))
     if p.cmake:
         add("  # yours (optional): compile the C++ core once per variant instead of once per Python; the")
         add("  # wheel build finds it through `prefix_define`. Without a prebuild, ccache speeds rebuilds.")
@@ -276,6 +282,30 @@ def render(plan: Plan) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_system_packages(proposal: Proposal) -> list[str]:
+    """The `engine.system_packages` lines: the known requests as entries, the others as comments."""
+    if not proposal.known and not proposal.unknown:
+        return []
+    out = [
+        "  # System build dependencies the CMake files ask for: installed in the release image's",
+        "  # before-all (dnf) and in local build images (apt); a host build checks them before compiling.",
+    ]
+    for request in proposal.unknown:
+        out.append(
+            f"  # yours: {request.name}: {{dnf: [...], apt: [...], pkg_config: [...]}}"
+            f"  # {request.kind}({request.name}) at {request.where}: no known packages"
+        )
+    if not proposal.known:
+        out.append("  system_packages: {}")
+        return out
+    out.append("  system_packages:")
+    for name, (entry, request) in proposal.known.items():
+        fields = {k: getattr(entry, k) for k in ("dnf", "apt", "pkg_config", "headers", "libraries")}
+        body = ", ".join(f"{k}: {_flow(v)}" for k, v in fields.items() if v)
+        out.append(f"    {_scalar(name)}: {{{body}}}  # {request.kind}({request.name}) at {request.where}")
+    return out
+
+
 def backend_switches(project: Project, spellings: Spellings) -> dict[str, str]:
     """The project's CMake `option()`s that select a runtime, by name: {option: backend}."""
     if project.cmake_backend_variable:
@@ -319,9 +349,11 @@ def make_plan(
         import_name = next((p for p in wheels.packages if wanted.startswith(p.lower())), wheels.packages[0])
     if import_name is not None:
         project = Project(**{**vars(project), "import_name": import_name})
-    runtime_globs = sorted({g for b in backends.values() for g in (*b.runtime_libraries, *b.exclude)})
     system = system_libraries(
-        wheels.needed, policy_libraries=policy, runtime_globs=runtime_globs, provided=wheels.provided
+        wheels.needed,
+        policy_libraries=policy,
+        runtime_globs=known_runtime_globs(backends.values()),
+        provided=wheels.provided,
     )
     out_dir = output.resolve().parent
     source = Path(os.path.relpath(project.path.resolve(), out_dir)).as_posix()
@@ -335,4 +367,7 @@ def make_plan(
         wheels=wheels.names,
         spellings={name: b.spellings for name, b in backends.items()},
         floor=floor,
+        system_packages=(
+            propose(project.path, own=(project.name, project.import_name)) if project.cmake else None
+        ),
     )

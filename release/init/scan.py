@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import configparser
+import os
 import posixpath
 import re
-import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +16,9 @@ from tomlkit.exceptions import TOMLKitError
 
 from release.errors import UsageError
 from release.inspect.elf import ElfReadError, inspect_elf, is_elf
-from release.wheel.archive import is_dist_info
+from release.wheel.archive import MAX_TEXT_MEMBER, is_dist_info
+from release.wheel.inflate import Budget, budget_for, pieces, read_member
+from release.wheel.zip import Archive, read_directory
 
 SKBUILD = "scikit_build_core"
 
@@ -228,33 +230,35 @@ def read_wheels(wheels: Sequence[Path]) -> WheelFacts:
     packages: set[str] = set()
     for wheel in wheels:
         try:
-            archive = zipfile.ZipFile(wheel)
-        except (OSError, zipfile.BadZipFile) as exc:
+            with wheel.open("rb") as fh:
+                archive = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
+                budget = Budget(budget_for(archive.size))
+                for entry in read_directory(archive):
+                    member = entry.name
+                    top = member.split("/", 1)[0]
+                    if member.endswith("/__init__.py") and member.count("/") == 1:
+                        packages.add(top)
+                    if re.match(r"^[^/]+\.data/scripts/[^/]+$", member):
+                        scripts.add(posixpath.basename(member))
+                    if is_dist_info(member, "entry_points.txt"):
+                        text = read_member(archive, entry, budget, most=MAX_TEXT_MEMBER)
+                        scripts.update(_console_scripts(text.decode("utf-8", "replace")))
+                    if entry.is_dir or entry.is_symlink or entry.size < 64:
+                        continue
+                    data = b"".join(pieces(archive, entry, budget))
+                    if not is_elf(data[:4]):
+                        continue
+                    try:
+                        elf = inspect_elf(member, data)
+                    except ElfReadError:
+                        continue
+                    needed.update(elf.needed)
+                    provided.add(posixpath.basename(member))
+                    if elf.soname:
+                        provided.add(elf.soname)
+        except (OSError, ValueError) as exc:  # ZipError is a ValueError
             msg = f"--wheel {wheel}: not a readable wheel ({exc})"
             raise UsageError(msg) from None
-        with archive:
-            for info in archive.infolist():
-                member = info.filename
-                top = member.split("/", 1)[0]
-                if member.endswith("/__init__.py") and member.count("/") == 1:
-                    packages.add(top)
-                if re.match(r"^[^/]+\.data/scripts/[^/]+$", member):
-                    scripts.add(posixpath.basename(member))
-                if is_dist_info(member, "entry_points.txt"):
-                    scripts.update(_console_scripts(archive.read(info).decode("utf-8", "replace")))
-                if info.is_dir() or info.file_size < 64:
-                    continue
-                with archive.open(info) as stream:
-                    if not is_elf(stream.read(4)):
-                        continue
-                try:
-                    elf = inspect_elf(member, archive.read(info))
-                except ElfReadError:
-                    continue
-                needed.update(elf.needed)
-                provided.add(posixpath.basename(member))
-                if elf.soname:
-                    provided.add(elf.soname)
     return WheelFacts(
         names=tuple(w.name for w in wheels),
         needed=tuple(sorted(needed)),

@@ -8,10 +8,12 @@ described by `inspect_elf`. The format itself is read by `release.inspect.elffor
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from release.inspect.elfformat import (
     DT_NEEDED,
@@ -36,6 +38,7 @@ from release.inspect.elfformat import (
     ElfFormatError,
     Header,
     Image,
+    MissingRange,
     Section,
     address_to_offset,
     check_table,
@@ -354,6 +357,40 @@ def _versions(
         raise ElfFormatError(msg)
     data = image.read(where[0], min(where[1], MAX_DYNAMIC))
     return version_needs(header, data, values.get(DT_VERNEEDNUM, 0), strings)
+
+
+MAX_FETCH_ROUNDS = 8
+
+
+def read_elf_file(path: Path) -> ElfInfo:
+    """The dynamic facts of an ELF file on disk (NEEDED, SONAME, search paths, versions), reading
+    only its headers and tables, not its code: a GPU runtime's libraries run to hundreds of MB.
+    Code fingerprints and GPU architectures are left empty. `ElfReadError` when it is malformed,
+    `OSError` when it cannot be read."""
+    with path.open("rb") as stream:
+        size = os.fstat(stream.fileno()).st_size
+
+        def fetch(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, bytes]]:
+            pieces = []
+            for start, end in ranges:
+                stream.seek(start)
+                pieces.append((start, stream.read(max(0, min(end, size) - start))))
+            return pieces
+
+        head = fetch([(0, min(size, PHDRS_WITHIN))])
+        plan = plan_reading(str(path), head[0][1], size)
+        pieces = head + fetch(plan.keep)
+        pieces += fetch(tables_needed(str(path), Image(size, pieces)))
+        for _round in range(MAX_FETCH_ROUNDS):
+            try:
+                return describe(
+                    str(path), Image(size, pieces), device_sections=(), fingerprint=lambda _r: b"",
+                    file_digest=b"", architectures=lambda _r: (),
+                )  # fmt: skip
+            except MissingRange as missing:
+                pieces += fetch([(missing.offset, missing.offset + missing.length)])
+    msg = f"{path}: not a readable ELF file (its tables point at more than {MAX_FETCH_ROUNDS} places)"
+    raise ElfReadError(msg)
 
 
 def inspect_elf(

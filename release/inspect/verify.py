@@ -11,11 +11,11 @@ import functools
 import importlib.util
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from release import atomic
+from release.config.globs import known_runtime_globs
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError, UsageError
 from release.inspect.devicecode import architecture_names
@@ -24,7 +24,7 @@ from release.inspect.reader import parse_name, read_wheel
 from release.inspect.report import VerifyReport
 from release.inspect.rules import RULES
 from release.inspect.rules.registry import RuleContext, RuleResult, matches
-from release.wheel.names import report_path
+from release.wheel.names import platforms_of, report_path
 
 if TYPE_CHECKING:
     from release.plan.resolve import ResolvedVariant
@@ -45,32 +45,17 @@ def manylinux_policies() -> tuple[Policy, ...]:
         raise ToolchainError(msg) from None
 
 
-@dataclass(frozen=True)
-class _RuntimeKnowledge:
-    runtime_libraries: tuple[str, ...]
-    device_code_sections: tuple[str, ...]
-    architectures: str | None
-
-
 @functools.cache
-def _known_backends() -> tuple[_RuntimeKnowledge, ...]:
-    """Runtime globs and device sections from the toolkit's own backend data, used when there is
-    no variant (read as plain JSON: the matrix loader validates these files)."""
-    directory = toolkit_backends()
-    known = []
-    for file in sorted((f for f in directory.iterdir() if f.name.endswith(".json")), key=lambda f: f.name):
-        try:
-            data = json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        known.append(
-            _RuntimeKnowledge(
-                tuple(data.get("runtime_libraries") or ()),
-                tuple(data.get("device_code_sections") or ()),
-                data.get("architectures") if isinstance(data.get("architectures"), str) else None,
-            )
-        )
-    return tuple(known)
+def _known_runtime() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(runtime globs, device sections, architecture patterns) of every backend the toolkit knows,
+    for a wheel that is no variant's: its own backend data, loaded and validated as the matrix
+    loader does."""
+    from release.config.backends import load_backends  # noqa: PLC0415 (verify start-up time)
+
+    backends = load_backends(toolkit_backends()).values()
+    sections = tuple(dict.fromkeys(s for b in backends for s in b.device_code_sections))
+    patterns = tuple(b.architectures for b in backends if b.architectures)
+    return known_runtime_globs(backends), sections, patterns
 
 
 def inspect_wheel(
@@ -94,15 +79,13 @@ def inspect_wheel(
         names = architecture_names([variant.backend.architectures] if variant.backend.architectures else [])
         matrix = matrix or str(variant.matrix_root)
     else:
-        known = _known_backends()
-        globs = tuple(dict.fromkeys(g for b in known for g in b.runtime_libraries))
-        sections = tuple(dict.fromkeys(s for b in known for s in b.device_code_sections))
-        names = architecture_names(b.architectures for b in known if b.architectures)
+        globs, sections, patterns = _known_runtime()
+        names = architecture_names(patterns)
     return RuleContext(
         wheel=read_wheel(wheel, sections, names),
         matrix=matrix,
         variant=variant,
-        runtime_globs=globs,
+        excludes=globs,
         release=release,
         expected_version=expected_version,
         policies=manylinux_policies(),
@@ -113,7 +96,7 @@ def inspect_wheel(
 def judge(ctx: RuleContext, results: Sequence[RuleResult] | None = None) -> VerifyReport:
     """The report of one inspected wheel: every rule applied (or the results given)."""
     contents = ctx.wheel
-    runtime_bound = sorted({n for e in contents.elf_files for n in e.needed if matches(n, ctx.runtime_globs)})
+    runtime_bound = sorted({n for e in contents.elf_files for n in e.needed if matches(n, ctx.excludes)})
     return VerifyReport(
         wheel=contents.path,
         size=contents.size,
@@ -121,7 +104,7 @@ def judge(ctx: RuleContext, results: Sequence[RuleResult] | None = None) -> Veri
         distribution=contents.distribution,
         version=contents.version,
         tags=contents.tags,
-        platform_tags=tuple(sorted({t.split("-")[-1] for t in contents.tags})),
+        platform_tags=platforms_of(contents.tags),
         variant=ctx.variant.name if ctx.variant is not None else None,
         matrix=ctx.matrix,
         release_mode=ctx.release,

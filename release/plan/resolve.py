@@ -19,8 +19,11 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from release.config.backends import Backend
+from release.config.globs import runtime_globs
 from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebuild, Variant
+from release.config.sysdeps import SystemPackage, merged, packages_of
 from release.errors import UsageError
+from release.wheel.names import parse_platform_tag
 
 BuildBackend = Literal["scikit-build-core", "setuptools", "meson-python", "other"]
 
@@ -171,8 +174,6 @@ class ResolvedVariant:
     excludes: tuple[str, ...]
     """What repair passes to `auditwheel repair --exclude`: the backend's runtime excludes, the
     variant's own, and the declared system libraries. Verify and smoke check against this."""
-    runtime_excludes: tuple[str, ...]
-    """The GPU runtime part of `excludes` (bound at load time, never vendored)."""
     runtime_globs: tuple[str, ...]
     """Every library of the runtime (the backend's `runtime_libraries` and the runtime excludes)."""
     runtime_needed: tuple[str, ...]
@@ -183,8 +184,10 @@ class ResolvedVariant:
     build: BuildSettings
     engine_dir: Path
     prebuild: Prebuild | None
-    scripts: tuple[str, ...]
-    own_libraries: tuple[str, ...]
+    system_packages: Mapping[str, SystemPackage]
+    """The engine's system build dependencies with the variant's own (by name)."""
+    before_all: str | None
+    """The engine's own before-all command, run after the system packages and the toolkit."""
     architectures: tuple[str, ...]
     device_code: bool
     images: tuple[ResolvedImage, ...]
@@ -246,6 +249,7 @@ def resolve_variant(
     matrix = loaded.matrix
     backend = loaded.backends[variant.backend]
     runtime_excludes = _unique(backend.exclude, variant.exclude)
+    globs = runtime_globs(backend, runtime_excludes)
     sonames = backend.sonames_for(variant.toolkit)
     key = f"variants.{name}.toolkit"
     line = loaded.lines.get(key) or loaded.lines.get(f"variants.{name}")
@@ -260,8 +264,7 @@ def resolve_variant(
         toolkit_source=f"{loaded.path.name}:{line} ({key})" if line else f"{loaded.path.name} ({key})",
         runtime_sonames=sonames,
         excludes=_unique(runtime_excludes, matrix.platform.system_libraries),
-        runtime_excludes=runtime_excludes,
-        runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
+        runtime_globs=globs,
         runtime_needed=(
             variant.runtime_needed if variant.runtime_needed is not None else backend.requires_runtime_needed
         ),
@@ -276,11 +279,11 @@ def resolve_variant(
         ),
         engine_dir=engine_dir,
         prebuild=matrix.engine.prebuild,
-        scripts=matrix.engine.scripts,
-        own_libraries=matrix.engine.own_libraries,
+        system_packages=merged(matrix.engine.system_packages, variant.system_packages),
+        before_all=matrix.engine.before_all,
         architectures=variant.architectures,
         device_code=variant.device_code,
-        images=tuple(_image(loaded, i, variant, backend, runtime_excludes) for i in variant.images),
+        images=tuple(_image(loaded, i, variant, backend, globs) for i in variant.images),
         hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
         build_image=_build_image(loaded, name, variant),
         smoke_commands=matrix.engine.smoke.commands,
@@ -324,14 +327,14 @@ def _slug(text: str) -> str:
 
 
 def _image(
-    loaded: LoadedMatrix, name: str, variant: Variant, backend: Backend, runtime_excludes: tuple[str, ...]
+    loaded: LoadedMatrix, name: str, variant: Variant, backend: Backend, globs: tuple[str, ...]
 ) -> ResolvedImage:
     image = loaded.matrix.images[name]
     recipe, sim = image.debian, image.simulate
     if recipe is not None:
         local = _runtime_image(
             loaded, "smoke", name, image, suite=recipe.suite, packages=recipe.packages,
-            backend=backend, runtime_excludes=runtime_excludes,
+            runtime_globs=globs,
         )  # fmt: skip
         return ResolvedImage(name=name, image=image, local=local)
     if image.container is None or sim is None:
@@ -346,7 +349,7 @@ def _image(
     packages = packages if sim.runtime != "absent" else ()
     standin = _runtime_image(
         loaded, "standin", name, image, suite=suite, packages=packages,
-        backend=backend, runtime_excludes=runtime_excludes,
+        runtime_globs=globs,
     )  # fmt: skip
     return ResolvedImage(name=name, image=image, standin=standin)
 
@@ -359,8 +362,7 @@ def _runtime_image(
     *,
     suite: str,
     packages: tuple[str, ...],
-    backend: Backend,
-    runtime_excludes: tuple[str, ...],
+    runtime_globs: tuple[str, ...],
 ) -> LocalImage:
     """A plain runtime image (no toolchain) with the image's Pythons and `simulate` layout."""
     sim = image.simulate
@@ -373,15 +375,14 @@ def _runtime_image(
         toolchain=False,
         runtime_prefix=prefix,
         runtime_via=sim.via if prefix and sim is not None else None,
-        runtime_globs=_unique(backend.runtime_libraries, runtime_excludes),
+        runtime_globs=runtime_globs,
     )
 
 
 def _build_image(loaded: LoadedMatrix, name: str, variant: Variant) -> ResolvedBuildImage:
-    floor = loaded.matrix.platform.floor
-    family, major, minor, _arch = floor.split("_", 3) if floor.count("_") >= 3 else (floor, "", "", "")
     declared = variant.build_image
-    release = (declared.release if declared else None) or f"{family}_{major}_{minor}"
+    floor = parse_platform_tag(loaded.matrix.platform.floor)
+    release = (declared.release if declared else None) or floor.image_name
     recipe = declared.debian if declared else None
     local_tag = (declared.local if declared else None) or (
         f"localhost/{_slug(loaded.matrix.engine.import_name)}-build-{_slug(name)}" if recipe else release
@@ -390,7 +391,11 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant) -> ResolvedB
         LocalImage(
             tag=local_tag,
             suite=recipe.suite,
-            packages=recipe.packages,
+            # The system build dependencies go in with the toolkit, in the same debootstrap.
+            packages=_unique(
+                recipe.packages,
+                packages_of(merged(loaded.matrix.engine.system_packages, variant.system_packages), "apt"),
+            ),
             pythons=loaded.matrix.python,
             toolchain=True,
             gcc=_gcc(recipe.gcc, release),

@@ -23,20 +23,11 @@ from release.plan.resolve import (
     require_variant,
     resolve_variant,
 )
+from release.wheel.names import parse_platform_tag, python_tag
 
 T = TypeVar("T", "BuildStep", "SmokeStep", "ImageStep")
 MAX_PATTERNS = 4096
 """Brace expansion of `--select` stops here: `{1..100000}` is a usage error, not a hang."""
-
-
-def python_tag(version: str) -> str:
-    return "cp" + version.replace(".", "")
-
-
-def platform_family(floor: str) -> str:
-    """`manylinux_2_28_x86_64` -> `manylinux_x86_64` (the identifier does not pin glibc)."""
-    family, _major, _minor, arch = floor.split("_", 3)
-    return f"{family}_{arch}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,10 +42,6 @@ class BuildStep:
     """One wheel of Python's limited API (`cp312-abi3`) that serves every Python from `python` on."""
     serves: tuple[str, ...] = ()
     """The matrix's Pythons this wheel is for (one, or all from `python` on for abi3)."""
-
-    @property
-    def variant_name(self) -> str:
-        return self.variant.name
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -193,7 +180,7 @@ def _version(py: str) -> tuple[int, ...]:
 def _build_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) -> tuple[BuildStep, ...]:
     """A step per Python, except that with `stable_abi` one abi3 step serves every Python from
     that version on."""
-    family = platform_family(loaded.matrix.platform.floor)
+    family = parse_platform_tag(loaded.matrix.platform.floor).family_arch  # the identifier does not pin glibc
     steps = []
     for name, v in variants.items():
         abi = v.stable_abi

@@ -28,7 +28,7 @@ from packaging.version import Version
 from release import table
 from release.errors import PublishError, ReleaseError
 from release.inspect.verify import verify_release
-from release.plan.steps import BuildStep, Plan, python_tag
+from release.plan.steps import BuildStep, Plan
 from release.publish import handoff, index
 from release.publish.upload import Candidate, Outcome, Uploader, classify, clean_output
 from release.wheel.archive import WheelReadError, read_metadata
@@ -38,8 +38,10 @@ from release.wheel.names import (
     InvalidWheelName,
     is_report,
     parse_wheel_name,
+    python_tag,
     report_path,
     report_wheel,
+    split_tag,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -188,7 +190,7 @@ def collect(
             if file_version != wanted_version:
                 problems.append(f"{rel}: version {file_version} does not match the tag's version {version}")
                 continue
-            keys = {(t.split("-")[0], t.split("-")[1]) for t in parsed.tags}
+            keys = {split_tag(t)[:2] for t in parsed.tags}
             matching = sorted(k for k in keys if k in variant_steps)
             if not matching:
                 problems.append(_unexpected(rel, keys, list(variant_steps.values()), plan))

@@ -13,6 +13,7 @@ from pathlib import Path
 from release.config.matrix import Simulation
 from release.errors import SmokeError
 from release.smoke.image import Result, run_command
+from release.wheel.names import manylinux_interpreter
 
 _COUNTER = itertools.count()
 
@@ -65,8 +66,7 @@ class ContainerSandbox:
 
 def interpreter(python: str) -> Path:
     """The image's interpreter for a version, where local images put it (cibuildwheel's layout)."""
-    tag = "cp" + python.replace(".", "")
-    return Path(f"/opt/python/{tag}-{tag}/bin/python")
+    return Path(manylinux_interpreter(python))
 
 
 def pull(engine: str, reference: str, *, log: Callable[[str], None]) -> None:

@@ -37,12 +37,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-
 from release.config.matrix import Simulation
 from release.errors import SmokeError, ToolchainError
+from release.inspect.elf import ElfReadError, read_elf_file
 from release.smoke.namespace import namespace_runner, sudo_problem
 from release.smoke.namespace import tool as _tool
 
@@ -74,15 +71,9 @@ def distribution_libdir() -> Path:
 
 def _needed(path: Path) -> tuple[str, ...]:
     try:
-        with path.open("rb") as stream:
-            elf = ELFFile(stream)
-            for section in elf.iter_sections():
-                if isinstance(section, DynamicSection):
-                    tags = section.iter_tags()
-                    return tuple(str(vars(t)["needed"]) for t in tags if t.entry.d_tag == "DT_NEEDED")
-    except (ELFError, OSError, ValueError):
+        return read_elf_file(path).needed
+    except (ElfReadError, OSError):
         return ()
-    return ()
 
 
 def runtime_files(libdir: Path, globs: Sequence[str]) -> tuple[str, ...]:

@@ -14,7 +14,6 @@ import json
 import re
 import shutil
 import tempfile
-import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -23,8 +22,9 @@ from release.build.images import usable as local_image_usable
 from release.build.interpreters import require_interpreter
 from release.build.toolchain import container_engine
 from release.config.matrix import Image
-from release.errors import SmokeError, ToolchainError
-from release.inspect.rules.registry import matches
+from release.errors import SmokeError, ToolchainError, UsageError, VerifyError
+from release.inspect.rules.runtime import vendored_runtime as vendored_runtime_rule
+from release.inspect.verify import inspect_wheel
 from release.plan.resolve import LocalImage, ResolvedVariant
 from release.smoke.container import ContainerSandbox, image_interpreter
 from release.smoke.container import interpreter as container_interpreter
@@ -58,12 +58,11 @@ class _Failed(Exception):
     """A check failed; the outcome already says why."""
 
 
-def vendored_runtime(wheel: Path, globs: Sequence[str]) -> list[str]:
-    """Files inside the wheel that match the excluded libraries' globs (also under the name they
-    had before auditwheel grafted them with a hash suffix, as verify matches them)."""
-    with zipfile.ZipFile(wheel) as archive:
-        names = archive.namelist()
-    return [n for n in names if matches(Path(n).name, globs)]
+def vendored_runtime(wheel: Path, variant: ResolvedVariant) -> list[str]:
+    """The wheel's files that verify's `vendored-runtime` rule finds: an excluded library by its
+    file name or by its SONAME (a renamed copy), judged by the rule itself, not a copy of it."""
+    finding = vendored_runtime_rule(inspect_wheel(wheel, variant=variant))
+    return list(finding.paths) if finding.status == "fail" else []
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
@@ -238,7 +237,11 @@ class Smoke:
         return self.outcome
 
     def check_contents(self) -> None:
-        vendored = vendored_runtime(self.wheel, self.variant.excludes)
+        try:
+            vendored = vendored_runtime(self.wheel, self.variant)
+        except (UsageError, VerifyError) as exc:  # a wheel verify cannot read: said as the step's detail
+            self._step("runtime not vendored", None, False, f"cannot inspect the wheel: {exc}")
+            return
         detail = f"vendors the runtime: {', '.join(vendored)}" if vendored else ""
         self._step("runtime not vendored", None, not vendored, detail)
 

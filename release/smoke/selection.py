@@ -10,8 +10,7 @@ from release.config.matrix import Image, Simulation
 from release.config.pythons import newer_pythons
 from release.errors import SmokeError, UsageError
 from release.plan.resolve import ResolvedVariant
-from release.plan.steps import python_tag
-from release.wheel.names import InvalidWheelName, WheelName, parse_wheel_name
+from release.wheel.names import InvalidWheelName, WheelName, parse_wheel_name, python_tag
 
 HOST_IMAGE = "host"
 

@@ -37,6 +37,7 @@ from release.wheel.names import (
     parse_wheel_name,
     split_variant_label,
     variant_wheel_filename,
+    version_field,
 )
 from release.wheel.rewrite import rewrite_wheel
 
@@ -135,7 +136,7 @@ def make_wheel(wheel: Path, out: Path, shared: VariantSet, desc: Description) ->
     """One variant wheel in `out` from the per-variant `wheel`."""
     name = parse_wheel_name(wheel)
     stem = filename_stem(shared.distribution)
-    version_part = wheel.name.split("-")[1]
+    version_part = version_field(wheel)
     info = f"{stem}-{version_part}.dist-info"
     edit = _set_name(shared.distribution)
     target = out / variant_wheel_filename(name, shared.distribution, desc.label)
@@ -190,13 +191,13 @@ def make_variant_wheels(
     for desc in shared.descriptions:
         for wheel in sources[desc.label]:
             made.append(make_wheel(wheel, out, shared, desc))
-            versions.add(wheel.name.split("-")[1])
+            versions.add(version_field(wheel))
             log(f"{desc.variant:>6} {desc.label:>8}  {made[-1].name}")
     indexes = []
     for version_part in sorted(versions):
         present = [
             d for d in shared.descriptions
-            if any(w.name.split("-")[1] == version_part for w in sources[d.label])
+            if any(version_field(w) == version_part for w in sources[d.label])
         ]
         written = write_bytes(out / index_file_name(stem, version_part), render(document(present)))
         written.chmod(0o644)

@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name
 from release.plan.resolve import ResolvedVariant
 from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
 from release.wheel.archive import parse_metadata
-from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label
+from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label, variants_index_fields
 
 INSTALL_TIMEOUT = 300.0
 """Seconds one install may take (a local index: seconds are normal)."""
@@ -37,7 +37,7 @@ FORCE_CUDA = "NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION"
 def project_of(path: Path) -> str | None:
     """The canonical project a release file belongs to (a wheel, a variant wheel, `-variants.json`)."""
     if path.name.endswith(INDEX_SUFFIX):
-        return canonicalize_name(path.name[: -len(INDEX_SUFFIX)].rsplit("-", 1)[0])
+        return canonicalize_name(variants_index_fields(path)[0])
     try:
         return parse_wheel_name(split_variant_label(path)[0]).distribution
     except InvalidWheelName:

@@ -4,12 +4,53 @@ matrix floor and a wheel's tags alike) and the verify report beside a wheel."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 
 REPORT_SUFFIX = ".verify.json"
+_CPYTHON = re.compile(r"^cp(\d)(\d+)$")
+
+
+def python_tag(version: str) -> str:
+    """'3.12' -> 'cp312': the CPython interpreter tag of a version (spelled here only)."""
+    return "cp" + version.replace(".", "")
+
+
+def tag_python(tag: str) -> tuple[int, int] | None:
+    """'cp312' -> (3, 12); None for a tag that is not one CPython version (`py3`, `pp310`, `abi3`)."""
+    match = _CPYTHON.match(tag)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def split_tag(tag: str) -> tuple[str, str, str]:
+    """'cp312-cp312-manylinux_2_28_x86_64' -> (interpreter, abi, platform); tags are split here only."""
+    interpreter, _, rest = tag.partition("-")
+    abi, _, platform = rest.partition("-")
+    return interpreter, abi, platform
+
+
+def interpreters_of(tags: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({split_tag(t)[0] for t in tags}))
+
+
+def platforms_of(tags: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted({split_tag(t)[2] for t in tags}))
+
+
+def platform_field(name: str | Path) -> str:
+    """The platform field of a wheel file name as written (`manylinux_2_27_x86_64.manylinux_2_28_x86_64`
+    for a wheel auditwheel tagged for two policies)."""
+    filename = name.name if isinstance(name, Path) else name
+    return filename.removesuffix(".whl").rsplit("-", 1)[-1]
+
+
+def manylinux_interpreter(version: str) -> str:
+    """Where a manylinux image (and the local images made like one) keeps CPython `version`."""
+    tag = python_tag(version)
+    return f"/opt/python/{tag}-{tag}/bin/python"
 
 _MANYLINUX = re.compile(r"^(manylinux|musllinux)_(\d+)_(\d+)_(\w+)$")
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
@@ -33,23 +74,19 @@ class WheelName:
 
     @property
     def interpreters(self) -> tuple[str, ...]:
-        return tuple(sorted({t.split("-")[0] for t in self.tags}))
+        return interpreters_of(self.tags)
 
     @property
     def abis(self) -> tuple[str, ...]:
-        return tuple(sorted({t.split("-")[1] for t in self.tags}))
+        return tuple(sorted({split_tag(t)[1] for t in self.tags}))
 
     @property
     def platforms(self) -> tuple[str, ...]:
-        return tuple(sorted({t.split("-")[-1] for t in self.tags}))
+        return platforms_of(self.tags)
 
     def python_version(self) -> str | None:
         """'3.12' for a `cp312` wheel (the oldest CPython it names), None for `py3` and others."""
-        versions = sorted(
-            (int(m.group(1)), int(m.group(2)))
-            for m in (re.match(r"^cp(\d)(\d+)$", i) for i in self.interpreters)
-            if m
-        )
+        versions = sorted(v for v in map(tag_python, self.interpreters) if v is not None)
         return f"{versions[0][0]}.{versions[0][1]}" if versions else None
 
     def matches(self, distribution: str) -> bool:
@@ -64,6 +101,25 @@ def parse_wheel_name(name: str | Path) -> WheelName:
     except InvalidWheelFilename as exc:
         raise InvalidWheelName(str(exc)) from None
     return WheelName(filename, dist, str(version), tuple(sorted(str(t) for t in tags)))
+
+
+def version_field(name: str | Path) -> str:
+    """The version exactly as a wheel file name spells it (its `.dist-info` directory spells it the
+    same way), where `parse_wheel_name` gives the normalized one."""
+    filename = name.name if isinstance(name, Path) else name
+    parse_wheel_name(filename)
+    return filename.split("-")[1]
+
+
+def variants_index_fields(name: str | Path) -> tuple[str, str]:
+    """(distribution, version) of a PEP 825 `{name}-{version}-variants.json` file name."""
+    filename = name.name if isinstance(name, Path) else name
+    stem = filename.removesuffix("-variants.json")
+    distribution, _, version = stem.rpartition("-")
+    if stem == filename or not distribution or not version:
+        msg = f"{filename}: not a `<name>-<version>-variants.json` file name"
+        raise InvalidWheelName(msg)
+    return distribution, version
 
 
 VARIANT_LABEL = re.compile(r"^[0-9a-z._]{1,16}$")

@@ -7,13 +7,13 @@ stale, as `release build --container` makes it; needs podman as root to make it.
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from release.build.toolchain import container_engine
+from release.environment import in_ci
 from release.inspect.elf import inspect_elf
 from release.plan.resolve import LocalImage
 from tests.integration.conftest import ROOT
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 ENGINE = container_engine()
 if ENGINE is None:
-    if os.environ.get("CI") == "true":
+    if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
     pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
 

@@ -8,7 +8,6 @@ made from Debian packages when absent and cached in podman's store between runs.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,12 +18,13 @@ import pytest
 import yaml
 
 from release.build.toolchain import container_engine
+from release.environment import in_ci
 from release.inspect.elf import inspect_elf, is_elf
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 
 ENGINE = container_engine()
 if ENGINE is None:
-    if os.environ.get("CI") == "true":
+    if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
     pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
 

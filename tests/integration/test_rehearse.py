@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from release.build.toolchain import container_engine
+from release.environment import in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = "3.12"
@@ -34,7 +35,7 @@ PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts", "engi
 
 pytestmark = pytest.mark.integration
 if container_engine() is None:
-    if os.environ.get("CI") == "true":
+    if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
     pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
 

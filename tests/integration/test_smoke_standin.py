@@ -7,7 +7,6 @@ build (building wheels is slow); the stand-in images are made by the fixture whe
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,13 +14,14 @@ import pytest
 from release.build.images import ensure
 from release.build.toolchain import container_engine
 from release.config.matrix import load
+from release.environment import in_ci
 from release.plan.steps import make_plan
 
 from .conftest import ROOT, toolkit, write_wheel
 
 ENGINE = container_engine()
 if ENGINE is None:
-    if os.environ.get("CI") == "true":
+    if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
     pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ LAYERS = (
     ("inspect",),
     ("plan",),
     ("config",),
-    ("wheel", "errors", "table", "atomic", "interrupts"),
+    ("wheel", "errors", "table", "atomic", "interrupts", "environment"),
 )
 
 
@@ -127,10 +128,109 @@ def test_each_wheel_fact_is_read_in_one_place(needle: str, home: str) -> None:
 
 
 def test_executors_take_steps_not_a_matrix_and_a_name() -> None:
-    """No stage module looks a variant up by name in the matrix: only the plan resolves."""
+    """No stage or command looks a variant up by name in the matrix (`loaded.variant(name)`):
+    only the plan resolves, and commands ask the plan (`plan.variant(name)`)."""
     offenders = [
         name
         for name, path in _modules().items()
-        if _layer(name) in (1, 2) and ".variant(" in path.read_text(encoding="utf-8")
+        if (_layer(name) in (1, 2) and ".variant(" in path.read_text(encoding="utf-8"))
+        or (_layer(name) == 0 and "loaded.variant(" in path.read_text(encoding="utf-8"))
     ]
     assert offenders == []
+
+
+def _source_hits(pattern: str, *, home: str | None = None) -> list[str]:
+    """`module:line` of every line of `release/` that matches `pattern`, outside `home`."""
+    compiled = re.compile(pattern)
+    return [
+        f"{name}:{number}"
+        for name, path in _modules().items()
+        if home is None or str(path.relative_to(RELEASE.parent)) != home
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if compiled.search(line)
+    ]
+
+
+def test_the_python_tag_is_spelled_in_one_place() -> None:
+    """'3.12' -> 'cp312' is `release.wheel.names.python_tag`; steps carry it as `python_tag`."""
+    assert _source_hits(r"""["']cp["']\s*\+|f["']cp\{|["']cp%""", home="release/wheel/names.py") == []
+
+
+def test_wheel_tags_are_split_in_one_place() -> None:
+    """`interpreter-abi-platform` and the file name's fields are split by `release.wheel.names`."""
+    home = "release/wheel/names.py"
+    assert _source_hits(r"""split\(\s*["']-["']|partition\(\s*["']-["']\s*\)\[""", home=home) == []
+    assert _source_hits(r"""\[:-4\]|removesuffix\(\s*["']\.whl["']""", home=home) == []
+
+
+def test_the_platform_floor_is_parsed_in_one_place() -> None:
+    """`manylinux_2_28_x86_64` is taken apart by `parse_platform_tag` (and matched by `FLOOR`)."""
+    assert _source_hits(r"""floor\w*\.split\(|floor\w*\.count\(""") == []
+
+
+def test_ci_is_read_in_one_place() -> None:
+    """`CI` and `GITHUB_ACTIONS` are read by `release.environment` only: the toolkit, noxfile.py
+    and the test suite (its conftest included) ask `in_ci()`, so they cannot disagree."""
+    reading = re.compile(r"""(environ\.get\(|environ\[|getenv\()\s*["'](CI|GITHUB_ACTIONS)["']""")
+    home = RELEASE / "environment.py"
+    files = [*RELEASE.rglob("*.py"), *(RELEASE.parent / "tests").rglob("*.py"), RELEASE.parent / "noxfile.py"]
+    hits = [
+        f"{path.relative_to(RELEASE.parent)}:{number}"
+        for path in files
+        if path != home and path.is_file()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if reading.search(line)
+    ]
+    assert hits == []
+
+
+def test_runtime_globs_are_decided_in_one_place() -> None:
+    """A backend's runtime libraries are read from its data by `release.config` only (the loader
+    validates them; `runtime_globs` and `known_runtime_globs` combine them), never as raw JSON."""
+    uses = [
+        name
+        for name, path in _modules().items()
+        if not name.startswith("release.config.") and "runtime_libraries" in set(_code_strings(path))
+    ]
+    assert uses == []
+
+
+def test_one_elf_reader() -> None:
+    """ELF files are read by `release.inspect.elf` (verify's bounded reader), smoke included."""
+    assert [n for n, p in _modules().items() if any(m.startswith("elftools") for m in _imports(p))] == []
+
+
+ZIPFILE_PENDING: set[str] = set()
+"""Modules still reading with zipfile outside `release.wheel` (none)."""
+
+
+def test_zip_archives_are_opened_in_wheel_only() -> None:
+    """`zipfile.ZipFile` is used by `release.wheel` only: untrusted wheels go through its bounded
+    reader, our own output through `release.wheel.own` and `release.wheel.rewrite`.
+    Commands have no exemption."""
+    zip_file = re.compile(r"\bZipFile\b")
+    opened = sorted(
+        name
+        for name, path in _modules().items()
+        if not name.startswith("release.wheel.") and zip_file.search(path.read_text(encoding="utf-8"))
+    )
+    assert [n for n in opened if n not in ZIPFILE_PENDING] == []
+
+
+@pytest.mark.parametrize(
+    ("cls", "home"), [("ResolvedVariant", "release.plan.resolve"), ("BuildStep", "release.plan.steps")]
+)
+def test_every_resolved_fact_is_read_somewhere(cls: str, home: str) -> None:
+    """A fact the plan carries is one a stage reads: an unread field is a second, stale source."""
+    tree = ast.parse(_modules()[home].read_text(encoding="utf-8"))
+    node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+    fields = [
+        n.target.id for n in node.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+    ] + [n.name for n in node.body if isinstance(n, ast.FunctionDef)]
+    read = {
+        n.attr
+        for name, path in _modules().items()
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(n, ast.Attribute) and not (name == home and isinstance(n.ctx, ast.Store))
+    }
+    assert [f for f in fields if f not in read and not f.startswith("_")] == []

@@ -11,6 +11,7 @@ from release import cli
 from release.config import matrix
 from release.errors import UsageError
 from release.plan import steps as plan
+from release.wheel.names import parse_platform_tag
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX_FILE = ROOT / "matrix.yaml"
@@ -53,8 +54,8 @@ def test_twelve_build_steps_and_the_held_back_variant(loaded: matrix.LoadedMatri
 
 
 def test_platform_family_drops_the_glibc_version() -> None:
-    assert plan.platform_family("manylinux_2_28_x86_64") == "manylinux_x86_64"
-    assert plan.platform_family("musllinux_1_2_aarch64") == "musllinux_aarch64"
+    assert parse_platform_tag("manylinux_2_28_x86_64").family_arch == "manylinux_x86_64"
+    assert parse_platform_tag("musllinux_1_2_aarch64").family_arch == "musllinux_aarch64"
     assert plan.python_tag("3.13") == "cp313"
 
 

@@ -90,7 +90,7 @@ def _apply(facts: Facts, variant: str | None = "auto", *, matrix: bool = True) -
         wheel=facts.contents(),
         matrix="/p/matrix.yaml" if matrix else None,
         variant=chosen,
-        runtime_globs=(),
+        excludes=(),
         release=False,
         expected_version=None,
         policies=manylinux_policies(),

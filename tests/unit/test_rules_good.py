@@ -214,7 +214,7 @@ def context(
         wheel=facts.contents(),
         matrix=MATRIX_FILE if matrix else None,
         variant=chosen,
-        runtime_globs=globs,
+        excludes=globs,
         release=release,
         expected_version=expected_version,
         policies=manylinux_policies(),

@@ -12,7 +12,7 @@ from release.errors import SmokeError, ToolchainError, UsageError
 from release.plan.steps import make_plan
 from release.smoke.image import Bind, Sandbox, debian_mirror, minbase_dir, missing_libraries
 from release.smoke.outcome import Outcome, Step, report, summary
-from release.smoke.runner import _json_ok, interpreter_home, vendored_runtime
+from release.smoke.runner import _json_ok, interpreter_home
 from release.smoke.selection import images_for, wheel_python, wheels_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,17 +127,6 @@ def test_wheel_selection_by_distribution_and_python(tmp_path: Path) -> None:
     assert wheel_python(b) == "3.13"
     with pytest.raises(SmokeError, match="not a CPython wheel"):
         wheel_python(_wheel(tmp_path, "x-1.0-py3-none-any.whl"))
-
-
-def test_vendored_runtime_is_found_by_glob(tmp_path: Path) -> None:
-    wheel = _wheel(
-        tmp_path, "w-1-cp312-cp312-linux_x86_64.whl",
-        ("xfer/_xfer.so", "xfer_engine_rocm.libs/libamdhip64-1a2b3c.so.5", "xfer.libs/libnuma.so.1"),
-    )
-    assert vendored_runtime(wheel, ("libamdhip64*", "libhsa-runtime64.so*")) == [
-        "xfer_engine_rocm.libs/libamdhip64-1a2b3c.so.5"
-    ]
-    assert vendored_runtime(wheel, ()) == []
 
 
 def test_json_ok() -> None:

@@ -147,7 +147,7 @@ def _variant_ctx(label: str, doc: dict[str, object], variant: str | None, **elf_
     return RuleContext(
         wheel=contents, matrix="/project/matrix.yaml",
         variant=shared.variants[variant] if variant else None,
-        runtime_globs=(), release=False, expected_version=None, policies=manylinux_policies(),
+        excludes=(), release=False, expected_version=None, policies=manylinux_policies(),
     )  # fmt: skip
 
 

@@ -17,9 +17,11 @@ from release.inspect.elf import (
     ElfReadError,
     comment_strings,
     inspect_elf,
+    read_elf_file,
     tables_needed,
 )
 from release.inspect.elfformat import Image, MissingRange
+from release.smoke.image import runtime_files
 from tests.hostile.builders import (
     EM_386,
     EM_AARCH64,
@@ -228,3 +230,27 @@ def test_a_container_format_is_one_class_behind_the_protocol(monkeypatch: pytest
             scanner.feed(at, blob[at : at + step])
         assert scanner.architectures([(0, len(blob))]) == ("ascend310p", "ascend910b")
         assert scanner.architectures([(0, 64)]) == ()
+
+
+def test_an_elf_file_on_disk_is_read_by_its_tables_only(tmp_path: Path) -> None:
+    """Smoke's runtime layout reads the NEEDED of every library in a runtime directory: the same
+    reader as verify, from the file's headers and tables (not its code, which runs to GBs)."""
+    data = elf_bytes(needed=("libhsa-runtime64.so.1", "libc.so.6"), soname="libamdhip64.so.7")
+    path = tmp_path / "libamdhip64.so.7"
+    path.write_bytes(data + bytes(4 << 20))  # a large tail nothing points into
+    info = read_elf_file(path)
+    assert info.needed == inspect_elf("x", data).needed == ("libhsa-runtime64.so.1", "libc.so.6")
+    assert info.soname == "libamdhip64.so.7"
+    (tmp_path / "not-elf.so").write_bytes(b"\x7fELF" + b"\xff" * 60)
+    with pytest.raises(ElfReadError):
+        read_elf_file(tmp_path / "not-elf.so")
+
+
+def test_runtime_files_follow_needed_through_our_reader(tmp_path: Path) -> None:
+    libdir = tmp_path / "lib"
+    libdir.mkdir()
+    (libdir / "libamdhip64.so.7").write_bytes(elf_bytes(needed=("libhsakmt.so.1", "libnuma.so.1")))
+    (libdir / "libhsakmt.so.1").write_bytes(elf_bytes(needed=("libc.so.6",)))
+    (libdir / "libnuma.so.1").write_bytes(elf_bytes(needed=("libc.so.6",)))
+    (libdir / "libother.so.1").write_bytes(elf_bytes(needed=("libnuma.so.1",)))
+    assert runtime_files(libdir, ("libamdhip64.so*",)) == ("libamdhip64.so.7", "libhsakmt.so.1")

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 from release.errors import VerifyError
 from release.inspect.rules.registry import Finding, RuleContext, listing, rule
 from release.inspect.stableabi import LimitedApiAudit, audit_limited_api
+from release.wheel.names import interpreters_of, python_tag, split_tag, tag_python
 
-_CPYTHON = re.compile(r"^cp(\d)(\d+)$")
-
-
-def _version(interpreter: str) -> tuple[int, int] | None:
-    match = _CPYTHON.match(interpreter)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+_version = tag_python
 
 
 def _dotted(version: tuple[int, int]) -> str:
@@ -35,9 +29,9 @@ def _problems(audits: list[LimitedApiAudit], floor: str) -> list[str]:
 def stable_abi(ctx: RuleContext) -> Finding:
     """An abi3 wheel is tagged `cpXY-abi3` for the variant's `stable_abi` and uses only the limited
     API of that version (abi3audit); a per-Python wheel of such a variant is one below the floor."""
-    tags = [t.split("-") for t in ctx.wheel.tags]
-    abi3 = sorted({t[0] for t in tags if len(t) == 3 and t[1] == "abi3"})
-    interpreters = sorted({t[0] for t in tags})
+    tags = [split_tag(t) for t in ctx.wheel.tags]
+    abi3 = sorted({t[0] for t in tags if t[1] == "abi3"})
+    interpreters = list(interpreters_of(ctx.wheel.tags))
     declared = ctx.variant.stable_abi if ctx.variant is not None else None
     if ctx.variant is None:
         if not abi3:
@@ -56,7 +50,7 @@ def stable_abi(ctx: RuleContext) -> Finding:
         return Finding("not-applicable", f"variant {ctx.variant.name} declares no stable_abi")
     else:
         floor = declared
-        expected = "cp" + declared.replace(".", "")
+        expected = python_tag(declared)
         if not abi3:
             own = [v for v in map(_version, interpreters) if v is not None]
             major, minor = (int(part) for part in declared.split(".")[:2])

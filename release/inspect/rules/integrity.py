@@ -28,7 +28,7 @@ from release.wheel.archive import (
     parse_metadata,
     parse_record,
 )
-from release.wheel.names import parse_platform_tag
+from release.wheel.names import parse_platform_tag, split_tag
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CONTROL = re.compile(r"[\x00-\x1f]")
@@ -162,7 +162,7 @@ def _native_code(ctx: RuleContext) -> Iterator[str]:
     elves = ctx.wheel.elf_files
     if not elves:
         return
-    tags = [parse_platform_tag(t.split("-")[-1]) for t in sorted(set(ctx.wheel.tags))]
+    tags = [parse_platform_tag(split_tag(t)[2]) for t in sorted(set(ctx.wheel.tags))]
     if any(t.family == "any" for t in tags):
         yield f"platform 'any', yet it carries native code ({listing([e.path for e in elves], 3)})"
         return

@@ -4,13 +4,13 @@ two variants of one import package apart."""
 from __future__ import annotations
 
 import ast
-import re
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from release.inspect.rules.registry import Finding, RuleContext, listing, not_applicable, rule
 from release.plan.version import tag_version
+from release.wheel.names import interpreters_of, tag_python
 
 # Calls of importlib.metadata that can see the other installed distributions.
 _GUARD_CALLS = frozenset({"distributions", "packages_distributions", "distribution", "metadata"})
@@ -19,12 +19,6 @@ MAX_GUARD_SOURCE = 1 << 20
 """An `__init__.py` larger than this is not parsed for the guard (no real one comes close)."""
 DEFAULT_SIZE_LIMIT = 100 << 20
 """PyPI's upload limit per file (100 MiB) unless the project was granted more."""
-
-
-def _python_tag_version(interpreter: str) -> str | None:
-    """'cp312' -> '3.12'; 'py3' -> None."""
-    match = re.match(r"^(?:cp|pp)3(\d+)$", interpreter)
-    return f"3.{match.group(1)}" if match else None
 
 
 def _same_version(a: str | None, b: str) -> bool:
@@ -45,8 +39,9 @@ def wheel_name(ctx: RuleContext) -> Finding:
         expected = ctx.variant.distribution
         problems.append(f"distribution {w.distribution!r} is not variant {ctx.variant.name}'s {expected!r}")
     pythons = ctx.variant.pythons
-    for interpreter in sorted({t.split("-")[0] for t in w.tags}):
-        if _python_tag_version(interpreter) not in pythons:
+    for interpreter in interpreters_of(w.tags):
+        version = tag_python(interpreter)
+        if version is None or f"{version[0]}.{version[1]}" not in pythons:
             problems.append(f"python tag {interpreter} is not one of the matrix's ({', '.join(pythons)})")
     if ctx.expected_version is not None and not _same_version(
         tag_version(ctx.expected_version, ctx.variant.tag_pattern), w.version

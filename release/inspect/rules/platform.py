@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from release.inspect.policy import Policy, policy_for
 from release.inspect.rules.registry import Finding, RuleContext, Status, listing, matches, rule
 from release.inspect.versions import parse_version, split_versioned
-from release.wheel.names import PlatformTag, parse_platform_tag
+from release.wheel.names import PlatformTag, parse_platform_tag, platforms_of
 
 _LOADER = ("ld-linux*.so*", "ld64.so*", "libpython3*.so*")
 
@@ -19,7 +19,7 @@ def _fmt(version: tuple[int, ...]) -> str:
 
 def platform_tags(ctx: RuleContext) -> list[PlatformTag]:
     """The wheel's platform tags, parsed, each once."""
-    return [parse_platform_tag(t) for t in sorted({t.split("-")[-1] for t in ctx.wheel.tags})]
+    return [parse_platform_tag(t) for t in platforms_of(ctx.wheel.tags)]
 
 
 def wheel_policy(ctx: RuleContext, claims: Sequence[PlatformTag]) -> Policy | None:
@@ -120,7 +120,7 @@ def external_dependency(ctx: RuleContext) -> Finding:
             if (
                 needed in allowed
                 or needed in provided
-                or matches(needed, ctx.runtime_globs)
+                or matches(needed, ctx.excludes)
                 or matches(needed, system)
                 or matches(needed, _LOADER)
             ):

@@ -57,8 +57,10 @@ class RuleContext:
     """The matrix file the wheel is checked against, if any."""
     variant: ResolvedVariant | None
     """The variant the wheel is one of; None for a wheel that is none of the matrix's."""
-    runtime_globs: tuple[str, ...]
-    """The variant's `excludes` (what repair kept out); without a variant, every known runtime."""
+    excludes: tuple[str, ...]
+    """What must not be inside the wheel: the variant's `excludes` (what repair kept out), or
+    without a variant every known runtime's libraries. Not `ResolvedVariant.runtime_globs`, which
+    are the runtime's libraries alone, without the declared system libraries."""
     release: bool
     expected_version: str | None
     policies: tuple[Policy, ...]

@@ -17,23 +17,23 @@ def vendored_runtime(ctx: RuleContext) -> Finding:
     """An excluded runtime library is inside the wheel."""
     if ctx.variant is None:
         return not_applicable(ctx, "the variant's runtime excludes")
-    if not ctx.runtime_globs:
+    if not ctx.excludes:
         return Finding("pass", f"variant {ctx.variant.name} binds no GPU runtime (no excludes)")
     sonames = {e.path: e.soname for e in ctx.wheel.elf_files}
     found = [
         m.name
         for m in ctx.wheel.members
-        if matches(posixpath.basename(m.name), ctx.runtime_globs)
-        or ((soname := sonames.get(m.name)) is not None and matches(soname, ctx.runtime_globs))
+        if matches(posixpath.basename(m.name), ctx.excludes)
+        or ((soname := sonames.get(m.name)) is not None and matches(soname, ctx.excludes))
     ]
     if found:
         return Finding(
             "fail",
             f"excluded runtime library vendored into the wheel: {listing(found)} "
-            f"(repair must exclude {', '.join(ctx.runtime_globs)} so the loader binds the image's runtime)",
+            f"(repair must exclude {', '.join(ctx.excludes)} so the loader binds the image's runtime)",
             tuple(found),
         )
-    return Finding("pass", f"no library matching {', '.join(ctx.runtime_globs)} is inside the wheel")
+    return Finding("pass", f"no library matching {', '.join(ctx.excludes)} is inside the wheel")
 
 
 def _closure(start: ElfInfo, by_name: Mapping[str, ElfInfo]) -> set[str]:

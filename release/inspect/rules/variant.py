@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 
 from release.config.backends import load_backends
+from release.config.globs import known_runtime_globs
 from release.config.resources import toolkit_backends
 from release.inspect.rules.registry import Finding, RuleContext, listing, matches, rule
 from release.variants.metadata import (
@@ -22,7 +23,7 @@ from release.wheel.names import split_variant_label
 def _every_runtime() -> tuple[str, ...]:
     """The runtime libraries of every backend the toolkit knows (a null variant binds none)."""
     backends = load_backends(toolkit_backends())
-    return tuple(sorted({g for b in backends.values() for g in (*b.runtime_libraries, *b.exclude)}))
+    return tuple(sorted(known_runtime_globs(backends.values())))
 
 
 def _bound_runtimes(ctx: RuleContext) -> list[str]:
