@@ -7,20 +7,40 @@ selftest run in one role: `single` (one process), `prefill` (starts the master, 
 buffer and publishes the master's address in --address-file) or `decode` (finds the master there,
 reads the buffer into its own GPU memory and verifies it, writes its own data back). Without a
 GPU the selftest is a skip with its reason, never a pass; --require-device makes it a failure.
+
+The wheel comes from the GitHub Release of a tag (--release, through `gh`), a wheelhouse or a
+file. With --image the leg runs in one container of the serving image, with the image's own
+Python and the host's GPUs (`--device /dev/kfd /dev/dri` on AMD hosts, `--gpus all` where
+nvidia-smi exists). For two nodes, prefill runs with --detach (it returns once the master's
+address is written) and --attach (it waits, bounded, for the served leg to end, and turns the
+decode job's --done-artifact into the engine's done file); decode takes the address from
+--address-artifact. The artifacts are this workflow run's, found through `gh run download`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import re
+import shutil
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+from release.build.toolchain import container_engine
 from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError, UsageError
-from release.hardware.leg import ROLES, Leg, python_version, run_leg
+from release.hardware import container as containers
+from release.hardware import fetch
+from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_version, run_leg
 from release.plan.steps import make_plan
+from release.smoke.runner import interpreter_home
 from release.smoke.selection import wheels_for
 from release.table import render
 
@@ -33,6 +53,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--address-file", type=Path, help="prefill writes the master's address here, decode reads it")
     add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
     add("--wheel", type=Path, help="this wheel file (its verify report beside it) instead of a wheelhouse")
+    add("--release", metavar="TAG", help="download the leg's wheel and report from this tag's GitHub Release")
+    add(
+        "--repository",
+        default=os.environ.get("GITHUB_REPOSITORY", ""),
+        metavar="OWNER/NAME",
+        help="with --release: the repository (default: $GITHUB_REPOSITORY)",
+    )
+    add("--image", help="run the leg in a container of this serving image, with the image's own Python")
+    add(
+        "--detach",
+        action="store_true",
+        help="prefill: start the leg in the background; return once the master's address is written",
+    )
+    add("--attach", action="store_true", help="prefill: wait for the leg --detach started, and report it")
+    add("--address-artifact", metavar="NAME", help="decode: wait for this run's artifact NAME (the address)")
+    add("--done-artifact", metavar="NAME", help="--attach: decode's artifact NAME ends prefill's serving")
+    add(
+        "--wait",
+        type=float,
+        default=1800.0,
+        help="seconds to wait for a peer's artifact or address in total (default 1800)",
+    )
     add(
         "--local",
         action="store_true",
@@ -50,11 +92,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--json", action="store_true", help="print the leg as JSON (progress goes to stderr)")
 
 
-def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str) -> tuple[Path, str]:
+def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch: Path) -> tuple[Path, str]:
     plan = make_plan(loaded, variants=(args.variant,))
     variant = plan.variant(args.variant)
     if args.wheel is not None:
         return args.wheel, variant.import_name
+    if args.release:
+        if not args.repository:
+            msg = "--release needs --repository OWNER/NAME (or $GITHUB_REPOSITORY)"
+            raise UsageError(msg)
+        pattern = fetch.wheel_pattern(variant.distribution, version)
+        return fetch.from_release(
+            args.release, args.repository, pattern, scratch / "wheel"
+        ), variant.import_name
     wheelhouse = (args.wheelhouse or loaded.root / "wheelhouse") / args.variant
     found = wheels_for(wheelhouse, variant, version)
     if len(found) != 1:
@@ -66,53 +116,269 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str) -> tupl
     return found[0], variant.import_name
 
 
-def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+def _check_arguments(args: argparse.Namespace) -> None:
     if args.role != "single" and args.address_file is None:
         msg = f"--role {args.role} needs --address-file (the master's address is exchanged through it)"
         raise UsageError(msg)
-    version = python_version(args.python)
-    wheel, import_name = _wheel(args, loaded, version)
+    if (args.detach or args.attach) and args.role != "prefill":
+        msg = "--detach and --attach are for --role prefill (the side that serves)"
+        raise UsageError(msg)
+    if args.detach and args.attach:
+        msg = "--detach starts the prefill leg, --attach waits for it: give one"
+        raise UsageError(msg)
+    if args.address_artifact and args.role != "decode":
+        msg = "--address-artifact is for --role decode (prefill writes the address)"
+        raise UsageError(msg)
+    if args.done_artifact and not args.attach:
+        msg = "--done-artifact goes with --attach (prefill waits for decode's artifact there)"
+        raise UsageError(msg)
+
+
+def _state(address_file: Path) -> tuple[Path, Path, Path]:
+    """The detached prefill leg's pid, record and log files, beside the address file."""
+    base = str(address_file)
+    return Path(base + ".leg.pid"), Path(base + ".leg.json"), Path(base + ".leg.log")
+
+
+def _detach(argv: list[str], args: argparse.Namespace) -> int:
+    """Start this same leg in the background; return once the engine wrote the master's address."""
+    address = Path(args.address_file)
+    pid_file, record, log_file = _state(address)
+    address.parent.mkdir(parents=True, exist_ok=True)
+    for old in (address, Path(str(address) + ".done"), pid_file, record):
+        old.unlink(missing_ok=True)
+    child = [a for a in argv if a != "--detach"]
+    if "--json" not in child:
+        child.append("--json")
+    with record.open("w") as out, log_file.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "release", *child], stdout=out, stderr=err, start_new_session=True
+        )
+    pid_file.write_text(f"{proc.pid}\n", encoding="utf-8")
+    end = time.monotonic() + args.timeout
+    while not address.exists():
+        if proc.poll() is not None:
+            tail = log_file.read_text(encoding="utf-8", errors="replace").strip()[-1500:]
+            msg = f"the prefill leg ended (exit {proc.returncode}) before writing {address}:\n{tail}"
+            raise SmokeError(msg)
+        if time.monotonic() > end:
+            msg = f"the prefill leg wrote no address to {address} within {args.timeout:g}s (log: {log_file})"
+            raise SmokeError(msg)
+        time.sleep(0.5)
+    print(f"prefill serving (pid {proc.pid}): {address.read_text(encoding='utf-8').strip()}")
+    print(f"log: {log_file}; `release hardware --attach` waits for it and reports")
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A child of ours that has ended but not been reaped is a zombie: reap it.
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+def _attach(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    """Wait (bounded by --wait) for the detached prefill leg; pass decode's done artifact on."""
+    address = Path(args.address_file)
+    pid_file, record, log_file = _state(address)
+    try:
+        pid = int(pid_file.read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        msg = f"{pid_file}: no detached prefill leg to attach to (run --role prefill --detach first)"
+        raise UsageError(msg) from None
+    done_file = Path(str(address) + ".done")
+    end = time.monotonic() + args.wait
+    if args.done_artifact and _alive(pid):
+        with tempfile.TemporaryDirectory(prefix="release-done-") as into:
+
+            def stop() -> str | None:
+                return None if _alive(pid) else "the prefill leg has ended"
+
+            try:
+                fetch.await_artifact(
+                    args.done_artifact, run_id=_run_id(), repository=args.repository,
+                    dest=Path(into), deadline=args.wait, alive=stop, log=log,
+                )  # fmt: skip
+                fetch.copy_into(Path(into), done_file)
+            except SmokeError as exc:
+                log(str(exc))
+    while _alive(pid):
+        if time.monotonic() > end:
+            os.kill(pid, 15)
+            msg = f"the prefill leg (pid {pid}) still served after {args.wait:g}s; stopped it ({log_file})"
+            raise SmokeError(msg)
+        time.sleep(1)
+    for line in log_file.read_text(encoding="utf-8", errors="replace").splitlines():
+        log(f"  {line}")
+    try:
+        value = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        msg = f"the prefill leg left no record in {record} (log: {log_file})"
+        raise SmokeError(msg) from None
+    if not isinstance(value, dict):
+        msg = f"{record}: not a leg record"
+        raise SmokeError(msg)
+    return value
+
+
+def _named_version(python: str) -> str:
+    """`3.12` from `python3.12`: in an image, the version picks the wheel before the image runs."""
+    found = re.fullmatch(r"(?:.*/)?python(\d+\.\d+)", python)
+    if found is None:
+        msg = f"--image needs --python named with its version (python3.12), not {python!r}"
+        raise UsageError(msg)
+    return found.group(1)
+
+
+def _run_id() -> str:
+    run_id = os.environ.get("GITHUB_RUN_ID", "")
+    if not run_id:
+        msg = "the artifact exchange needs $GITHUB_RUN_ID (it runs in a GitHub Actions job)"
+        raise UsageError(msg)
+    return run_id
+
+
+def _await_address(args: argparse.Namespace, log: Callable[[str], None]) -> None:
+    address = Path(args.address_file)
+    address.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="release-address-") as into:
+        fetch.await_artifact(
+            args.address_artifact, run_id=_run_id(), repository=args.repository,
+            dest=Path(into), deadline=args.wait, log=log,
+        )  # fmt: skip
+        fetch.copy_into(Path(into), address)
+
+
+@contextlib.contextmanager
+def _where(
+    args: argparse.Namespace, wheel: Path, target: Path, log: Callable[[str], None]
+) -> Iterator[tuple[Where | None, str, list[Check]]]:
+    """Here, or in a container of --image: (where, the python to run, what was decided)."""
+    if not args.image:
+        yield None, args.python, []
+        return
+    engine = container_engine()
+    if engine is None:
+        msg = f"--image {args.image}: no container engine (docker or podman) answers on this runner"
+        raise SmokeError(msg)
+    containers.ensure_image(engine, args.image, log)
+    python = containers.image_python(engine, args.image, args.python)
+    target.mkdir(parents=True, exist_ok=True)
+    mounts: list[tuple[Path, bool]] = [(wheel.parent.resolve(), False), (target.resolve(), True)]
+    if args.address_file is not None:
+        mounts.append((Path(args.address_file).resolve().parent, True))
+    notes: list[Check] = []
+    if python is None:
+        host = shutil.which(args.python) if not Path(args.python).is_absolute() else args.python
+        if host is None:
+            msg = f"{args.image} has no {args.python} on its PATH, and neither has this host"
+            raise SmokeError(msg)
+        home = interpreter_home(Path(host))
+        mounts.append((home, False))
+        python = str(Path(host).resolve())
+        detail = f"{args.image} has no {args.python}: this host's {python} stands in (mounted read-only)"
+        notes.append(Check("image python", "pass", detail, {"stand_in": True}))
+    else:
+        notes.append(Check("image python", "pass", f"{args.image}: {python}", {"stand_in": False}))
+    flags = containers.device_flags(containers.host_devices())
+    log(f"container: {engine} run {args.image}, devices: {' '.join(flags) or 'none (no GPU on this host)'}")
+    box = containers.Container(engine, args.image, mounts=mounts, flags=flags)
+    try:
+        yield in_container(target, box.prefix), python, notes
+    finally:
+        box.close()
+
+
+def _record(args: argparse.Namespace, wheel: str, version: str, checks: list[Check]) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "wheel": wheel,
+        "variant": args.variant,
+        "python": version,
+        "role": args.role,
+        "local": args.local,
+        "image": args.image or "",
+        "ok": all(c.status != "fail" for c in checks),
+        "checks": [{"step": c.step, "status": c.status, "detail": c.detail, "data": c.data} for c in checks],
+    }
+
+
+def _report(args: argparse.Namespace, record: dict[str, Any]) -> int:
+    if args.json:
+        print(json.dumps(record, indent=2, sort_keys=True))
+    else:
+        print()
+        print(
+            render(
+                ("step", "status", "detail"),
+                [(c["step"], c["status"], c["detail"]) for c in record["checks"]],
+            )
+        )
+    failed = [c for c in record["checks"] if c["status"] == "fail"]
+    if failed or not record["checks"]:
+        msg = f"hardware leg {record['role']} of {record['wheel']}: " + (
+            "; ".join(f"{c['step']}: {c['detail']}" for c in failed) or "no checks ran"
+        )
+        raise SmokeError(msg)
+    return 0
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    _check_arguments(args)
 
     def log(line: str) -> None:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="release-hardware-") as scratch:
-        leg = Leg(
-            wheel=wheel,
-            python=args.python,
-            role=args.role,
-            import_name=import_name,
-            target=args.target or Path(scratch) / "site",
-            local=args.local,
-            address_file=args.address_file,
-            bench_mib=args.bench,
-            bench_gate=args.bench_gate,
-            timeout=args.timeout,
-            require_device=args.require_device,
-        )
-        log(f"hardware leg: {wheel.name}, Python {version} ({args.python}), role {args.role}")
-        checks = run_leg(leg, log)
-    if args.json:
-        record = {
-            "schema_version": 1,
-            "wheel": wheel.name,
-            "variant": args.variant,
-            "python": version,
-            "role": args.role,
-            "local": args.local,
-            "ok": all(c.status != "fail" for c in checks),
-            "checks": [
-                {"step": c.step, "status": c.status, "detail": c.detail, "data": c.data} for c in checks
-            ],
-        }
-        print(json.dumps(record, indent=2, sort_keys=True))
-    else:
-        print()
-        print(render(("step", "status", "detail"), [(c.step, c.status, c.detail) for c in checks]))
-    failed = [c for c in checks if c.status == "fail"]
-    if failed:
-        msg = f"hardware leg {args.role} of {wheel.name}: " + "; ".join(
-            f"{c.step}: {c.detail}" for c in failed
-        )
-        raise SmokeError(msg)
-    return 0
+    if args.attach:
+        return _report(args, _attach(args, log))
+    if args.detach:
+        return _detach(sys.argv[1:], args)
+    try:
+        return _leg(args, loaded, log)
+    finally:
+        if args.role == "decode" and args.address_file is not None:
+            # The engine writes it when it ran; if it never did, prefill must stop waiting too.
+            done = Path(str(args.address_file) + ".done")
+            if not done.exists():
+                with contextlib.suppress(OSError):
+                    done.write_text("failed\n", encoding="utf-8")
+
+
+def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], None]) -> int:
+    if args.address_artifact:
+        _await_address(args, log)
+    with tempfile.TemporaryDirectory(prefix="release-hardware-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        version = python_version(args.python) if not args.image else _named_version(args.python)
+        wheel, import_name = _wheel(args, loaded, version, scratch)
+        target = (args.target or scratch / "site").resolve()
+        with _where(args, wheel, target, log) as (where, python, notes):
+            if where is not None:
+                found = python_version(python, where)
+                if found != version:
+                    msg = f"{args.image}: {python} is Python {found}, not {version}"
+                    raise SmokeError(msg)
+            leg = Leg(
+                wheel=wheel,
+                python=python,
+                role=args.role,
+                import_name=import_name,
+                target=target,
+                local=args.local,
+                address_file=Path(args.address_file).resolve() if args.address_file else None,
+                bench_mib=args.bench,
+                bench_gate=args.bench_gate,
+                timeout=args.timeout,
+                require_device=args.require_device,
+            )
+            log(f"hardware leg: {wheel.name}, Python {version} ({python}), role {args.role}")
+            checks = notes + run_leg(leg, log, where)
+    return _report(args, _record(args, wheel.name, version, checks))
