@@ -283,8 +283,9 @@ def test_hardware_legs_are_release_hardware_commands() -> None:
     assert '--done-artifact "$IDENTIFIER-done"' in prefill[1]
     decode = next(r for r in runs["decode"] if "release hardware" in r)
     assert '--address-artifact "$IDENTIFIER-address"' in decode
+    upload = "actions/upload-artifact@"
     uploads = {
-        j: [s["with"]["name"] for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+        j: [s["with"]["name"] for s in job["steps"] if s.get("uses", "").startswith(upload)]
         for j, job in doc["jobs"].items()
     }
     assert uploads["prefill"] == ["${{ matrix.identifier }}-address"]
