@@ -24,7 +24,7 @@ import contextlib
 import json
 import os
 import re
-import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,7 +40,7 @@ from release.hardware import container as containers
 from release.hardware import fetch
 from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_version, run_leg
 from release.plan.steps import make_plan
-from release.smoke.runner import interpreter_home
+from release.smoke.container import interpreter as image_interpreter_path
 from release.smoke.selection import wheels_for
 from release.table import render
 
@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--python", default=sys.executable, help="the interpreter to install for (default: this one)")
     add("--role", choices=ROLES, default="single", help="single (default), prefill or decode")
     add("--address-file", type=Path, help="prefill writes the master's address here, decode reads it")
+    add(
+        "--master-host",
+        default="",
+        help="prefill: the master listens here; 0.0.0.0 for a decode on another node (the address "
+        "published is then this host's own)",
+    )
     add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
     add("--wheel", type=Path, help="this wheel file (its verify report beside it) instead of a wheelhouse")
     add("--release", metavar="TAG", help="download the leg's wheel and report from this tag's GitHub Release")
@@ -157,17 +163,29 @@ def _detach(argv: list[str], args: argparse.Namespace) -> int:
     pid_file.write_text(f"{proc.pid}\n", encoding="utf-8")
     end = time.monotonic() + args.timeout
     while not address.exists():
+        failed = None
         if proc.poll() is not None:
             tail = log_file.read_text(encoding="utf-8", errors="replace").strip()[-1500:]
-            msg = f"the prefill leg ended (exit {proc.returncode}) before writing {address}:\n{tail}"
-            raise SmokeError(msg)
-        if time.monotonic() > end:
-            msg = f"the prefill leg wrote no address to {address} within {args.timeout:g}s (log: {log_file})"
-            raise SmokeError(msg)
+            failed = f"the prefill leg ended (exit {proc.returncode}) before writing {address}:\n{tail}"
+        elif time.monotonic() > end:
+            failed = (
+                f"the prefill leg wrote no address to {address} within {args.timeout:g}s (log: {log_file})"
+            )
+            os.killpg(proc.pid, signal.SIGTERM)
+        if failed:
+            # Published all the same: decode reads it and stops at once instead of waiting out --wait.
+            _write_atomic(address, json.dumps({"error": failed.splitlines()[0]}) + "\n")
+            raise SmokeError(failed)
         time.sleep(0.5)
     print(f"prefill serving (pid {proc.pid}): {address.read_text(encoding='utf-8').strip()}")
     print(f"log: {log_file}; `release hardware --attach` waits for it and reports")
     return 0
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
 
 
 def _alive(pid: int) -> bool:
@@ -255,11 +273,28 @@ def _await_address(args: argparse.Namespace, log: Callable[[str], None]) -> None
             dest=Path(into), deadline=args.wait, log=log,
         )  # fmt: skip
         fetch.copy_into(Path(into), address)
+    try:
+        published = json.loads(address.read_text(encoding="utf-8"))
+    except ValueError:
+        published = {}
+    if isinstance(published, dict) and published.get("error"):
+        msg = f"prefill published no master: {published['error']}"
+        raise SmokeError(msg)
+
+
+def _declared_at(loaded: LoadedMatrix, reference: str) -> str:
+    """Where the matrix names a serving image: `matrix.yaml:112: images.vllm-rocm.container`."""
+    for name, image in loaded.matrix.images.items():
+        if image.container == reference:
+            key = f"images.{name}.container"
+            line = loaded.lines.get(key)
+            return f"{loaded.path.name}{f':{line}' if line else ''}: {key}"
+    return f"{loaded.path.name} (no image declares it; --image {reference})"
 
 
 @contextlib.contextmanager
 def _where(
-    args: argparse.Namespace, wheel: Path, target: Path, log: Callable[[str], None]
+    args: argparse.Namespace, loaded: LoadedMatrix, wheel: Path, target: Path, log: Callable[[str], None]
 ) -> Iterator[tuple[Where | None, str, list[Check]]]:
     """Here, or in a container of --image: (where, the python to run, what was decided)."""
     if not args.image:
@@ -269,28 +304,31 @@ def _where(
     if engine is None:
         msg = f"--image {args.image}: no container engine (docker or podman) answers on this runner"
         raise SmokeError(msg)
-    containers.ensure_image(engine, args.image, log)
-    python = containers.image_python(engine, args.image, args.python)
+    notes: list[Check] = []
+    reference = containers.standins(os.environ.get(containers.STANDINS_ENV, "")).get(args.image)
+    if reference is not None:
+        detail = f"{reference} stands in for {args.image} (no registry here; {containers.STANDINS_ENV})"
+        notes.append(Check("serving image", "pass", detail, {"declared": args.image, "stand_in": reference}))
+    else:
+        reference = args.image
+        containers.ensure_image(engine, reference, log, _declared_at(loaded, reference))
+        notes.append(Check("serving image", "pass", reference, {"declared": reference, "stand_in": None}))
+    version = _named_version(args.python)
+    python = containers.image_python(engine, reference, args.python, image_interpreter_path(version))
+    if python is None:
+        where = image_interpreter_path(version)
+        msg = f"{reference} has no Python {version} (neither {args.python} on its PATH nor {where})"
+        raise SmokeError(msg)
     target.mkdir(parents=True, exist_ok=True)
     mounts: list[tuple[Path, bool]] = [(wheel.parent.resolve(), False), (target.resolve(), True)]
     if args.address_file is not None:
-        mounts.append((Path(args.address_file).resolve().parent, True))
-    notes: list[Check] = []
-    if python is None:
-        host = shutil.which(args.python) if not Path(args.python).is_absolute() else args.python
-        if host is None:
-            msg = f"{args.image} has no {args.python} on its PATH, and neither has this host"
-            raise SmokeError(msg)
-        home = interpreter_home(Path(host))
-        mounts.append((home, False))
-        python = str(Path(host).resolve())
-        detail = f"{args.image} has no {args.python}: this host's {python} stands in (mounted read-only)"
-        notes.append(Check("image python", "pass", detail, {"stand_in": True}))
-    else:
-        notes.append(Check("image python", "pass", f"{args.image}: {python}", {"stand_in": False}))
+        exchange = Path(args.address_file).resolve().parent
+        exchange.mkdir(parents=True, exist_ok=True)
+        mounts.append((exchange, True))
+    notes.append(Check("image python", "pass", f"{reference}: {python} (the image's own)"))
     flags = containers.device_flags(containers.host_devices())
     log(f"container: {engine} run {args.image}, devices: {' '.join(flags) or 'none (no GPU on this host)'}")
-    box = containers.Container(engine, args.image, mounts=mounts, flags=flags)
+    box = containers.Container(engine, reference, mounts=mounts, flags=flags)
     try:
         yield in_container(target, box.prefix), python, notes
     finally:
@@ -360,7 +398,7 @@ def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], No
         version = python_version(args.python) if not args.image else _named_version(args.python)
         wheel, import_name = _wheel(args, loaded, version, scratch)
         target = (args.target or scratch / "site").resolve()
-        with _where(args, wheel, target, log) as (where, python, notes):
+        with _where(args, loaded, wheel, target, log) as (where, python, notes):
             if where is not None:
                 found = python_version(python, where)
                 if found != version:
@@ -374,6 +412,7 @@ def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], No
                 target=target,
                 local=args.local,
                 address_file=Path(args.address_file).resolve() if args.address_file else None,
+                master_host=args.master_host,
                 bench_mib=args.bench,
                 bench_gate=args.bench_gate,
                 timeout=args.timeout,

@@ -169,6 +169,7 @@ def _check(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Proble
             problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
     return problems
 
+
 def load_backends(directory: Path) -> dict[str, Backend]:
     """Every `*.json` backend in a directory, validated; the file name must match `name`."""
     problems: list[Problem] = []

@@ -1,6 +1,7 @@
 """A hardware leg inside its serving image: the GPU devices the host has, passed to one long-lived
-container of the image, every command of the leg run in it with `exec`, paths shared by bind
-mounts at the same place (so the leg's files are the same paths inside and out)."""
+container of the image, every command of the leg run in it with `exec` as the image's own user,
+paths shared by bind mounts at the same place (so the leg's files are the same paths inside and
+out), and what the container wrote handed back to the caller's user at the end."""
 
 from __future__ import annotations
 
@@ -53,27 +54,30 @@ def device_flags(devices: HostDevices) -> list[str]:
     return flags
 
 
-def pull_failure(reference: str, engine: str, stderr: str) -> str:
-    """The message for a serving image that cannot be pulled: the reference and what fixes it."""
+def pull_failure(reference: str, engine: str, stderr: str, declared: str = "matrix.yaml") -> str:
+    """The message for a serving image that cannot be pulled: the reference and what fixes it.
+    `declared`: where the reference is written (`matrix.yaml: images.vllm-rocm.container`)."""
     lines = stderr.strip().splitlines() or ["no output"]
     name, _, digest = reference.partition("@")
     if digest:
         fix = (
-            f"the digest {digest} is pinned in matrix.yaml; if the registry no longer serves it, "
+            f"the digest {digest} is pinned in {declared}; if the registry no longer serves it, "
             f"pin the image again: `skopeo inspect docker://{name}` (or `docker buildx imagetools "
-            f"inspect {name}`) prints the current digest; write `{name}@sha256:<digest>` into the "
-            "image's `container:` in matrix.yaml. If the registry is unreachable from this runner, "
+            f"inspect {name}`) prints the current digest; write `{name}@sha256:<digest>` there. "
+            "If the registry is unreachable from this runner, "
             f"`{engine} pull {reference}` ahead of the run, or give it access to the registry"
         )
     else:
         fix = (
             f"check that the tag exists (`skopeo inspect docker://{reference}`), pin it by digest in "
-            "matrix.yaml, and that this runner reaches the registry"
+            f"{declared}, and that this runner reaches the registry"
         )
     return f"cannot pull the serving image {reference} ({engine}: {lines[-1]}): {fix}"
 
 
-def ensure_image(engine: str, reference: str, log: Callable[[str], None]) -> None:
+def ensure_image(
+    engine: str, reference: str, log: Callable[[str], None], declared: str = "matrix.yaml"
+) -> None:
     """The serving image, pulled unless the engine already holds it; a failure names the fix."""
     present = subprocess.run(
         [engine, "image", "exists" if engine == "podman" else "inspect", reference],
@@ -86,13 +90,32 @@ def ensure_image(engine: str, reference: str, log: Callable[[str], None]) -> Non
         [engine, "pull", reference], capture_output=True, text=True, check=False, timeout=3600
     )
     if proc.returncode != 0:
-        raise SmokeError(pull_failure(reference, engine, proc.stderr))
+        raise SmokeError(pull_failure(reference, engine, proc.stderr, declared))
 
 
-def image_python(engine: str, image: str, python: str) -> str | None:
-    """Where the image keeps `python` (a command such as python3.12, or a path), or None."""
+STANDINS_ENV = "RELEASE_IMAGE_STANDINS"
+"""REF=TAG[,REF=TAG...]: serving images no registry gives here (the rehearsal) and the local
+images that stand in for them; a leg run in a stand-in says so in its table."""
+
+
+def standins(value: str) -> dict[str, str]:
+    """The mapping RELEASE_IMAGE_STANDINS spells; a malformed entry is an error naming it."""
+    found: dict[str, str] = {}
+    for entry in filter(None, (e.strip() for e in value.split(","))):
+        reference, sep, tag = entry.rpartition("=")
+        if not sep or not reference or not tag:
+            msg = f"{STANDINS_ENV}: {entry!r} is not REFERENCE=LOCAL_TAG"
+            raise SmokeError(msg)
+        found[reference] = tag
+    return found
+
+
+def image_python(engine: str, image: str, python: str, fallback: Path) -> str | None:
+    """Where the image keeps `python` (a command such as python3.12, or a path): on its PATH,
+    else at `fallback` (cibuildwheel's layout, where local images keep it); None when neither."""
+    script = f"command -v {python} || {{ test -x {fallback} && echo {fallback}; }}"
     proc = subprocess.run(
-        [engine, "run", "--rm", "--entrypoint", "/bin/sh", image, "-c", f"command -v {python}"],
+        [engine, "run", "--rm", "--entrypoint", "/bin/sh", image, "-c", script],
         capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip
     found = proc.stdout.strip().splitlines()
@@ -114,9 +137,10 @@ class Container:
         self.engine = engine
         self.image = image
         self.name = f"release-hardware-{os.getpid()}-{next(_COUNTER)}"
+        self.writable = [path for path, writable in mounts if writable]
         argv = [
             engine, "run", "-d", "--rm", "--network=host", "--ipc=host", "--name", self.name,
-            "--user", f"{os.getuid()}:{os.getgid()}", "-e", "HOME=/tmp", *flags,
+            "-e", "HOME=/tmp", *flags,
         ]  # fmt: skip
         for path, writable in mounts:
             argv += ["-v", f"{path}:{path}" + ("" if writable else ":ro")]
@@ -135,4 +159,11 @@ class Container:
         return [*words, self.name]
 
     def close(self) -> None:
+        """Hand what the image's user (root, in serving images) wrote back to us, then remove it."""
+        if self.writable and os.getuid() != 0:
+            owner = f"{os.getuid()}:{os.getgid()}"
+            subprocess.run(
+                [*self.prefix({}), "chown", "-R", owner, *map(str, self.writable)],
+                capture_output=True, check=False, timeout=300,
+            )  # fmt: skip
         subprocess.run([self.engine, "rm", "-f", self.name], capture_output=True, check=False, timeout=120)

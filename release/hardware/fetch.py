@@ -15,6 +15,7 @@ from pathlib import Path
 
 from release.errors import SmokeError
 from release.plan.steps import python_tag
+from release.wheel.names import REPORT_SUFFIX
 
 POLL_SECONDS = 5.0
 
@@ -43,7 +44,7 @@ def from_release(tag: str, repository: str, pattern: str, dest: Path, timeout: f
     for old in dest.glob("*.whl*"):
         old.unlink()
     argv = ["release", "download", tag, "--repo", repository, "--dir", str(dest),
-            "--pattern", pattern, "--pattern", f"{pattern}.verify.json"]  # fmt: skip
+            "--pattern", pattern, "--pattern", f"{pattern}{REPORT_SUFFIX}"]  # fmt: skip
     done = _gh(argv, timeout)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no output"])[-1]

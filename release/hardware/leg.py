@@ -28,6 +28,7 @@ LOCAL_ONLY_RULES = frozenset({"platform-floor"})
 SELFTEST = ("{python}", "-m", "{import_name}", "selftest", "--json", "--device")
 """The engine's selftest protocol: one JSON object with `ok`, `device` and, when skipped, a reason."""
 PAIR = ("--role", "{role}", "--address-file", "{address_file}")
+MASTER_HOST = ("--master-host", "{master_host}")
 BENCH = ("{python}", "-m", "{import_name}", "bench", "--json", "--device", "--total-mib", "{total_mib}")
 
 
@@ -52,6 +53,9 @@ class Leg:
     target: Path
     local: bool
     address_file: Path | None = None
+    master_host: str = ""
+    """prefill: where its master listens (0.0.0.0 for another node; the published address is then
+    this host's own); empty: the engine's default (this host only)."""
     bench_mib: int = 0
     bench_gate: bool = False
     timeout: float = 600.0
@@ -199,6 +203,7 @@ def _argv(template: Sequence[str], leg: Leg, **extra: str) -> list[str]:
         "import_name": leg.import_name,
         "role": leg.role,
         "address_file": str(leg.address_file or ""),
+        "master_host": leg.master_host,
         "total_mib": str(leg.bench_mib),
         **extra,
     }
@@ -219,6 +224,8 @@ def selftest(leg: Leg, where: Where) -> Check:
     argv = _argv(SELFTEST, leg)
     if leg.role != "single":
         argv += _argv(PAIR, leg)
+    if leg.role == "prefill" and leg.master_host:
+        argv += _argv(MASTER_HOST, leg)
     done = _run(argv, where, leg.timeout)
     report = _json_out(done)
     step = f"selftest ({leg.role})"

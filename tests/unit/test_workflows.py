@@ -280,6 +280,7 @@ def test_hardware_legs_are_release_hardware_commands() -> None:
     assert '--release "$TAG"' in single and '--image "$CONTAINER"' in single and "--role single" in single
     prefill = [r for r in runs["prefill"] if "release hardware" in r]
     assert "--detach" in prefill[0] and "--attach" in prefill[1]
+    assert "--master-host 0.0.0.0" in prefill[0]  # the decode node reaches this host's master
     assert '--done-artifact "$IDENTIFIER-done"' in prefill[1]
     decode = next(r for r in runs["decode"] if "release hardware" in r)
     assert '--address-artifact "$IDENTIFIER-address"' in decode
