@@ -39,6 +39,8 @@ from release.errors import SmokeError, UsageError
 from release.hardware import container as containers
 from release.hardware import fetch
 from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_version, run_leg
+from release.inspect.verify import verify_wheel, write_report
+from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke.container import interpreter as image_interpreter_path
 from release.smoke.selection import wheels_for
@@ -66,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="OWNER/NAME",
         help="with --release: the repository (default: $GITHUB_REPOSITORY)",
     )
+    add(
+        "--index",
+        metavar="URL",
+        help="download the leg's wheel from this package index (PEP 503); verify runs here on its bytes",
+    )
+    add("--index-version", metavar="VERSION", help="with --index: this version (default: the newest)")
     add("--image", help="run the leg in a container of this serving image, with the image's own Python")
     add(
         "--detach",
@@ -111,6 +119,8 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch
         return fetch.from_release(
             args.release, args.repository, pattern, scratch / "wheel"
         ), variant.import_name
+    if args.index:
+        return _from_index(args, loaded, variant, version, scratch / "wheel"), variant.import_name
     wheelhouse = (args.wheelhouse or loaded.root / "wheelhouse") / args.variant
     found = wheels_for(wheelhouse, variant, version)
     if len(found) != 1:
@@ -122,7 +132,42 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch
     return found[0], variant.import_name
 
 
+def _from_index(
+    args: argparse.Namespace, loaded: LoadedMatrix, variant: ResolvedVariant, version: str, dest: Path
+) -> Path:
+    """The variant's wheel for `version` from a PEP 503 index (pip download, this host's platform
+    tags). An index carries no verify report: verify runs here, in release mode, on these bytes."""
+    dest.mkdir(parents=True, exist_ok=True)
+    spec = variant.distribution + (f"=={args.index_version}" if args.index_version else "")
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+            "--python-version", version, "--index-url", args.index, "--dest", str(dest), spec]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=args.timeout)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        msg = f"{args.index}: no wheel of {spec} for Python {version} ({why})"
+        raise SmokeError(msg)
+    wheels = sorted(dest.glob("*.whl"))
+    if len(wheels) != 1:
+        msg = f"{args.index}: pip download gave {len(wheels)} wheels of {spec}; this leg needs exactly one"
+        raise SmokeError(msg)
+    report = verify_wheel(wheels[0], variant=variant, matrix=str(loaded.path), release=True)
+    write_report(report)
+    return wheels[0]
+
+
+def _source(args: argparse.Namespace, wheel: Path) -> str:
+    if args.release:
+        return f"{wheel.name} from the GitHub Release {args.release} of {args.repository}"
+    if args.index:
+        return f"{wheel.name} from {args.index}; no report there: verify ran here on these bytes"
+    return str(wheel)
+
+
 def _check_arguments(args: argparse.Namespace) -> None:
+    sources = [f for f in ("wheel", "release", "index") if getattr(args, f, None)]
+    if len(sources) > 1:
+        msg = f"give one of --{', --'.join(sources)}: the leg's wheel comes from one place"
+        raise UsageError(msg)
     if args.role != "single" and args.address_file is None:
         msg = f"--role {args.role} needs --address-file (the master's address is exchanged through it)"
         raise UsageError(msg)
@@ -399,6 +444,7 @@ def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], No
         wheel, import_name = _wheel(args, loaded, version, scratch)
         target = (args.target or scratch / "site").resolve()
         with _where(args, loaded, wheel, target, log) as (where, python, notes):
+            notes.insert(0, Check("wheel", "pass", _source(args, wheel)))
             if where is not None:
                 found = python_version(python, where)
                 if found != version:
