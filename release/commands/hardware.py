@@ -273,7 +273,7 @@ def _attach(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, A
                 fetch.copy_into(Path(into), done_file)
             except SmokeError as exc:
                 log(str(exc))
-    while _alive(pid):
+    while _alive(pid) and _record_of(record) is None:
         if time.monotonic() > end:
             os.kill(pid, 15)
             msg = f"the prefill leg (pid {pid}) still served after {args.wait:g}s; stopped it ({log_file})"
@@ -281,15 +281,21 @@ def _attach(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, A
         time.sleep(1)
     for line in log_file.read_text(encoding="utf-8", errors="replace").splitlines():
         log(f"  {line}")
-    try:
-        value = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    value = _record_of(record)
+    if value is None:
         msg = f"the prefill leg left no record in {record} (log: {log_file})"
-        raise SmokeError(msg) from None
-    if not isinstance(value, dict):
-        msg = f"{record}: not a leg record"
         raise SmokeError(msg)
     return value
+
+
+def _record_of(path: Path) -> dict[str, Any] | None:
+    """The detached leg's record once it is whole (the leg prints it last, when it is done);
+    a process that lingers (a zombie no one reaps) does not keep --attach waiting."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) and "checks" in value else None
 
 
 def _named_version(python: str) -> str:
