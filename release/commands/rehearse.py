@@ -6,6 +6,11 @@ unprivileged `runner` user; the steps only GitHub runs go to local equivalents: 
 tree, a local interpreter, an artifact directory, a local index on 127.0.0.1 (pypiserver) for
 PyPI and a `gh` stand-in for GitHub Releases. By default the toolkit is installed with its
 dependencies at their lowest allowed versions (`--latest`: the newest, as pip picks).
+
+`--workflow .github/workflows/hardware.yml` rehearses the hardware tier the same way: this
+machine stands in for the self-hosted GPU runners, `--release-assets` for the tag's GitHub
+Release, the local stand-in images for the serving images (RELEASE_IMAGE_STANDINS), and jobs that
+meet while running (prefill and decode of one pair) run at the same time, as on GitHub.
 """
 
 from __future__ import annotations
