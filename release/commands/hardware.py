@@ -7,20 +7,42 @@ selftest run in one role: `single` (one process), `prefill` (starts the master, 
 buffer and publishes the master's address in --address-file) or `decode` (finds the master there,
 reads the buffer into its own GPU memory and verifies it, writes its own data back). Without a
 GPU the selftest is a skip with its reason, never a pass; --require-device makes it a failure.
+
+The wheel comes from the GitHub Release of a tag (--release, through `gh`), a wheelhouse or a
+file. With --image the leg runs in one container of the serving image, with the image's own
+Python and the host's GPUs (`--device /dev/kfd /dev/dri` on AMD hosts, `--gpus all` where
+nvidia-smi exists). For two nodes, prefill runs with --detach (it returns once the master's
+address is written) and --attach (it waits, bounded, for the served leg to end, and turns the
+decode job's --done-artifact into the engine's done file); decode takes the address from
+--address-artifact. The artifacts are this workflow run's, found through `gh run download`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import re
+import signal
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+from release.build.toolchain import container_engine
 from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError, UsageError
-from release.hardware.leg import ROLES, Leg, python_version, run_leg
+from release.hardware import container as containers
+from release.hardware import fetch
+from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_version, run_leg
+from release.inspect.verify import verify_wheel, write_report
+from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
+from release.smoke.container import interpreter as image_interpreter_path
 from release.smoke.selection import wheels_for
 from release.table import render
 
@@ -31,8 +53,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--python", default=sys.executable, help="the interpreter to install for (default: this one)")
     add("--role", choices=ROLES, default="single", help="single (default), prefill or decode")
     add("--address-file", type=Path, help="prefill writes the master's address here, decode reads it")
+    add(
+        "--master-host",
+        default="",
+        help="prefill: the master listens here; 0.0.0.0 for a decode on another node (the address "
+        "published is then this host's own)",
+    )
     add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
     add("--wheel", type=Path, help="this wheel file (its verify report beside it) instead of a wheelhouse")
+    add("--release", metavar="TAG", help="download the leg's wheel and report from this tag's GitHub Release")
+    add(
+        "--repository",
+        default=os.environ.get("GITHUB_REPOSITORY", ""),
+        metavar="OWNER/NAME",
+        help="with --release: the repository (default: $GITHUB_REPOSITORY)",
+    )
+    add(
+        "--index",
+        metavar="URL",
+        help="download the leg's wheel from this package index (PEP 503); verify runs here on its bytes",
+    )
+    add("--index-version", metavar="VERSION", help="with --index: this version (default: the newest)")
+    add("--image", help="run the leg in a container of this serving image, with the image's own Python")
+    add(
+        "--detach",
+        action="store_true",
+        help="prefill: start the leg in the background; return once the master's address is written",
+    )
+    add("--attach", action="store_true", help="prefill: wait for the leg --detach started, and report it")
+    add("--address-artifact", metavar="NAME", help="decode: wait for this run's artifact NAME (the address)")
+    add("--done-artifact", metavar="NAME", help="--attach: decode's artifact NAME ends prefill's serving")
+    add(
+        "--wait",
+        type=float,
+        default=1800.0,
+        help="seconds to wait for a peer's artifact or address in total (default 1800)",
+    )
     add(
         "--local",
         action="store_true",
@@ -50,11 +106,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--json", action="store_true", help="print the leg as JSON (progress goes to stderr)")
 
 
-def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str) -> tuple[Path, str]:
+def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch: Path) -> tuple[Path, str]:
     plan = make_plan(loaded, variants=(args.variant,))
     variant = plan.variant(args.variant)
     if args.wheel is not None:
         return args.wheel, variant.import_name
+    if args.release:
+        if not args.repository:
+            msg = "--release needs --repository OWNER/NAME (or $GITHUB_REPOSITORY)"
+            raise UsageError(msg)
+        pattern = fetch.wheel_pattern(variant.distribution, version)
+        return fetch.from_release(
+            args.release, args.repository, pattern, scratch / "wheel"
+        ), variant.import_name
+    if args.index:
+        return _from_index(args, loaded, variant, version, scratch / "wheel"), variant.import_name
     wheelhouse = (args.wheelhouse or loaded.root / "wheelhouse") / args.variant
     found = wheels_for(wheelhouse, variant, version)
     if len(found) != 1:
@@ -66,53 +132,344 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str) -> tupl
     return found[0], variant.import_name
 
 
-def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+def _from_index(
+    args: argparse.Namespace, loaded: LoadedMatrix, variant: ResolvedVariant, version: str, dest: Path
+) -> Path:
+    """The variant's wheel for `version` from a PEP 503 index (pip download, this host's platform
+    tags). An index carries no verify report: verify runs here, in release mode, on these bytes."""
+    dest.mkdir(parents=True, exist_ok=True)
+    spec = variant.distribution + (f"=={args.index_version}" if args.index_version else "")
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
+            "--python-version", version, "--index-url", args.index, "--dest", str(dest), spec]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=args.timeout)
+    if done.returncode != 0:
+        why = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        msg = f"{args.index}: no wheel of {spec} for Python {version} ({why})"
+        raise SmokeError(msg)
+    wheels = sorted(dest.glob("*.whl"))
+    if len(wheels) != 1:
+        msg = f"{args.index}: pip download gave {len(wheels)} wheels of {spec}; this leg needs exactly one"
+        raise SmokeError(msg)
+    report = verify_wheel(wheels[0], variant=variant, matrix=str(loaded.path), release=True)
+    write_report(report)
+    return wheels[0]
+
+
+def _source(args: argparse.Namespace, wheel: Path) -> str:
+    if args.release:
+        return f"{wheel.name} from the GitHub Release {args.release} of {args.repository}"
+    if args.index:
+        return f"{wheel.name} from {args.index}; no report there: verify ran here on these bytes"
+    return str(wheel)
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    sources = [f for f in ("wheel", "release", "index") if getattr(args, f, None)]
+    if len(sources) > 1:
+        msg = f"give one of --{', --'.join(sources)}: the leg's wheel comes from one place"
+        raise UsageError(msg)
     if args.role != "single" and args.address_file is None:
         msg = f"--role {args.role} needs --address-file (the master's address is exchanged through it)"
         raise UsageError(msg)
-    version = python_version(args.python)
-    wheel, import_name = _wheel(args, loaded, version)
+    if (args.detach or args.attach) and args.role != "prefill":
+        msg = "--detach and --attach are for --role prefill (the side that serves)"
+        raise UsageError(msg)
+    if args.detach and args.attach:
+        msg = "--detach starts the prefill leg, --attach waits for it: give one"
+        raise UsageError(msg)
+    if args.address_artifact and args.role != "decode":
+        msg = "--address-artifact is for --role decode (prefill writes the address)"
+        raise UsageError(msg)
+    if args.done_artifact and not args.attach:
+        msg = "--done-artifact goes with --attach (prefill waits for decode's artifact there)"
+        raise UsageError(msg)
+
+
+def _state(address_file: Path) -> tuple[Path, Path, Path]:
+    """The detached prefill leg's pid, record and log files, beside the address file."""
+    base = str(address_file)
+    return Path(base + ".leg.pid"), Path(base + ".leg.json"), Path(base + ".leg.log")
+
+
+def _detach(argv: list[str], args: argparse.Namespace) -> int:
+    """Start this same leg in the background; return once the engine wrote the master's address."""
+    address = Path(args.address_file)
+    pid_file, record, log_file = _state(address)
+    address.parent.mkdir(parents=True, exist_ok=True)
+    for old in (address, Path(str(address) + ".done"), pid_file, record):
+        old.unlink(missing_ok=True)
+    child = [a for a in argv if a != "--detach"]
+    if "--json" not in child:
+        child.append("--json")
+    with record.open("w") as out, log_file.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "release", *child], stdout=out, stderr=err, start_new_session=True
+        )
+    pid_file.write_text(f"{proc.pid}\n", encoding="utf-8")
+    end = time.monotonic() + args.timeout
+    while not address.exists():
+        failed = None
+        if proc.poll() is not None:
+            tail = log_file.read_text(encoding="utf-8", errors="replace").strip()[-1500:]
+            failed = f"the prefill leg ended (exit {proc.returncode}) before writing {address}:\n{tail}"
+        elif time.monotonic() > end:
+            failed = (
+                f"the prefill leg wrote no address to {address} within {args.timeout:g}s (log: {log_file})"
+            )
+            os.killpg(proc.pid, signal.SIGTERM)
+        if failed:
+            # Published all the same: decode reads it and stops at once instead of waiting out --wait.
+            _write_atomic(address, json.dumps({"error": failed.splitlines()[0]}) + "\n")
+            raise SmokeError(failed)
+        time.sleep(0.5)
+    print(f"prefill serving (pid {proc.pid}): {address.read_text(encoding='utf-8').strip()}")
+    print(f"log: {log_file}; `release hardware --attach` waits for it and reports")
+    return 0
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A child of ours that has ended but not been reaped is a zombie: reap it.
+    with contextlib.suppress(ChildProcessError):
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    return True
+
+
+def _attach(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+    """Wait (bounded by --wait) for the detached prefill leg; pass decode's done artifact on."""
+    address = Path(args.address_file)
+    pid_file, record, log_file = _state(address)
+    try:
+        pid = int(pid_file.read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        msg = f"{pid_file}: no detached prefill leg to attach to (run --role prefill --detach first)"
+        raise UsageError(msg) from None
+    done_file = Path(str(address) + ".done")
+    end = time.monotonic() + args.wait
+    if args.done_artifact and _alive(pid):
+        with tempfile.TemporaryDirectory(prefix="release-done-") as into:
+
+            def stop() -> str | None:
+                return None if _alive(pid) else "the prefill leg has ended"
+
+            try:
+                fetch.await_artifact(
+                    args.done_artifact, run_id=_run_id(), repository=args.repository,
+                    dest=Path(into), deadline=args.wait, alive=stop, log=log,
+                )  # fmt: skip
+                fetch.copy_into(Path(into), done_file)
+            except SmokeError as exc:
+                log(str(exc))
+    while _alive(pid) and _record_of(record) is None:
+        if time.monotonic() > end:
+            os.kill(pid, 15)
+            msg = f"the prefill leg (pid {pid}) still served after {args.wait:g}s; stopped it ({log_file})"
+            raise SmokeError(msg)
+        time.sleep(1)
+    for line in log_file.read_text(encoding="utf-8", errors="replace").splitlines():
+        log(f"  {line}")
+    value = _record_of(record)
+    if value is None:
+        msg = f"the prefill leg left no record in {record} (log: {log_file})"
+        raise SmokeError(msg)
+    return value
+
+
+def _record_of(path: Path) -> dict[str, Any] | None:
+    """The detached leg's record once it is whole (the leg prints it last, when it is done);
+    a process that lingers (a zombie no one reaps) does not keep --attach waiting."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) and "checks" in value else None
+
+
+def _named_version(python: str) -> str:
+    """`3.12` from `python3.12`: in an image, the version picks the wheel before the image runs."""
+    found = re.fullmatch(r"(?:.*/)?python(\d+\.\d+)", python)
+    if found is None:
+        msg = f"--image needs --python named with its version (python3.12), not {python!r}"
+        raise UsageError(msg)
+    return found.group(1)
+
+
+def _run_id() -> str:
+    run_id = os.environ.get("GITHUB_RUN_ID", "")
+    if not run_id:
+        msg = "the artifact exchange needs $GITHUB_RUN_ID (it runs in a GitHub Actions job)"
+        raise UsageError(msg)
+    return run_id
+
+
+def _await_address(args: argparse.Namespace, log: Callable[[str], None]) -> None:
+    address = Path(args.address_file)
+    address.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="release-address-") as into:
+        fetch.await_artifact(
+            args.address_artifact, run_id=_run_id(), repository=args.repository,
+            dest=Path(into), deadline=args.wait, log=log,
+        )  # fmt: skip
+        fetch.copy_into(Path(into), address)
+    try:
+        published = json.loads(address.read_text(encoding="utf-8"))
+    except ValueError:
+        published = {}
+    if isinstance(published, dict) and published.get("error"):
+        msg = f"prefill published no master: {published['error']}"
+        raise SmokeError(msg)
+
+
+def _declared_at(loaded: LoadedMatrix, reference: str) -> str:
+    """Where the matrix names a serving image: `matrix.yaml:112: images.vllm-rocm.container`."""
+    for name, image in loaded.matrix.images.items():
+        if image.container == reference:
+            key = f"images.{name}.container"
+            line = loaded.lines.get(key)
+            return f"{loaded.path.name}{f':{line}' if line else ''}: {key}"
+    return f"{loaded.path.name} (no image declares it; --image {reference})"
+
+
+@contextlib.contextmanager
+def _where(
+    args: argparse.Namespace, loaded: LoadedMatrix, wheel: Path, target: Path, log: Callable[[str], None]
+) -> Iterator[tuple[Where | None, str, list[Check]]]:
+    """Here, or in a container of --image: (where, the python to run, what was decided)."""
+    if not args.image:
+        yield None, args.python, []
+        return
+    engine = container_engine()
+    if engine is None:
+        msg = f"--image {args.image}: no container engine (docker or podman) answers on this runner"
+        raise SmokeError(msg)
+    notes: list[Check] = []
+    reference = containers.standins(os.environ.get(containers.STANDINS_ENV, "")).get(args.image)
+    if reference is not None:
+        detail = f"{reference} stands in for {args.image} (no registry here; {containers.STANDINS_ENV})"
+        notes.append(Check("serving image", "pass", detail, {"declared": args.image, "stand_in": reference}))
+    else:
+        reference = args.image
+        containers.ensure_image(engine, reference, log, _declared_at(loaded, reference))
+        notes.append(Check("serving image", "pass", reference, {"declared": reference, "stand_in": None}))
+    version = _named_version(args.python)
+    python = containers.image_python(engine, reference, args.python, image_interpreter_path(version))
+    if python is None:
+        where = image_interpreter_path(version)
+        msg = f"{reference} has no Python {version} (neither {args.python} on its PATH nor {where})"
+        raise SmokeError(msg)
+    target.mkdir(parents=True, exist_ok=True)
+    mounts: list[tuple[Path, bool]] = [(wheel.parent.resolve(), False), (target.resolve(), True)]
+    if args.address_file is not None:
+        exchange = Path(args.address_file).resolve().parent
+        exchange.mkdir(parents=True, exist_ok=True)
+        mounts.append((exchange, True))
+    notes.append(Check("image python", "pass", f"{reference}: {python} (the image's own)"))
+    flags = containers.device_flags(containers.host_devices())
+    log(f"container: {engine} run {args.image}, devices: {' '.join(flags) or 'none (no GPU on this host)'}")
+    box = containers.Container(engine, reference, mounts=mounts, flags=flags)
+    try:
+        yield in_container(target, box.prefix), python, notes
+    finally:
+        box.close()
+
+
+def _record(args: argparse.Namespace, wheel: str, version: str, checks: list[Check]) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "wheel": wheel,
+        "variant": args.variant,
+        "python": version,
+        "role": args.role,
+        "local": args.local,
+        "image": args.image or "",
+        "ok": all(c.status != "fail" for c in checks),
+        "checks": [{"step": c.step, "status": c.status, "detail": c.detail, "data": c.data} for c in checks],
+    }
+
+
+def _report(args: argparse.Namespace, record: dict[str, Any]) -> int:
+    if args.json:
+        print(json.dumps(record, indent=2, sort_keys=True))
+    else:
+        print()
+        print(
+            render(
+                ("step", "status", "detail"),
+                [(c["step"], c["status"], c["detail"]) for c in record["checks"]],
+            )
+        )
+    failed = [c for c in record["checks"] if c["status"] == "fail"]
+    if failed or not record["checks"]:
+        msg = f"hardware leg {record['role']} of {record['wheel']}: " + (
+            "; ".join(f"{c['step']}: {c['detail']}" for c in failed) or "no checks ran"
+        )
+        raise SmokeError(msg)
+    return 0
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    _check_arguments(args)
 
     def log(line: str) -> None:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
-    with tempfile.TemporaryDirectory(prefix="release-hardware-") as scratch:
-        leg = Leg(
-            wheel=wheel,
-            python=args.python,
-            role=args.role,
-            import_name=import_name,
-            target=args.target or Path(scratch) / "site",
-            local=args.local,
-            address_file=args.address_file,
-            bench_mib=args.bench,
-            bench_gate=args.bench_gate,
-            timeout=args.timeout,
-            require_device=args.require_device,
-        )
-        log(f"hardware leg: {wheel.name}, Python {version} ({args.python}), role {args.role}")
-        checks = run_leg(leg, log)
-    if args.json:
-        record = {
-            "schema_version": 1,
-            "wheel": wheel.name,
-            "variant": args.variant,
-            "python": version,
-            "role": args.role,
-            "local": args.local,
-            "ok": all(c.status != "fail" for c in checks),
-            "checks": [
-                {"step": c.step, "status": c.status, "detail": c.detail, "data": c.data} for c in checks
-            ],
-        }
-        print(json.dumps(record, indent=2, sort_keys=True))
-    else:
-        print()
-        print(render(("step", "status", "detail"), [(c.step, c.status, c.detail) for c in checks]))
-    failed = [c for c in checks if c.status == "fail"]
-    if failed:
-        msg = f"hardware leg {args.role} of {wheel.name}: " + "; ".join(
-            f"{c.step}: {c.detail}" for c in failed
-        )
-        raise SmokeError(msg)
-    return 0
+    if args.attach:
+        return _report(args, _attach(args, log))
+    if args.detach:
+        return _detach(sys.argv[1:], args)
+    try:
+        return _leg(args, loaded, log)
+    finally:
+        if args.role == "decode" and args.address_file is not None:
+            # The engine writes it when it ran; if it never did, prefill must stop waiting too.
+            done = Path(str(args.address_file) + ".done")
+            if not done.exists():
+                with contextlib.suppress(OSError):
+                    done.write_text("failed\n", encoding="utf-8")
+
+
+def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], None]) -> int:
+    if args.address_artifact:
+        _await_address(args, log)
+    with tempfile.TemporaryDirectory(prefix="release-hardware-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        version = python_version(args.python) if not args.image else _named_version(args.python)
+        wheel, import_name = _wheel(args, loaded, version, scratch)
+        target = (args.target or scratch / "site").resolve()
+        with _where(args, loaded, wheel, target, log) as (where, python, notes):
+            notes.insert(0, Check("wheel", "pass", _source(args, wheel)))
+            if where is not None:
+                found = python_version(python, where)
+                if found != version:
+                    msg = f"{args.image}: {python} is Python {found}, not {version}"
+                    raise SmokeError(msg)
+            leg = Leg(
+                wheel=wheel,
+                python=python,
+                role=args.role,
+                import_name=import_name,
+                target=target,
+                local=args.local,
+                address_file=Path(args.address_file).resolve() if args.address_file else None,
+                master_host=args.master_host,
+                bench_mib=args.bench,
+                bench_gate=args.bench_gate,
+                timeout=args.timeout,
+                require_device=args.require_device,
+            )
+            log(f"hardware leg: {wheel.name}, Python {version} ({python}), role {args.role}")
+            checks = notes + run_leg(leg, log, where)
+    return _report(args, _record(args, wheel.name, version, checks))

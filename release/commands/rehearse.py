@@ -6,6 +6,11 @@ unprivileged `runner` user; the steps only GitHub runs go to local equivalents: 
 tree, a local interpreter, an artifact directory, a local index on 127.0.0.1 (pypiserver) for
 PyPI and a `gh` stand-in for GitHub Releases. By default the toolkit is installed with its
 dependencies at their lowest allowed versions (`--latest`: the newest, as pip picks).
+
+`--workflow .github/workflows/hardware.yml` rehearses the hardware tier the same way: this
+machine stands in for the self-hosted GPU runners, `--release-assets` for the tag's GitHub
+Release, the local stand-in images for the serving images (RELEASE_IMAGE_STANDINS), and jobs that
+meet while running (prefill and decode of one pair) run at the same time, as on GitHub.
 """
 
 from __future__ import annotations
@@ -45,16 +50,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="extra environment for every job (repeatable), e.g. a switch the toolkit honours",
     )
     add(
+        "--input",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a workflow_dispatch input (repeatable); a declared `tag` input gets --tag unless given",
+    )
+    add(
+        "--release-assets",
+        type=Path,
+        metavar="DIR",
+        help="wheels and their verify reports the tag's GitHub Release holds (hardware.yml downloads "
+        "them), e.g. a wheelhouse or a release rehearsal's github/releases/OWNER/NAME/TAG",
+    )
+    add(
         "--repository", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs"
     )
 
 
-def _env(pairs: list[str]) -> dict[str, str]:
+def _env(pairs: list[str], flag: str = "--env") -> dict[str, str]:
     found = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key.isidentifier():
-            msg = f"--env {pair!r}: expected KEY=VALUE"
+        if not sep or not key.replace("-", "_").isidentifier():
+            msg = f"{flag} {pair!r}: expected KEY=VALUE"
             raise UsageError(msg)
         found[key] = value
     return found
@@ -77,7 +96,12 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         log=lambda line: print(line, flush=True),
         loaded=loaded,
         env=_env(args.env),
+        inputs=_env(args.input, "--input"),
+        release_assets=args.release_assets.resolve() if args.release_assets else None,
     )
+    if options.release_assets is not None and not options.release_assets.is_dir():
+        msg = f"--release-assets {args.release_assets}: not a directory"
+        raise UsageError(msg)
     pins = "lowest allowed dependency versions" if options.lowest else "newest dependency versions"
     print(f"rehearsing {path.name} for {args.tag} in {options.work} ({pins})", flush=True)
     results = runner.Rehearsal(options).run()
@@ -90,7 +114,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     failed = runner.failures(results)
     if failed:
         lines = "\n".join(f"  {r.name}: {r.reason}" for r in failed)
-        msg = f"the release workflow would fail: {len(failed)} job(s) failed:\n{lines}"
+        msg = f"the workflow {path.name} would fail: {len(failed)} job(s) failed:\n{lines}"
         raise runner.RehearsalFailed(msg)
     print(f"\nrehearsal passed: {len(results)} job(s)")
     return 0

@@ -189,9 +189,7 @@ def install_smoke_runtime(variant: ResolvedVariant) -> int:
         local = image.made_here
         return engine is not None and local is not None and local_image_usable(engine, local)
 
-    needing = ", ".join(
-        i.name for i in variant.images if needs_host_runtime(i.image) and not in_container(i)
-    )
+    needing = ", ".join(i.name for i in variant.images if needs_host_runtime(i.image) and not in_container(i))
     if not needing:
         boxed = [i.name for i in variant.images if in_container(i)]
         where = f" ({', '.join(boxed)} run in {engine} containers)" if boxed else ""

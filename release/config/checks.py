@@ -49,7 +49,6 @@ _LINE_BREAK = re.compile(r"[\n\r\x00\x0b\x0c\x85\u2028\u2029]")
 _URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
 
 
-
 def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], file: str) -> list[Problem]:
     problems: list[Problem] = []
 

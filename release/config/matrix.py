@@ -30,6 +30,8 @@ from release.errors import MatrixError, Problem, UsageError
 SCHEMA_FILE = Path(__file__).with_name("matrix.schema.json")
 SCHEMA_ID = "https://example.invalid/gpu-wheel-release/config/matrix.schema.json"
 SCHEMA_VERSION = 1
+
+
 @dataclass(frozen=True, kw_only=True)
 class Prebuild:
     """Compile the engine's core once per variant with CMake and install it to a prefix that

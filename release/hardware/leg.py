@@ -28,6 +28,7 @@ LOCAL_ONLY_RULES = frozenset({"platform-floor"})
 SELFTEST = ("{python}", "-m", "{import_name}", "selftest", "--json", "--device")
 """The engine's selftest protocol: one JSON object with `ok`, `device` and, when skipped, a reason."""
 PAIR = ("--role", "{role}", "--address-file", "{address_file}")
+MASTER_HOST = ("--master-host", "{master_host}")
 BENCH = ("{python}", "-m", "{import_name}", "bench", "--json", "--device", "--total-mib", "{total_mib}")
 
 
@@ -52,6 +53,9 @@ class Leg:
     target: Path
     local: bool
     address_file: Path | None = None
+    master_host: str = ""
+    """prefill: where its master listens (0.0.0.0 for another node; the published address is then
+    this host's own); empty: the engine's default (this host only)."""
     bench_mib: int = 0
     bench_gate: bool = False
     timeout: float = 600.0
@@ -94,8 +98,21 @@ def check_report(wheel: Path, *, local: bool) -> Check:
     raise SmokeError(msg)
 
 
-def _env(target: Path) -> dict[str, str]:
-    env = dict(os.environ)
+@dataclass(frozen=True)
+class Where:
+    """Where the leg's commands run: here with `env`, or behind `prefix` (a container's `exec`
+    carrying its own environment)."""
+
+    env: dict[str, str]
+    prefix: tuple[str, ...] = ()
+
+
+CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def leg_env(target: Path, base: dict[str, str]) -> dict[str, str]:
+    """The environment that finds the `--target` install beside the Python's own packages."""
+    env = dict(base)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), env.get("PYTHONPATH", "")) if p)
     env["PATH"] = os.pathsep.join((str(target / "bin"), env.get("PATH", "")))
     env["PYTHONNOUSERSITE"] = "1"
@@ -103,10 +120,25 @@ def _env(target: Path) -> dict[str, str]:
     return env
 
 
-def _run(argv: Sequence[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+def here(target: Path) -> Where:
+    return Where(leg_env(target, dict(os.environ)))
+
+
+def in_container(target: Path, prefix: Callable[[dict[str, str]], list[str]]) -> Where:
+    """The leg's commands in a container: its own PATH, the install found the same way."""
+    env = leg_env(target, {"PATH": CONTAINER_PATH, "HOME": "/tmp"})  # noqa: S108 (the container's own /tmp)
+    return Where(dict(os.environ), tuple(prefix(env)))
+
+
+def _run(argv: Sequence[str], where: Where, timeout: float) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
-            list(argv), env=env, capture_output=True, text=True, timeout=timeout, check=False
+            [*where.prefix, *argv],
+            env=where.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
     except subprocess.TimeoutExpired:
         msg = f"{' '.join(argv)}: still running after {timeout:g}s"
@@ -116,16 +148,17 @@ def _run(argv: Sequence[str], env: dict[str, str], timeout: float) -> subprocess
         raise SmokeError(msg) from None
 
 
-def python_version(python: str) -> str:
+def python_version(python: str, where: Where | None = None) -> str:
     """`3.12` for the interpreter `python` (a path or a command)."""
-    done = _run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], dict(os.environ), 60)
+    probe = [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
+    done = _run(probe, where or Where(dict(os.environ)), 60)
     if done.returncode != 0:
         msg = f"{python}: not a working Python ({done.stderr.strip()[-200:]})"
         raise SmokeError(msg)
     return done.stdout.strip()
 
 
-def install(leg: Leg, env: dict[str, str]) -> Check:
+def install(leg: Leg, where: Where) -> Check:
     """`pip install --target`: beside the Python's own packages, never over them."""
     argv = [
         leg.python,
@@ -141,7 +174,7 @@ def install(leg: Leg, env: dict[str, str]) -> Check:
         str(leg.target),
         str(leg.wheel),
     ]
-    done = _run(argv, env, leg.timeout)
+    done = _run(argv, where, leg.timeout)
     if done.returncode != 0:
         return Check("install", "fail", f"pip install --target failed: {done.stderr.strip()[-400:]}")
     return Check(
@@ -149,14 +182,14 @@ def install(leg: Leg, env: dict[str, str]) -> Check:
     )
 
 
-def scripts(leg: Leg, env: dict[str, str]) -> list[Check]:
+def scripts(leg: Leg, where: Where) -> list[Check]:
     bindir = leg.target / "bin"
     found = sorted(p for p in bindir.iterdir() if p.is_file()) if bindir.is_dir() else []
     if not found:
         return [Check("scripts", "fail", f"the wheel installed no console script in {bindir}")]
     checks = []
     for script in found:
-        done = _run([str(script), "--version"], env, 60)
+        done = _run([str(script), "--version"], where, 60)
         out = (done.stdout.strip() or done.stderr.strip()).splitlines()
         line = out[0] if out else ""
         status: Literal["pass", "fail"] = "pass" if done.returncode == 0 else "fail"
@@ -170,6 +203,7 @@ def _argv(template: Sequence[str], leg: Leg, **extra: str) -> list[str]:
         "import_name": leg.import_name,
         "role": leg.role,
         "address_file": str(leg.address_file or ""),
+        "master_host": leg.master_host,
         "total_mib": str(leg.bench_mib),
         **extra,
     }
@@ -186,11 +220,13 @@ def _json_out(done: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def selftest(leg: Leg, env: dict[str, str]) -> Check:
+def selftest(leg: Leg, where: Where) -> Check:
     argv = _argv(SELFTEST, leg)
     if leg.role != "single":
         argv += _argv(PAIR, leg)
-    done = _run(argv, env, leg.timeout)
+    if leg.role == "prefill" and leg.master_host:
+        argv += _argv(MASTER_HOST, leg)
+    done = _run(argv, where, leg.timeout)
     report = _json_out(done)
     step = f"selftest ({leg.role})"
     if report is None:
@@ -233,8 +269,8 @@ def _registration(report: dict[str, Any]) -> str:
     )
 
 
-def bench(leg: Leg, env: dict[str, str]) -> Check:
-    done = _run(_argv(BENCH, leg), env, leg.timeout)
+def bench(leg: Leg, where: Where) -> Check:
+    done = _run(_argv(BENCH, leg), where, leg.timeout)
     report = _json_out(done)
     if report is None or done.returncode != 0:
         return Check(
@@ -258,12 +294,12 @@ def bench_check(report: dict[str, Any], *, gate: bool) -> Check:
     return Check("bench", "fail" if gate and not met else "pass", detail, report)
 
 
-def run_leg(leg: Leg, log: Callable[[str], None]) -> list[Check]:
+def run_leg(leg: Leg, log: Callable[[str], None], where: Where | None = None) -> list[Check]:
     """Every check of the leg, in order; stops at the first failure that makes the rest meaningless."""
     started = time.monotonic()
     checks = [check_report(leg.wheel, local=leg.local)]
     log(f"[{leg.role}] {checks[-1].detail}")
-    env = _env(leg.target)
+    env = where or here(leg.target)
     checks.append(install(leg, env))
     log(f"[{leg.role}] {checks[-1].detail}")
     if checks[-1].status == "fail":

@@ -220,8 +220,13 @@ def _comment_section(image: Image, sections: Sequence[Section], shstrndx: int) -
         return None
     table = section_bytes(image, names)
     return next(
-        (s for s in sections if s.in_file and 0 <= s.name_offset < len(table)
-         and table[s.name_offset : s.name_offset + 9] == b".comment\0"),
+        (
+            s
+            for s in sections
+            if s.in_file
+            and 0 <= s.name_offset < len(table)
+            and table[s.name_offset : s.name_offset + 9] == b".comment\0"
+        ),
         None,
     )
 

@@ -165,13 +165,39 @@ def read_header(head: bytes, size: int) -> Header:
         msg = f"{size} bytes, shorter than an ELF header"
         raise ElfFormatError(msg)
     order = "<" if little else ">"
-    (etype, machine, _version, _entry, phoff, shoff, _flags, ehsize, phentsize, phnum, shentsize, shnum,
-     shstrndx) = struct.unpack_from(order + fmt, head, 16)
+    (
+        etype,
+        machine,
+        _version,
+        _entry,
+        phoff,
+        shoff,
+        _flags,
+        ehsize,
+        phentsize,
+        phnum,
+        shentsize,
+        shnum,
+        shstrndx,
+    ) = struct.unpack_from(order + fmt, head, 16)
     if phnum == 0xFFFF or (shoff and shnum == 0):
         msg = "extended numbering (more than 65534 program or 65279 section headers)"
         raise ElfFormatError(msg)
-    return Header(wide, little, etype, machine, phoff, shoff if shnum else 0, ehsize, phentsize, phnum,
-                  shentsize, shnum, shstrndx, size)
+    return Header(
+        wide,
+        little,
+        etype,
+        machine,
+        phoff,
+        shoff if shnum else 0,
+        ehsize,
+        phentsize,
+        phnum,
+        shentsize,
+        shnum,
+        shstrndx,
+        size,
+    )
 
 
 def check_table(header: Header, kind: str, offset: int, count: int, entsize: int) -> None:

@@ -417,9 +417,7 @@ def _contents(
 ) -> WheelContents:
     files = [e for e in entries if not e.is_dir]
     members = [
-        Member(
-            e.name, install_path(e.name), e.size, e.unix_mode & 0o7777, results[e].digest, e.is_symlink
-        )
+        Member(e.name, install_path(e.name), e.size, e.unix_mode & 0o7777, results[e].digest, e.is_symlink)
         for e in files
     ]
     texts = {e.name: t for e in files if (t := results[e].text) is not None}

@@ -188,5 +188,3 @@ class TooLarge(Exception):
     def __init__(self, size: int | None) -> None:
         super().__init__(size)
         self.size = size
-
-

@@ -2,12 +2,16 @@
 makes, kept in a directory instead of on GitHub.
 
     python gh_standin.py STORE release view TAG --json assets --repo OWNER/NAME
+    python gh_standin.py STORE release view --json tagName [--jq '"tag=" + .tagName'] --repo OWNER/NAME
     python gh_standin.py STORE release create TAG FILE... [--prerelease] ... --repo OWNER/NAME
     python gh_standin.py STORE release upload TAG FILE... --repo OWNER/NAME
-    python gh_standin.py STORE release download TAG --pattern NAME --dir DIR --repo OWNER/NAME
+    python gh_standin.py STORE release download TAG --pattern GLOB... --dir DIR --repo OWNER/NAME
+    python gh_standin.py STORE run download RUN_ID --name ARTIFACT --dir DIR --repo OWNER/NAME
     python gh_standin.py STORE workflow run FILE --repo OWNER/NAME --ref REF [-f KEY=VALUE]...
 
-A release is STORE/releases/OWNER/NAME/TAG/ (its assets, and release.json); every call is
+A release is STORE/releases/OWNER/NAME/TAG/ (its assets, and release.json), the latest the one
+made last; a run's artifacts are STORE/runs/RUN_ID/artifacts/NAME/ (where the rehearsal's
+upload-artifact puts them, so a job may wait for another's); every call is
 appended to STORE/calls.jsonl. Standard library only: the rehearsal copies this file where the
 runner user can run it with any Python 3. Answers mimic gh's ("release not found", "already
 exists"); anything else exits 2, naming what the stand-in does not know.
@@ -15,13 +19,20 @@ exists"); anything else exits 2, naming what the stand-in does not know.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
 
-VALUE_FLAGS = {"--json", "--repo", "--title", "--pattern", "--dir", "--ref", "-f", "--notes", "--target"}
+VALUE_FLAGS = {
+    "--json", "--jq", "--repo", "--title", "--pattern", "--dir", "--ref", "-f", "--notes", "--target",
+    "--name",
+}  # fmt: skip
+_JQ = re.compile(r'\s*(?:"([^"]*)"\s*\+\s*)?\.([A-Za-z]+)\s*')
+"""The one jq shape the stand-in answers: an optional string prefix plus one field."""
 
 
 def _split(args: list[str]) -> tuple[list[str], dict[str, list[str]], set[str]]:
@@ -52,7 +63,36 @@ def _fail(text: str, code: int = 1) -> int:
     return code
 
 
+def _latest(store: Path, values: dict[str, list[str]]) -> int:
+    """`gh release view --json tagName`: the release made last."""
+    place = store / "releases" / values["--repo"][0]
+    made = sorted(place.iterdir(), key=lambda p: p.stat().st_mtime_ns) if place.is_dir() else []
+    if not made:
+        return _fail("release not found")
+    if values.get("--json") != ["tagName"]:
+        return _fail("gh stand-in: release view without a tag answers --json tagName only", 2)
+    jq = values.get("--jq", [".tagName"])[0]
+    shape = _JQ.fullmatch(jq)
+    if shape is None or shape.group(2) != "tagName":
+        return _fail(f'gh stand-in: --jq {jq!r} is not `.tagName` or `"prefix" + .tagName`', 2)
+    print(f"{shape.group(1) or ''}{made[-1].name}")
+    return 0
+
+
+def run_download(store: Path, words: list[str], values: dict[str, list[str]]) -> int:
+    """`gh run download RUN --name NAME --dir DIR`: one artifact of this run, when it exists."""
+    if len(words) != 2 or "--name" not in values:
+        return _fail("gh stand-in: run download needs RUN_ID and --name", 2)
+    source = store / "runs" / words[1] / "artifacts" / values["--name"][0]
+    if not source.is_dir():
+        return _fail(f"no artifact matches any of the names or patterns provided: {values['--name'][0]}")
+    shutil.copytree(source, Path(values.get("--dir", ["."])[0]), dirs_exist_ok=True)
+    return 0
+
+
 def release(store: Path, words: list[str], values: dict[str, list[str]], flags: set[str]) -> int:
+    if words[:1] == ["view"] and len(words) == 1 and "--repo" in values:
+        return _latest(store, values)
     if len(words) < 2 or "--repo" not in values:
         return _fail(f"gh stand-in: release {' '.join(words[:1])} needs a tag and --repo", 2)
     action, tag, files = words[0], words[1], words[2:]
@@ -80,11 +120,16 @@ def release(store: Path, words: list[str], values: dict[str, list[str]], flags: 
         if taken:
             return _fail(f"asset under the same name already exists: {taken}")
     elif action == "download":
-        pattern, target = values.get("--pattern", [""])[0], Path(values.get("--dir", ["."])[0])
-        if not (place / pattern).is_file():
-            return _fail(f"no assets match {pattern}")
+        if not place.is_dir():
+            return _fail("release not found")
+        patterns, target = values.get("--pattern", ["*"]), Path(values.get("--dir", ["."])[0])
+        files_here = [p for p in sorted(place.iterdir()) if p.name != "release.json"]
+        matched = [p for p in files_here if any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)]
+        if not matched:
+            return _fail(f"no assets match the file pattern: {', '.join(patterns)}")
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(place / pattern, target / pattern)
+        for path in matched:
+            shutil.copyfile(path, target / path.name)
         return 0
     else:
         return _fail(f"gh stand-in: release {action} is not one of view, create, upload, download", 2)
@@ -103,6 +148,8 @@ def main(argv: list[str]) -> int:
     words, values, flags = _split(argv[2:])
     if argv[1] == "release":
         return release(store, words, values, flags)
+    if argv[1] == "run" and words[:1] == ["download"]:
+        return run_download(store, words, values)
     if argv[1] == "workflow" and words[:1] == ["run"] and len(words) == 2:
         entry = {
             "workflow": words[1],

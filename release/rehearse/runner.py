@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,11 +21,15 @@ from typing import Any
 from release import table
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, ToolchainError
+from release.hardware.container import STANDINS_ENV
 from release.plan.steps import make_plan
 from release.rehearse import expressions, gh_standin
 from release.rehearse.services import Services, User, give, reachable, runner_user
 from release.rehearse.steps import Instance, Setup, StepFailed, run_step
 from release.rehearse.workflow import Job, Workflow
+from release.wheel.names import is_report
+
+RUN_ID = "1"
 
 
 class RehearsalFailed(ReleaseError):
@@ -46,6 +51,10 @@ class Options:
     """Extra environment for every job."""
     loaded: LoadedMatrix | None = None
     """The matrix, for the local images that stand in for registry images."""
+    inputs: dict[str, str] = field(default_factory=dict)
+    """workflow_dispatch inputs (a declared `tag` input defaults to the rehearsed tag)."""
+    release_assets: Path | None = None
+    """Wheels and verify reports the tag's GitHub Release already holds (for hardware.yml)."""
 
 
 @dataclass
@@ -89,7 +98,7 @@ class Rehearsal:
         return Setup(
             repo=self.o.repo,
             work=work,
-            artifacts=work / "artifacts",
+            artifacts=store / "runs" / RUN_ID / "artifacts",  # where `gh run download` finds them
             toolcache=work / "toolcache",
             user=user,
             lowest=self.o.lowest,
@@ -101,12 +110,18 @@ class Rehearsal:
 
     def contexts(self) -> dict[str, Any]:
         ref = f"refs/tags/{self.o.tag}"
+        flow = self.o.workflow
         github = {
-            "ref": ref, "ref_name": self.o.tag, "ref_type": "tag", "event_name": "push",
+            "ref": ref, "ref_name": self.o.tag, "ref_type": "tag", "event_name": flow.event,
             "repository": self.o.repository, "repository_owner": self.o.repository.split("/")[0],
-            "token": "rehearsal-token", "workflow": "release", "run_id": "1", "run_attempt": "1",
+            "token": "rehearsal-token", "workflow": flow.name, "run_id": RUN_ID, "run_attempt": "1",
         }  # fmt: skip
-        inputs: dict[str, str] = {"variant": self.o.variant} if self.o.variant else {}
+        inputs: dict[str, str] = {}
+        for key, declared in flow.inputs.items():
+            default = declared.get("default", "") if isinstance(declared, dict) else ""
+            inputs[str(key)] = self.o.tag if key == "tag" else expressions.text(default)
+        inputs |= {"variant": self.o.variant} if self.o.variant else {}
+        inputs |= self.o.inputs
         base = {"github": github, "inputs": inputs, "vars": {}, "secrets": {}, "runner": {"os": "Linux"}}
         env: dict[str, str] = {}
         for key, value in self.o.workflow.env.items():
@@ -135,18 +150,65 @@ class Rehearsal:
             base["env"] = {
                 "CI": "true", "GITHUB_REPOSITORY": self.o.repository, "GITHUB_REF": f"refs/tags/{self.o.tag}",
                 "GITHUB_REF_NAME": self.o.tag, "GITHUB_REF_TYPE": "tag", "RUNNER_TEMP": str(work / "tmp"),
+                "GITHUB_RUN_ID": RUN_ID, "GITHUB_RUN_ATTEMPT": "1", **self._standins(),
                 **self.o.env, **base["env"],
             }  # fmt: skip
             (work / "tmp").mkdir()
             give(work / "tmp", user)
             if self.o.loaded is not None and os.geteuid() == 0:
                 self._prepare_images(self.o.loaded)
+            if self.o.release_assets is not None:
+                self._seed_release(work / "github", self.o.release_assets, user)
             jobs = self.o.workflow.order()
+            done: set[str] = set()
             for number, job in enumerate(jobs, 1):
-                self._job(job, number, len(jobs), setup, base)
+                if job.id in done:
+                    continue
+                together = [j for j in self.o.workflow.concurrent(job) if j.id not in done] or [job]
+                threads = [
+                    threading.Thread(
+                        target=self._job, args=(j, jobs.index(j) + 1, len(jobs), setup, base), daemon=True
+                    )
+                    for j in together
+                ]
+                if len(threads) > 1:
+                    self.o.log(
+                        f"[{number}/{len(jobs)}] {', '.join(j.id for j in together)}: run at the same time"
+                    )
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                done |= {j.id for j in together}
         finally:
             services.close()
         return self.results
+
+    def _standins(self) -> dict[str, str]:
+        """The serving images no registry gives here, mapped to their local stand-ins (made by
+        `_prepare_images`); `release hardware --image` runs the stand-in and says so."""
+        if self.o.loaded is None or STANDINS_ENV in self.o.env:
+            return {}
+        pairs = {}
+        for variant in make_plan(self.o.loaded).variants.values():
+            for image in variant.images:
+                if image.image.container and image.standin is not None and image.local is None:
+                    pairs[image.image.container] = image.standin.tag
+        return {STANDINS_ENV: ",".join(f"{k}={v}" for k, v in sorted(pairs.items()))} if pairs else {}
+
+    def _seed_release(self, store: Path, assets: Path, user: User) -> None:
+        """The tag's GitHub Release as release.yml left it: its wheels and verify reports."""
+        place = store / "releases" / self.o.repository / self.o.tag
+        place.mkdir(parents=True, exist_ok=True)
+        found = sorted(p for p in assets.rglob("*") if p.suffix == ".whl" or is_report(p))
+        if not found:
+            msg = f"--release-assets {assets}: no wheels (and their verify reports) in it"
+            raise ToolchainError(msg)
+        for path in found:
+            shutil.copyfile(path, place / path.name)
+        (place / "release.json").write_text(f'{{"tag": "{self.o.tag}", "seeded_from": "{assets}"}}')
+        give(store, user)
+        self.o.log(f"GitHub Release {self.o.tag} (stand-in): {len(found)} assets from {assets}")
 
     def _prepare_images(self, loaded: LoadedMatrix) -> None:
         """The local images stand in for registry images (none is reachable here): made or
@@ -223,19 +285,23 @@ class Rehearsal:
             if container:
                 self._start_container(instance, image)
             for step in job.steps:
-                # success() in a step's if: means every earlier step succeeded (a failure stops the job).
-                steps_so_far = expressions.Status()
-                if "if" in step.raw and not expressions.condition(
-                    step.raw["if"], instance.context(steps_so_far)
-                ):
+                # success() in a step's if: means every earlier step succeeded; after a failure only
+                # steps whose if: says always() or failure() run, as on GitHub.
+                failed = result.status == "failure"
+                steps_so_far = expressions.Status(needs_results=("failure",) if failed else ())
+                condition = step.raw.get("if", "success()")
+                if not expressions.condition(condition, instance.context(steps_so_far)):
                     result.notes.append(f"{step.label}: skipped (if)")
                     continue
                 try:
                     note = run_step(instance, step, status)
                 except (StepFailed, ReleaseError, OSError) as exc:
-                    result.status = "failure"
-                    result.reason = f"step {step.label!r}: {exc}"
-                    break
+                    if not failed:
+                        result.status = "failure"
+                        result.reason = f"step {step.label!r}: {exc}"
+                    else:
+                        result.notes.append(f"{step.label}: failed too ({exc})")
+                    continue
                 if note:
                     result.notes.append(f"{step.label}: {note}")
         finally:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +94,27 @@ class Workflow:
     path: Path
     env: Mapping[str, Any]
     jobs: dict[str, Job]
+    name: str = ""
+    triggers: Mapping[str, Any] = field(default_factory=dict)
+    """`on:` as a mapping (event -> its settings)."""
+
+    @property
+    def event(self) -> str:
+        """The event a rehearsal stands for: a tag push, else a manual dispatch."""
+        return "push" if "push" in self.triggers or not self.triggers else "workflow_dispatch"
+
+    @property
+    def inputs(self) -> Mapping[str, Any]:
+        """workflow_dispatch inputs with their declarations."""
+        dispatch = self.triggers.get("workflow_dispatch") or {}
+        return (dispatch.get("inputs") or {}) if isinstance(dispatch, Mapping) else {}
+
+    def concurrent(self, job: Job) -> list[Job]:
+        """The jobs that run at the same time as `job` and meet while running: same needs, same
+        strategy matrix (prefill and decode of one pair). GitHub runs them at once; so does the
+        rehearsal, as otherwise one would wait for the other forever."""
+        key = _meeting_key(job)
+        return [j for j in self.jobs.values() if key is not None and _meeting_key(j) == key]
 
     def order(self) -> list[Job]:
         """Jobs in an order that runs each after what it needs (file order otherwise)."""
@@ -107,6 +128,20 @@ class Workflow:
             done.append(ready[0])
             pending.remove(ready[0])
         return [self.jobs[j] for j in done]
+
+
+def _meeting_key(job: Job) -> tuple[tuple[str, ...], str] | None:
+    matrix = (job.raw.get("strategy") or {}).get("matrix")
+    return (job.needs, matrix) if isinstance(matrix, str) else None
+
+
+def _triggers(doc: Mapping[Any, Any]) -> Mapping[str, Any]:
+    on = doc.get("on", doc.get(True))
+    if isinstance(on, str):
+        return {on: {}}
+    if isinstance(on, list):
+        return {str(e): {} for e in on}
+    return on if isinstance(on, Mapping) else {}
 
 
 def script_lines(script: str) -> list[str]:
@@ -188,7 +223,7 @@ def parse(text: str, path: Path) -> Workflow:
             raise WorkflowError(msg)
         steps = tuple(classify(str(job_id), i, s) for i, s in enumerate(raw["steps"]))
         jobs[str(job_id)] = Job(str(job_id), raw, steps)
-    workflow = Workflow(path, doc.get("env") or {}, jobs)
+    workflow = Workflow(path, doc.get("env") or {}, jobs, str(doc.get("name") or path.stem), _triggers(doc))
     for job in jobs.values():
         unknown = [n for n in job.needs if n not in jobs]
         if unknown:

@@ -88,7 +88,7 @@ def pull(engine: str, reference: str, *, log: Callable[[str], None]) -> None:
 def image_interpreter(engine: str, reference: str, python: str) -> Path:
     """Where a serving image keeps Python `python`: on its PATH, else cibuildwheel's layout."""
     fallback = interpreter(python)
-    script = f'command -v python{python} || {{ test -x {fallback} && echo {fallback}; }}'
+    script = f"command -v python{python} || {{ test -x {fallback} && echo {fallback}; }}"
     proc = subprocess.run(
         [engine, "run", "--rm", "--entrypoint", "/bin/sh", reference, "-c", script],
         capture_output=True, text=True, check=False, timeout=600,

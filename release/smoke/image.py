@@ -49,6 +49,8 @@ DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _LOADER_CACHE = Path("/etc/ld.so.cache")
 _LOADER_CONF_DIR = Path("/etc/ld.so.conf.d")
 _SIM_CONF_NAME = "zz-release-simulated-runtime.conf"
+
+
 @dataclass(frozen=True)
 class Result:
     """What one command printed and how it ended."""

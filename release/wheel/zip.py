@@ -173,8 +173,25 @@ def _entry(archive: Archive, cd: bytes, at: int, member_area: int) -> tuple[ZipE
     if at + _CENTRAL_SIZE > len(cd):
         msg = f"central directory entry at {at} is damaged"
         raise ZipError(msg)
-    (signature, made_by, _needed, flags, method, _time, _date, crc, csize, usize, name_len, extra_len,
-     comment_len, _disk, _internal, external, offset) = _CENTRAL_HEADER.unpack_from(cd, at)
+    (
+        signature,
+        made_by,
+        _needed,
+        flags,
+        method,
+        _time,
+        _date,
+        crc,
+        csize,
+        usize,
+        name_len,
+        extra_len,
+        comment_len,
+        _disk,
+        _internal,
+        external,
+        offset,
+    ) = _CENTRAL_HEADER.unpack_from(cd, at)
     if signature != _CENTRAL:
         msg = f"central directory entry at {at} is damaged"
         raise ZipError(msg)

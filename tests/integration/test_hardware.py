@@ -134,3 +134,34 @@ def test_prefill_and_decode_exchange_the_master_through_a_file(
     assert served["data"]["received"]["verified"]
     assert read["data"]["read"]["verified"] and read["data"]["write"]["verified"]
     assert read["data"]["read"]["sha256"] == served["data"]["served_sha256"]
+
+
+def test_a_leg_from_an_index_verifies_the_downloaded_bytes_here(
+    cpu_release: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A PEP 503 index (a file:// one here) carries no verify report: verify runs here, in
+    release mode, on the exact bytes pip downloaded, and the leg judges that report."""
+    matrix, wheelhouse = cpu_release
+    wheel = next((wheelhouse / "cpu").glob("*.whl"))
+    project = tmp_path / "simple" / "xfer-engine-cpu"
+    project.mkdir(parents=True)
+    (project / wheel.name).write_bytes(wheel.read_bytes())
+    (project / "index.html").write_text(f'<a href="{wheel.name}">{wheel.name}</a>\n', encoding="utf-8")
+    python = find_interpreter(ONE_PYTHON)
+    assert python is not None
+    leg = [sys.executable, "-m", "release", "--matrix", str(matrix), "hardware", "--variant", "cpu",
+           "--index", (tmp_path / "simple").as_uri() + "/", "--python", str(python), "--timeout", "120",
+           "--json"]  # fmt: skip
+    release = subprocess.run(leg, capture_output=True, text=True, timeout=300, check=False, cwd=ROOT)
+    # This host's build meets manylinux_2_35, not the 2_28 floor: a release leg refuses it.
+    assert release.returncode == 7, release.stderr
+    assert "platform-floor" in release.stderr and "a release leg needs a releasable report" in release.stderr
+    local = subprocess.run(
+        [*leg, "--local"], capture_output=True, text=True, timeout=300, check=False, cwd=ROOT
+    )
+    assert local.returncode == 0, local.stderr
+    record = json.loads(local.stdout)
+    steps = {c["step"]: c for c in record["checks"]}
+    assert "verify ran here on these bytes" in steps["wheel"]["detail"]
+    assert "platform-floor only" in steps["verify report"]["detail"]
+    assert _selftest(record)["status"] == "skip"

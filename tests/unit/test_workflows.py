@@ -20,6 +20,7 @@ from release.config.backends import load_backends
 from release.config.matrix import LoadedMatrix, Matrix, load, loads
 from release.config.resources import toolkit_backends
 from release.plan.inputs import VARIABLE_JOBS, declared_variables, presence_value, workflow_value
+from release.rehearse import workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 VLLM_PINNED = (
@@ -261,11 +262,44 @@ def test_hardware_runs_on_the_planned_runner_labels() -> None:
     doc = read("hardware.yml")
     for job in ("device", "prefill", "decode"):
         assert doc["jobs"][job]["runs-on"] == "${{ matrix.runner }}"
-    device_script = doc["env"]["IN_IMAGE"]
-    assert "selftest" in device_script
-    assert "--device" in device_script
-    flags = doc["env"]["DEVICE_FLAGS_OF_HOST"]
-    assert "--device=/dev/kfd --device=/dev/dri --group-add video" in flags
+
+
+def test_hardware_has_no_inline_program() -> None:
+    """Every run: step is one line and every env value one word or expression: the logic (image,
+    devices, handshake) lives in `release hardware`, which the rehearsal and the tests run."""
+    doc = read("hardware.yml")
+    for where, env in [("env", doc.get("env", {}))] + [
+        (f"jobs.{j}.env", job.get("env", {})) for j, job in doc["jobs"].items()
+    ]:
+        for key, value in env.items():
+            assert "\n" not in str(value), f"{where}.{key} is a multi-line value (a program in YAML)"
+    for job, step in steps(doc):
+        if "run" in step:
+            lines = [ln for ln in step["run"].splitlines() if ln.strip()]
+            assert len(lines) == 1, (job, step.get("name"), lines)
+    workflow.load(WORKFLOWS / "hardware.yml")  # every step is one the rehearsal can map
+
+
+def test_hardware_legs_are_release_hardware_commands() -> None:
+    doc = read("hardware.yml")
+    runs = {j: [s["run"] for s in job["steps"] if "run" in s] for j, job in doc["jobs"].items()}
+    single = next(r for r in runs["device"] if "release hardware" in r)
+    assert '--release "$TAG"' in single and '--image "$CONTAINER"' in single and "--role single" in single
+    prefill = [r for r in runs["prefill"] if "release hardware" in r]
+    assert "--detach" in prefill[0] and "--attach" in prefill[1]
+    assert "--master-host 0.0.0.0" in prefill[0]  # the decode node reaches this host's master
+    assert '--done-artifact "$IDENTIFIER-done"' in prefill[1]
+    decode = next(r for r in runs["decode"] if "release hardware" in r)
+    assert '--address-artifact "$IDENTIFIER-address"' in decode
+    upload = "actions/upload-artifact@"
+    uploads = {
+        j: [s["with"]["name"] for s in job["steps"] if s.get("uses", "").startswith(upload)]
+        for j, job in doc["jobs"].items()
+    }
+    assert uploads["prefill"] == ["${{ matrix.identifier }}-address"]
+    assert uploads["decode"] == ["${{ matrix.identifier }}-done"]
+    for job in ("prefill", "decode"):
+        assert doc["jobs"][job]["permissions"]["actions"] == "read"  # gh run download
 
 
 def test_build_job_uses_the_toolkit_configuration() -> None:

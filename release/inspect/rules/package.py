@@ -138,8 +138,11 @@ def variant_conflict(ctx: RuleContext) -> Finding:
             f"{import_name}",
         )
     if member.size > MAX_GUARD_SOURCE:
-        return Finding("fail", f"{member.name} is {member.size} bytes: too large to be checked for the guard",
-                       (member.name,))
+        return Finding(
+            "fail",
+            f"{member.name} is {member.size} bytes: too large to be checked for the guard",
+            (member.name,),
+        )
     source = ctx.wheel.read(member.name).decode("utf-8", errors="replace")
     if has_metadata_guard(source):
         return Finding(

@@ -1,0 +1,169 @@
+"""A hardware leg inside its serving image: the GPU devices the host has, passed to one long-lived
+container of the image, every command of the leg run in it with `exec` as the image's own user,
+paths shared by bind mounts at the same place (so the leg's files are the same paths inside and
+out), and what the container wrote handed back to the caller's user at the end."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.errors import SmokeError
+
+_COUNTER = itertools.count()
+
+
+@dataclass(frozen=True)
+class HostDevices:
+    """What the host shows of its GPUs (probed once by `host_devices`)."""
+
+    kfd: bool
+    """/dev/kfd: the AMD compute driver."""
+    dri: bool
+    """/dev/dri: the render nodes AMD GPUs are opened through."""
+    nvidia_smi: bool
+    """nvidia-smi on PATH: the NVIDIA driver (and, for containers, its container toolkit)."""
+
+
+def host_devices() -> HostDevices:
+    return HostDevices(
+        kfd=Path("/dev/kfd").exists(),
+        dri=Path("/dev/dri").is_dir(),
+        nvidia_smi=shutil.which("nvidia-smi") is not None,
+    )
+
+
+def device_flags(devices: HostDevices) -> list[str]:
+    """`docker run`/`podman run` flags that hand the host's GPUs to a container; none without GPUs.
+
+    AMD: the compute driver and the render nodes, and the `video` group that owns them. NVIDIA:
+    `--gpus all` (the NVIDIA container toolkit)."""
+    flags: list[str] = []
+    if devices.kfd:
+        flags += ["--device=/dev/kfd"]
+        if devices.dri:
+            flags += ["--device=/dev/dri"]
+        flags += ["--group-add", "video"]
+    if devices.nvidia_smi:
+        flags += ["--gpus", "all"]
+    return flags
+
+
+def pull_failure(reference: str, engine: str, stderr: str, declared: str = "matrix.yaml") -> str:
+    """The message for a serving image that cannot be pulled: the reference and what fixes it.
+    `declared`: where the reference is written (`matrix.yaml: images.vllm-rocm.container`)."""
+    lines = stderr.strip().splitlines() or ["no output"]
+    name, _, digest = reference.partition("@")
+    if digest:
+        fix = (
+            f"the digest {digest} is pinned in {declared}; if the registry no longer serves it, "
+            f"pin the image again: `skopeo inspect docker://{name}` (or `docker buildx imagetools "
+            f"inspect {name}`) prints the current digest; write `{name}@sha256:<digest>` there. "
+            "If the registry is unreachable from this runner, "
+            f"`{engine} pull {reference}` ahead of the run, or give it access to the registry"
+        )
+    else:
+        fix = (
+            f"check that the tag exists (`skopeo inspect docker://{reference}`), pin it by digest in "
+            f"{declared}, and that this runner reaches the registry"
+        )
+    return f"cannot pull the serving image {reference} ({engine}: {lines[-1]}): {fix}"
+
+
+def ensure_image(
+    engine: str, reference: str, log: Callable[[str], None], declared: str = "matrix.yaml"
+) -> None:
+    """The serving image, pulled unless the engine already holds it; a failure names the fix."""
+    present = subprocess.run(
+        [engine, "image", "exists" if engine == "podman" else "inspect", reference],
+        capture_output=True, check=False, timeout=120,
+    )  # fmt: skip
+    if present.returncode == 0:
+        return
+    log(f"pulling {reference} ({engine})")
+    proc = subprocess.run(
+        [engine, "pull", reference], capture_output=True, text=True, check=False, timeout=3600
+    )
+    if proc.returncode != 0:
+        raise SmokeError(pull_failure(reference, engine, proc.stderr, declared))
+
+
+STANDINS_ENV = "RELEASE_IMAGE_STANDINS"
+"""REF=TAG[,REF=TAG...]: serving images no registry gives here (the rehearsal) and the local
+images that stand in for them; a leg run in a stand-in says so in its table."""
+
+
+def standins(value: str) -> dict[str, str]:
+    """The mapping RELEASE_IMAGE_STANDINS spells; a malformed entry is an error naming it."""
+    found: dict[str, str] = {}
+    for entry in filter(None, (e.strip() for e in value.split(","))):
+        reference, sep, tag = entry.rpartition("=")
+        if not sep or not reference or not tag:
+            msg = f"{STANDINS_ENV}: {entry!r} is not REFERENCE=LOCAL_TAG"
+            raise SmokeError(msg)
+        found[reference] = tag
+    return found
+
+
+def image_python(engine: str, image: str, python: str, fallback: Path) -> str | None:
+    """Where the image keeps `python` (a command such as python3.12, or a path): on its PATH,
+    else at `fallback` (cibuildwheel's layout, where local images keep it); None when neither."""
+    script = f"command -v {python} || {{ test -x {fallback} && echo {fallback}; }}"
+    proc = subprocess.run(
+        [engine, "run", "--rm", "--entrypoint", "/bin/sh", image, "-c", script],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    found = proc.stdout.strip().splitlines()
+    return found[-1] if proc.returncode == 0 and found and found[-1].startswith("/") else None
+
+
+class Container:
+    """One running container of the serving image for one leg, removed by `close`."""
+
+    def __init__(
+        self,
+        engine: str,
+        image: str,
+        *,
+        mounts: Sequence[tuple[Path, bool]],
+        flags: Sequence[str],
+        timeout: float = 300,
+    ) -> None:
+        self.engine = engine
+        self.image = image
+        self.name = f"release-hardware-{os.getpid()}-{next(_COUNTER)}"
+        self.writable = [path for path, writable in mounts if writable]
+        argv = [
+            engine, "run", "-d", "--rm", "--network=host", "--ipc=host", "--name", self.name,
+            "-e", "HOME=/tmp", *flags,
+        ]  # fmt: skip
+        for path, writable in mounts:
+            argv += ["-v", f"{path}:{path}" + ("" if writable else ":ro")]
+        argv += ["--entrypoint", "/bin/sh", image, "-c", "sleep 86400"]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+        if proc.returncode != 0:
+            lines = proc.stderr.strip().splitlines() or ["no output"]
+            msg = f"cannot start a container of {image} ({engine}): {lines[-1]}"
+            raise SmokeError(msg)
+
+    def prefix(self, env: dict[str, str]) -> list[str]:
+        """The words before a command that run it in this container with `env`."""
+        words = [self.engine, "exec"]
+        for key, value in sorted(env.items()):
+            words += ["-e", f"{key}={value}"]
+        return [*words, self.name]
+
+    def close(self) -> None:
+        """Hand what the image's user (root, in serving images) wrote back to us, then remove it."""
+        if self.writable and os.getuid() != 0:
+            owner = f"{os.getuid()}:{os.getgid()}"
+            subprocess.run(
+                [*self.prefix({}), "chown", "-R", owner, *map(str, self.writable)],
+                capture_output=True, check=False, timeout=300,
+            )  # fmt: skip
+        subprocess.run([self.engine, "rm", "-f", self.name], capture_output=True, check=False, timeout=120)

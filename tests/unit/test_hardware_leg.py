@@ -1,0 +1,147 @@
+"""The pure parts of `release hardware` and of the rehearsal's hardware.yml support: the GPU
+device flags a host gives a container, the pull failure's message, the stand-in mapping, the
+release asset pattern, the `gh` stand-in's answers and the concurrent prefill/decode jobs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from release.commands import hardware
+from release.errors import SmokeError, UsageError
+from release.hardware.container import HostDevices, device_flags, pull_failure, standins
+from release.hardware.fetch import wheel_pattern
+from release.rehearse import gh_standin, workflow
+
+ROOT = Path(__file__).resolve().parents[2]
+DIGEST = "sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("devices", "flags"),
+    [
+        (HostDevices(kfd=True, dri=True, nvidia_smi=False),
+         ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video"]),
+        (HostDevices(kfd=False, dri=True, nvidia_smi=True), ["--gpus", "all"]),
+        (HostDevices(kfd=False, dri=False, nvidia_smi=False), []),
+        (HostDevices(kfd=True, dri=False, nvidia_smi=False), ["--device=/dev/kfd", "--group-add", "video"]),
+        (HostDevices(kfd=True, dri=True, nvidia_smi=True),
+         ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video", "--gpus", "all"]),
+    ],
+)  # fmt: skip
+def test_device_flags_follow_the_host(devices: HostDevices, flags: list[str]) -> None:
+    """/dev/dri alone (an Intel or display GPU) is no compute device: only /dev/kfd means AMD."""
+    assert device_flags(devices) == flags
+
+
+def test_a_digest_pull_failure_names_the_reference_and_the_fix() -> None:
+    reference = f"docker.io/vllm/vllm-openai-rocm:v0.21.0@{DIGEST}"
+    text = pull_failure(
+        reference, "docker", "Error: manifest unknown\n", "matrix.yaml:112: images.vllm-rocm.container"
+    )
+    assert reference in text
+    assert "manifest unknown" in text
+    assert "matrix.yaml:112: images.vllm-rocm.container" in text
+    assert "skopeo inspect docker://docker.io/vllm/vllm-openai-rocm:v0.21.0" in text
+    assert "docker.io/vllm/vllm-openai-rocm:v0.21.0@sha256:<digest>" in text
+    assert f"docker pull {reference}" in text
+
+
+def test_a_tag_pull_failure_says_to_pin_it() -> None:
+    text = pull_failure("docker.io/x/y:1", "podman", "")
+    assert "docker.io/x/y:1" in text and "pin it by digest" in text and "no output" in text
+
+
+def test_standins_parse_references_with_colons_and_digests() -> None:
+    value = f"docker.io/a/b:1=localhost/b, docker.io/c/d:2@{DIGEST}=localhost/d"
+    assert standins(value) == {"docker.io/a/b:1": "localhost/b", f"docker.io/c/d:2@{DIGEST}": "localhost/d"}
+    assert standins("") == {}
+    with pytest.raises(SmokeError, match="'localhost-only' is not REFERENCE=LOCAL_TAG"):
+        standins("localhost-only")
+
+
+def test_the_release_asset_pattern_is_the_wheel_file_name_spelling() -> None:
+    assert wheel_pattern("xfer-engine-rocm", "3.12") == "xfer_engine_rocm-*-cp312-cp312-*.whl"
+    assert wheel_pattern("Foo.Bar", "3.10") == "foo_bar-*-cp310-cp310-*.whl"
+
+
+def _args(**given: object) -> argparse.Namespace:
+    defaults: dict[str, object] = {
+        "role": "single", "address_file": None, "detach": False, "attach": False,
+        "address_artifact": None, "done_artifact": None,
+    }  # fmt: skip
+    return argparse.Namespace(**{**defaults, **given})
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"role": "decode"}, "--role decode needs --address-file"),
+        ({"detach": True}, "--detach and --attach are for --role prefill"),
+        ({"role": "prefill", "address_file": "a", "detach": True, "attach": True}, "give one"),
+        ({"address_artifact": "x"}, "--address-artifact is for --role decode"),
+        ({"role": "prefill", "address_file": "a", "done_artifact": "x"}, "--done-artifact goes with"),
+    ],
+)
+def test_contradictory_arguments_are_usage_errors(given: dict[str, object], message: str) -> None:
+    with pytest.raises(UsageError, match=message):
+        hardware._check_arguments(_args(**given))
+
+
+def test_an_image_leg_needs_the_python_named_with_its_version() -> None:
+    assert hardware._named_version("python3.12") == "3.12"
+    assert hardware._named_version("/opt/python/cp312-cp312/bin/python3.12") == "3.12"
+    with pytest.raises(UsageError, match=r"python3\.12"):
+        hardware._named_version("python3")
+
+
+def _gh(store: Path, *argv: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = gh_standin.main([str(store), *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_gh_stand_in_answers_what_hardware_yml_asks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store, repo = tmp_path / "store", ["--repo", "o/r"]
+    release = store / "releases" / "o" / "r" / "v0.2.0"
+    release.mkdir(parents=True)
+    for name in ("a_b-0.2.0-cp312-cp312-x.whl", "a_b-0.2.0-cp312-cp312-x.whl.verify.json",
+                 "a_b-0.2.0-cp313-cp313-x.whl", "c-0.2.0-cp312-cp312-x.whl"):  # fmt: skip
+        (release / name).write_text(name)
+    code, out, _ = _gh(store, "release", "view", "--json", "tagName", "--jq", '"tag=" + .tagName', *repo,
+                       capsys=capsys)  # fmt: skip
+    assert (code, out) == (0, "tag=v0.2.0\n")
+    pattern = wheel_pattern("a-b", "3.12")
+    into = tmp_path / "into"
+    code, _, _ = _gh(store, "release", "download", "v0.2.0", "--dir", str(into), "--pattern", pattern,
+                     "--pattern", f"{pattern}.verify.json", *repo, capsys=capsys)  # fmt: skip
+    assert code == 0
+    assert sorted(p.name for p in into.iterdir()) == [
+        "a_b-0.2.0-cp312-cp312-x.whl", "a_b-0.2.0-cp312-cp312-x.whl.verify.json"
+    ]  # fmt: skip
+    code, _, err = _gh(store, "run", "download", "1", "--name", "leg-address", "--dir", str(into), *repo,
+                       capsys=capsys)  # fmt: skip
+    assert code == 1 and "no artifact matches" in err
+    artifact = store / "runs" / "1" / "artifacts" / "leg-address"
+    artifact.mkdir(parents=True)
+    (artifact / "address.json").write_text(json.dumps({"master": "10.0.0.1:7000"}))
+    code, _, _ = _gh(store, "run", "download", "1", "--name", "leg-address", "--dir", str(into), *repo,
+                     capsys=capsys)  # fmt: skip
+    assert code == 0 and json.loads((into / "address.json").read_text())["master"] == "10.0.0.1:7000"
+
+
+def test_hardware_yml_is_a_dispatch_whose_pair_jobs_run_together() -> None:
+    flow = workflow.load(ROOT / ".github" / "workflows" / "hardware.yml")
+    assert flow.event == "workflow_dispatch"
+    assert "tag" in flow.inputs
+    assert [j.id for j in flow.concurrent(flow.jobs["prefill"])] == ["prefill", "decode"]
+    assert flow.concurrent(flow.jobs["device"]) == [flow.jobs["device"]]
+    assert flow.concurrent(flow.jobs["plan"]) == []  # no matrix: runs alone
+    release = workflow.load(ROOT / ".github" / "workflows" / "release.yml")
+    assert release.event == "push"
+    assert all(len(release.concurrent(j)) <= 1 for j in release.jobs.values())
