@@ -460,8 +460,9 @@ def test_good_wheel_passes(
 ) -> None:
     report = _report(good_rocm(libs), tmp_path, loaded)
     # consistency compares the wheels of a release: a wheel verified alone has nothing to compare;
-    # stable-abi: the good wheel is a per-Python wheel of a variant without stable_abi.
-    alone = rule in {"consistency", "stable-abi"}
+    # stable-abi: the good wheel is a per-Python wheel of a variant without stable_abi;
+    # variant-metadata: it is a plain wheel, not a PEP 825 variant wheel.
+    alone = rule in {"consistency", "stable-abi", "variant-metadata"}
     assert _status(report, rule)["status"] == ("not-applicable" if alone else "pass")
     assert report["ok"] is True
     assert report["releasable"] is True
