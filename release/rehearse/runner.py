@@ -182,7 +182,21 @@ class Rehearsal:
                 done |= {j.id for j in together}
         finally:
             services.close()
+        self._write_summaries(work)
         return self.results
+
+    def _write_summaries(self, work: Path) -> None:
+        """Every job's summary in one file, in the order the jobs ran: what GitHub shows on the
+        run's page, here as `summary.md` beside the logs."""
+        parts = []
+        for result in self.results:
+            summary = result.instance.summary if result.instance is not None else None
+            text = summary.read_text(encoding="utf-8").strip() if summary and summary.is_file() else ""
+            if text:
+                parts.append(f"## {result.name}\n\n{text}\n")
+        if parts:
+            (work / "summary.md").write_text("\n".join(parts), encoding="utf-8")
+            self.o.log(f"job summaries ({len(parts)} job(s) wrote tables): {work / 'summary.md'}")
 
     def _standins(self) -> dict[str, str]:
         """The serving images no registry gives here, mapped to their local stand-ins (made by

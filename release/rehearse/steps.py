@@ -81,6 +81,11 @@ class Instance:
     def home(self) -> Path:
         return self.setup.work / "jobs" / self.slug
 
+    @property
+    def summary(self) -> Path:
+        """The job summary its steps append Markdown to (`$GITHUB_STEP_SUMMARY`), as on GitHub."""
+        return self.home / "files" / "summary.md"
+
     def context(self, status: expressions.Status) -> expressions.Context:
         env = {**self.contexts.get("env", {}), **self.env}
         return expressions.Context({**self.contexts, "env": env, "steps": self.outputs}, status)
@@ -165,10 +170,14 @@ def run_step(instance: Instance, step: Step, status: expressions.Status) -> str:
     output, genv = files / f"output-{step.index}", files / f"env-{step.index}"
     output.write_text("", encoding="utf-8")
     genv.write_text("", encoding="utf-8")
+    summary = instance.summary
+    if not summary.exists():
+        summary.write_text("", encoding="utf-8")
     give(files, instance.user)
     github_env = {
         "GITHUB_OUTPUT": str(output),
         "GITHUB_ENV": str(genv),
+        "GITHUB_STEP_SUMMARY": str(summary),
         "GITHUB_WORKSPACE": str(instance.workspace),
     }
     env = instance.full_env({**step_env, **github_env})

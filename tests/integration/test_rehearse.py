@@ -137,6 +137,10 @@ def test_a_cpu_release_rehearses_end_to_end(tmp_path: Path, work: Path) -> None:
         word for line in calls.splitlines() for word in json.loads(line)
     )
     assert not list((work / "index" / "packages").glob("xfer_engine_musa-*"))
+    # The tables the jobs wrote to $GITHUB_STEP_SUMMARY, as GitHub shows them on the run's page.
+    summary = (work / "summary.md").read_text(encoding="utf-8")
+    assert "## plan" in summary and "#### Held back: not released" in summary
+    assert "#### Release-day checks of v0.2.0" in summary and "| --- |" in summary
 
 
 def test_a_broken_before_all_fails_the_build_job_and_skips_the_rest(tmp_path: Path, work: Path) -> None:
