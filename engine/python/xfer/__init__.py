@@ -11,32 +11,6 @@ a broken install fails with a sentence instead of a bare loader error:
 
 from __future__ import annotations
 
-# --- variant guard, written by `release init`: keep it before other imports ---
-def _refuse_a_second_variant() -> None:
-    """Each of xfer-engine-cpu, xfer-engine, xfer-engine-musa, xfer-engine-rocm ships `xfer`: two installed at once overwrite each
-    other's files, so refuse to load rather than run a mix of both."""
-    import importlib.metadata
-
-    installed = []
-    for name in ["xfer-engine-cpu", "xfer-engine", "xfer-engine-musa", "xfer-engine-rocm"]:
-        try:
-            importlib.metadata.distribution(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-        installed.append(name)
-    if len(installed) > 1:
-        msg = (
-            f"xfer: {', '.join(installed)} are installed together and share this import "
-            f"package; keep one of them: pip uninstall {' '.join(installed[1:])}"
-        )
-        raise ImportError(msg)
-
-
-_refuse_a_second_variant()
-del _refuse_a_second_variant
-# --- end of the variant guard ---
-
-
 import ctypes
 import json
 import os
