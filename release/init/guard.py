@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -55,7 +56,12 @@ def has_guard_block(source: str) -> bool:
 
 def mentions_metadata(source: str) -> bool:
     """Whether the module already looks at installed distributions (a guard of the project's own)."""
-    return "importlib.metadata" in source or "importlib_metadata" in source
+    return bool(_METADATA.search(source))
+
+
+_METADATA = re.compile(r"importlib[._]metadata|from\s+importlib\s+import\s+(?:\([^)]*)?\bmetadata\b")
+"""`importlib.metadata`, `importlib_metadata`, or `from importlib import metadata` (the
+reference engine's spelling)."""
 
 
 def insertion_line(source: str) -> int:

@@ -39,8 +39,14 @@ def test_init_on_the_reference_engine_matches_the_committed_matrix(
     args = ["init", str(ROOT / "engine"), "--variants", "cpu,cuda,rocm,musa", "--output", str(output)]
     for wheel in wheels:
         args += ["--wheel", str(wheel)]
+    package = ROOT / "engine" / "python" / "xfer" / "__init__.py"
+    before = package.read_bytes()
     result = toolkit(*args, cwd=tmp_path, env=ENV)
     assert f"wrote {output}" in result.stdout
+    # The engine guards itself (`from importlib import metadata`): init keeps it, and writes nothing
+    # into the checkout the rest of the suite builds from.
+    assert "kept (it already checks the installed distributions)" in result.stdout
+    assert package.read_bytes() == before
 
     generated = load(output)
     committed = load(ROOT / "matrix.yaml")

@@ -193,7 +193,8 @@ def test_musa_installs_from_the_installer_it_is_given(tmp_path: Path) -> None:
     proc = _bash(command, env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"dry-run: bash {installer} --silent --toolkit --prefix=/usr/local/musa" in proc.stdout
-    passed = cibw.cibuildwheel_options(make_plan(loaded, variants=("musa",), include_held_back=True).builds_of("musa"))
+    plan = make_plan(loaded, variants=("musa",), include_held_back=True)
+    passed = cibw.cibuildwheel_options(plan.builds_of("musa"))
     assert "MUSA_INSTALLER" in passed["environment-pass"].split(), "before-all runs in the container"
 
 

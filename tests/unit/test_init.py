@@ -19,6 +19,7 @@ from release.config.matrix import SCHEMA_FILE, load
 from release.errors import UsageError
 from release.init import scaffold as init_mod
 from release.init import scan as scan_mod
+from release.init.guard import BEGIN
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("cpu", "cuda", "rocm", "musa")
@@ -416,7 +417,6 @@ def test_cmake_options_parse_across_lines_and_keep_the_first_definition() -> Non
 
 
 def test_variant_guard_is_written_and_passes_the_verify_rule(tmp_path: Path) -> None:
-    from release.init.guard import BEGIN
 
     has_metadata_guard = metadata_guard_rule()
 
@@ -555,7 +555,7 @@ def test_nox_sessions_come_from_the_toolkit(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_the_guard_goes_below_a_licence_header_docstring_and_future_imports() -> None:
-    from release.init.guard import BEGIN, guard_code, with_guard
+    from release.init.guard import guard_code, with_guard
 
     header = ["# Copyright 2026 Ringlet authors", "# SPDX-License-Identifier: Apache-2.0", '"""Doc."""']
     source = "\n".join([*header, "", "import os", ""])
