@@ -19,7 +19,7 @@ from release.config.matrix import SCHEMA_FILE, load
 from release.errors import UsageError
 from release.init import scaffold as init_mod
 from release.init import scan as scan_mod
-from release.init.guard import BEGIN
+from release.init.guard import BEGIN, mentions_metadata, write_guard
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("cpu", "cuda", "rocm", "musa")
@@ -562,3 +562,30 @@ def test_the_guard_goes_below_a_licence_header_docstring_and_future_imports() ->
     lines = with_guard(source, guard_code("k", ["k-cpu", "k-rocm"])).splitlines()
     assert lines[:3] == header
     assert lines.index(BEGIN) < lines.index("import os")
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import importlib.metadata\n",
+        "import importlib_metadata\n",
+        "from importlib import metadata\n",
+        "from importlib import (\n    metadata,\n)\n",
+    ],
+)
+def test_a_project_guard_is_recognised_in_each_spelling(tmp_path: Path, source: str) -> None:
+    """The reference engine checks its installed distributions through `from importlib import
+    metadata`: init keeps such a module as it is instead of adding a second guard."""
+    init_file = tmp_path / "__init__.py"
+    init_file.write_text(source, encoding="utf-8")
+    assert write_guard(init_file, "xfer", ["xfer-engine", "xfer-engine-cpu"]).endswith(
+        "kept (it already checks the installed distributions)"
+    )
+    assert init_file.read_text(encoding="utf-8") == source
+
+
+def test_the_reference_engine_keeps_its_own_guard() -> None:
+    source = (Path(__file__).resolve().parents[2] / "engine" / "python" / "xfer" / "__init__.py").read_text(
+        encoding="utf-8"
+    )
+    assert mentions_metadata(source) and BEGIN not in source
