@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
@@ -60,7 +61,31 @@ def lay_out(root: Path, files: Iterable[Path]) -> Path:
     return root
 
 
-class IndexServer:
+_Server = TypeVar("_Server", bound="LoopbackServer")
+
+
+class LoopbackServer:
+    """An HTTP server on 127.0.0.1 (an ephemeral port) run in a thread while the `with` lasts."""
+
+    def __init__(self, handler: type[http.server.BaseHTTPRequestHandler], name: str = "index") -> None:
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name=name)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/"
+
+    def __enter__(self: _Server) -> _Server:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+class IndexServer(LoopbackServer):
     """A directory served over HTTP on 127.0.0.1 (an ephemeral port) in a thread; it records
     which files were fetched, so a report can say which index a wheel came from."""
 
@@ -84,21 +109,7 @@ class IndexServer:
                         fetched.append(self.path.rsplit("/", 1)[-1])
                 super().do_GET()
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name=f"index-{name}")
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
-
-    def __enter__(self) -> IndexServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        super().__init__(Handler, name=f"index-{name}")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from release.variants.resolution import LoopbackServer
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 TAG = "manylinux_2_28_x86_64"
@@ -153,7 +155,7 @@ def make_release(directory: Path, pythons: tuple[str, ...] = PYTHONS) -> tuple[P
     return write_matrix(directory, pythons), wheelhouse
 
 
-class UploadIndex:
+class UploadIndex(LoopbackServer):
     """A self-hosted index on 127.0.0.1 for the publish test: it takes legacy-API uploads
     (multipart POST, `:action=file_upload`) of any file, wheels and `-variants.json` alike, and
     serves `<project>/` as a PEP 503 page listing every file with its sha256, as PEP 825 wants."""
@@ -161,7 +163,6 @@ class UploadIndex:
     def __init__(self, root: Path) -> None:
         import email.parser
         import http.server
-        import threading
 
         from packaging.utils import canonicalize_name
 
@@ -221,18 +222,4 @@ class UploadIndex:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
-
-    def __enter__(self) -> UploadIndex:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join()
+        super().__init__(Handler, name="upload-index")
