@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
 # Install the CUDA toolkit pieces the engine builds against (nvcc, cudart headers and the shared
 # runtime), idempotently.
-#   release toolchain install cuda [VERSION] [--runtime-only]  (default 13.0; here also bash scripts/install-cuda.sh)
+#   release toolchain install cuda [VERSION] [--runtime-only] [--from-pypi]
+#   (default 13.0; here also bash scripts/install-cuda.sh)
 # VERSION is the variant's `toolkit`; an install already there is used when it has that
 # major.minor (version.json, version.txt or CUDART_VERSION, as the toolkit reads it).
 # --runtime-only installs the shared runtime a wheel binds (its soname per CUDA major comes from
 # runtimes.tsv beside this script, generated from packaging/backends/cuda.json), no nvcc.
-# Debian/Ubuntu and manylinux_2_28 / AlmaLinux 8, from NVIDIA's package repositories.
+# Debian/Ubuntu and manylinux_2_28 / AlmaLinux 8, from NVIDIA's package repositories; or, with
+# --from-pypi, on any distribution from NVIDIA's wheels on PyPI (nvidia-cuda-runtime, -nvcc, -crt,
+# -cccl: CUDA 13 and later), laid out as /usr/local/cuda-VERSION with pip (PYTHON, else python3,
+# else the newest /opt/python/cp3*/bin/python). That toolkit has nvcc, the runtime headers and
+# libcudart: enough for host code that calls the runtime, no device compiler back end (nvvm).
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
 
-version="" runtime_only=""
+version="" runtime_only="" from_pypi=""
+usage="usage: install-cuda.sh [VERSION] [--runtime-only] [--from-pypi]"
 for arg in "$@"; do
   case "$arg" in
     --runtime-only) runtime_only=1 ;;
-    -*) die "unknown option $arg (usage: install-cuda.sh [VERSION] [--runtime-only])" ;;
-    *) [ -z "$version" ] || die "one version at most (usage: install-cuda.sh [VERSION] [--runtime-only])"
+    --from-pypi) from_pypi=1 ;;
+    -*) die "unknown option $arg ($usage)" ;;
+    *) [ -z "$version" ] || die "one version at most ($usage)"
        version="$arg" ;;
   esac
 done
@@ -50,6 +57,52 @@ for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/
   other="${other:-CUDA ${found:-of unknown version} is installed at $prefix}"
 done
 [ -z "$other" ] || log "$other, but the matrix declares $version: installing $version beside it"
+
+# --from-pypi: NVIDIA's wheels (one per component, named without a -cuXY suffix from CUDA 13 on,
+# each under nvidia/cuMAJOR/) unpacked into /usr/local/cuda-VERSION, the layout the toolkit and
+# CMake's FindCUDAToolkit read (bin/nvcc, include/, lib64/libcudart.so).
+install_from_pypi() {
+  local py="${PYTHON:-}" tmp dest="/usr/local/cuda-$version" tree c
+  [ "$major" -ge 13 ] || die "--from-pypi: CUDA $version: NVIDIA's PyPI wheels carry the nvidia/cuMAJOR layout from CUDA 13 on; install CUDA $version from NVIDIA's repository (without --from-pypi)"
+  if [ -z "$py" ]; then
+    py="$(command -v python3 || true)"
+    [ -n "$py" ] || py="$(ls -d /opt/python/cp3*-cp3*/bin/python 2>/dev/null | sort -V | tail -n 1 || true)"
+  fi
+  [ -n "$py" ] && "$py" -m pip --version >/dev/null 2>&1 \
+    || die "--from-pypi needs a Python with pip (set PYTHON, or put python3 on PATH)"
+  dry_run && { log "would install CUDA $version from PyPI into $dest"; return 0; }
+  local wheels=("nvidia-cuda-runtime==$version.*")
+  [ -n "$runtime_only" ] || wheels+=("nvidia-cuda-nvcc==$version.*" "nvidia-cuda-crt==$version.*" "nvidia-cuda-cccl==$version.*")
+  tmp="$(mktemp -d)"
+  log "installing CUDA $version from NVIDIA's PyPI wheels (${wheels[*]%%==*}) into $dest"
+  "$py" -m pip install -q --no-deps --disable-pip-version-check --root-user-action=ignore --target "$tmp" "${wheels[@]}" \
+    || die "pip could not install CUDA $version's wheels (${wheels[*]}) from the index"
+  tree="$tmp/nvidia/cu$major"
+  [ -f "$tree/include/cuda_runtime_api.h" ] && { [ -n "$runtime_only" ] || [ -x "$tree/bin/nvcc" ]; } \
+    || die "NVIDIA's CUDA $version wheels have no nvidia/cu$major/include/cuda_runtime_api.h (or bin/nvcc): their layout changed"
+  as_root mkdir -p "$dest"
+  as_root cp -a "$tree/." "$dest/"
+  rm -rf "$tmp"
+  [ -e "$dest/lib64" ] || as_root ln -s lib "$dest/lib64"
+  for c in "$dest"/lib/libcudart.so.[0-9]*; do
+    if [ -e "$c" ]; then as_root ln -sfn "$(basename "$c")" "$dest/lib/libcudart.so"; fi
+  done
+  [ -e "$dest/lib/libcudart.so" ] || die "NVIDIA's CUDA $version runtime wheel has no lib/libcudart.so.N"
+  [ -e /usr/local/cuda ] || as_root ln -s "cuda-$version" /usr/local/cuda
+  # As NVIDIA's packages do: the loader finds the runtime (cibuildwheel's import test, smoke runs).
+  if [ -d /etc/ld.so.conf.d ]; then
+    printf '%s\n' "$dest/lib" | as_root tee "/etc/ld.so.conf.d/cuda-$dashed-pypi.conf" >/dev/null
+    as_root ldconfig
+  fi
+  found="$(cuda_version "$dest")"
+  same_release "$version" "$found" || die "$dest reports CUDA ${found:-of unknown version}, not $version"
+  log "done: CUDA $found from PyPI in $dest ($([ -n "$runtime_only" ] || printf 'nvcc, ')headers, $(basename "$(readlink -f "$dest/lib/libcudart.so")"))"
+}
+
+if [ -n "$from_pypi" ]; then
+  install_from_pypi
+  exit 0
+fi
 
 family="$(os_family)" || exit 1
 case "$family" in

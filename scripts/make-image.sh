@@ -32,6 +32,9 @@
 #                         LD_LIBRARY_PATH (set in the image's environment); default ld.so.conf.d
 #   --runtime-libs globs  default 'libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 #   --env K=V             extra image environment variable (repeatable)
+#   --toolkit-install CMD build images: after the interpreters, run CMD (e.g. 'bash scripts/install-cuda.sh
+#                         13.0 --from-pypi') in the image from a copy of the scripts beside this one,
+#                         with the newest --pythons interpreter first on PATH
 #   --python-root DIR     where the interpreters come from (default /root/.pyenv/versions)
 #   --python-dir V=DIR    the installation directory of CPython V (repeatable; the toolkit passes
 #                         the interpreters it finds); others are looked up under --python-root
@@ -58,7 +61,7 @@ tag="" suite=sid mirror=http://deb.debian.org/debian include="" pythons="" env_p
 minbase_only=0 gcc_major="" runtime_prefix="" runtime_via=ld.so.conf.d force=0 refresh_base=0
 runtime_libs='libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 python_root=/root/.pyenv/versions workdir=/var/tmp/xfer-images
-extra_env=() auditwheel_req=""
+extra_env=() auditwheel_req="" toolkit_install=""
 declare -A py_dir=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -75,6 +78,7 @@ while [ $# -gt 0 ]; do
     --runtime-via) runtime_via="$2"; shift 2 ;;
     --runtime-libs) runtime_libs="$2"; shift 2 ;;
     --env) extra_env+=("$2"); shift 2 ;;
+    --toolkit-install) toolkit_install="$2"; shift 2 ;;
     --python-root) python_root="$2"; shift 2 ;;
     --python-dir) [[ "$2" == *=/* ]] || die "--python-dir takes V=DIR (e.g. 3.12=/root/.pyenv/versions/3.12.1)"
                   py_dir[${2%%=*}]="${2#*=}"; shift 2 ;;
@@ -101,6 +105,7 @@ case "$runtime_via" in ld.so.conf.d|LD_LIBRARY_PATH) ;; *) die "--runtime-via mu
 [ -z "$runtime_prefix" ] || [ "${runtime_prefix#/}" != "$runtime_prefix" ] || die "--runtime-prefix must be absolute"
 [ -z "$gcc_major" ] || [[ "$gcc_major" =~ ^[1-9][0-9]?$ ]] || die "--gcc '$gcc_major' is not a GCC major (e.g. 14)"
 [ "$minbase_only" -eq 0 ] || [ -z "$gcc_major" ] || die "--gcc is for build images, not with --minbase-only"
+[ "$minbase_only" -eq 0 ] || [ -z "$toolkit_install" ] || die "--toolkit-install is for build images, not with --minbase-only"
 [ "$minbase_only" -eq 1 ] && env_python=none
 
 # ---- resolve interpreters: X.Y -> --python-dir, else the newest X.Y.Z under python_root ----------
@@ -133,6 +138,10 @@ inputs="$( {
     "$suite" "$mirror" "$include" "$minbase_only" "$runtime_prefix" "$runtime_via" "$runtime_libs" "$env_python"
   printf 'env=%s\n' "${extra_env[@]:-}"
   printf 'auditwheel=%s gcc=%s\n' "$auditwheel_req" "$gcc_major"
+  if [ -n "$toolkit_install" ]; then  # the command and every script it may run
+    printf 'toolkit-install=%s\n' "$toolkit_install"
+    cat "$(dirname "$script_path")"/install-*.sh "$(dirname "$script_path")"/runtimes.tsv | sha256sum
+  fi
   for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
   [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"
 } | sha256sum | cut -c1-64 )"
@@ -285,6 +294,19 @@ if [ "$minbase_only" -eq 0 ] && [ "${#py_list[@]}" -gt 0 ]; then
   in_root /opt/_internal/tools/bin/pip install -q --disable-pip-version-check "$auditwheel_req" \
     || die "pip install '$auditwheel_req' failed"
   ln -sfn /opt/_internal/tools/bin/auditwheel "$root/usr/local/bin/auditwheel"
+fi
+
+if [ -n "$toolkit_install" ]; then
+  [ "${#py_list[@]}" -gt 0 ] || die "--toolkit-install needs --pythons (the install may use pip)"
+  step "toolkit: $toolkit_install"
+  mkdir -p "$root/tmp/xfer-toolkit"
+  cp -a "$(dirname "$script_path")" "$root/tmp/xfer-toolkit/scripts"
+  # shellcheck disable=SC2016
+  in_root PATH="${py_dir[${py_list[-1]}]}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    bash -c 'cd /tmp/xfer-toolkit && eval "$1"' make-image.sh "$toolkit_install" >"$workdir/toolkit.log" 2>&1 \
+    || die "the toolkit install failed in the image: $(grep -v '^ *$' "$workdir/toolkit.log" | tail -n 1) (log: $workdir/toolkit.log)"
+  sed 's/^/    /' "$workdir/toolkit.log" | tail -n 3
+  rm -rf "$root/tmp/xfer-toolkit"
 fi
 
 if [ -n "$gcc_major" ]; then

@@ -67,6 +67,8 @@ def make_command(image: LocalImage) -> list[str]:
         cmd += ["--auditwheel", requirement("auditwheel")]  # the toolkit's own bound
         if image.gcc:
             cmd += ["--gcc", image.gcc]
+        if image.toolkit_install:
+            cmd += ["--toolkit-install", image.toolkit_install]
     else:
         cmd.append("--minbase-only")
     if image.runtime_prefix:

@@ -212,6 +212,18 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
                 f"{key}.build_image.debian.gcc",
                 f"{recipe.gcc!r} is not a GCC major like '14' (or 'suite' for the suite's own g++)",
             )
+        if recipe is not None and recipe.toolkit_install is not None:
+            backend = backends.get(v.backend)
+            if backend is not None and backend.toolkit is None:
+                add(
+                    f"{key}.build_image.debian.toolkit_install",
+                    f"backend {v.backend!r} declares no toolkit (toolkit.install) to install: remove the key",
+                )
+            elif v.toolkit is None:
+                add(
+                    f"{key}.build_image.debian.toolkit_install",
+                    "installs the variant's toolkit: declare its version (`toolkit:`)",
+                )
         for i, tier in enumerate(v.hardware):
             if tier not in m.hardware:
                 add(

@@ -116,6 +116,13 @@ class DebianRecipe:
         "image's major (14 for manylinux_2_28), else the suite's.",
         default=None,
     )
+    toolkit_install: tuple[str, ...] | None = spec(
+        "Build images only: install the variant's toolkit in the image with the backend's own "
+        "install command (`toolkit.install` in its backend file) for the declared `toolkit`, plus "
+        "these arguments, e.g. [--from-pypi] for CUDA from NVIDIA's PyPI wheels; for a toolkit "
+        "Debian does not package.",
+        default=None,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

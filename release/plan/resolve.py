@@ -118,6 +118,9 @@ class LocalImage:
     runtime_prefix: str | None = None
     runtime_via: str | None = None
     runtime_globs: tuple[str, ...] = ()
+    toolkit_install: str | None = None
+    """A build image's toolkit install command (the backend's install command, the declared
+    toolkit and the recipe's arguments), run in the image by make-image.sh."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -285,7 +288,7 @@ def resolve_variant(
         device_code=variant.device_code,
         images=tuple(_image(loaded, i, variant, backend, globs) for i in variant.images),
         hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
-        build_image=_build_image(loaded, name, variant),
+        build_image=_build_image(loaded, name, variant, backend),
         smoke_commands=matrix.engine.smoke.commands,
         pythons=matrix.python,
         stable_abi=None
@@ -379,7 +382,7 @@ def _runtime_image(
     )
 
 
-def _build_image(loaded: LoadedMatrix, name: str, variant: Variant) -> ResolvedBuildImage:
+def _build_image(loaded: LoadedMatrix, name: str, variant: Variant, backend: Backend) -> ResolvedBuildImage:
     declared = variant.build_image
     floor = parse_platform_tag(loaded.matrix.platform.floor)
     release = (declared.release if declared else None) or floor.image_name
@@ -399,11 +402,20 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant) -> ResolvedB
             pythons=loaded.matrix.python,
             toolchain=True,
             gcc=_gcc(recipe.gcc, release),
+            toolkit_install=_toolkit_install(recipe.toolkit_install, variant, backend),
         )
         if recipe
         else None
     )
     return ResolvedBuildImage(release=release, local=local_tag, local_recipe=local)
+
+
+def _toolkit_install(arguments: tuple[str, ...] | None, variant: Variant, backend: Backend) -> str | None:
+    """The command a build image runs to install the variant's toolkit (checked in config:
+    the backend has an install command and the variant a toolkit)."""
+    if arguments is None or backend.toolkit is None or variant.toolkit is None:
+        return None
+    return shlex.join([*shlex.split(backend.toolkit.install), variant.toolkit, *arguments])
 
 
 def _gcc(declared: str | None, release: str) -> str | None:

@@ -202,10 +202,33 @@ def test_a_script_given_a_file_instead_of_a_version_says_so(tmp_path: Path) -> N
     for script in ("install-musa.sh", "install-rocm.sh", "install-cuda.sh"):
         proc = subprocess.run(
             ["bash", str(ROOT / "scripts" / script), "/tmp/musa_toolkits.run"],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert proc.returncode == 1, script
         assert "is not a toolkit version (expected MAJOR.MINOR" in proc.stderr, script
+
+
+@pytest.mark.parametrize(
+    ("version", "env", "message"),
+    [
+        ("12.8", {}, "NVIDIA's PyPI wheels carry the nvidia/cuMAJOR layout from CUDA 13 on"),
+        ("13.9", {"PYTHON": "/nonexistent/python3"}, "--from-pypi needs a Python with pip"),
+    ],
+)
+def test_cuda_from_pypi_refuses_what_it_cannot_do_in_one_line(
+    version: str, env: dict[str, str], message: str
+) -> None:
+    """No CUDA of that version is installed (13.9 does not exist; 12.8 predates the wheels' layout):
+    the PyPI path stops before downloading anything, naming why and what to do."""
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-cuda.sh"), version, "--from-pypi"],
+        capture_output=True, text=True, check=False, timeout=60, env={**os.environ, **env},
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize("version", ["6.11", "7.2"])
@@ -409,8 +432,13 @@ def test_a_smoke_runner_gets_the_declared_rocm_runtime(tmp_path: Path) -> None:
     os_release = tmp_path / "os-release"
     os_release.write_text(UBUNTU)
     # no engine answers: podman is pointed at a socket nobody serves, and no docker daemon runs
-    env = {**os.environ, "INSTALL_DRY_RUN": "1", "OS_RELEASE": str(os_release),
-           "CONTAINER_HOST": f"unix://{tmp_path}/no-engine.sock", "DOCKER_HOST": f"unix://{tmp_path}/no.sock"}
+    env = {
+        **os.environ,
+        "INSTALL_DRY_RUN": "1",
+        "OS_RELEASE": str(os_release),
+        "CONTAINER_HOST": f"unix://{tmp_path}/no-engine.sock",
+        "DOCKER_HOST": f"unix://{tmp_path}/no.sock",
+    }
     env.pop("ROCM_PATH", None)
     argv = [sys.executable, "-m", "release", "toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
     proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
