@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.errors import SmokeError
-from release.smoke.container import remove_container, start_container
+from release.smoke.container import pull, remove_container, start_container
 
 _COUNTER = itertools.count()
 
@@ -80,18 +80,7 @@ def ensure_image(
     engine: str, reference: str, log: Callable[[str], None], declared: str = "matrix.yaml"
 ) -> None:
     """The serving image, pulled unless the engine already holds it; a failure names the fix."""
-    present = subprocess.run(
-        [engine, "image", "exists" if engine == "podman" else "inspect", reference],
-        capture_output=True, check=False, timeout=120,
-    )  # fmt: skip
-    if present.returncode == 0:
-        return
-    log(f"pulling {reference} ({engine})")
-    proc = subprocess.run(
-        [engine, "pull", reference], capture_output=True, text=True, check=False, timeout=3600
-    )
-    if proc.returncode != 0:
-        raise SmokeError(pull_failure(reference, engine, proc.stderr, declared))
+    pull(engine, reference, log=log, failure=lambda stderr: pull_failure(reference, engine, stderr, declared))
 
 
 STANDINS_ENV = "RELEASE_IMAGE_STANDINS"

@@ -89,8 +89,11 @@ def interpreter(python: str) -> Path:
     return Path(manylinux_interpreter(python))
 
 
-def pull(engine: str, reference: str, *, log: Callable[[str], None]) -> None:
-    """The declared serving image, pulled unless the engine already holds it."""
+def pull(
+    engine: str, reference: str, *, log: Callable[[str], None], failure: Callable[[str], str] | None = None
+) -> None:
+    """The declared serving image, pulled unless the engine already holds it. A failed pull is a
+    `SmokeError`: `failure(the engine's stderr)`, else `cannot pull <reference>: <its last line>`."""
     present = subprocess.run(
         [engine, "image", "inspect", reference], capture_output=True, check=False, timeout=120
     )
@@ -101,7 +104,7 @@ def pull(engine: str, reference: str, *, log: Callable[[str], None]) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines() or ["no output"]
-        msg = f"cannot pull {reference}: {lines[-1]}"
+        msg = failure(proc.stderr) if failure else f"cannot pull {reference}: {lines[-1]}"
         raise SmokeError(msg)
 
 
