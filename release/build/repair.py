@@ -22,7 +22,8 @@ from pathlib import Path
 from release import atomic, interrupts
 from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
 from release.errors import BuildError, UsageError
-from release.wheel.own import own_members, read_dist_info, rewrite_members
+from release.wheel.own import own_members, read_dist_info
+from release.wheel.rewrite import rewrite_wheel
 from release.wheel.names import platform_field
 from release.build.toolchain import check_patchelf, tool_path
 
@@ -88,7 +89,7 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
     Interpreters built with an rpath (pyenv's, for one) hand it to every extension they build;
     the loader would search the build machine's directories on the user's machine. Returns the
     cleaned wheel (a new file in `out_dir`, or `wheel` itself when nothing needed cleaning) and
-    what was removed. Entry order, timestamps and RECORD stay consistent.
+    what was removed. Entry order, timestamps and RECORD stay consistent (`release.wheel.rewrite`).
     """
     changed: dict[str, bytes] = {}
     removed: list[str] = []
@@ -112,7 +113,7 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
             removed.extend(f"{member}: {e}" for e in foreign)
     if not changed:
         return wheel, []
-    return rewrite_members(wheel, out_dir / wheel.name, changed), removed
+    return rewrite_wheel(wheel, out_dir / wheel.name, replace=changed), removed
 
 
 def bound_libraries(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
@@ -133,9 +134,7 @@ def declare_external(wheel: Path, excludes: tuple[str, ...]) -> tuple[str, ...]:
     lines = [*kept, *(f"Requires-External: {soname}" for soname in bound)]
     updated = "\n".join(lines) + "\n" + (sep[1:] + body if sep else "")
     if updated != text:
-        scratch = wheel.with_name(wheel.name + ".tmp")
-        rewrite_members(wheel, scratch, {name: updated.encode("utf-8")})
-        scratch.replace(wheel)
+        rewrite_wheel(wheel, wheel, replace={name: updated.encode("utf-8")})
     return bound
 
 

@@ -42,6 +42,7 @@ from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
+from release.smoke.container import image_python
 from release.smoke.container import interpreter as image_interpreter_path
 from release.smoke.selection import wheels_for
 from release.table import render
@@ -365,7 +366,7 @@ def _where(
         containers.ensure_image(engine, reference, log, _declared_at(loaded, reference))
         notes.append(Check("serving image", "pass", reference, {"declared": reference, "stand_in": None}))
     version = _named_version(args.python)
-    python = containers.image_python(engine, reference, args.python, image_interpreter_path(version))
+    python = image_python(engine, reference, args.python, image_interpreter_path(version))
     if python is None:
         where = image_interpreter_path(version)
         msg = f"{reference} has no Python {version} (neither {args.python} on its PATH nor {where})"

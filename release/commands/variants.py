@@ -16,7 +16,7 @@ from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
 from release.errors import VerifyError
-from release.inspect.report import render_report
+from release.inspect.report import failure_summary, render_report
 from release.inspect.verify import verify_release, write_report
 from release.plan.steps import make_plan
 from release.variants.make import DEFAULT_OUT, label_of, make_variant_wheels, variant_set
@@ -44,13 +44,9 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         write_report(report)
         if not report.ok:
             print(render_report(report), flush=True)
-    failed = [r for r in reports if not r.ok]
-    if failed:
-        names = "; ".join(
-            f"{r.wheel.name}: {', '.join(x.id for x in r.rules if x.status == 'fail')}" for r in failed
-        )
-        msg = f"{len(failed)} of {len(reports)} variant wheels failed verification: {names}"
-        raise VerifyError(msg)
+    failures = failure_summary(reports, "variant wheels")
+    if failures:
+        raise VerifyError(failures)
     labels = ", ".join(f"{d.variant}={d.label}" for d in shared.descriptions)
     print(
         f"{len(made)} variant wheels of {shared.distribution} ({labels}) and "

@@ -11,7 +11,7 @@ from pathlib import Path
 from release import table
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError, VerifyError
-from release.inspect.report import VerifyReport, render_report
+from release.inspect.report import VerifyReport, failure_summary, render_report
 from release.inspect.verify import verify_release, verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant, require_variant, variant_for_distribution
 from release.plan.steps import make_plan
@@ -89,19 +89,12 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         document: object = reports[0].to_json() if len(reports) == 1 else [r.to_json() for r in reports]
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
-    rows = [
-        (r.wheel.name, r.variant or "-", _verdict(r), ", ".join(x.id for x in r.rules if x.status == "fail"))
-        for r in reports
-    ]
+    rows = [(r.wheel.name, r.variant or "-", _verdict(r), ", ".join(r.failed)) for r in reports]
     summary = table.render(("wheel", "variant", "result", "failed rules"), rows, title="Verify")
     print(summary, file=sys.stderr if args.json else sys.stdout, flush=True)
-    failed = [r for r in reports if not r.ok]
-    if failed:
-        names = "; ".join(
-            f"{r.wheel.name}: {', '.join(x.id for x in r.rules if x.status == 'fail')}" for r in failed
-        )
-        msg = f"{len(failed)} of {len(reports)} wheels failed verification: {names}"
-        raise VerifyError(msg)
+    failures = failure_summary(reports)
+    if failures:
+        raise VerifyError(failures)
     return 0
 
 

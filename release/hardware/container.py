@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.errors import SmokeError
+from release.smoke.container import pull, remove_container, start_container
 
 _COUNTER = itertools.count()
 
@@ -79,18 +80,7 @@ def ensure_image(
     engine: str, reference: str, log: Callable[[str], None], declared: str = "matrix.yaml"
 ) -> None:
     """The serving image, pulled unless the engine already holds it; a failure names the fix."""
-    present = subprocess.run(
-        [engine, "image", "exists" if engine == "podman" else "inspect", reference],
-        capture_output=True, check=False, timeout=120,
-    )  # fmt: skip
-    if present.returncode == 0:
-        return
-    log(f"pulling {reference} ({engine})")
-    proc = subprocess.run(
-        [engine, "pull", reference], capture_output=True, text=True, check=False, timeout=3600
-    )
-    if proc.returncode != 0:
-        raise SmokeError(pull_failure(reference, engine, proc.stderr, declared))
+    pull(engine, reference, log=log, failure=lambda stderr: pull_failure(reference, engine, stderr, declared))
 
 
 STANDINS_ENV = "RELEASE_IMAGE_STANDINS"
@@ -110,18 +100,6 @@ def standins(value: str) -> dict[str, str]:
     return found
 
 
-def image_python(engine: str, image: str, python: str, fallback: Path) -> str | None:
-    """Where the image keeps `python` (a command such as python3.12, or a path): on its PATH,
-    else at `fallback` (cibuildwheel's layout, where local images keep it); None when neither."""
-    script = f"command -v {python} || {{ test -x {fallback} && echo {fallback}; }}"
-    proc = subprocess.run(
-        [engine, "run", "--rm", "--entrypoint", "/bin/sh", image, "-c", script],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
-    found = proc.stdout.strip().splitlines()
-    return found[-1] if proc.returncode == 0 and found and found[-1].startswith("/") else None
-
-
 class Container:
     """One running container of the serving image for one leg, removed by `close`."""
 
@@ -138,18 +116,8 @@ class Container:
         self.image = image
         self.name = f"release-hardware-{os.getpid()}-{next(_COUNTER)}"
         self.writable = [path for path, writable in mounts if writable]
-        argv = [
-            engine, "run", "-d", "--rm", "--network=host", "--ipc=host", "--name", self.name,
-            "-e", "HOME=/tmp", *flags,
-        ]  # fmt: skip
-        for path, writable in mounts:
-            argv += ["-v", f"{path}:{path}" + ("" if writable else ":ro")]
-        argv += ["--entrypoint", "/bin/sh", image, "-c", "sleep 86400"]
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
-        if proc.returncode != 0:
-            lines = proc.stderr.strip().splitlines() or ["no output"]
-            msg = f"cannot start a container of {image} ({engine}): {lines[-1]}"
-            raise SmokeError(msg)
+        flags = ["--ipc=host", "-e", "HOME=/tmp", *flags]
+        start_container(engine, image, self.name, mounts=mounts, flags=flags, timeout=timeout)
 
     def prefix(self, env: dict[str, str]) -> list[str]:
         """The words before a command that run it in this container with `env`."""
@@ -166,4 +134,4 @@ class Container:
                 [*self.prefix({}), "chown", "-R", owner, *map(str, self.writable)],
                 capture_output=True, check=False, timeout=300,
             )  # fmt: skip
-        subprocess.run([self.engine, "rm", "-f", self.name], capture_output=True, check=False, timeout=120)
+        remove_container(self.engine, self.name)

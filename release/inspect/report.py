@@ -5,6 +5,7 @@ readable rendering."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,11 @@ class VerifyReport:
     def ok(self) -> bool:
         """No rule failed (warnings allowed)."""
         return not any(r.status == "fail" for r in self.rules)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """The ids of the rules that failed, in report order."""
+        return tuple(r.id for r in self.rules if r.status == "fail")
 
     @property
     def releasable(self) -> bool:
@@ -239,11 +245,20 @@ def render_report(report: VerifyReport) -> str:
     width = max(len(r) for r in RULE_IDS)
     lines.extend(f"  {_LABEL[r.status]:<4}  {r.id:<{width}}  {r.message}" for r in report.rules)
     if not report.ok:
-        failed = [r.id for r in report.rules if r.status == "fail"]
-        verdict = f"FAILED ({', '.join(failed)})"
+        verdict = f"FAILED ({', '.join(report.failed)})"
     elif not report.releasable:
         verdict = "ok, not releasable (see WARN)"
     else:
         verdict = "ok, releasable"
     lines.append(f"  result: {verdict}")
     return "\n".join(lines)
+
+
+def failure_summary(reports: Sequence[VerifyReport], what: str = "wheels") -> str | None:
+    """The one line that says which of `reports` failed and by which rules
+    (`1 of 3 wheels failed verification: a.whl: debug-info, padding`), or None when none did."""
+    failed = [r for r in reports if not r.ok]
+    if not failed:
+        return None
+    names = "; ".join(f"{r.wheel.name}: {', '.join(r.failed)}" for r in failed)
+    return f"{len(failed)} of {len(reports)} {what} failed verification: {names}"

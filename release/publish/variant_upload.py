@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.errors import PublishError
+from release.inspect.report import failure_summary
 from release.inspect.verify import verify_release
 from release.publish import index
 from release.variants.make import VariantSet, label_of
@@ -94,13 +95,9 @@ def reverify(files: Sequence[VariantFile], shared: VariantSet, matrix: str) -> N
     wheels = [f.path for f in files if f.kind == "wheel"]
     mapped = [(w, shared.variant_for_label(label_of(w) or "")) for w in wheels]
     reports = verify_release(mapped, variants=shared.variants, matrix=matrix)
-    failed = [r for r in reports if not r.ok]
-    if failed:
-        names = "; ".join(
-            f"{r.wheel.name}: {', '.join(x.id for x in r.rules if x.status == 'fail')}" for r in failed
-        )
-        msg = f"{len(failed)} variant wheel(s) fail verification: {names}"
-        raise PublishError(msg)
+    failures = failure_summary(reports, "variant wheels")
+    if failures:
+        raise PublishError(failures)
     for report, file in zip(reports, (f for f in files if f.kind == "wheel"), strict=True):
         if report.sha256 != file.sha256:
             msg = f"{file.path.name} changed while it was verified: {file.sha256}, then {report.sha256}"

@@ -30,16 +30,7 @@ class ContainerSandbox:
         self.layout = layout
         self.workdir = workdir
         self.name = f"release-smoke-{os.getpid()}-{next(_COUNTER)}"
-        argv = [
-            engine, "run", "-d", "--rm", "--network=host", "--name", self.name,
-            "-v", f"{workdir}:{workdir}", "-v", f"{wheels}:{wheels}:ro",
-            "--entrypoint", "/bin/sh", image, "-c", "sleep 86400",
-        ]  # fmt: skip
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
-        if proc.returncode != 0:
-            lines = proc.stderr.strip().splitlines() or ["no output"]
-            msg = f"cannot start a container of {image}: {lines[-1]}"
-            raise SmokeError(msg)
+        start_container(engine, image, self.name, mounts=[(workdir, True), (wheels, False)])
 
     @property
     def runtime_dir(self) -> Path | None:
@@ -61,7 +52,36 @@ class ContainerSandbox:
         return run_command([*command, self.name, *argv], timeout=timeout, shown=argv)
 
     def close(self) -> None:
-        subprocess.run([self.engine, "rm", "-f", self.name], capture_output=True, check=False, timeout=120)
+        remove_container(self.engine, self.name)
+
+
+def start_container(
+    engine: str,
+    image: str,
+    name: str,
+    *,
+    mounts: Sequence[tuple[Path, bool]],
+    flags: Sequence[str] = (),
+    timeout: float = 300,
+) -> None:
+    """Start `name`, a detached container of `image` on the host network that only sleeps:
+    commands run in it with `exec`, and `remove_container` ends it. Each (path, writable) mount
+    is bound at the same path inside, read-only unless writable; `flags` go to `run` as given.
+    `SmokeError` naming the image and the engine's last line when it cannot start."""
+    argv = [engine, "run", "-d", "--rm", "--network=host", "--name", name, *flags]
+    for path, writable in mounts:
+        argv += ["-v", f"{path}:{path}" + ("" if writable else ":ro")]
+    argv += ["--entrypoint", "/bin/sh", image, "-c", "sleep 86400"]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or ["no output"]
+        msg = f"cannot start a container of {image} ({engine}): {lines[-1]}"
+        raise SmokeError(msg)
+
+
+def remove_container(engine: str, name: str) -> None:
+    """Stop and remove a container `start_container` started (quietly: it may be gone already)."""
+    subprocess.run([engine, "rm", "-f", name], capture_output=True, check=False, timeout=120)
 
 
 def interpreter(python: str) -> Path:
@@ -69,8 +89,11 @@ def interpreter(python: str) -> Path:
     return Path(manylinux_interpreter(python))
 
 
-def pull(engine: str, reference: str, *, log: Callable[[str], None]) -> None:
-    """The declared serving image, pulled unless the engine already holds it."""
+def pull(
+    engine: str, reference: str, *, log: Callable[[str], None], failure: Callable[[str], str] | None = None
+) -> None:
+    """The declared serving image, pulled unless the engine already holds it. A failed pull is a
+    `SmokeError`: `failure(the engine's stderr)`, else `cannot pull <reference>: <its last line>`."""
     present = subprocess.run(
         [engine, "image", "inspect", reference], capture_output=True, check=False, timeout=120
     )
@@ -81,20 +104,27 @@ def pull(engine: str, reference: str, *, log: Callable[[str], None]) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines() or ["no output"]
-        msg = f"cannot pull {reference}: {lines[-1]}"
+        msg = failure(proc.stderr) if failure else f"cannot pull {reference}: {lines[-1]}"
         raise SmokeError(msg)
+
+
+def image_python(engine: str, image: str, python: str, fallback: Path) -> str | None:
+    """Where the image keeps `python` (a command such as python3.12, or a path): on its PATH,
+    else at `fallback` (cibuildwheel's layout, where local images keep it); None when neither."""
+    script = f"command -v {python} || {{ test -x {fallback} && echo {fallback}; }}"
+    proc = subprocess.run(
+        [engine, "run", "--rm", "--entrypoint", "/bin/sh", image, "-c", script],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    found = proc.stdout.strip().splitlines()
+    return found[-1] if proc.returncode == 0 and found and found[-1].startswith("/") else None
 
 
 def image_interpreter(engine: str, reference: str, python: str) -> Path:
     """Where a serving image keeps Python `python`: on its PATH, else cibuildwheel's layout."""
     fallback = interpreter(python)
-    script = f"command -v python{python} || {{ test -x {fallback} && echo {fallback}; }}"
-    proc = subprocess.run(
-        [engine, "run", "--rm", "--entrypoint", "/bin/sh", reference, "-c", script],
-        capture_output=True, text=True, check=False, timeout=600,
-    )  # fmt: skip
-    found = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not found or not found[-1].startswith("/"):
+    found = image_python(engine, reference, f"python{python}", fallback)
+    if found is None:
         msg = f"{reference} has no Python {python} (neither python{python} on its PATH nor {fallback})"
         raise SmokeError(msg)
-    return Path(found[-1])
+    return Path(found)

@@ -82,6 +82,16 @@ class ZipEntry(NamedTuple):
     """The unix mode (file type and permission bits) when written on unix, else 0."""
     is_dir: bool
     is_symlink: bool
+    dos_time: int = 0
+    """The modification time as the directory stores it: the DOS date in the high 16 bits, the
+    DOS time in the low 16 (see `date_time`)."""
+
+    @property
+    def date_time(self) -> tuple[int, int, int, int, int, int]:
+        """(year, month, day, hour, minute, second), as `zipfile.ZipInfo` takes it."""
+        date, time = self.dos_time >> 16, self.dos_time & 0xFFFF
+        year, month, day = (date >> 9) + 1980, (date >> 5) & 0xF, date & 0x1F
+        return year, month, day, time >> 11, (time >> 5) & 0x3F, (time & 0x1F) * 2
 
     @property
     def data_end(self) -> int:
@@ -179,8 +189,8 @@ def _entry(archive: Archive, cd: bytes, at: int, member_area: int) -> tuple[ZipE
         _needed,
         flags,
         method,
-        _time,
-        _date,
+        dos_time,
+        dos_date,
         crc,
         csize,
         usize,
@@ -222,7 +232,8 @@ def _entry(archive: Archive, cd: bytes, at: int, member_area: int) -> tuple[ZipE
         raise ZipError(msg)
     mode = (external >> 16) & 0xFFFF if made_by >> 8 == _UNIX else 0
     is_dir = name.endswith("/") or stat.S_ISDIR(mode)
-    entry = ZipEntry(name, method, crc, csize, usize, offset, data, mode, is_dir, stat.S_ISLNK(mode))
+    dos = dos_date << 16 | dos_time
+    entry = ZipEntry(name, method, crc, csize, usize, offset, data, mode, is_dir, stat.S_ISLNK(mode), dos)
     return entry, end
 
 

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from release.commands import hardware
 from release.errors import SmokeError, UsageError
-from release.hardware.container import HostDevices, device_flags, pull_failure, standins
+from release.hardware.container import HostDevices, device_flags, ensure_image, pull_failure, standins
 from release.hardware.fetch import wheel_pattern
 from release.rehearse import gh_standin, workflow
+from release.smoke import container as smoke_container
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "ab" * 32
@@ -53,6 +55,27 @@ def test_a_digest_pull_failure_names_the_reference_and_the_fix() -> None:
 def test_a_tag_pull_failure_says_to_pin_it() -> None:
     text = pull_failure("docker.io/x/y:1", "podman", "")
     assert "docker.io/x/y:1" in text and "pin it by digest" in text and "no output" in text
+
+
+def test_the_serving_image_is_pulled_by_the_smoke_pull_with_the_hardware_message(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Hardware and smoke share one pull (`release.smoke.container.pull`); each words the failure."""
+    ran: list[list[str]] = []
+
+    def engine(argv: list[str], **_options: object) -> subprocess.CompletedProcess[str]:
+        ran.append(argv)
+        return subprocess.CompletedProcess(argv, 125, "", "Error: manifest unknown\n")
+
+    monkeypatch.setattr(smoke_container.subprocess, "run", engine)
+    with pytest.raises(SmokeError) as raised:
+        ensure_image("podman", "docker.io/x/y:1", lambda _line: None, "matrix.yaml:9: images.y.container")
+    assert str(raised.value) == pull_failure(
+        "docker.io/x/y:1", "podman", "Error: manifest unknown\n", "matrix.yaml:9: images.y.container"
+    )
+    with pytest.raises(SmokeError, match=r"^cannot pull docker.io/x/y:1: Error: manifest unknown$"):
+        smoke_container.pull("podman", "docker.io/x/y:1", log=lambda _line: None)
+    assert [a[:3] for a in ran] == [["podman", "image", "inspect"], ["podman", "pull", "docker.io/x/y:1"]] * 2
 
 
 def test_standins_parse_references_with_colons_and_digests() -> None:

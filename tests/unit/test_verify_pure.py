@@ -11,7 +11,7 @@ from release.config.backends import load_backends
 from release.inspect.devicecode import architecture_names, find_architectures
 from release.inspect.elfformat import Image, MissingRange
 from release.inspect.policy import policies_from_json, policy_for
-from release.inspect.report import SCHEMA_FILE, VerifyReport, render_report
+from release.inspect.report import SCHEMA_FILE, VerifyReport, failure_summary, render_report
 from release.inspect.rules import RULE_IDS
 from release.inspect.rules.registry import RuleResult, matches
 from release.inspect.verify import manylinux_policies
@@ -177,6 +177,18 @@ def test_ok_and_releasable() -> None:
     assert not report.ok and not report.releasable
     text = render_report(report)
     assert "FAIL  debug-info" in text and "n/a" in text and "runtime bound: libamdhip64.so.5" in text
+
+
+def test_one_line_names_the_failed_wheels_and_their_rules() -> None:
+    """The summary `release verify`, `release variants` and the variant upload each raise."""
+    failing = {"debug-info", "padding"}
+    fail = tuple(RuleResult(r, "fail" if r in failing else "pass", "m") for r in RULE_IDS)
+    bad = _report(wheel=Path("bad-1.0-py3-none-any.whl"), rules=fail)
+    assert bad.failed == tuple(r for r in RULE_IDS if r in failing)
+    assert failure_summary([_report(), _report()]) is None
+    assert failure_summary([_report(), bad], "variant wheels") == (
+        f"1 of 2 variant wheels failed verification: bad-1.0-py3-none-any.whl: {', '.join(bad.failed)}"
+    )
 
 
 def test_the_report_names_the_compilers_of_its_elf_files() -> None:
