@@ -29,6 +29,7 @@ from release.environment import in_ci
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = "3.12"
 FLOOR = "manylinux_2_35_x86_64"  # what the Debian 12 build image honestly allows (GLIBCXX_3.4.30)
+LOCAL_FLOOR = "manylinux_2_39_x86_64"  # what matrix.yaml's Debian trixie build images allow
 BUILD_IMAGE = {"local": "localhost/rehearse-build-cpu", "debian": {"suite": "bookworm", "gcc": "suite"}}
 """Debian 12 (glibc 2.36) with its own GCC 12: bookworm carries no gcc-14."""
 PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts", "engine", ".github")
@@ -101,30 +102,71 @@ def table(stdout: str) -> dict[str, tuple[str, str, int]]:
     return rows
 
 
-def test_a_cpu_release_rehearses_end_to_end(tmp_path: Path, work: Path) -> None:
-    """cpu through publish, beside matrix.yaml's musa as it is: held back for want of MUSA_INSTALLER,
-    the plan job names it with its reason, no job of it runs, and the release notes say why."""
+def real_repo(directory: Path) -> Path:
+    """This repository with its own matrix.yaml, two lines changed for a machine without a
+    registry: one Python (CI time; the manual run in docs/release-rehearsal.md has all four) and the
+    floor the local Debian trixie build images honestly allow (glibc 2.41, GCC 14), in place of
+    manylinux_2_28, whose image is in a registry."""
+    for part in PARTS:
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(
+                source, directory / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+            )
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, directory / part)
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    text, python = re.subn(r"(?m)^python: \[.*\]$", f'python: ["{PYTHON}"]', text)
+    text, floor = re.subn(r"(?m)^(  floor: )manylinux_2_28_x86_64", rf"\g<1>{LOCAL_FLOOR}", text)
+    assert python == floor == 1, "matrix.yaml's python or platform.floor line moved"
+    (directory / "matrix.yaml").write_text(text, encoding="utf-8")
+    return directory
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the local build images are made as root")
+def test_the_real_matrix_rehearses_through_publish(tmp_path: Path, work: Path) -> None:
+    """matrix.yaml as it is: cpu, cuda (CUDA 13.0 from NVIDIA's PyPI wheels in the local build
+    image) and rocm (HIP 7.2) are built, verified, smoke-tested (rocm in all its images, the two
+    registry serving images stood in for and named) and published; musa is held back for want of
+    MUSA_INSTALLER: the plan job names it with its reason, no job of it runs, and the release
+    notes say why; the hardware tests are dispatched."""
     musa = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["musa"]
     reason = musa["held_back"]
     assert "MUSA_INSTALLER" in reason
-    repo = make_repo(tmp_path / "repo", {"cpu": cpu(), "musa": musa})
-    proc = rehearse(repo, work)
+    repo = real_repo(tmp_path / "repo")
+    proc = rehearse(repo, work, timeout=3000)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     rows = table(proc.stdout)
     assert not [job for job in rows if "musa" in job]  # held back: not a failed job, not a job at all
-    build = f"build cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"
-    smoke = f"smoke cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"
-    for job in ("plan", build, smoke, "publish to PyPI", "GitHub Release"):
-        assert rows[job][:2] == ("runner" if os.geteuid() == 0 else rows[job][0], "success"), (job, rows)
-    assert rows["start the hardware tests"][1] == "skipped"  # the matrix declares no hardware
+    py = PYTHON.replace(".", "")
+    jobs = ["plan", "publish to PyPI", "GitHub Release", "start the hardware tests"]
+    for variant in ("cpu", "cuda", "rocm"):
+        jobs += [f"build cp{py}-{variant}-manylinux_x86_64", f"smoke cp{py}-{variant}-manylinux_x86_64"]
+    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    image_jobs = [job for job in rows if job.startswith(f"smoke cp{py}-rocm-") and job.count(" ") > 1]
+    assert len(image_jobs) == len(data["variants"]["rocm"]["images"]), sorted(rows)
+    for job in jobs + image_jobs:
+        assert rows[job][1] == "success", (job, rows)
+    # The registry images are stood in for, and the log says so.
+    for name in ("vllm-rocm", "sglang-rocm"):
+        container = data["images"][name]["container"]
+        assert re.search(
+            rf"{re.escape(container)}.*stand-in|stand-in.*{re.escape(container)}", proc.stdout + proc.stderr
+        ), name
     assert "Upload with trusted publishing: twine upload dist/* to http://127.0.0.1:" in proc.stdout
-    wheel = f"xfer_engine_cpu-0.2.0-cp312-cp312-{FLOOR}.whl"
-    assert (work / "index" / "packages" / wheel).is_file()  # uploaded to the local index
+    packages = {p.name for p in (work / "index" / "packages").iterdir()}
+    for distribution in ("xfer_engine_cpu", "xfer_engine", "xfer_engine_rocm"):
+        assert f"{distribution}-0.2.0-cp{py}-cp{py}-{LOCAL_FLOOR}.whl" in packages, packages
+    assert not [name for name in packages if name.startswith("xfer_engine_musa-")]
     release = work / "github" / "releases" / "local" / "rehearsal" / "v0.2.0"
+    wheel = f"xfer_engine-0.2.0-cp{py}-cp{py}-{LOCAL_FLOOR}.whl"
     assert {p.name for p in release.iterdir()} >= {wheel, wheel + ".verify.json"}
     # The job ran release.yml's own line, with the workflow's env, and the lowest pins.
+    build = f"build cp{py}-cuda-manylinux_x86_64"
     log = (work / "logs" / f"{build}.log".replace(" ", "-")).read_text(encoding="utf-8")
     assert '$ python -m release build --variant "$VARIANT" --python "$PYTHON" --tag "$TAG" --container' in log
+    assert "binds libcudart.so.13" in log
     pins = (work / "jobs" / build.replace(" ", "-") / "files" / "lowest-pins.txt").read_text(encoding="utf-8")
     assert re.search(r"^auditwheel==\d", pins, re.M)
     publish_log = (work / "logs" / "publish-to-PyPI.log").read_text(encoding="utf-8")
@@ -133,10 +175,9 @@ def test_a_cpu_release_rehearses_end_to_end(tmp_path: Path, work: Path) -> None:
     plan_log = (work / "logs" / "plan.log").read_text(encoding="utf-8")
     assert f"held back (not released): musa (xfer-engine-musa): {reason}" in plan_log
     calls = (work / "github" / "calls.jsonl").read_text(encoding="utf-8")
-    assert f"- `xfer-engine-musa` (musa): {reason}" in "\n".join(
-        word for line in calls.splitlines() for word in json.loads(line)
-    )
-    assert not list((work / "index" / "packages").glob("xfer_engine_musa-*"))
+    words = [word for line in calls.splitlines() for word in json.loads(line)]
+    assert f"- `xfer-engine-musa` (musa): {reason}" in "\n".join(words)
+    assert "hardware.yml" in words  # the hardware tests dispatched at the tag
     # The tables the jobs wrote to $GITHUB_STEP_SUMMARY, as GitHub shows them on the run's page.
     summary = (work / "summary.md").read_text(encoding="utf-8")
     assert "## plan" in summary and "#### Held back: not released" in summary

@@ -205,12 +205,9 @@ def test_a_prebuilt_toolkit_image_replaces_the_manylinux_image(tmp_path: Path) -
     stays, and finds the declared toolkit there (install-cuda.sh: 'nothing to do')."""
     text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
     image = "ghcr.io/example/manylinux_2_28_x86_64-cuda:13.0"
-    text = text.replace(
-        '      classifiers: ["Environment :: GPU :: NVIDIA CUDA :: 13"]\n',
-        '      classifiers: ["Environment :: GPU :: NVIDIA CUDA :: 13"]\n'
-        f"    build_image: {{release: {image!r}}}\n",
-        1,
-    )
+    old = "    build_image:                      # release CI: manylinux_2_28 + `install-cuda.sh 13.0`"
+    assert text.count(old) == 1, "matrix.yaml's cuda build_image line moved"
+    text = text.replace(old, f"    build_image:\n      release: {image!r}\n    # release CI:", 1)
     text = text.replace("source: engine", f"source: {ROOT / 'engine'}", 1)
     loaded = loads(text, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
     opts = _opts(loaded, "cuda", ("3.12",))
