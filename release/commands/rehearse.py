@@ -22,6 +22,7 @@ from release.config.matrix import LoadedMatrix
 from release.errors import UsageError
 from release.plan.version import version_from_tag
 from release.rehearse import runner, workflow
+from release.rehearse.narrow import narrowed
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +65,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "them), e.g. a wheelhouse or a release rehearsal's github/releases/OWNER/NAME/TAG",
     )
     add(
+        "--python",
+        action="append",
+        default=[],
+        metavar="X.Y",
+        help="only these matrix Pythons (repeatable): the jobs' checkout lists just them; the local "
+        "images are made from the matrix as it is",
+    )
+    add(
+        "--floor",
+        metavar="TAG",
+        help="the platform floor the jobs' checkout declares, e.g. manylinux_2_39_x86_64 for wheels "
+        "built in local Debian trixie images where the matrix's floor image is in a registry",
+    )
+    add(
         "--repository", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs"
     )
 
@@ -84,6 +99,13 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     root = loaded.root
     path = args.workflow or root / ".github" / "workflows" / "release.yml"
     flow = workflow.load(path)
+    narrow = narrowed(loaded, args.python, args.floor)
+    checkout_files = {}
+    if narrow is not None:
+        text, said = narrow
+        checkout_files[loaded.path.resolve().relative_to(root.resolve()).as_posix()] = text
+        for line in said:
+            print(f"the jobs' checkout of {loaded.path.name}: {line}", flush=True)
     options = runner.Options(
         repo=root,
         workflow=flow,
@@ -98,6 +120,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         env=_env(args.env),
         inputs=_env(args.input, "--input"),
         release_assets=args.release_assets.resolve() if args.release_assets else None,
+        checkout_files=checkout_files,
     )
     if options.release_assets is not None and not options.release_assets.is_dir():
         msg = f"--release-assets {args.release_assets}: not a directory"

@@ -55,6 +55,9 @@ class Options:
     """workflow_dispatch inputs (a declared `tag` input defaults to the rehearsed tag)."""
     release_assets: Path | None = None
     """Wheels and verify reports the tag's GitHub Release already holds (for hardware.yml)."""
+    checkout_files: dict[str, str] = field(default_factory=dict)
+    """Files (path relative to the repository: text) the jobs' checkout holds in place of the
+    repository's own: a narrowed matrix.yaml (`release rehearse --python/--floor`)."""
 
 
 @dataclass
@@ -106,6 +109,7 @@ class Rehearsal:
             gh_dir=gh_dir,
             container_host=services.start_container_service(user),
             log=self.o.log,
+            checkout_files=self.o.checkout_files,
         )
 
     def contexts(self) -> dict[str, Any]:

@@ -57,6 +57,8 @@ class Setup:
     gh_dir: Path
     container_host: str | None
     log: Callable[[str], None]
+    checkout_files: Mapping[str, str] = field(default_factory=dict)
+    """Written over the checkout's copies (path relative to the repository: text)."""
 
 
 @dataclass
@@ -190,8 +192,13 @@ def run_step(instance: Instance, step: Step, status: expressions.Status) -> str:
             symlinks=True,
             ignore=_checkout_ignore(instance.setup.repo),
         )
+        for relative, text in instance.setup.checkout_files.items():
+            (instance.workspace / relative).write_text(text, encoding="utf-8")
         give(instance.home, instance.user)
-        return f"copied {instance.setup.repo}"
+        changed = (
+            f" ({', '.join(instance.setup.checkout_files)} narrowed)" if instance.setup.checkout_files else ""
+        )
+        return f"copied {instance.setup.repo}{changed}"
     if kind == "setup-python":
         version = with_.get("python-version", "")
         bindir = setup_python(version, instance.setup.toolcache, instance.user)  # read-only to the user

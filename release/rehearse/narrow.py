@@ -1,0 +1,53 @@
+"""A narrower release for a machine without a registry or the time for the whole matrix: the jobs'
+checkout gets a matrix.yaml whose `python:` list and `platform.floor` differ, while every local
+image is made from the repository's matrix as it is (so the images are those every other command
+here uses). Each change is one line of the file, said in the rehearsal's log."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from release.config.matrix import LoadedMatrix
+from release.errors import UsageError
+from release.wheel.names import parse_platform_tag
+
+_PYTHON = re.compile(r"(?m)^python:[ \t]*\[[^\]\n]*\][ \t]*(#.*)?$")
+_PLATFORM = re.compile(r"(?m)^platform:[ \t]*(#.*)?$")
+_TOP_KEY = re.compile(r"(?m)^[A-Za-z_]")
+_FLOOR = re.compile(r"(?m)^(?P<indent>[ \t]+)floor:[ \t]*(?P<value>[A-Za-z0-9_.]+)")
+
+
+def narrowed(loaded: LoadedMatrix, pythons: Sequence[str], floor: str | None) -> tuple[str, list[str]] | None:
+    """(the matrix text the jobs' checkout holds, one line per change), or None without a change."""
+    if not pythons and floor is None:
+        return None
+    text = loaded.path.read_text(encoding="utf-8")
+    said = []
+    file = loaded.path.name
+    if pythons:
+        unknown = [p for p in pythons if p not in loaded.matrix.python]
+        if unknown:
+            msg = f"--python {unknown[0]}: not a Python of {file} ({', '.join(loaded.matrix.python)})"
+            raise UsageError(msg)
+        kept = [p for p in loaded.matrix.python if p in pythons]
+        text, count = _PYTHON.subn("python: [" + ", ".join(f'"{p}"' for p in kept) + "]", text, count=1)
+        if count != 1:
+            msg = f"--python: {file} has no one-line `python: [...]` list at the top level to narrow"
+            raise UsageError(msg)
+        said.append(f"python [{', '.join(kept)}] (--python; {file} lists {', '.join(loaded.matrix.python)})")
+    if floor is not None:
+        if parse_platform_tag(floor).family != "manylinux":
+            msg = f"--floor {floor}: not a manylinux platform tag such as manylinux_2_39_x86_64"
+            raise UsageError(msg)
+        block = _PLATFORM.search(text)
+        match = _FLOOR.search(text, block.end()) if block is not None else None
+        if match is None or (block is not None and _TOP_KEY.search(text, block.end(), match.start())):
+            msg = f"--floor: {file} has no `floor:` line under platform to replace"
+            raise UsageError(msg)
+        old = match.group("value")
+        text = text[: match.start("value")] + floor + text[match.end("value") :]
+        said.append(
+            f"platform.floor {floor} (--floor; {file} says {old}, whose build image is in a registry)"
+        )
+    return text, said
