@@ -26,6 +26,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
@@ -60,6 +61,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"the variant set and -variants.json (default: {DEFAULT_OUT}/, with variant_wheels)",
     )
     add("--python", action="append", help="only this matrix Python (repeatable)")
+    add(
+        "--variant",
+        action="append",
+        help="only this variant's per-name distribution (repeatable; a backfill: no variant set)",
+    )
     add("--installer", action="append", choices=INSTALLERS, help="only this installer (repeatable)")
     add("--setup", action="append", choices=SETUPS, help="only this index setup (repeatable)")
     add("--json", action="store_true", help="print the report as JSON")
@@ -99,77 +105,57 @@ def plan_cases(
     shared: VariantSet | None,
     *,
     nvidia_driver: bool,
+    newest: str | None = None,
 ) -> list[Case]:
-    """Every install the report covers, in report order."""
+    """Every install the report covers, in report order. `newest` is the matrix's newest Python
+    (the one the partial index holds), when only some Pythons are checked."""
     cases: list[Case] = []
-    newest = max(pythons, key=Version)
+    newest = newest or max(pythons, key=Version)
+
+    def add(setup: str, installer: str, python: str, requirement: str, **how: Any) -> None:
+        if setup in setups and installer in installers:
+            cases.append(Case(setup, installer, python, requirement, **how))
+
     for variant in variants.values():
-        for python in pythons:
-            for installer in installers:
-                if "per-name" in setups:
-                    cases.append(
-                        Case("per-name", installer, python, variant.distribution, ("release",), variant)
-                    )
-                if "partial-index" in setups and python != newest:
-                    cases.append(
-                        Case(
-                            "partial-index",
-                            installer,
-                            python,
-                            variant.distribution,
-                            ("release", "newest-only"),
-                            variant,
-                            may_fail=True,
-                        )
-                    )
-    if shared is None or "variants" not in setups:
+        for python in (p for p in pythons if p in variant.pythons):
+            for installer in INSTALLERS:
+                add("per-name", installer, python, variant.distribution, indexes=("release",), expect=variant)
+                if python != newest:
+                    add(
+                        "partial-index", installer, python, variant.distribution,
+                        indexes=("release", "newest-only"), expect=variant, may_fail=True,
+                    )  # fmt: skip
+    if shared is None:
         return cases
     null = next((shared.variants[d.variant] for d in shared.descriptions if d.is_null), None)
     cuda = next((d for d in shared.descriptions if "nvidia" in d.properties), None)
+    cuda_env = (
+        {FORCE_CUDA: cuda.properties["nvidia"].get("cuda_version_lower_bound", ("13.0",))[0]} if cuda else {}
+    )
+    plain = shared.variants[cuda.variant] if (nvidia_driver and cuda) else null
+    installs: list[tuple[str, ResolvedVariant | None, dict[str, str], str]] = [
+        ("uv", plain, {}, "this machine's own hardware, as uv detects it"),
+        ("pip", None, {}, "pip does not read variant wheels"),
+    ]
+    if cuda is not None:
+        installs.insert(1, ("uv", shared.variants[cuda.variant], cuda_env, ""))
     for python in pythons:
-        if "uv" in installers:
-            plain = shared.variants[cuda.variant] if (nvidia_driver and cuda) else null
-            cases.append(
-                Case(
-                    "variants",
-                    "uv",
-                    python,
-                    shared.distribution,
-                    ("variants",),
-                    plain,
-                    note="this machine's own hardware, as uv detects it",
-                )
-            )
-            if cuda is not None:
-                bound = cuda.properties["nvidia"].get("cuda_version_lower_bound", ("13.0",))[0]
-                cases.append(
-                    Case(
-                        "variants",
-                        "uv",
-                        python,
-                        shared.distribution,
-                        ("variants",),
-                        shared.variants[cuda.variant],
-                        env={FORCE_CUDA: bound},
-                    )
-                )
-        if "pip" in installers:
-            cases.append(
-                Case(
-                    "variants",
-                    "pip",
-                    python,
-                    shared.distribution,
-                    ("variants",),
-                    None,
-                    note="pip does not read variant wheels",
-                )
+        for installer, expect, env, note in installs:
+            add(
+                "variants",
+                installer,
+                python,
+                shared.distribution,
+                indexes=("variants",),
+                expect=expect,
+                env=env,
+                note=note,
             )
     return cases
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
-    plan = make_plan(loaded)
+    plan = make_plan(loaded, variants=tuple(args.variant or ()))
     variants = plan.variants
     pythons = tuple(args.python or loaded.matrix.python)
     unknown = [p for p in pythons if p not in loaded.matrix.python]
@@ -178,15 +164,19 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         raise UsageError(msg)
     setups = tuple(args.setup or SETUPS)
     installers = tuple(args.installer or INSTALLERS)
-    shared = variant_set(loaded, variants) if loaded.matrix.variant_wheels and "variants" in setups else None
+    # A variant set is made of all its variants: a backfill of some (--variant) checks no set.
+    wanted = loaded.matrix.variant_wheels and "variants" in setups and not args.variant
+    shared = variant_set(loaded, variants) if wanted else None
     if "variants" in (args.setup or ()) and shared is None:
-        msg = f"--setup variants needs `variant_wheels` in {loaded.path.name}"
+        msg = f"--setup variants needs `variant_wheels` in {loaded.path.name}, and no --variant"
         raise UsageError(msg)
     interpreters = {p: require_interpreter(p) for p in pythons}
     wheelhouse = args.wheelhouse or loaded.root / "wheelhouse"
     per_name = _per_name_files(wheelhouse, variants)
-    newest = max(pythons, key=Version)
-    cases = plan_cases(variants, pythons, installers, setups, shared, nvidia_driver=NVIDIA_DRIVER.exists())
+    newest = max(loaded.matrix.python, key=Version)  # the partial index holds the matrix's newest
+    cases = plan_cases(
+        variants, pythons, installers, setups, shared, nvidia_driver=NVIDIA_DRIVER.exists(), newest=newest
+    )
     with tempfile.TemporaryDirectory(prefix="check-resolution-") as scratch:
         work = Path(scratch)
         indexes = {

@@ -317,7 +317,7 @@ def run_case(
     """Make a fresh venv of `interpreter`, install the case's requirement, judge the result."""
     uv = uv_binary()
     if uv is None:
-        return Outcome(case, False, "uv is not installed: pip install 'gpu-wheel-release[variants]'")
+        return Outcome(case, False, "uv is not installed: pip install 'uv>=0.13.8' (a toolkit dependency)")
     with tempfile.TemporaryDirectory(dir=work, prefix="venv-") as scratch:
         venv = Path(scratch) / "env"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "NV_VARIANT"))}
