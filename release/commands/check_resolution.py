@@ -1,6 +1,7 @@
 """`release check-resolution`: the installs a user would type, checked before the release.
 
-    release check-resolution [--wheelhouse DIR] [--variant-wheels DIR] [--python 3.12] [--json]
+    release check-resolution [--wheelhouse DIR] [--variant-wheels DIR] [--python 3.12]
+                             [--repository URL] [--variant NAME] [--json]
 
 Serves the release set from local indexes on 127.0.0.1 and installs with pip and uv into fresh
 venvs of every matrix Python, reporting per distribution, Python and index setup:
@@ -10,12 +11,23 @@ venvs of every matrix Python, reporting per distribution, Python and index setup
 - `partial-index`: the vLLM #44660 pattern: the first index holds only the newest Python's
   wheels, the second the whole set; an older Python must fail, or fall back visibly (the report
   names the index), and never get another backend's build.
+- `held-name` (with `--repository`, the index the release goes to, e.g. PyPI): a name held by
+  another project there. Each distribution's files on that index are recognised by the
+  release-day `name-owner` rule (`release_day.foreign_files`). A name that is free, or holds
+  only this engine's wheels, gives one note and no install. A held name is a failure, always:
+  pip and uv install with that index as `--index-url` and ours as `--extra-index-url`, as a
+  user of our self-hosted index types it, and the report says what each gave. Even where it
+  gave our build (uv prefers the extra index; pip takes the higher version), the other
+  project's next upload wins, so the release must not go out under that name.
 - `variants` (with `variant_wheels`): the PEP 825 set and `-variants.json`; `uv pip install
   --preview <name>` gets the null variant on a machine without an NVIDIA driver (the CUDA one
   where uv reads a driver), the CUDA variant with NV_VARIANT_PROVIDER_FORCE_CUDA_DRIVER_VERSION;
   pip, which does not read variant wheels, must find nothing.
 
-What was installed is judged from the wheel's own data (`Requires-External`, `variant.json`).
+What was installed is judged from the wheel's own data (`Requires-External`, `variant.json`),
+after the question of whose wheel it is: in every setup, a wheel under our name that is not
+this engine's (the `name-owner` rule on its wheel name, and its RECORD without the engine's
+import package) is reported as the name held by another project, never as a build of ours.
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from packaging.version import Version
 
@@ -34,13 +47,15 @@ from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError, UsageError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
+from release.publish import index
+from release.publish.release_day import foreign_files
 from release.variants.make import DEFAULT_OUT, VariantSet, variant_set
 from release.variants.metadata import INDEX_SUFFIX
 from release.variants.resolution import FORCE_CUDA, Case, Outcome, lay_out, run_case, serving
 from release.wheel.names import parse_wheel_name, split_variant_label
 
 INSTALLERS = ("pip", "uv")
-SETUPS = ("per-name", "partial-index", "variants")
+SETUPS = ("per-name", "partial-index", "held-name", "variants")
 NVIDIA_DRIVER = Path("/sys/module/nvidia/version")
 """Where uv's NVIDIA provider reads the driver version."""
 
@@ -60,6 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"the variant set and -variants.json (default: {DEFAULT_OUT}/, with variant_wheels)",
     )
     add("--python", action="append", help="only this matrix Python (repeatable)")
+    add("--variant", action="append", help="only this variant (repeatable; a backfill: no variant set)")
+    add(
+        "--repository",
+        metavar="URL",
+        help="the index the release goes to (upload or simple URL): held-name asks it who holds our names",
+    )
     add("--installer", action="append", choices=INSTALLERS, help="only this installer (repeatable)")
     add("--setup", action="append", choices=SETUPS, help="only this index setup (repeatable)")
     add("--json", action="store_true", help="print the report as JSON")
@@ -99,77 +120,65 @@ def plan_cases(
     shared: VariantSet | None,
     *,
     nvidia_driver: bool,
+    newest: str | None = None,
+    held: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Case]:
-    """Every install the report covers, in report order."""
+    """Every install the report covers, in report order. `newest` is the matrix's newest Python
+    (the one the partial index holds), when only some Pythons are checked; `held`: distribution
+    -> another project's files under that name on the public index."""
     cases: list[Case] = []
-    newest = max(pythons, key=Version)
+    newest = newest or max(pythons, key=Version)
+
+    def add(setup: str, installer: str, python: str, requirement: str, **how: Any) -> None:
+        if setup in setups and installer in installers:
+            cases.append(Case(setup, installer, python, requirement, **how))
+
     for variant in variants.values():
-        for python in pythons:
-            for installer in installers:
-                if "per-name" in setups:
-                    cases.append(
-                        Case("per-name", installer, python, variant.distribution, ("release",), variant)
-                    )
-                if "partial-index" in setups and python != newest:
-                    cases.append(
-                        Case(
-                            "partial-index",
-                            installer,
-                            python,
-                            variant.distribution,
-                            ("release", "newest-only"),
-                            variant,
-                            may_fail=True,
-                        )
-                    )
-    if shared is None or "variants" not in setups:
+        for python in (p for p in pythons if p in variant.pythons):
+            for installer in INSTALLERS:
+                add("per-name", installer, python, variant.distribution, indexes=("release",), expect=variant)
+                if python != newest:
+                    add(
+                        "partial-index", installer, python, variant.distribution,
+                        indexes=("release", "newest-only"), expect=variant, may_fail=True,
+                    )  # fmt: skip
+                theirs = (held or {}).get(variant.distribution)
+                if theirs:
+                    add(
+                        "held-name", installer, python, variant.distribution,
+                        indexes=("public", "release"), expect=variant, note=", ".join(sorted(theirs)[:3]),
+                    )  # fmt: skip
+    if shared is None:
         return cases
     null = next((shared.variants[d.variant] for d in shared.descriptions if d.is_null), None)
     cuda = next((d for d in shared.descriptions if "nvidia" in d.properties), None)
+    cuda_env = (
+        {FORCE_CUDA: cuda.properties["nvidia"].get("cuda_version_lower_bound", ("13.0",))[0]} if cuda else {}
+    )
+    plain = shared.variants[cuda.variant] if (nvidia_driver and cuda) else null
+    installs: list[tuple[str, ResolvedVariant | None, dict[str, str], str]] = [
+        ("uv", plain, {}, "this machine's own hardware, as uv detects it"),
+        ("pip", None, {}, "pip does not read variant wheels"),
+    ]
+    if cuda is not None:
+        installs.insert(1, ("uv", shared.variants[cuda.variant], cuda_env, ""))
     for python in pythons:
-        if "uv" in installers:
-            plain = shared.variants[cuda.variant] if (nvidia_driver and cuda) else null
-            cases.append(
-                Case(
-                    "variants",
-                    "uv",
-                    python,
-                    shared.distribution,
-                    ("variants",),
-                    plain,
-                    note="this machine's own hardware, as uv detects it",
-                )
-            )
-            if cuda is not None:
-                bound = cuda.properties["nvidia"].get("cuda_version_lower_bound", ("13.0",))[0]
-                cases.append(
-                    Case(
-                        "variants",
-                        "uv",
-                        python,
-                        shared.distribution,
-                        ("variants",),
-                        shared.variants[cuda.variant],
-                        env={FORCE_CUDA: bound},
-                    )
-                )
-        if "pip" in installers:
-            cases.append(
-                Case(
-                    "variants",
-                    "pip",
-                    python,
-                    shared.distribution,
-                    ("variants",),
-                    None,
-                    note="pip does not read variant wheels",
-                )
+        for installer, expect, env, note in installs:
+            add(
+                "variants",
+                installer,
+                python,
+                shared.distribution,
+                indexes=("variants",),
+                expect=expect,
+                env=env,
+                note=note,
             )
     return cases
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
-    plan = make_plan(loaded)
+    plan = make_plan(loaded, variants=tuple(args.variant or ()))
     variants = plan.variants
     pythons = tuple(args.python or loaded.matrix.python)
     unknown = [p for p in pythons if p not in loaded.matrix.python]
@@ -178,15 +187,24 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         raise UsageError(msg)
     setups = tuple(args.setup or SETUPS)
     installers = tuple(args.installer or INSTALLERS)
-    shared = variant_set(loaded, variants) if loaded.matrix.variant_wheels and "variants" in setups else None
+    # A variant set is made of all its variants: a backfill of some (--variant) checks no set.
+    wanted = loaded.matrix.variant_wheels and "variants" in setups and not args.variant
+    shared = variant_set(loaded, variants) if wanted else None
     if "variants" in (args.setup or ()) and shared is None:
-        msg = f"--setup variants needs `variant_wheels` in {loaded.path.name}"
+        msg = f"--setup variants needs `variant_wheels` in {loaded.path.name}, and no --variant"
+        raise UsageError(msg)
+    if "held-name" in (args.setup or ()) and not args.repository:
+        msg = "--setup held-name needs --repository (the index the release goes to, e.g. PyPI's)"
         raise UsageError(msg)
     interpreters = {p: require_interpreter(p) for p in pythons}
     wheelhouse = args.wheelhouse or loaded.root / "wheelhouse"
     per_name = _per_name_files(wheelhouse, variants)
-    newest = max(pythons, key=Version)
-    cases = plan_cases(variants, pythons, installers, setups, shared, nvidia_driver=NVIDIA_DRIVER.exists())
+    newest = max(loaded.matrix.python, key=Version)  # the partial index holds the matrix's newest
+    public, held = _held_names(args.repository, variants) if "held-name" in setups else (None, {})
+    cases = plan_cases(
+        variants, pythons, installers, setups, shared,
+        nvidia_driver=NVIDIA_DRIVER.exists(), newest=newest, held=held,
+    )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="check-resolution-") as scratch:
         work = Path(scratch)
         indexes = {
@@ -200,8 +218,9 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         with serving(indexes) as servers:
             for case in cases:
                 outcome = run_case(
-                    case, interpreters[case.python], servers, variants, work=work, pip_runner=sys.executable
-                )
+                    case, interpreters[case.python], servers, variants,
+                    work=work, pip_runner=sys.executable, outside={"public": public} if public else None,
+                )  # fmt: skip
                 outcomes.append(outcome)
                 if not args.json:
                     _print(outcome)
@@ -219,6 +238,28 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     if not args.json:
         print(f"{len(outcomes)} installs, {len(pythons)} Python(s), {len(setups)} index setup(s): all right")
     return 0
+
+
+def _held_names(
+    repository: str | None, variants: Mapping[str, ResolvedVariant]
+) -> tuple[str | None, dict[str, list[str]]]:
+    """The public index's simple URL and, per distribution held there by another project, its
+    files (the release-day `name-owner` rule); one line per distribution on standard error."""
+    if not repository:
+        print("held-name: no --repository: who holds the names on the index is not checked", file=sys.stderr)
+        return None, {}
+    simple = repository if repository.rstrip("/").endswith("/simple") else index.simple_url_for(repository)
+    index.check_transport(simple)
+    held: dict[str, list[str]] = {}
+    for variant in variants.values():
+        dist = variant.distribution
+        files = index.list_files(simple, dist)
+        foreign = foreign_files(dist, files)
+        if foreign:
+            held[dist] = foreign
+        state = "held by another project" if foreign else "ours" if files else "free"
+        print(f"held-name: {dist} on {index.redact_url(simple)}: {state}", file=sys.stderr)
+    return simple, held
 
 
 def _print(outcome: Outcome) -> None:

@@ -11,6 +11,8 @@ import argparse
 import json
 import sys
 
+from packaging.version import Version
+
 from release import table
 from release.config.checks import engine_source, unpinned_serving_images
 from release.config.dataschema import printable
@@ -19,6 +21,7 @@ from release.errors import MatrixError, Problem, UsageError
 from release.plan.inputs import environment
 from release.plan.steps import Plan, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
+from release.variants.make import variant_set
 
 WORKFLOWS = ("release", "ci", "hardware")
 
@@ -52,9 +55,12 @@ def github_outputs(
             msg = "--github release needs --tag (the pushed tag, e.g. v0.2.0)"
             raise UsageError(msg)
         version = version_from_tag(tag, matrix.publish.tag_pattern)
+        pythons = sorted({p for s in plan.builds for p in s.serves}, key=Version)
         return {
             "version": version,
             "build": _line({"include": [s.to_json() for s in plan.builds]}),
+            "pythons": _line({"include": [{"python": p} for p in pythons]}),
+            "variant-wheels": str(_makes_variant_wheels(plan)).lower(),
             "images": _line({"include": [s.to_json() for s in plan.images]}),
             "has-images": str(bool(plan.images)).lower(),
             "has-hardware": str(bool(plan.smokes)).lower(),
@@ -81,6 +87,19 @@ def github_outputs(
         "import-name": matrix.engine.import_name,
         "scripts": " ".join(matrix.engine.scripts),
     }
+
+
+def _makes_variant_wheels(plan: Plan) -> bool:
+    """Whether the release also makes the matrix's PEP 825 variant set: with `variant_wheels`,
+    unless this is a backfill of some variants (a variant set is made of all of its variants).
+    An unusable `variant_wheels` fails here, in the plan job, naming the key."""
+    loaded = plan.loaded
+    if loaded.matrix.variant_wheels is None:
+        return False
+    if set(plan.variants) != set(loaded.matrix.variants) - set(plan.held_back):
+        return False
+    variant_set(loaded, plan.variants)
+    return True
 
 
 def held_back_lines(plan: Plan) -> list[str]:

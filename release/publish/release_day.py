@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,6 +138,14 @@ def _project_json(index_url: str, project: str) -> dict[str, object] | None:
     return data if isinstance(data, dict) else None
 
 
+def foreign_files(distribution: str, files: Iterable[str]) -> list[str]:
+    """The files under `distribution`'s name that are not this engine's: anything but its CPython
+    platform wheels (`<name>-<version>-cp3…-<platform>.whl`). One such file means another project
+    holds the name (check-resolution judges an installed wheel by the same rule)."""
+    stem = canonicalize_name(distribution).replace("-", "_")
+    return [f for f in files if not (f.startswith(f"{stem}-") and f.endswith(".whl") and "-cp3" in f)]
+
+
 def check_names(variants: Sequence[ResolvedVariant], index_url: str, repository: str) -> Check:
     """A name with files on the index is ours only if those files are this engine's wheels
     (its import package's platform wheels) and, where the index says, its project links name
@@ -153,9 +161,8 @@ def check_names(variants: Sequence[ResolvedVariant], index_url: str, repository:
         if not files:
             check.notes.append(f"{dist}: free on the index (the first upload creates it)")
             continue
-        stem = canonicalize_name(dist).replace("-", "_")
-        ours = [f for f in files if f.startswith(f"{stem}-") and f.endswith(".whl") and "-cp3" in f]
-        foreign = [f for f in files if f not in ours]
+        foreign = foreign_files(dist, files)
+        ours = [f for f in files if f not in foreign]
         links = _links(_project_json(index_url, dist))
         repo_named = any(repository.lower() in link.lower() for link in links)
         if foreign or (links and not repo_named):

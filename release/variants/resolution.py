@@ -4,6 +4,13 @@ wheel carries: its `Requires-External` runtime sonames and, for a variant wheel,
 
 "Another backend's build" is a wheel whose runtime sonames (or label) are another variant's;
 for an engine the toolkit did not build, the same data decides (METADATA and `variant.json`).
+
+"Another project's wheel" comes first: an installed distribution of our name is this engine's
+only if its wheel name (rebuilt from the dist-info's `WHEEL` tag) passes the release-day
+`name-owner` rule (`foreign_files`: a CPython platform wheel of the name) and its RECORD holds
+the engine's import package. Anything else installed under our name is reported as the name
+held by another project, never judged by its (absent) runtime sonames: a pure-Python wheel of
+someone else's binds no GPU runtime and would otherwise pass as the CPU build.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import TypeVar
 from packaging.utils import canonicalize_name
 
 from release.plan.resolve import ResolvedVariant
+from release.publish.release_day import foreign_files
 from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
 from release.wheel.archive import parse_metadata
 from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label, variants_index_fields
@@ -117,7 +125,7 @@ class Case:
     """One install a user would type, and what it must give."""
 
     setup: str
-    """The index setup (`per-name`, `partial-index`, `variants`)."""
+    """The index setup (`per-name`, `partial-index`, `held-name`, `variants`)."""
     installer: str
     python: str
     requirement: str
@@ -145,6 +153,18 @@ class Installed:
     version: str
     runtimes: tuple[str, ...]
     label: str | None
+    wheel: str
+    """The wheel's file name as the dist-info gives it back (`WHEEL`'s first tag)."""
+    packages: tuple[str, ...]
+    """Top-level names its RECORD installs."""
+
+    def not_ours(self, import_name: str) -> str | None:
+        """Why this is not the engine's wheel (another project's under our name), or None."""
+        if foreign_files(self.name, [self.wheel]):
+            return f"{self.wheel} is not a CPython platform wheel of this engine"
+        if import_name not in self.packages:
+            return f"it installs {', '.join(self.packages) or 'nothing'}, not the {import_name} package"
+        return None
 
     def text(self) -> str:
         label = f" [{self.label}]" if self.label else ""
@@ -189,8 +209,27 @@ def installed(site_packages: Path, project: str) -> Installed | None:
         if variant_file.is_file():
             with contextlib.suppress(OSError, ValueError, AttributeError):
                 label = next(iter(json.loads(variant_file.read_text(encoding="utf-8"))["variants"]))
-        return Installed(meta.get("Name") or project, meta.get("Version") or "?", runtimes, label)
+        name, version = meta.get("Name") or project, meta.get("Version") or "?"
+        return Installed(name, version, runtimes, label, _wheel_name(info, name, version), _packages(info))
     return None
+
+
+def _wheel_name(info: Path, name: str, version: str) -> str:
+    try:
+        tag = parse_metadata((info / "WHEEL").read_text(encoding="utf-8", errors="replace")).get("Tag")
+    except OSError:
+        tag = None
+    stem = canonicalize_name(name).replace("-", "_")
+    return f"{stem}-{version}-{tag or 'unknown'}.whl"
+
+
+def _packages(info: Path) -> tuple[str, ...]:
+    try:
+        lines = (info / "RECORD").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ()
+    tops = {ln.split(",", 1)[0].split("/", 1)[0] for ln in lines if "/" in ln.split(",", 1)[0]}
+    return tuple(sorted(t for t in tops if not t.endswith((".dist-info", ".data"))))
 
 
 def _label_of(variant: ResolvedVariant) -> str | None:
@@ -224,11 +263,29 @@ def judge(
     last = next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()), "no output")
     where = f" from index {', '.join(served)}" if served else ""
     if rc != 0 or found is None:
+        if case.setup == "held-name":
+            return Outcome(case, False, f"the name is held by another project ({case.note}): {last[:200]}")
         if case.expect is None:
             return Outcome(case, True, f"refused, as it must: {last[:200]}")
         if case.may_fail:
             return Outcome(case, True, f"failed visibly (acceptable here): {last[:200]}")
         return Outcome(case, False, f"install failed (exit {rc}): {last[:300]}")
+    engine = next(iter(variants.values())).import_name if variants else ""
+    foreign = found.not_ours(engine) if engine else None
+    if foreign is not None:
+        return Outcome(
+            case,
+            False,
+            f"the name is held by another project: installed {found.name} {found.version}{where}, "
+            f"not this engine's wheel ({foreign})",
+        )
+    if case.setup == "held-name":
+        return Outcome(
+            case,
+            False,
+            f"the name is held by another project on the index ({case.note}); this install gave "
+            f"{found.text()}{where}, but theirs wins whenever its version is higher",
+        )
     got = build_of(found, variants)
     if case.expect is None:
         return Outcome(case, False, f"installed {found.text()}{where}, but this install must fail")
@@ -313,11 +370,13 @@ def run_case(
     *,
     work: Path,
     pip_runner: str,
+    outside: Mapping[str, str] | None = None,
 ) -> Outcome:
-    """Make a fresh venv of `interpreter`, install the case's requirement, judge the result."""
+    """Make a fresh venv of `interpreter`, install the case's requirement, judge the result.
+    `outside`: index URLs not served here (the public index of the `held-name` setup)."""
     uv = uv_binary()
     if uv is None:
-        return Outcome(case, False, "uv is not installed: pip install 'gpu-wheel-release[variants]'")
+        return Outcome(case, False, "uv is not installed: pip install 'uv>=0.13.8' (a toolkit dependency)")
     with tempfile.TemporaryDirectory(dir=work, prefix="venv-") as scratch:
         venv = Path(scratch) / "env"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "NV_VARIANT"))}
@@ -335,7 +394,9 @@ def run_case(
         before = {name: len(s.fetched) for name, s in servers.items()}
         try:
             done = subprocess.run(
-                install_command(case, venv, {n: s.url for n, s in servers.items()}, pip_runner),
+                install_command(
+                    case, venv, {**(outside or {}), **{n: s.url for n, s in servers.items()}}, pip_runner
+                ),
                 capture_output=True,
                 text=True,
                 env=env | dict(case.env),
@@ -345,7 +406,10 @@ def run_case(
             rc, output = done.returncode, done.stdout + done.stderr
         except subprocess.TimeoutExpired:
             rc, output = 124, f"no result within {INSTALL_TIMEOUT:g}s"
-        served = [n for n, s in servers.items() if len(s.fetched) > before[n]]
+        # An index outside (the public one) is not observed: it is named when none of ours served.
+        served = [n for n, s in servers.items() if len(s.fetched) > before[n]] or [
+            n for n in case.indexes if n not in servers
+        ]
         project = case.requirement.split("@")[0].split("=")[0].strip()
         found = installed(_site_packages(venv), project) if rc == 0 else None
         return judge(case, rc=rc, output=output, found=found, served=served, variants=variants)

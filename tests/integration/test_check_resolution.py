@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from release.build.interpreters import find_interpreter
-from release.variants.resolution import uv_binary
+from release.variants.resolution import IndexServer, uv_binary
 from tests.integration.variant_release import (
     PYTHONS,
     extensions,
     make_release,
     per_name_wheel,
+    write_binary_wheel,
     write_matrix,
 )
 
@@ -125,3 +126,40 @@ def test_an_index_that_hands_a_rocm_user_a_cuda_build_fails(tmp_path: Path) -> N
     assert "is variant cuda's build, not rocm" in checked.stderr
     failing = [ln for ln in checked.stdout.splitlines() if ln.startswith("FAIL")]
     assert failing and all("3.11" in ln and "xfer-engine-rocm" in ln for ln in failing)
+
+
+def test_a_name_held_by_another_project_on_the_index_fails_and_is_named(tmp_path: Path) -> None:
+    """The index the release goes to holds xfer-engine-rocm with another project's wheel (pure
+    Python, 9.0): the check names the held name and what each installer gave; pip, which takes
+    the higher version across both indexes, got theirs, and the report says it is not ours."""
+    matrix, _wheelhouse = make_release(tmp_path, ("3.12",))
+    theirs = "xfer_engine_rocm-9.0-py3-none-any.whl"
+    info = "xfer_engine_rocm-9.0.dist-info"
+    write_binary_wheel(
+        tmp_path / "public" / "simple" / "xfer-engine-rocm" / theirs,
+        {
+            "rocm_tools/__init__.py": b"",
+            f"{info}/METADATA": b"Metadata-Version: 2.1\nName: xfer-engine-rocm\nVersion: 9.0\n",
+            f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        },
+    )
+    with IndexServer("public", tmp_path / "public") as public:
+        checked = toolkit(
+            matrix, "check-resolution", "--setup", "held-name", "--setup", "per-name",
+            "--python", "3.12", "--repository", public.url, "--json",
+        )  # fmt: skip
+    assert checked.returncode == 7, checked.stdout[-4000:] + checked.stderr[-4000:]
+    assert f"held-name: xfer-engine-rocm on {public.url}simple/: held by another project" in checked.stderr
+    assert f"held-name: xfer-engine-cpu on {public.url}simple/: free" in checked.stderr
+    cases = json.loads(checked.stdout)["cases"]
+    held = {c["installer"]: c for c in cases if c["setup"] == "held-name"}
+    assert set(held) == {"pip", "uv"} and all(c["requirement"] == "xfer-engine-rocm" for c in held.values())
+    assert held["pip"]["detail"] == (
+        "the name is held by another project: installed xfer-engine-rocm 9.0 from index public, "
+        f"not this engine's wheel ({theirs} is not a CPython platform wheel of this engine)"
+    )
+    # uv prefers the extra index (ours), and still fails: their next upload wins.
+    assert f"held by another project on the index ({theirs})" in held["uv"]["detail"]
+    assert "xfer-engine-rocm 0.1.0 (binds libamdhip64.so.7) from index release" in held["uv"]["detail"]
+    assert all(c["ok"] for c in cases if c["setup"] == "per-name")  # our own index is right
+    assert "the name is held by another project" in checked.stderr

@@ -61,6 +61,8 @@ def make_repo(
     data["python"] = [PYTHON]
     data["platform"]["floor"] = floor
     data["variants"] = variants
+    if not set((data.get("variant_wheels") or {}).get("variants", ())) <= set(variants):
+        data.pop("variant_wheels")  # a variant set is made of each of its variants
     data["images"] = images or {}
     data["hardware"] = {}
     (directory / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")

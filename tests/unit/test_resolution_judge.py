@@ -25,8 +25,14 @@ def _judge(case: Case, found: Installed | None, rc: int = 0) -> tuple[bool, str]
     return outcome.ok, outcome.detail
 
 
-ROCM = Installed("xfer-engine-rocm", "0.1.0", ("libamdhip64.so.7",), None)
-CUDA_UNDER_ROCM_NAME = Installed("xfer-engine-rocm", "0.1.0", ("libcudart.so.13",), None)
+def ours(name: str, runtimes: tuple[str, ...], label: str | None) -> Installed:
+    """An engine wheel as its dist-info gives it back."""
+    wheel = f"{name.replace('-', '_')}-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    return Installed(name, "0.1.0", runtimes, label, wheel, ("xfer",))
+
+
+ROCM = ours("xfer-engine-rocm", ("libamdhip64.so.7",), None)
+CUDA_UNDER_ROCM_NAME = ours("xfer-engine-rocm", ("libcudart.so.13",), None)
 
 
 def test_the_right_build_passes_and_names_the_index() -> None:
@@ -40,13 +46,13 @@ def test_a_cuda_build_under_the_rocm_name_fails() -> None:
 
 
 def test_a_null_variant_that_binds_cudart_is_no_variants_build() -> None:
-    found = Installed("xfer-engine", "0.1.0", ("libcudart.so.13",), "null")
+    found = ours("xfer-engine", ("libcudart.so.13",), "null")
     ok, detail = _judge(_case("cpu"), found)
     assert not ok and "label and runtime disagree" in detail
 
 
 def test_the_labelled_cuda_variant_passes() -> None:
-    ok, _ = _judge(_case("cuda"), Installed("xfer-engine", "0.1.0", ("libcudart.so.13",), "cu130"))
+    ok, _ = _judge(_case("cuda"), ours("xfer-engine", ("libcudart.so.13",), "cu130"))
     assert ok
 
 
@@ -59,3 +65,26 @@ def test_an_install_that_must_fail_fails_when_it_installs() -> None:
     assert _judge(_case(None), None, rc=1) == (True, "refused, as it must: ERROR: No matching distribution")
     ok, detail = _judge(_case(None), ROCM)
     assert not ok and "must fail" in detail
+
+
+def test_another_projects_wheel_under_our_name_is_a_held_name_not_the_cpu_build() -> None:
+    """A pure-Python wheel of someone else's binds no GPU runtime, like the CPU build: its wheel
+    name (the release-day name-owner rule) and its packages say whose it is."""
+    theirs = Installed("xfer-engine-cpu", "9.0", (), None, "xfer_engine_cpu-9.0-py3-none-any.whl", ("tools",))
+    ok, detail = _judge(_case("cpu"), theirs)
+    assert not ok and detail.startswith("the name is held by another project: installed xfer-engine-cpu 9.0")
+    assert "xfer_engine_cpu-9.0-py3-none-any.whl is not a CPython platform wheel" in detail
+    platform = Installed("xfer-engine-cpu", "9.0", (), None,
+                         "xfer_engine_cpu-9.0-cp312-cp312-manylinux_2_28_x86_64.whl", ("tools",))  # fmt: skip
+    ok, detail = _judge(_case("cpu"), platform)
+    assert not ok and "installs tools, not the xfer package" in detail
+    assert _judge(_case("cpu"), ours("xfer-engine-cpu", (), None))[0]
+
+
+def test_a_held_name_fails_even_where_the_install_gave_our_build() -> None:
+    case = Case("held-name", "uv", "3.12", "xfer-engine-rocm", ("public", "release"), VARIANTS["rocm"],
+                note="xfer_engine_rocm-9.0-py3-none-any.whl")  # fmt: skip
+    ok, detail = _judge(case, ROCM)
+    assert not ok and "held by another project on the index (xfer_engine_rocm-9.0-py3-none-any.whl)" in detail
+    ok, detail = _judge(case, None, rc=1)
+    assert not ok and "held by another project" in detail
