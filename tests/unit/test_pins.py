@@ -32,6 +32,10 @@ FEATURES: dict[str, list[tuple[str, str]]] = {
         # falls back to when a local build cannot meet the floor (checked: `repair --help` of 6.3.0
         # has no 'auto', 6.4.0 has).
         ("repair --plat auto, the fallback below the floor (6.4.0)", "6.4.0"),
+        # Found by the real-matrix rehearsal at the lowest pins: 6.4.x's newest policy is
+        # manylinux_2_39, so nothing built in the local Debian trixie images (glibc 2.41) can be
+        # repaired; 6.5.0's manylinux-policy.json ends at manylinux_2_41 (checked in both wheels).
+        ("the manylinux_2_41 policy: wheels from the trixie build images (6.5.0)", "6.5.0"),
     ],
     "setuptools": [
         ("[project] license = 'Apache-2.0', an SPDX expression (PEP 639; NEWS v77.0.0, #4706)", "77.0.0"),
