@@ -145,16 +145,28 @@ def test_the_real_matrix_rehearses_through_publish(tmp_path: Path, work: Path) -
     for variant in ("cpu", "cuda", "rocm"):
         jobs += [f"build cp{py}-{variant}-manylinux_x86_64", f"smoke cp{py}-{variant}-manylinux_x86_64"]
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
-    image_jobs = [job for job in rows if job.startswith(f"smoke cp{py}-rocm-") and job.count(" ") > 1]
-    assert len(image_jobs) == len(data["variants"]["rocm"]["images"]), sorted(rows)
-    for job in jobs + image_jobs:
+    registry = [name for name in data["variants"]["rocm"]["images"] if data["images"][name].get("container")]
+    jobs += [f"smoke cp{py}-rocm-{name}" for name in registry]  # smoke-image: the registry images
+    jobs += [f"resolution {PYTHON}"]
+    for job in jobs:
         assert rows[job][1] == "success", (job, rows)
-    # The registry images are stood in for, and the log says so.
-    for name in ("vllm-rocm", "sglang-rocm"):
-        container = data["images"][name]["container"]
-        assert re.search(
-            rf"{re.escape(container)}.*stand-in|stand-in.*{re.escape(container)}", proc.stdout + proc.stderr
-        ), name
+    # The images made here ran in the rocm smoke job; each registry image ran as its stand-in, named.
+    smoke_log = (work / "logs" / f"smoke-cp{py}-rocm-manylinux_x86_64.log").read_text(encoding="utf-8")
+    for name in data["variants"]["rocm"]["images"]:
+        if name not in registry:
+            assert f"localhost/xfer-smoke-{name}" in smoke_log, name
+    for name in registry:
+        log = (work / "logs" / f"smoke-cp{py}-rocm-{name}.log").read_text(encoding="utf-8")
+        assert f"stand-in for {data['images'][name]['container']}" in log, name
+    # Before publishing: the installs a user would type, the variant set included.
+    resolution = (work / "logs" / f"resolution-{PYTHON}.log").read_text(encoding="utf-8")
+    assert re.search(r"^\d+ installs, 1 Python\(s\), \d index setup\(s\): all right$", resolution, re.M)
+    assert re.search(
+        rf"PASS +per-name +{PYTHON} +uv install xfer-engine-rocm: .*binds libamdhip64\.so\.7", resolution
+    )
+    assert re.search(r"PASS +variants .*\[cu130\] \(binds libcudart\.so\.13\)", resolution), resolution[
+        -3000:
+    ]
     assert "Upload with trusted publishing: twine upload dist/* to http://127.0.0.1:" in proc.stdout
     packages = {p.name for p in (work / "index" / "packages").iterdir()}
     for distribution in ("xfer_engine_cpu", "xfer_engine", "xfer_engine_rocm"):
