@@ -139,12 +139,13 @@ def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None
             raise ToolchainError(msg)
         return
     started = time.monotonic()
-    log(f"image {image.tag}: making or reusing it from Debian {image.suite} (first time: several minutes)")
+    log(f"image {image.tag}: checking its recipe (Debian {image.suite}; making it takes minutes)")
     returncode, last = _run_streamed(make_command(image), log=lambda line: log(f"  {line}"))
     if returncode != 0:
         msg = f"could not make image {image.tag}: {last or 'make-image.sh failed'}"
         raise ToolchainError(msg)
-    log(f"image {image.tag}: ready ({time.monotonic() - started:.0f} s)")
+    state = "made" if last.startswith("[make-image.sh] done:") else "up to date, kept"
+    log(f"image {image.tag}: {state} ({time.monotonic() - started:.0f} s)")
 
 
 def _run_streamed(argv: list[str], *, log: Callable[[str], None]) -> tuple[int, str]:

@@ -21,8 +21,15 @@ def test_a_missing_local_image_is_made_on_request(local_images: LocalImages) -> 
     subprocess.run([engine, "rmi", "--force", THROWAWAY], capture_output=True, check=False, timeout=120)
     assert not images.exists(engine, THROWAWAY)
     try:
+        made: list[str] = []
+        images.ensure(engine, recipe, log=made.append)
+        assert made[-1].startswith(f"image {THROWAWAY}: made ("), made
         assert local_images.make(recipe) == THROWAWAY
         assert images.exists(engine, THROWAWAY)
         assert local_images.make(recipe) == THROWAWAY  # asked again: the same image, not remade
+        # Outside the fixture's memo, make-image.sh finds its label unchanged, and the log says so.
+        lines: list[str] = []
+        images.ensure(engine, recipe, log=lines.append)
+        assert lines[-1].startswith(f"image {THROWAWAY}: up to date, kept ("), lines
     finally:
         subprocess.run([engine, "rmi", "--force", THROWAWAY], capture_output=True, check=False, timeout=120)
