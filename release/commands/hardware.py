@@ -42,7 +42,7 @@ from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
-from release.smoke.container import image_python
+from release.smoke.container import STANDINS_ENV, image_python, standins
 from release.smoke.container import interpreter as image_interpreter_path
 from release.smoke.selection import wheels_for
 from release.table import render
@@ -357,9 +357,9 @@ def _where(
         msg = f"--image {args.image}: no container engine (docker or podman) answers on this runner"
         raise SmokeError(msg)
     notes: list[Check] = []
-    reference = containers.standins(os.environ.get(containers.STANDINS_ENV, "")).get(args.image)
+    reference = standins(os.environ.get(STANDINS_ENV, "")).get(args.image)
     if reference is not None:
-        detail = f"{reference} stands in for {args.image} (no registry here; {containers.STANDINS_ENV})"
+        detail = f"{reference} stands in for {args.image} (no registry here; {STANDINS_ENV})"
         notes.append(Check("serving image", "pass", detail, {"declared": args.image, "stand_in": reference}))
     else:
         reference = args.image

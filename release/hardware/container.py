@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.errors import SmokeError
 from release.smoke.container import pull, remove_container, start_container
 
 _COUNTER = itertools.count()
@@ -81,23 +80,6 @@ def ensure_image(
 ) -> None:
     """The serving image, pulled unless the engine already holds it; a failure names the fix."""
     pull(engine, reference, log=log, failure=lambda stderr: pull_failure(reference, engine, stderr, declared))
-
-
-STANDINS_ENV = "RELEASE_IMAGE_STANDINS"
-"""REF=TAG[,REF=TAG...]: serving images no registry gives here (the rehearsal) and the local
-images that stand in for them; a leg run in a stand-in says so in its table."""
-
-
-def standins(value: str) -> dict[str, str]:
-    """The mapping RELEASE_IMAGE_STANDINS spells; a malformed entry is an error naming it."""
-    found: dict[str, str] = {}
-    for entry in filter(None, (e.strip() for e in value.split(","))):
-        reference, sep, tag = entry.rpartition("=")
-        if not sep or not reference or not tag:
-            msg = f"{STANDINS_ENV}: {entry!r} is not REFERENCE=LOCAL_TAG"
-            raise SmokeError(msg)
-        found[reference] = tag
-    return found
 
 
 class Container:

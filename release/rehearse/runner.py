@@ -21,12 +21,12 @@ from typing import Any
 from release import table
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, ToolchainError
-from release.hardware.container import STANDINS_ENV
 from release.plan.steps import make_plan
 from release.rehearse import expressions, gh_standin
 from release.rehearse.services import Services, User, give, reachable, runner_user
 from release.rehearse.steps import Instance, Setup, StepFailed, run_step
 from release.rehearse.workflow import Job, Workflow
+from release.smoke.container import STANDINS_ENV
 from release.wheel.names import is_report
 
 RUN_ID = "1"

@@ -23,24 +23,45 @@ class ContainerSandbox:
     at the same place (the work directory read-write, the wheel's directory read-only)."""
 
     def __init__(
-        self, engine: str, image: str, layout: Simulation | None, *, workdir: Path, wheels: Path
+        self,
+        engine: str,
+        image: str,
+        layout: Simulation | None,
+        *,
+        workdir: Path,
+        wheels: Path,
+        sonames: Sequence[str] = (),
     ) -> None:
         self.engine = engine
         self.image = image
         self.layout = layout
+        self.sonames = tuple(sonames)
         self.workdir = workdir
         self.name = f"release-smoke-{os.getpid()}-{next(_COUNTER)}"
         start_container(engine, image, self.name, mounts=[(workdir, True), (wheels, False)])
 
     @property
     def runtime_dir(self) -> Path | None:
-        """Where the image's loader finds the runtime, as its layout declares."""
+        """Where the image's loader finds the runtime, as its layout declares: a `system` runtime
+        is where the image's loader cache (`ldconfig -p`) has it, the distribution's directory
+        unless the image's toolkit install put it elsewhere (CUDA under /usr/local/cuda-X.Y/lib)."""
         sim = self.layout
         if sim is None or sim.runtime == "absent":
             return None
         if sim.runtime == "prefix" and sim.prefix:
             return Path(sim.prefix)
-        return Path("/usr/lib") / f"{platform.machine()}-linux-gnu"
+        cached = self._cached_dir()
+        return cached or Path("/usr/lib") / f"{platform.machine()}-linux-gnu"
+
+    def _cached_dir(self) -> Path | None:
+        if not self.sonames:
+            return None
+        result = self.run(["ldconfig", "-p"], timeout=60)
+        for line in result.output.splitlines():
+            name, _, path = line.strip().partition(" => ")
+            if path and name.split(" ", 1)[0] in self.sonames:
+                return Path(path).parent
+        return None
 
     def run(
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 600
@@ -128,3 +149,21 @@ def image_interpreter(engine: str, reference: str, python: str) -> Path:
         msg = f"{reference} has no Python {python} (neither python{python} on its PATH nor {fallback})"
         raise SmokeError(msg)
     return Path(found)
+
+
+STANDINS_ENV = "RELEASE_IMAGE_STANDINS"
+"""REF=TAG[,REF=TAG...]: serving images no registry gives here (the rehearsal) and the local
+images that stand in for them: `release smoke --pull` and `release hardware --image` run the stand-in
+instead of pulling, and a leg run in a stand-in says so in its table."""
+
+
+def standins(value: str) -> dict[str, str]:
+    """The mapping RELEASE_IMAGE_STANDINS spells; a malformed entry is an error naming it."""
+    found: dict[str, str] = {}
+    for entry in filter(None, (e.strip() for e in value.split(","))):
+        reference, sep, tag = entry.rpartition("=")
+        if not sep or not reference or not tag:
+            msg = f"{STANDINS_ENV}: {entry!r} is not REFERENCE=LOCAL_TAG"
+            raise SmokeError(msg)
+        found[reference] = tag
+    return found

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from release.config.matrix import Image, Simulation
 from release.plan.resolve import LocalImage, ResolvedImage
+from release.smoke.container import STANDINS_ENV, standins
 from release.smoke.selection import HOST_IMAGE
 from release.wheel.names import WheelName
 
@@ -103,10 +104,15 @@ def place(
     """Where the leg `image_name` x `python` runs (`resolved` is None for `host`).
 
     `usable`: whether a local image can run here (it exists, or root makes it);
-    `cannot_install`: why this host cannot install the wheel ('' when it can)."""
+    `cannot_install`: why this host cannot install the wheel ('' when it can). With `pull`, a
+    reference RELEASE_IMAGE_STANDINS maps to a local tag (the rehearsal's) runs that image."""
     if resolved is not None and pull and resolved.local is None and image.container:
-        # The release: the declared reference itself, never a stand-in.
+        # The release: the declared reference itself; a stand-in only where the rehearsal names one.
         reference = image.container
+        standin = standins(os.environ.get(STANDINS_ENV, "")).get(reference)
+        if standin is not None and engine is not None:
+            named = f"stand-in for {reference}: {engine} container {standin} (no registry; {STANDINS_ENV})"
+            return Placement(image=image, container=standin, runner=named)
         return Placement(image=image, container=reference, pull=reference)
     note = ""
     if resolved is not None and engine is not None:

@@ -171,7 +171,8 @@ class Smoke:
         sim = self.image.simulate
         if self.container is not None:
             engine, tag = self.container
-            box = ContainerSandbox(engine, tag, sim, workdir=self.workdir, wheels=self.wheel.parent.resolve())
+            wheels, sonames = self.wheel.parent.resolve(), self.runtime_sonames
+            box = ContainerSandbox(engine, tag, sim, workdir=self.workdir, wheels=wheels, sonames=sonames)
             self.sandbox = box
             self.runtime_dir = box.runtime_dir
             self.outcome.runner = self.runner or f"{engine} container {tag}"

@@ -222,7 +222,8 @@ def test_smoke_that_needs_root_fails_as_the_runner_user(tmp_path: Path, work: Pa
     restricts them) and no sudo, it cannot run: the smoke job fails, as it would on GitHub, and
     nothing is published."""
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
-    images = {"clean-minbase": data["images"]["clean-minbase"]}
+    minbase = {k: v for k, v in data["images"]["clean-minbase"].items() if k != "debian"}  # simulated
+    images = {"clean-minbase": minbase}
     repo = make_repo(tmp_path / "repo", {"cpu": cpu(images=["clean-minbase"])}, images)
     proc = rehearse(repo, work, "--latest", "--env", "RELEASE_SMOKE_NO_USERNS=1")
     assert proc.returncode != 0

@@ -13,10 +13,11 @@ import pytest
 
 from release.commands import hardware
 from release.errors import SmokeError, UsageError
-from release.hardware.container import HostDevices, device_flags, ensure_image, pull_failure, standins
+from release.hardware.container import HostDevices, device_flags, ensure_image, pull_failure
 from release.hardware.fetch import wheel_pattern
 from release.rehearse import gh_standin, workflow
 from release.smoke import container as smoke_container
+from release.smoke.container import standins
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "ab" * 32

@@ -146,6 +146,27 @@ def test_with_pull_a_serving_image_is_never_stood_in_for(tmp_path: Path) -> None
     assert (where.container, where.pull, where.recipe, where.runner) == (VLLM, VLLM, None, None)
 
 
+def test_with_pull_the_rehearsals_named_stand_in_runs_instead_of_a_pull(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RELEASE_IMAGE_STANDINS (the rehearsal sets it: no registry here) maps the pinned reference to
+    a local tag: `--pull` runs that image, names it, and pulls nothing; other references still pull."""
+    vllm = _image(_rocm(tmp_path), "vllm-rocm")
+    pairs = f"{VLLM}=localhost/xfer-standin-vllm-rocm,docker.io/x/y:1=localhost/y"
+    monkeypatch.setenv("RELEASE_IMAGE_STANDINS", pairs)
+    where = place("vllm-rocm", vllm.image, vllm, "3.12", engine="podman", pull=True,
+                  usable=_everything_usable)  # fmt: skip
+    assert (where.container, where.pull, where.recipe) == ("localhost/xfer-standin-vllm-rocm", None, None)
+    assert where.runner == (
+        f"stand-in for {VLLM}: podman container localhost/xfer-standin-vllm-rocm "
+        "(no registry; RELEASE_IMAGE_STANDINS)"
+    )
+    monkeypatch.setenv("RELEASE_IMAGE_STANDINS", "docker.io/x/y:1=localhost/y")
+    where = place("vllm-rocm", vllm.image, vllm, "3.12", engine="podman", pull=True,
+                  usable=_everything_usable)  # fmt: skip
+    assert (where.container, where.pull) == (VLLM, VLLM)
+
+
 def test_without_an_engine_or_a_usable_stand_in_the_serving_image_is_simulated(tmp_path: Path) -> None:
     vllm = _image(_rocm(tmp_path), "vllm-rocm")
     where = place("vllm-rocm", vllm.image, vllm, "3.12", engine=None, pull=False, usable=_everything_usable)
