@@ -49,10 +49,11 @@ from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.publish import index
 from release.publish.release_day import foreign_files
+from release.smoke.placement import host_libc, host_platforms, uninstallable
 from release.variants.make import DEFAULT_OUT, VariantSet, variant_set
 from release.variants.metadata import INDEX_SUFFIX
 from release.variants.resolution import FORCE_CUDA, Case, Outcome, lay_out, run_case, serving
-from release.wheel.names import parse_wheel_name, split_variant_label
+from release.wheel.names import parse_platform_tag, parse_wheel_name, split_variant_label
 
 INSTALLERS = ("pip", "uv")
 SETUPS = ("per-name", "partial-index", "held-name", "variants")
@@ -205,6 +206,14 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         variants, pythons, installers, setups, shared,
         nvidia_driver=NVIDIA_DRIVER.exists(), newest=newest, held=held,
     )  # fmt: skip
+    platform = _emulated_platform(per_name)
+    if platform is not None:
+        print(
+            f"this host ({host_libc()}) cannot install {platform} wheels: pip and uv resolve as a "
+            f"{platform} machine would (--platform, --python-platform) and install into the fresh venvs",
+            file=sys.stderr,
+            flush=True,
+        )
     with tempfile.TemporaryDirectory(prefix="check-resolution-") as scratch:
         work = Path(scratch)
         indexes = {
@@ -220,6 +229,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
                 outcome = run_case(
                     case, interpreters[case.python], servers, variants,
                     work=work, pip_runner=sys.executable, outside={"public": public} if public else None,
+                    platform=platform,
                 )  # fmt: skip
                 outcomes.append(outcome)
                 if not args.json:
@@ -260,6 +270,17 @@ def _held_names(
         state = "held by another project" if foreign else "ours" if files else "free"
         print(f"held-name: {dist} on {index.redact_url(simple)}: {state}", file=sys.stderr)
     return simple, held
+
+
+def _emulated_platform(files: Sequence[Path]) -> str | None:
+    """None when this host installs every wheel of the set; else the newest manylinux tag among
+    them (a set built in newer images than this host, e.g. Debian trixie's on Debian 12), which
+    the installs then resolve for."""
+    platforms, libc = host_platforms(), host_libc()
+    refused = [parse_wheel_name(p) for p in files if uninstallable(parse_wheel_name(p), platforms, libc)]
+    tags = [parse_platform_tag(t) for w in refused for t in w.platforms]
+    tags = [t for t in tags if t.family == "manylinux" and t.libc is not None]
+    return max(tags, key=lambda t: t.libc or (0, 0)).text if tags else None
 
 
 def _print(outcome: Outcome) -> None:

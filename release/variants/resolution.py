@@ -35,7 +35,13 @@ from release.plan.resolve import ResolvedVariant
 from release.publish.release_day import foreign_files
 from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
 from release.wheel.archive import parse_metadata
-from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label, variants_index_fields
+from release.wheel.names import (
+    InvalidWheelName,
+    parse_platform_tag,
+    parse_wheel_name,
+    split_variant_label,
+    variants_index_fields,
+)
 
 INSTALL_TIMEOUT = 300.0
 """Seconds one install may take (a local index: seconds are normal)."""
@@ -321,13 +327,20 @@ def _site_packages(venv: Path) -> Path:
     return found[0] if found else venv / "lib" / "site-packages"
 
 
-def install_command(case: Case, venv: Path, urls: Mapping[str, str], pip_runner: str) -> list[str]:
+def install_command(
+    case: Case, venv: Path, urls: Mapping[str, str], pip_runner: str, platform: str | None = None
+) -> list[str]:
+    """pip's or uv's install of the case into `venv`; with `platform` (a manylinux tag newer than
+    this host's C library allows), both resolve as a machine of that platform would."""
     python = str(venv / "bin" / "python")
     index_args = ["--index-url", urls[case.indexes[0]]]
     for extra in case.indexes[1:]:
         index_args += ["--extra-index-url", urls[extra]]
     if case.installer == "uv":
         uv = uv_binary() or "uv"
+        if platform is not None:  # manylinux_2_39_x86_64 -> x86_64-manylinux_2_39
+            tag = parse_platform_tag(platform)
+            index_args += ["--python-platform", f"{tag.arch}-{tag.text.removesuffix('_' + tag.arch)}"]
         return [
             uv,
             "pip",
@@ -357,6 +370,7 @@ def install_command(case: Case, venv: Path, urls: Mapping[str, str], pip_runner:
         "--no-deps",
         "--only-binary",
         ":all:",
+        *(["--platform", platform, "--target", str(_site_packages(venv))] if platform else []),
         *index_args,
         case.requirement,
     ]
@@ -371,9 +385,11 @@ def run_case(
     work: Path,
     pip_runner: str,
     outside: Mapping[str, str] | None = None,
+    platform: str | None = None,
 ) -> Outcome:
     """Make a fresh venv of `interpreter`, install the case's requirement, judge the result.
-    `outside`: index URLs not served here (the public index of the `held-name` setup)."""
+    `outside`: index URLs not served here (the public index of the `held-name` setup);
+    `platform`: resolve as a machine of that manylinux platform (see `install_command`)."""
     uv = uv_binary()
     if uv is None:
         return Outcome(case, False, "uv is not installed: pip install 'uv>=0.13.8' (a toolkit dependency)")
@@ -395,7 +411,11 @@ def run_case(
         try:
             done = subprocess.run(
                 install_command(
-                    case, venv, {**(outside or {}), **{n: s.url for n, s in servers.items()}}, pip_runner
+                    case,
+                    venv,
+                    {**(outside or {}), **{n: s.url for n, s in servers.items()}},
+                    pip_runner,
+                    platform,
                 ),
                 capture_output=True,
                 text=True,

@@ -155,6 +155,20 @@ def test_the_real_matrix_rehearses_through_publish(tmp_path: Path, work: Path) -
     for name in data["variants"]["rocm"]["images"]:
         if name not in registry:
             assert f"localhost/xfer-smoke-{name}" in smoke_log, name
+    # Each image's layout: the runtime loaded from where the image puts it, or the import refused in
+    # the guard's own words, naming .so.7 (no runtime at all; ROCm 6.4's libamdhip64.so.6 only).
+    located = {
+        "rocm-distro": "/usr/lib/x86_64-linux-gnu/libamdhip64.so.7",
+        "rocm-opt-prefix": "/opt/rocm-7.2.4/lib/libamdhip64.so.7",
+        "rocm-ld-library-path": "/opt/rocm/lib/libamdhip64.so.7",
+    }
+    for name, where in located.items():
+        assert re.search(
+            rf"^\[{PYTHON} {name}\] runtime location \.\.\. ok .*: {re.escape(where)}", smoke_log, re.M
+        )
+    for name in ("rocm-absent", "rocm6-only"):
+        refused = rf"^\[{PYTHON} {name}\] import xfer refused \.\.\. ok .*needs libamdhip64\.so\.7 \("
+        assert re.search(refused, smoke_log, re.M), name
     for name in registry:
         log = (work / "logs" / f"smoke-cp{py}-rocm-{name}.log").read_text(encoding="utf-8")
         assert f"stand-in for {data['images'][name]['container']}" in log, name
