@@ -41,14 +41,9 @@ if container_engine() is None:
     pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
 
 
-def make_repo(
-    directory: Path,
-    variants: dict[str, dict[str, Any]],
-    images: dict[str, Any] | None = None,
-    floor: str = FLOOR,
-) -> Path:
-    """A repository like ours (toolkit, engine, workflows) whose matrix holds `variants`."""
-    for part in PARTS:
+def real_repo(directory: Path) -> Path:
+    """This repository as it is, matrix.yaml included."""
+    for part in (*PARTS, "matrix.yaml"):
         source = ROOT / part
         if source.is_dir():
             shutil.copytree(
@@ -57,6 +52,17 @@ def make_repo(
         else:
             directory.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, directory / part)
+    return directory
+
+
+def make_repo(
+    directory: Path,
+    variants: dict[str, dict[str, Any]],
+    images: dict[str, Any] | None = None,
+    floor: str = FLOOR,
+) -> Path:
+    """A repository like ours (toolkit, engine, workflows) whose matrix holds `variants`."""
+    real_repo(directory)
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     data["python"] = [PYTHON]
     data["platform"]["floor"] = floor
@@ -102,20 +108,6 @@ def table(stdout: str) -> dict[str, tuple[str, str, int]]:
         if match:
             rows[match.group(1)] = (match.group(2), match.group(3), int(match.group(4)))
     return rows
-
-
-def real_repo(directory: Path) -> Path:
-    """This repository as it is, matrix.yaml included."""
-    for part in (*PARTS, "matrix.yaml"):
-        source = ROOT / part
-        if source.is_dir():
-            shutil.copytree(
-                source, directory / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-            )
-        else:
-            directory.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, directory / part)
-    return directory
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the local build images are made as root")

@@ -128,3 +128,25 @@ def test_verify_hashes_the_bytes_it_read(wheelhouse: Path, monkeypatch: pytest.M
     with pytest.raises(VerifyError, match="changed while it was verified") as info:
         verify_wheel(wheel, release=True)
     assert data["sha256"] in str(info.value)
+
+
+def _consistency(report: Any, status: str) -> Any:
+    import dataclasses
+
+    rules = tuple(dataclasses.replace(r, status=status) if r.id == "consistency" else r for r in report.rules)
+    return dataclasses.replace(report, rules=rules)
+
+
+def test_a_rule_across_the_release_judged_only_over_the_set_is_no_disagreement(wheelhouse: Path) -> None:
+    """A build job verifies its wheel alone (consistency: not-applicable); preflight verifies the
+    whole set, where consistency passes: that is not a report that disagrees. Any other change is."""
+    wheel, _, data = first(wheelhouse)
+    fresh = verify_wheel(wheel, release=True)
+    alone = _consistency(fresh, "not-applicable")
+    written = {**data, "rules": [r.to_json() for r in alone.rules]}
+    assert all("outcome differs" not in p for p in handoff.compare_outcome(written, alone))
+    problems = handoff.compare_outcome(written, _consistency(fresh, "pass"))
+    assert not [p for p in problems if "outcome differs" in p], problems
+    written["rules"] = [r.to_json() for r in _consistency(fresh, "pass").rules]
+    problems = handoff.compare_outcome(written, alone)
+    assert any("consistency 'pass' -> 'not-applicable'" in p for p in problems), problems
