@@ -290,7 +290,8 @@ class Rehearsal:
         self.o.log(f"[{number}/{total}] {name}: started as {who}")
         slug = _slug(name)
         instance = Instance(setup=setup, slug=slug, user=user, contexts=contexts, env={})
-        instance.home.mkdir(parents=True, exist_ok=True)
+        instance.workspace.mkdir(parents=True, exist_ok=True)  # as on a runner, checkout or not
+        give(instance.home, instance.user)
         instance.logfile = setup.work / "logs" / f"{slug}.log"
         instance.logfile.parent.mkdir(parents=True, exist_ok=True)
         for key, value in (job.raw.get("env") or {}).items():
