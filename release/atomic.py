@@ -3,7 +3,8 @@ name in its destination directory (the same filesystem), flushed to disk, then r
 
 A full disk, a read-only directory or an interrupt leaves the final name untouched (or absent)
 and no temporary file behind. Temporary names start with `.` and end in `.part`, so a glob for
-`*.whl` or `*.json` never sees them.
+`*.whl` or `*.json` never sees them, and a re-run after SIGKILL recognises and removes its own
+(`remove_leftovers`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,40 @@ from typing import IO
 _CHUNK = 1 << 20
 
 
+SCRATCH_SUFFIX = ".part"
+
+
+def is_scratch(path: Path) -> bool:
+    """Whether `path` is named as our temporary files are (`.<name>.<random>.part`): what a run
+    killed before its rename (SIGKILL, power loss) leaves, and a re-run removes."""
+    return path.name.startswith(".") and path.name.endswith(SCRATCH_SUFFIX) and path.name.count(".") >= 3
+
+
+def remove_leftovers(directory: Path) -> list[Path]:
+    """Remove our own temporary files left in `directory` by a killed run (links are removed,
+    never followed; directories are left alone); the paths removed."""
+    removed = []
+    for path in sorted(directory.iterdir()) if directory.is_dir() else []:
+        if is_scratch(path) and (path.is_symlink() or not path.is_dir()):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def writing(target: Path) -> Iterator[tuple[IO[bytes], Path]]:
+    """An open temporary file beside `target` (and its path, to check it before it counts);
+    renamed over `target` when the block ends cleanly, removed otherwise. A link at `target` is
+    replaced, never followed."""
+    with _scratch(target) as pair:
+        yield pair
+
+
 @contextlib.contextmanager
 def _scratch(target: Path) -> Iterator[tuple[IO[bytes], Path]]:
     """An open temporary file beside `target`; renamed over it when the block ends cleanly,
     removed otherwise."""
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=SCRATCH_SUFFIX, dir=target.parent)
     scratch = Path(name)
     try:
         with os.fdopen(fd, "wb") as out:

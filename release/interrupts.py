@@ -106,3 +106,37 @@ def handled() -> Iterator[None]:
         _received.clear()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+TIMED_OUT = 124
+"""The exit status `run_bounded` gives a command stopped at its deadline (as timeout(1) does)."""
+
+
+def run_bounded(
+    cmd: list[str], *, timeout: float, env: dict[str, str] | None = None
+) -> tuple[int, str]:
+    """(exit status, stdout and stderr together) of `cmd`, in its own process group, tracked:
+    past `timeout` seconds the group is stopped (TERM, then KILL) and reaped, exit `TIMED_OUT`;
+    on SIGINT or SIGTERM the group is stopped and reaped within the grace period, and
+    `Interrupted` propagates. Nothing it started outlives the call. Raises OSError when `cmd`
+    cannot start."""
+    check()
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        text=True, errors="replace", env=env, start_new_session=True,
+    )  # fmt: skip
+    try:
+        with tracked(proc):
+            try:
+                output, _ = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                stop_group(proc)
+                try:  # a process that left the group may still hold the pipe: bounded too
+                    output, _ = proc.communicate(timeout=_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    output = ""
+                return TIMED_OUT, f"{output or ''}\nno answer within {timeout:g}s: stopped"
+        return proc.returncode, output or ""
+    finally:
+        if proc.stdout is not None:
+            proc.stdout.close()

@@ -15,7 +15,6 @@ opening with the variants the matrix holds back and why.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -30,13 +29,18 @@ from release import table
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, ToolchainError, UsageError
 from release.plan.version import is_prerelease, tag_from_env, version_from_tag
+from release.publish import manifest, redact
+from release.publish.handoff import mismatch
 from release.publish.index import printable
+from release.wheel.files import file_sha256
+from release.wheel.names import REPORT_SUFFIX
 
 # GitHub renames an asset whose name holds anything else; a renamed asset could never be matched.
 _ASSET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
 _REPO = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _DIGEST = re.compile(r"sha256:([0-9a-fA-F]{64})")
 NOT_FOUND = "release not found"
+MANIFEST_NAME = "release-manifest.json"
 
 Runner = Callable[[Sequence[str]], tuple[int, str, str]]
 """Runs a command: (exit status, stdout, stderr)."""
@@ -52,6 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("GITHUB_REPOSITORY"),
         metavar="OWNER/NAME",
         help="the GitHub repository (default: GITHUB_REPOSITORY)",
+    )
+    parser.add_argument(
+        "--manifest",
+        type=Path,
+        metavar="FILE",
+        help="the release manifest: every file attached must be named by it, byte for byte "
+        f"(default: a {MANIFEST_NAME} among the files given)",
     )
     parser.add_argument(
         "--gh",
@@ -103,11 +114,12 @@ def collect(arguments: Sequence[str]) -> dict[str, Local]:
 
 
 def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while block := f.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()
+    """The file's sha256, read only if it is a regular file (never blocking on a FIFO)."""
+    try:
+        return file_sha256(path)
+    except OSError as exc:
+        msg = f"{path}: cannot read it ({exc.strerror or exc})"
+        raise UsageError(msg) from None
 
 
 def parse_assets(text: str) -> dict[str, Asset]:
@@ -170,8 +182,7 @@ class GitHubRelease:
     def _fail(self, what: str, stderr: str) -> NoReturn:
         lines = [line.strip() for line in stderr.splitlines() if line.strip()]
         said = " | ".join(lines[-3:]) or "no output"
-        for secret in self.secrets:
-            said = said.replace(secret, "***")
+        said = redact.Redactor.of(self.secrets)(said)
         msg = f"gh release {what} failed for {self.repo} {self.tag}: {printable(said)[:300]}"
         raise PublishError(msg)
 
@@ -258,6 +269,35 @@ def attach(release: GitHubRelease, files: Mapping[str, Local], *, prerelease: bo
     return rows
 
 
+def check_manifest(files: Mapping[str, Local], manifest_file: Path) -> None:
+    """Every file to attach is the manifest's (a wheel with its sha256 and size, or the verify
+    report it names), and every wheel of the manifest is there; `PublishError` naming each file
+    that is extra, missing or different. Nothing unlisted reaches the release."""
+    wheels = manifest.load(manifest_file)
+    problems = []
+    for name, local in files.items():
+        if local.path.resolve() == manifest_file.resolve():
+            continue
+        entry = wheels.get(name)
+        report_of = wheels.get(name.removesuffix(REPORT_SUFFIX)) if name.endswith(REPORT_SUFFIX) else None
+        if entry is not None:
+            if local.sha256 != entry["sha256"] or local.size != entry["size"]:
+                problems.append(f"  - {local.path}: {mismatch(name, str(entry['sha256']), local.sha256)}")
+        elif report_of is not None and report_of.get("report_sha256"):
+            if local.sha256 != report_of["report_sha256"]:
+                problems.append(f"  - {local.path}: not the verify report the manifest names")
+        else:
+            problems.append(f"  - {local.path}: not in {manifest_file.name} (refused)")
+    problems += [
+        f"  - {name}: in {manifest_file.name}, not among the files" for name in wheels if name not in files
+    ]
+    if problems:
+        msg = f"{len(problems)} file(s) do not match {manifest_file}; nothing was attached:\n" + "\n".join(
+            problems
+        )
+        raise PublishError(msg)
+
+
 def held_back_notes(loaded: LoadedMatrix) -> str:
     """The release notes' paragraph on the variants this release leaves out, and why."""
     held = [(n, v) for n, v in loaded.matrix.variants.items() if v.held_back is not None]
@@ -282,6 +322,10 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         print(f"{loaded.path.name}: publish.github_release is false: nothing is attached")
         return 0
     files = collect(args.paths)
+    found = [f.path for f in files.values() if f.name == MANIFEST_NAME]
+    manifest_file = args.manifest or (found[0] if found else None)
+    if manifest_file is not None:
+        check_manifest(files, manifest_file)
     secrets = tuple(v for k in ("GH_TOKEN", "GITHUB_TOKEN") if len(v := os.environ.get(k, "")) >= 3)
     notes = held_back_notes(loaded)
     release = GitHubRelease(gh=args.gh, repo=args.repo, tag=tag, secrets=secrets, notes=notes)

@@ -9,21 +9,24 @@ directory the upload reads: what is uploaded is exactly what was checked.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import yaml
 
-from release import table
+from release import atomic, table
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, UsageError
 from release.plan.inputs import environment
 from release.plan.steps import make_plan
 from release.plan.version import route, tag_from_env, version_from_tag
 from release.publish import handoff, index, manifest
+from release.publish.preflight import reverify
 from release.publish.release_day import Publisher, run_checks
+from release.publish.upload import Candidate
+from release.wheel.files import not_regular, open_regular
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add(
         "--dist", type=Path, metavar="DIR", help="copy the checked wheels here (flat) when every check passes"
     )
+    add("--timeout", type=float, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
+        help="deadline of each whole request to the index (default: %(default)s)")  # fmt: skip
     add("--manifest", type=Path, metavar="FILE",
         help="write the release manifest of the checked set here (never into --dist)")  # fmt: skip
 
@@ -89,7 +94,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     workflow = args.workflow or loaded.root / ".github" / "workflows" / "release.yml"
     checks = run_checks(
         plan.builds, args.wheelhouse, version, variants=variants, index_url=index_url,
-        repository=args.repo or "", size_limit=args.size_limit,
+        repository=args.repo or "", size_limit=args.size_limit, timeout=_timeout(args.timeout),
         publisher=publisher(workflow, args.repo, environment(loaded.matrix, version)),
     )  # fmt: skip
     rows = [(c.id, "pass" if c.ok else "FAIL") for c in checks]
@@ -107,6 +112,18 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         raise PublishError(msg)
     wheels = [w for name in names for w in sorted((args.wheelhouse / name).glob("*.whl"))]
     entries = [_entry(wheel) for wheel in wheels]
+    # A report is never trusted alone: the exact bytes are verified again, as one release, before
+    # anything is copied or listed (a forged, self-consistent report stops here).
+    candidates = [
+        Candidate(e.name, e.variant, e.distribution, wheel, e.sha256)
+        for e, wheel in zip(entries, wheels, strict=True)
+    ]
+    again = reverify(plan, candidates, version)
+    if again:
+        msg = f"{len(again)} problem(s) verifying the set again for {tag}; nothing was copied:\n" + "\n".join(
+            f"  - {p}" for p in again
+        )
+        raise PublishError(msg)
     if args.dist:
         copy_checked(entries, wheels, args.dist)
         print(f"{len(wheels)} checked wheel(s) copied into {args.dist}, each re-hashed")
@@ -119,6 +136,13 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         manifest.write(args.manifest, document)
         print(f"release manifest of {len(entries)} wheel(s): {args.manifest}")
     return 0
+
+
+def _timeout(seconds: float) -> float:
+    if not (math.isfinite(seconds) and seconds > 0):
+        msg = f"--timeout must be a number of seconds > 0, not {seconds!r}"
+        raise UsageError(msg)
+    return seconds
 
 
 def _entry(wheel: Path) -> manifest.Entry:
@@ -134,9 +158,13 @@ def _entry(wheel: Path) -> manifest.Entry:
 
 def copy_checked(entries: list[manifest.Entry], wheels: list[Path], dist: Path) -> None:
     """`dist` becomes exactly the checked set: a file that is not one of it is refused, and each
-    copy is written under a temporary name, re-hashed against the verified sha256, then renamed."""
+    copy is written under a temporary name, re-hashed against the verified sha256, then renamed.
+    Our own temporary files left by a killed run are removed first; an entry that is a link (or
+    anything but a regular file) is replaced by a checked regular copy, never followed."""
     try:
         dist.mkdir(parents=True, exist_ok=True)
+        for leftover in atomic.remove_leftovers(dist):
+            print(f"  removed {leftover.name}: a temporary copy of an interrupted run")
         wanted = {e.name: e for e in entries}
         extra = sorted(p.name for p in dist.iterdir() if p.name not in wanted)
         if extra:
@@ -148,17 +176,13 @@ def copy_checked(entries: list[manifest.Entry], wheels: list[Path], dist: Path) 
         for wheel in wheels:
             entry = wanted[wheel.name]
             target = dist / wheel.name
-            if target.exists():
+            if not target.is_symlink() and not_regular(target) is None:
                 handoff.require_digest(target, entry.sha256, str(target))
                 continue
-            fd, scratch = tempfile.mkstemp(prefix=f".{wheel.name}.", dir=dist)
-            os.close(fd)
-            try:
-                shutil.copyfile(wheel, scratch)
-                handoff.require_digest(Path(scratch), entry.sha256, f"{target} (copied from {wheel})")
-                Path(scratch).replace(target)
-            finally:
-                Path(scratch).unlink(missing_ok=True)
+            with open_regular(wheel) as source, atomic.writing(target) as (out, scratch):
+                shutil.copyfileobj(source, out, 1 << 20)
+                out.flush()
+                handoff.require_digest(scratch, entry.sha256, f"{target} (copied from {wheel})")
     except OSError as exc:
         msg = f"{dist}: cannot write the checked set ({exc.strerror})"
         raise PublishError(msg) from None

@@ -3,8 +3,9 @@
     release verify-release release-manifest.json [DIR] [--index-url URL]
 
 DIR (a downloaded GitHub Release, `dist/`, or a wheelhouse) must hold exactly the manifest's
-wheels, byte for byte; with `--index-url` (or `--repository`) the index must list every one of
-them with the manifest's sha256. Either mismatch names both digests and exits non-zero.
+files, byte for byte, and nothing else; with `--index-url` (or `--repository`) the index must
+list every one of them with the manifest's sha256 (a file listed without one is fetched and
+hashed). Either mismatch names both digests and exits non-zero.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     wheels = manifest.load(args.manifest)
     problems: list[str] = []
     if args.directory is not None:
-        problems += manifest.check_directory(wheels, args.directory)
+        problems += manifest.check_directory(wheels, args.directory, ignore=[args.manifest])
     if index_url is not None:
         index.check_transport(index_url, "index")
         problems += _check_index(wheels, index_url, args.timeout, args.settle)
@@ -72,9 +73,30 @@ def _check_index(
         listing: dict[str, str | None] = {}
         for project in projects:
             listing.update(index.list_files(index_url, project, timeout=timeout))
-        problems = manifest.check_listing(wheels, listing)
+        failed = _hash_unlisted_digests(wheels, listing, index_url, timeout)
+        rest = {n: e for n, e in wheels.items() if n not in failed}
+        problems = list(failed.values()) + manifest.check_listing(rest, listing)
         missing_only = all(p.endswith(": not listed on the index") for p in problems)
         if not problems or not missing_only or time.monotonic() + SETTLE_STEP > end:
             return problems
         print(f"{len(problems)} file(s) not listed yet; listing again in {SETTLE_STEP:g}s", flush=True)
         time.sleep(SETTLE_STEP)
+
+
+def _hash_unlisted_digests(
+    wheels: dict[str, dict[str, object]], listing: dict[str, str | None], index_url: str, timeout: float
+) -> dict[str, str]:
+    """A manifest's file that the index lists without a sha256 is fetched and hashed (a name is
+    not a confirmation); the digest found fills the gap in `listing`. The problems, by name, of
+    those that could not be fetched."""
+    problems = {}
+    for name, entry in sorted(wheels.items()):
+        if name not in listing or listing[name] is not None:
+            continue
+        try:
+            listing[name] = index.fetch_sha256(
+                index_url, str(entry.get("distribution")), name, timeout=timeout
+            )
+        except PublishError as exc:
+            problems[name] = f"{name}: listed without a sha256, and fetching it to hash it failed ({exc})"
+    return problems

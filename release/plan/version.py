@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Mapping
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from release.config.matrix import LoadedMatrix, Matrix
 from release.errors import UsageError
 
 _WILDCARDS = "*?["
+MAX_TAG = 128
+"""The longest tag taken as a release tag: a tag is a name, not a payload."""
+MAX_DIGITS = 18
+"""The most digits of one version component (PEP 440 sets no bound; int() refuses over 4,300)."""
+_NUMBER = re.compile(r"[0-9]+")
 
 
 def _literal_prefix(pattern: str) -> str:
@@ -27,13 +33,26 @@ def _literal_prefix(pattern: str) -> str:
 def version_from_tag(tag: str, pattern: str) -> str:
     """The normalized version a tag stands for; `UsageError` naming tag and pattern otherwise."""
     name = tag.removeprefix("refs/tags/")
+    if len(name) > MAX_TAG or not name.isprintable():
+        shown = repr(name[:40]) + ("…" if len(name) > 40 else "")
+        msg = (
+            f"tag {shown} ({len(name):,} characters) is not a release tag: at most {MAX_TAG} printable "
+            "characters (examples: v0.3.13, v1.0.0rc1)"
+        )
+        raise UsageError(msg)
     if not fnmatch.fnmatchcase(name, pattern):
         msg = f"tag {name!r} does not match publish.tag_pattern {pattern!r}: it does not publish"
         raise UsageError(msg)
     rest = name[len(_literal_prefix(pattern)) :]
+    if any(len(n) > MAX_DIGITS for n in _NUMBER.findall(rest)):
+        msg = (
+            f"tag {name!r}: a version component of more than {MAX_DIGITS} digits is not a release "
+            "version (examples: v0.3.13, v1.0.0rc1)"
+        )
+        raise UsageError(msg)
     try:
         version = Version(rest)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, and any other refusal of the parser
         msg = (
             f"tag {name!r} (publish.tag_pattern {pattern!r}) does not carry a PEP 440 version: "
             f"{rest!r} is not one (examples: v0.3.13, v0.3.13.post1, v1.0.0rc1)"

@@ -21,13 +21,13 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 from packaging.utils import canonicalize_name
 
 from release.errors import PublishError, UsageError
-from release.publish import transport
+from release.publish import redact, transport
 
 ACCEPT = transport.ACCEPT
 # Upload URL -> simple API of the same index, for the hosts we know.
@@ -53,8 +53,6 @@ _HTML_TYPES = {
     "application/vnd.pypi.simple.latest+html",
 }
 _SHA256 = re.compile(r"[0-9a-fA-F]{64}")
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
 
 
 class IndexUnavailable(PublishError):
@@ -69,6 +67,8 @@ class NotSimpleAPI(ValueError):
 class IndexFile:
     filename: str
     sha256: str | None
+    url: str = field(default="", compare=False)
+    """Where the page says the file is (relative to the page), without its fragment."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,28 +115,8 @@ def check_transport(url: str, what: str = "repository") -> None:
     raise UsageError(msg)
 
 
-def redact_url(url: str) -> str:
-    """The URL without the secret part of its user-info, whatever the URL looks like.
-
-    The user-info runs from after `scheme://` to the last `@` of the string: a password may
-    hold `/`, `:`, `#` or `@` (malformed, but typed and printed all the same). Everything
-    between the first `:` and that `@` is hidden, or the whole user-info when it has no `:`
-    (a token given as the user name). An `@` in a path is hidden too: safe, if not pretty.
-    """
-    scheme = _SCHEME.match(url)
-    start = scheme.end() if scheme else 0
-    at = url.rfind("@", start)
-    if at < 0:
-        return url
-    colon = url.find(":", start, at)
-    if colon < 0:
-        return f"{url[:start]}***{url[at:]}"
-    return f"{url[: colon + 1]}***{url[at:]}"
-
-
-def redact_text(text: str) -> str:
-    """Every `scheme://…` in free text with `redact_url` applied (a URL ends at whitespace or a quote)."""
-    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+redact_url = redact.redact_url
+redact_text = redact.redact_text
 
 
 def printable(text: str) -> str:
@@ -234,7 +214,7 @@ class _Links(HTMLParser):
         name = _filename(name, where)
         algo, _, digest = fragment.partition("=")
         sha = _digest(digest, f"the sha256 of {where}") if algo == "sha256" else None
-        self.files.append(IndexFile(name, sha))
+        self.files.append(IndexFile(name, sha, url))
         self._href = None
 
 
@@ -291,7 +271,8 @@ def parse_json(text: str | bytes, project: str | None = None) -> list[IndexFile]
             raise NotSimpleAPI(msg)
         digest = hashes.get("sha256")
         sha = None if digest is None else _digest(digest, f"files[{i}].hashes.sha256")
-        files.append(IndexFile(filename, sha))
+        url = entry.get("url")
+        files.append(IndexFile(filename, sha, url.partition("#")[0] if isinstance(url, str) else ""))
     return _collect(files)
 
 
@@ -311,6 +292,61 @@ def list_files(
     fetcher: transport.Fetch | None = None,
 ) -> dict[str, str | None]:
     """Files of `project` on the index: file name -> sha256 (None when the index gives none)."""
+    entries = list_entries(index_url, project, timeout=timeout, max_bytes=max_bytes, fetcher=fetcher)
+    return {f.filename: f.sha256 for f in entries}
+
+
+MAX_FILE_BYTES = 4 << 30
+"""The largest file fetched to be hashed (PyPI's largest per-file limits are a few GiB)."""
+
+
+def fetch_sha256(
+    index_url: str, project: str, filename: str, *, timeout: float = DEFAULT_TIMEOUT
+) -> str | None:
+    """The sha256 of the bytes the index serves for `filename` of `project`, fetched and hashed
+    (for a listing that gives no sha256: a name is never a confirmation), or None when the index
+    does not list it. `IndexUnavailable` when it cannot be fetched within `timeout` seconds for
+    the whole download; `PublishError` for a file URL that is not http(s)."""
+    entries = [e for e in list_entries(index_url, project, timeout=timeout) if e.filename == filename]
+    if not entries:
+        return None
+    page = project_url(index_url, project)
+    url = urllib.parse.urljoin(page, entries[0].url or filename)
+    shown = redact_url(url)
+    try:
+        check_transport(url, "file URL")
+    except UsageError as exc:
+        raise PublishError(str(exc)) from None
+    deadline = transport.Deadline(timeout)
+    try:
+        with deadline:
+            digest, _size = transport.fetch_sha256(url, deadline, MAX_FILE_BYTES)
+    except transport.TooLarge:
+        msg = f"{shown}: over {MAX_FILE_BYTES:,} bytes: not fetched to be hashed"
+        raise PublishError(msg) from None
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        msg = (
+            f"cannot fetch {shown} to hash it: HTTP {exc.code} {printable(redact_text(str(exc.reason)))[:80]}"
+        )
+        raise IndexUnavailable(msg) from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        expired = deadline.expired or isinstance(getattr(exc, "reason", exc), TimeoutError)
+        reason = f"no complete answer within {timeout:g}s" if expired else _transport_reason(exc)
+        msg = f"cannot fetch {shown} to hash it: {reason}"
+        raise IndexUnavailable(msg) from None
+    return digest
+
+
+def list_entries(
+    index_url: str,
+    project: str,
+    *,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_bytes: int = MAX_RESPONSE_BYTES,
+    fetcher: transport.Fetch | None = None,
+) -> list[IndexFile]:
+    """The files of `project` on the index as its page lists them (name, sha256 or None, URL)."""
     try:
         url = project_url(index_url, project)
     except ValueError:
@@ -322,7 +358,7 @@ def list_files(
         with deadline:
             answer = (fetcher or transport.fetch)(url, deadline, max_bytes)
     except transport.ForeignRedirect:
-        return {}
+        return []
     except transport.TooLarge as exc:
         size = f" ({exc.size:,} bytes)" if exc.size is not None else ""
         msg = f"{shown} answered more than {max_bytes:,} bytes{size}: not a project page; nothing kept"
@@ -330,11 +366,11 @@ def list_files(
     except urllib.error.HTTPError as exc:
         exc.close()
         if exc.code in (404, 410):
-            return {}
+            return []
         if exc.code in (401, 403):
             msg = f"the index refused to list {project} (HTTP {exc.code}) at {shown}"
             raise PublishError(msg) from None
-        msg = f"cannot read {shown}: HTTP {exc.code} {printable(str(exc.reason))[:80]}"
+        msg = f"cannot read {shown}: HTTP {exc.code} {printable(redact_text(str(exc.reason)))[:80]}"
         raise IndexUnavailable(msg) from None
     except http.client.InvalidURL:
         msg = f"{shown} is not a usable index URL"
@@ -354,7 +390,7 @@ def list_files(
     except NotSimpleAPI as exc:
         msg = f"{shown} answered something that is not a simple-API page: {exc}"
         raise PublishError(msg) from None
-    return {f.filename: f.sha256 for f in files}
+    return files
 
 
 def _parse(answer: transport.Answer, project: str) -> list[IndexFile]:
@@ -371,7 +407,8 @@ def _transport_reason(exc: BaseException) -> str:
     """A one-line reason for a transport failure, without anything the server chose to say at length."""
     reason = getattr(exc, "reason", exc)
     if isinstance(exc, http.client.IncompleteRead):
-        text = f"the answer ended early ({len(exc.partial)} bytes read)"
+        received = exc.received if isinstance(exc, transport.ShortAnswer) else len(exc.partial)
+        text = f"the answer ended early ({received} bytes read)"
     elif isinstance(exc, http.client.LineTooLong):
         text = "a header line over http.client's limit"
     elif isinstance(exc, http.client.RemoteDisconnected):

@@ -21,7 +21,8 @@ from release import __version__
 from release.errors import PublishError
 from release.plan.resolve import ResolvedVariant
 from release.publish import handoff
-from release.wheel.names import report_path
+from release.wheel.files import not_regular
+from release.wheel.names import REPORT_SUFFIX
 
 MANIFEST_VERSION = 1
 MANIFEST_LIMIT = 16 << 20
@@ -37,6 +38,11 @@ class Entry:
     size: int
     sha256: str
     report_sha256: str
+
+    @property
+    def path(self) -> str:
+        """Its full relative path in the release (`<variant>/<name>`, as release-checks found it)."""
+        return f"{self.variant}/{self.name}" if self.variant else self.name
 
 
 def _variant_facts(variant: ResolvedVariant) -> dict[str, object]:
@@ -65,6 +71,7 @@ def assemble(
         "wheels": [
             {
                 "name": e.name,
+                "path": e.path,
                 "variant": e.variant,
                 "distribution": e.distribution,
                 "size": e.size,
@@ -116,6 +123,7 @@ def load(path: Path) -> dict[str, dict[str, object]]:
         msg = f"{path}: lists no wheels"
         raise PublishError(msg)
     found: dict[str, dict[str, object]] = {}
+    paths: set[str] = set()
     for i, wheel in enumerate(wheels):
         ok = (
             isinstance(wheel, dict)
@@ -128,30 +136,94 @@ def load(path: Path) -> dict[str, dict[str, object]]:
         if not ok or not isinstance(wheel, dict):
             msg = f"{path}: wheels[{i}] is not a wheel entry (name, size, sha256)"
             raise PublishError(msg)
-        found[str(wheel["name"])] = wheel
+        name = str(wheel["name"])
+        rel = _relative_path(wheel, name)
+        if rel is None:
+            msg = f"{path}: wheels[{i}].path is not a relative path ending in /{name}"
+            raise PublishError(msg)
+        if name in found or rel in paths:
+            msg = f"{path}: wheels[{i}] lists {rel} twice: a manifest names every file once"
+            raise PublishError(msg)
+        found[name] = {**wheel, "path": rel}
+        paths.add(rel)
     return found
 
 
-def check_directory(wheels: Mapping[str, Mapping[str, object]], directory: Path) -> list[str]:
-    """`directory` (flat, or `<variant>/`) holds exactly the manifest's wheels, byte for byte;
-    a report beside a wheel must be the one the manifest names."""
-    present = {p.name: p for p in sorted(directory.rglob("*.whl"))} if directory.is_dir() else {}
-    problems = [f"{name}: in the manifest, not in {directory}" for name in sorted(set(wheels) - set(present))]
-    extra = sorted(set(present) - set(wheels))
-    problems += [f"{directory}/{name}: not in the manifest (refused)" for name in extra]
-    for name in sorted(set(wheels) & set(present)):
-        path, entry = present[name], wheels[name]
+def _relative_path(wheel: Mapping[str, object], name: str) -> str | None:
+    """The entry's full relative path (`path`, else `<variant>/<name>`), or None when it is not a
+    plain relative path to a file called `name`."""
+    variant = wheel.get("variant")
+    default = f"{variant}/{name}" if isinstance(variant, str) and variant else name
+    rel = wheel.get("path", default)
+    if not isinstance(rel, str) or rel.startswith("/") or "\\" in rel or not rel.isprintable():
+        return None
+    parts = rel.split("/")
+    if parts[-1] != name or any(part in ("", ".", "..") for part in parts):
+        return None
+    return rel
+
+
+def check_directory(
+    wheels: Mapping[str, Mapping[str, object]], directory: Path, *, ignore: Sequence[Path] = ()
+) -> list[str]:
+    """`directory` holds exactly the manifest's files, byte for byte, and nothing else.
+
+    Each wheel is at its full relative path (`<variant>/<name>`) or, in a flat layout (`dist/`,
+    a GitHub Release), at its name; a verify report beside a wheel must be the one the manifest
+    names. Every other file, anywhere below (an added script, a copy of a wheel in another
+    folder, a link), is refused; so is a file that is not a regular file. `ignore` names files
+    that are not part of the release (the manifest itself).
+    """
+    if not directory.is_dir():
+        return [f"{directory}: no such directory"]
+    skipped = {p.resolve() for p in ignore}
+    by_place = {str(e["path"]): n for n, e in wheels.items()} | {n: n for n in wheels}
+    problems: list[str] = []
+    seen: dict[str, Path] = {}
+    reports: list[tuple[Path, str]] = []
+    for path in sorted(directory.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        rel = path.relative_to(directory).as_posix()
+        if path.resolve() in skipped and not path.is_symlink():
+            continue
+        refused = None if path.is_file() and not path.is_symlink() else (not_regular(path) or "a link")
+        if refused:
+            problems.append(f"{directory}/{rel}: {refused}, not a regular file of the release (refused)")
+            continue
+        wheel_rel = rel.removesuffix(REPORT_SUFFIX)
+        if rel.endswith(REPORT_SUFFIX) and wheel_rel in by_place:
+            reports.append((path, by_place[wheel_rel]))
+            continue
+        name = by_place.get(rel)
+        if name is None:
+            problems.append(f"{directory}/{rel}: not in the manifest (refused)")
+            continue
+        if name in seen:
+            problems.append(f"{directory}/{rel}: a second copy of {name} (also {seen[name]}): refused")
+            continue
+        seen[name] = path
+    problems += [
+        f"{e['path']}: in the manifest, not in {directory}"
+        for n, e in sorted(wheels.items())
+        if n not in seen
+    ]
+    for name, path in sorted(seen.items()):
+        entry = wheels[name]
         found = handoff.sha256_of(path)
         if found != entry["sha256"]:
             problems.append(handoff.mismatch(str(path), str(entry["sha256"]), found))
         elif path.stat().st_size != entry["size"]:
             problems.append(f"{path}: {path.stat().st_size} bytes, the manifest says {entry['size']}")
-        report = report_path(path)
-        if report.is_file() and entry.get("report_sha256"):
+    for report, name in reports:
+        expected = wheels[name].get("report_sha256")
+        if name in seen and report.parent != seen[name].parent:
+            problems.append(f"{report}: a report away from its wheel {seen[name]} (refused)")
+        elif expected:
             digest = handoff.sha256_of(report)
-            if digest != entry["report_sha256"]:
+            if digest != expected:
                 problems.append(
-                    f"{report}: report sha256 {digest} is not the manifest's {entry['report_sha256']} "
+                    f"{report}: report sha256 {digest} is not the manifest's {expected} "
                     "(the report changed after the set was checked)"
                 )
     return problems
@@ -163,7 +235,12 @@ def check_listing(wheels: Mapping[str, Mapping[str, object]], listing: Mapping[s
     for name, entry in sorted(wheels.items()):
         if name not in listing:
             problems.append(f"{name}: not listed on the index")
-        elif listing[name] is not None and listing[name] != entry["sha256"]:
+        elif listing[name] is None:
+            problems.append(
+                f"{name}: listed on the index without a sha256: not a confirmation (fetch it, or check "
+                "the downloaded release against the manifest)"
+            )
+        elif listing[name] != entry["sha256"]:
             listed = str(listing[name])
             problems.append(handoff.mismatch(f"{name} on the index", str(entry["sha256"]), listed))
     return problems

@@ -17,7 +17,6 @@ twine, retries) lives in `release.publish.upload`.
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,14 +24,15 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from release import table
+from release import interrupts, table
 from release.errors import PublishError, ReleaseError
 from release.inspect.verify import verify_release
 from release.plan.steps import BuildStep, Plan
 from release.publish import handoff, index
-from release.publish.upload import Candidate, Outcome, Uploader, classify, clean_output
+from release.publish.redact import redact_text
+from release.publish.upload import Candidate, Outcome, Uploader, clean_output
 from release.wheel.archive import WheelReadError, read_metadata
-from release.wheel.files import file_sha256
+from release.wheel.files import file_sha256, not_regular
 from release.wheel.names import (
     REPORT_SUFFIX,
     InvalidWheelName,
@@ -175,6 +175,10 @@ def collect(
             if path.is_dir() or not path.name.endswith(".whl"):
                 problems.append(f"{rel}: unknown file (only wheels and their {REPORT_SUFFIX} belong here)")
                 continue
+            refused = not_regular(path)
+            if refused:
+                problems.append(f"{rel}: {refused}: only a regular file is read as a wheel (remove it)")
+                continue
             try:
                 parsed = parse_wheel_name(path)
             except InvalidWheelName as exc:
@@ -227,20 +231,27 @@ def collect(
     return found, problems
 
 
+TWINE_CHECK_TIMEOUT = 300.0
+"""Seconds `twine check` may take for the whole set."""
+
+
 def twine_check(paths: Sequence[Path]) -> list[str]:
-    """`twine check --strict` on all files in one call; the problems it reports."""
-    if not paths:
-        return []
-    cmd = [sys.executable, "-m", "twine", "check", "--strict", *(str(p) for p in paths)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode == 0:
-        return []
+    """`twine check --strict` on all files in one call, under a deadline; the problems it reports.
+    Only regular files reach twine (the others are problems of their own)."""
+    problems = [f"{p}: {why}: not handed to twine" for p in paths if (why := not_regular(p))]
+    regular = [p for p in paths if not_regular(p) is None]
+    if not regular:
+        return problems
+    cmd = [sys.executable, "-m", "twine", "check", "--strict", *(str(p) for p in regular)]
+    rc, output = interrupts.run_bounded(cmd, timeout=TWINE_CHECK_TIMEOUT)
+    if rc == 0:
+        return problems
     lines = [
         line.strip()
-        for line in clean_output(proc.stdout + proc.stderr).splitlines()
+        for line in clean_output(redact_text(output)).splitlines()
         if line.strip() and not line.rstrip().endswith("PASSED")
     ]
-    return ["twine check --strict failed:\n    " + "\n    ".join(lines)]
+    return [*problems, "twine check --strict failed:\n    " + "\n    ".join(lines)]
 
 
 def preflight(
@@ -261,7 +272,8 @@ def preflight(
     wheels = sorted(wheelhouse.glob("*/*.whl")) if wheelhouse.is_dir() else []
     if variants:
         wheels = [w for w in wheels if w.parent.name in variants]
-    problems.extend(checker(wheels))
+    # Only regular files reach twine; the others are problems already (collect names them).
+    problems.extend(checker([w for w in wheels if not_regular(w) is None]))
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
         msg = (
@@ -283,6 +295,7 @@ STATUS_TEXT = {
     "uploaded": "uploaded",
     "failed": "failed",
     "pending": "not attempted",
+    "unverified": "unverified",
 }
 
 
@@ -301,7 +314,16 @@ def publish(candidates: Sequence[Candidate], uploader: Uploader, *, dry_run: boo
     log = uploader.log
     redact = uploader.credentials.redact
     listing = uploader.listing(c.project for c in candidates)
-    outcomes = [Outcome(c, *classify(listing[c.project], c)) for c in candidates]
+    outcomes = [Outcome(c, *uploader.judge(listing[c.project], c)) for c in candidates]
+    unverified = [o for o in outcomes if o.status == "unverified"]
+    if unverified:
+        names = "\n".join(f"  - {o.candidate.filename}: {o.note}" for o in unverified)
+        msg = (
+            f"cannot confirm {len(unverified)} file(s) on {uploader.index_url}: a name listed without a "
+            f"sha256 is not a confirmation, and the file could not be fetched to hash it; nothing was "
+            f"uploaded:\n{names}"
+        )
+        raise PublishError(msg)
     conflicts = [o for o in outcomes if o.status == "conflict"]
     if conflicts:
         log(summary(outcomes, dry_run=True))

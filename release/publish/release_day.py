@@ -12,9 +12,9 @@ Every failing line names the file (or name) and the fix; every check runs, so on
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
-import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +25,9 @@ from packaging.version import InvalidVersion, Version
 from release.errors import PublishError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
-from release.publish import handoff, index
+from release.publish import handoff, index, transport
 from release.wheel.archive import WheelReadError, read_metadata
+from release.wheel.files import not_regular
 from release.wheel.names import InvalidWheelName, parse_wheel_name
 
 DEFAULT_SIZE_LIMIT = 100 << 20
@@ -66,6 +67,8 @@ def check_tag_version(wheelhouse: Path, version: str, variants: Sequence[Resolve
         name = variant.name
         for wheel in _wheels(wheelhouse, name):
             rel = f"{name}/{wheel.name}"
+            if not_regular(wheel):
+                continue  # expected-files names it
             try:
                 carried = Version(parse_wheel_name(wheel).version)
                 meta = read_metadata(wheel).get("Version", "")
@@ -97,7 +100,16 @@ def check_expected_files(
                 check.problems.append(
                     f"{name}/{prefix}*.whl: missing (build job {step.identifier}); re-run that job"
                 )
+            elif len(found) > 1:
+                check.problems.append(
+                    f"{name}/: {len(found)} wheels for build job {step.identifier}: "
+                    f"{', '.join(w.name for w in found)} (one wheel per build step: keep one)"
+                )
             for wheel in found:
+                refused = not_regular(wheel)
+                if refused:
+                    check.problems.append(f"{name}/{wheel.name}: {refused}: only a regular file is a wheel")
+                    continue
                 # The report re-validated and the bytes re-hashed: a report is never trusted alone.
                 check.problems.extend(handoff.check_wheel(wheel)[2])
         expected = tuple(f"{stem}-{version}-{s.python_tag}-" for s in steps)
@@ -115,6 +127,8 @@ def check_sizes(wheelhouse: Path, variants: Sequence[ResolvedVariant], limit: in
         granted = getattr(variant, "size_limit", None)
         most = limit or granted or DEFAULT_SIZE_LIMIT
         for wheel in _wheels(wheelhouse, name):
+            if not_regular(wheel):
+                continue  # expected-files names it
             size = wheel.stat().st_size
             if size > most:
                 check.problems.append(
@@ -125,15 +139,23 @@ def check_sizes(wheelhouse: Path, variants: Sequence[ResolvedVariant], limit: in
     return check
 
 
-def _project_json(index_url: str, project: str) -> dict[str, object] | None:
-    """The index's JSON API page of a project (PyPI, pypiserver), or None where it has none."""
+def _project_json(
+    index_url: str, project: str, timeout: float = index.DEFAULT_TIMEOUT
+) -> dict[str, object] | None:
+    """The index's JSON API page of a project (PyPI, pypiserver), or None where it has none or
+    gives no complete answer within `timeout` seconds for the whole request (an index that drips
+    a byte at a time ends there too)."""
     base = index_url.rstrip("/")
     base = base[: -len("/simple")] if base.endswith("/simple") else base
     url = f"{base}/pypi/{canonicalize_name(project)}/json"
     try:
-        with urllib.request.urlopen(url, timeout=30) as answer:  # noqa: S310 (checked http(s) URL)
-            data = json.loads(answer.read(JSON_LIMIT))
-    except (urllib.error.URLError, OSError, ValueError):
+        with transport.Deadline(timeout) as deadline:
+            answer = transport.fetch(url, deadline, JSON_LIMIT)
+        data = json.loads(answer.body)
+    except (
+        urllib.error.URLError, OSError, ValueError, RecursionError, http.client.HTTPException,
+        transport.TooLarge, transport.ForeignRedirect,
+    ):  # fmt: skip
         return None
     return data if isinstance(data, dict) else None
 
@@ -146,7 +168,12 @@ def foreign_files(distribution: str, files: Iterable[str]) -> list[str]:
     return [f for f in files if not (f.startswith(f"{stem}-") and f.endswith(".whl") and "-cp3" in f)]
 
 
-def check_names(variants: Sequence[ResolvedVariant], index_url: str, repository: str) -> Check:
+def check_names(
+    variants: Sequence[ResolvedVariant],
+    index_url: str,
+    repository: str,
+    timeout: float = index.DEFAULT_TIMEOUT,
+) -> Check:
     """A name with files on the index is ours only if those files are this engine's wheels
     (its import package's platform wheels) and, where the index says, its project links name
     our repository."""
@@ -154,7 +181,7 @@ def check_names(variants: Sequence[ResolvedVariant], index_url: str, repository:
     for variant in variants:
         name, dist = variant.name, variant.distribution
         try:
-            files = index.list_files(index_url, dist)
+            files = index.list_files(index_url, dist, timeout=timeout)
         except PublishError as exc:
             check.problems.append(f"{dist}: cannot ask the index ({exc}); re-run when it answers")
             continue
@@ -163,7 +190,7 @@ def check_names(variants: Sequence[ResolvedVariant], index_url: str, repository:
             continue
         foreign = foreign_files(dist, files)
         ours = [f for f in files if f not in foreign]
-        links = _links(_project_json(index_url, dist))
+        links = _links(_project_json(index_url, dist, timeout))
         repo_named = any(repository.lower() in link.lower() for link in links)
         if foreign or (links and not repo_named):
             shown = ", ".join(sorted(foreign)[:3]) or ", ".join(sorted(links)[:3])
@@ -215,6 +242,7 @@ def run_checks(
     repository: str,
     publisher: Publisher,
     size_limit: int | None = None,
+    timeout: float = index.DEFAULT_TIMEOUT,
 ) -> list[Check]:
     checks = [
         check_tag_version(wheelhouse, version, variants),
@@ -222,6 +250,6 @@ def run_checks(
         check_sizes(wheelhouse, variants, size_limit),
     ]
     if index_url is not None:
-        checks.append(check_names(variants, index_url, repository))
+        checks.append(check_names(variants, index_url, repository, timeout))
         checks.append(trusted_publishers(variants, publisher, index_url))
     return checks

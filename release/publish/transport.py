@@ -9,6 +9,7 @@ Redirects to another host are not followed (`ForeignRedirect`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import http.client
 import socket
 import ssl
@@ -159,32 +160,66 @@ Fetch = Callable[[str, Deadline, int], Answer]
 
 def fetch(url: str, deadline: Deadline, max_bytes: int) -> Answer:
     """GET `url` with the simple-API Accept header, under `deadline`, keeping at most `max_bytes`."""
-    request = urllib.request.Request(url, headers={"Accept": ACCEPT})  # noqa: S310 (checked scheme)
-    opener = urllib.request.build_opener(
-        _NoRedirectAcrossHosts(), _HTTPHandler(deadline), _HTTPSHandler(deadline)
-    )
+    chunks: list[bytes] = []
+    status, content_type = _get(url, deadline, max_bytes, chunks.append, ACCEPT)
+    return Answer(status, content_type, b"".join(chunks))
+
+
+def fetch_sha256(url: str, deadline: Deadline, max_bytes: int) -> tuple[str, int]:
+    """(sha256, size) of the file at `url`, streamed under `deadline` and refused past `max_bytes`
+    (never held whole); redirects to another host are followed here (an index serves its files
+    from a CDN), as any installer would."""
+    digest = hashlib.sha256()
+    size = [0]
+
+    def sink(chunk: bytes) -> None:
+        digest.update(chunk)
+        size[0] += len(chunk)
+
+    _get(url, deadline, max_bytes, sink, "*/*", foreign=True)
+    return digest.hexdigest(), size[0]
+
+
+def _get(
+    url: str,
+    deadline: Deadline,
+    max_bytes: int,
+    sink: Callable[[bytes], None],
+    accept: str,
+    *,
+    foreign: bool = False,
+) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Accept": accept})  # noqa: S310 (checked scheme)
+    redirects = urllib.request.HTTPRedirectHandler() if foreign else _NoRedirectAcrossHosts()
+    opener = urllib.request.build_opener(redirects, _HTTPHandler(deadline), _HTTPSHandler(deadline))
     with opener.open(request, timeout=max(deadline.left(), 0.001)) as response:
         length = response.headers.get("Content-Length", "").strip()
-        declared = int(length) if length.isascii() and length.isdigit() else None
+        declared = int(length) if length.isascii() and length.isdigit() and len(length) < 20 else None
         if declared is not None and declared > max_bytes:
             raise TooLarge(declared)
-        chunks: list[bytes] = []
         size = 0
         while chunk := response.read(min(1 << 16, max_bytes + 1 - size)):
             size += len(chunk)
             if size > max_bytes:
                 raise TooLarge(None)
-            chunks.append(chunk)
-        body = b"".join(chunks)
+            sink(chunk)
         if deadline.expired:  # the timer shut the socket: what arrived may look complete
             msg = f"no complete answer within {deadline.seconds:g}s"
             raise TimeoutError(msg)
         if declared is not None and size < declared:  # read(n) returns short at EOF, silently
-            raise http.client.IncompleteRead(body, declared - size)
-        return Answer(response.status, response.headers.get("Content-Type", ""), body)
+            raise ShortAnswer(size, declared - size)
+        return response.status, response.headers.get("Content-Type", "")
 
 
 class TooLarge(Exception):
     def __init__(self, size: int | None) -> None:
         super().__init__(size)
         self.size = size
+
+
+class ShortAnswer(http.client.IncompleteRead):
+    """The body ended before its Content-Length: `received` bytes arrived, `expected` more were due."""
+
+    def __init__(self, received: int, expected: int) -> None:
+        super().__init__(b"", expected)
+        self.received = received

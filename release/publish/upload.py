@@ -10,20 +10,16 @@ landed before the connection dropped is recognised, not repeated).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
-import subprocess
 import sys
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from release import interrupts
 from release.errors import PublishError
-from release.publish import handoff, index
+from release.publish import handoff, index, redact
 
 DEFAULT_TRIES = 4
 DEFAULT_UPLOAD_TIMEOUT = 900.0
@@ -69,6 +65,7 @@ class Credentials:
     username: str | None
     env: Mapping[str, str] = field(repr=False)
     secrets: tuple[str, ...] = field(repr=False)
+    """Every form of every secret (see `release.publish.redact`)."""
     trusted_publishing: bool = False
 
     @property
@@ -92,18 +89,16 @@ class Credentials:
             env["TWINE_USERNAME"] = username
         env["TWINE_NON_INTERACTIVE"] = "1"
         raw = (env.get("TWINE_PASSWORD"), token, env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN"))
-        # As typed, and as it appears percent-encoded inside a URL.
-        forms = (form for s in raw if s and len(s) >= 3 for form in (s, urllib.parse.quote(s, safe="")))
-        secrets = tuple(dict.fromkeys(forms))
         trusted = bool(env.get("ACTIONS_ID_TOKEN_REQUEST_URL")) and not env.get("TWINE_PASSWORD")
         user = env.get("TWINE_USERNAME") or ("__token__" if trusted else None)
+        secrets = redact.Redactor.of(raw, user).secrets
         return cls(username=user, env=env, secrets=secrets, trusted_publishing=trusted)
 
     def redact(self, text: str) -> str:
-        """`text` without the known secrets, and without the password of any URL in it."""
-        for secret in sorted(self.secrets, key=len, reverse=True):
-            text = text.replace(secret, "***")
-        return index.redact_text(text)
+        """`text` without the known secrets in any form (plain, %-encoded, base64 as in `Basic`
+        credentials), and without anything shaped like a credential (bearer tokens, PyPI tokens,
+        URL passwords): the one redactor, `release.publish.redact`."""
+        return redact.Redactor(self.secrets)(text)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,36 +106,33 @@ class Credentials:
 
 
 def classify(index_files: Mapping[str, str | None], candidate: Candidate) -> tuple[str, str]:
-    """("upload" | "skip" | "conflict", note) for one file given the index listing."""
+    """("upload" | "skip" | "conflict" | "unverified", note) for one file given the index listing;
+    "unverified" when the listing names it without a sha256."""
     if candidate.filename not in index_files:
         return "upload", ""
     remote = index_files[candidate.filename]
-    if remote is None:
-        return "skip", "the index gives no sha256: assumed identical"
+    if remote is None:  # a name is not a confirmation: `Uploader.judge` fetches the file and hashes it
+        return "unverified", "the index lists it with no sha256"
     if remote == candidate.sha256:
         return "skip", ""
     return "conflict", f"index sha256 {remote[:12]}…, local {candidate.sha256[:12]}…"
 
 
-TIMED_OUT = 124
+TIMED_OUT = interrupts.TIMED_OUT
 
 
 def run_process(
     cmd: Sequence[str], env: Mapping[str, str], timeout: float = DEFAULT_UPLOAD_TIMEOUT
 ) -> tuple[int, str]:
-    """Run `cmd` under a deadline; past it the whole process group is killed (exit 124)."""
-    with subprocess.Popen(
-        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
-        env=dict(env), start_new_session=True,
-    ) as proc:  # fmt: skip
-        try:
-            output, _ = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            output, _ = proc.communicate()
-            return TIMED_OUT, f"{output or ''}\nno answer within {timeout:g}s: stopped"
-        return proc.returncode, output or ""
+    """Run `cmd` under a deadline, tracked: past the deadline, or on SIGTERM/SIGINT, its whole
+    process group is stopped and reaped (exit 124 at the deadline; `Interrupted` on a signal)."""
+    # Wide lines: rich (twine's output) folds a long word, and a credential split across lines
+    # would slip past the redactor.
+    wide = {**env, "COLUMNS": "4000"}
+    try:
+        return interrupts.run_bounded(list(cmd), timeout=timeout, env=wide)
+    except OSError as exc:
+        return 127, f"cannot run {cmd[0]}: {exc.strerror or exc}"
 
 
 def clean_output(text: str) -> str:
@@ -197,15 +189,49 @@ class Uploader:
         finally:
             self._count("twine", started)
 
+    def fetch_sha256(self, project: str, filename: str) -> str | None:
+        """The sha256 of the file the index serves under `filename` (fetched, hashed), or None
+        when it does not list it; `IndexUnavailable` when it cannot be fetched."""
+        started = time.monotonic()
+        try:
+            return index.fetch_sha256(self.index_url, project, filename, timeout=self.index_timeout)
+        finally:
+            self._count("fetch", started)
+
+    def judge(self, listing: Mapping[str, str | None], candidate: Candidate) -> tuple[str, str]:
+        """`classify`, with a name listed without a sha256 settled by fetching the file and hashing
+        it: "skip" (the same bytes), "conflict", or still "unverified" (it could not be fetched)."""
+        status, note = classify(listing, candidate)
+        if status != "unverified":
+            return status, note
+        try:
+            remote = self.fetch_sha256(candidate.project, candidate.filename)
+        except PublishError as exc:
+            return status, f"{note}, and fetching it to hash it failed: {self.credentials.redact(str(exc))}"
+        if remote is None:
+            return status, f"{note}, and then no longer lists it"
+        if remote == candidate.sha256:
+            return "skip", "listed without a sha256: the file it serves was fetched and hashed"
+        return "conflict", f"the file it serves has sha256 {remote[:12]}…, local {candidate.sha256[:12]}…"
+
     def _confirm(self, candidate: Candidate, why: str) -> Outcome | None:
         """What the index lists for the file now: uploaded (our sha256), a mismatch naming both
-        digests, or None when it does not list it."""
+        digests, or None when it does not list it. A listing without a sha256 is settled by
+        fetching the file and hashing it; when that fails the release stops (nothing unverified
+        counts as uploaded)."""
         present = self.list(candidate.project)
         if candidate.filename not in present:
             return None
         remote = present[candidate.filename]
         if remote is None:
-            return Outcome(candidate, "uploaded", f"{why}; the index gives no sha256 to compare")
+            status, note = self.judge(present, candidate)
+            if status == "unverified":
+                msg = f"{candidate.filename}: cannot confirm the upload: {note}; the release stops"
+                raise PublishError(msg)
+            if status == "conflict":
+                msg = f"{candidate.filename}: {note} ({why}); the release stops"
+                raise handoff.DigestMismatch(msg)
+            return Outcome(candidate, "uploaded", note)
         if remote != candidate.sha256:
             msg = (
                 f"{candidate.filename}: the index lists sha256 {remote}, but the verified sha256 is "
@@ -263,7 +289,10 @@ class Uploader:
                     if attempt < self.tries:
                         self._wait(attempt, last)
                     continue
-                status, note = classify(present, candidate)
+                status, note = self.judge(present, candidate)
+                if status == "unverified":
+                    msg = f"{candidate.filename}: cannot confirm it after an interrupted try: {note}"
+                    raise PublishError(msg)
                 if status == "skip":
                     return Outcome(candidate, "uploaded", "confirmed on the index after an interrupted try")
                 if status == "conflict":

@@ -13,6 +13,7 @@ from email.message import Message
 from pathlib import Path
 from typing import NamedTuple
 
+from release.wheel.files import open_regular
 from release.wheel.inflate import Budget, budget_for, read_member
 from release.wheel.zip import Archive, read_directory
 
@@ -75,7 +76,7 @@ def parse_metadata(text: str) -> Message:
 def read_metadata(wheel: Path) -> Message:
     """The wheel's `*.dist-info/METADATA` headers; `WheelReadError` when it cannot be read."""
     try:
-        with wheel.open("rb") as fh:
+        with open_regular(wheel) as fh:
             archive = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
             entries = {e.name: e for e in read_directory(archive)}
             entry = entries[dist_info_member(entries, "METADATA")]

@@ -511,7 +511,10 @@ class HostileIndex:
                     return
                 request += chunk
             path = request.split(b" ", 2)[1].decode("latin-1")
-            behaviour(conn, path)
+            if getattr(behaviour, "wants_request", False):
+                behaviour(conn, path, request)  # type: ignore[call-arg]
+            else:
+                behaviour(conn, path)
 
 
 def send(status: str, headers: dict[str, str], body: bytes) -> Behaviour:
@@ -540,6 +543,86 @@ def json_page(files: Sequence[str] = ()) -> Behaviour:
         )
 
     return behave
+
+
+def _read_body(conn: socket.socket, request: bytes) -> bytes:
+    """The rest of a request's body (per its Content-Length), so an answer is not a reset."""
+    head, _, body = request.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == b"content-length" and value.strip().isdigit():
+            length = int(value.strip())
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return body
+
+
+def echo_headers(listing: Behaviour | None = None) -> Behaviour:
+    """An index that echoes every request header back in the reason of its error answer to an
+    upload (a POST), the Authorization header included; a GET gets `listing` (default: nothing)."""
+    pages = listing or json_page()
+
+    def behave(conn: socket.socket, path: str, request: bytes) -> None:
+        if not request.startswith(b"POST"):
+            pages(conn, path)
+            return
+        _read_body(conn, request)
+        headers = request.partition(b"\r\n\r\n")[0].split(b"\r\n")[1:]
+        reason = "Bad Request, you sent " + "; ".join(h.decode("latin-1") for h in headers)
+        body = f"headers: {reason}\n".encode()
+        head = f"HTTP/1.1 400 {reason}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+        conn.sendall(head.encode("latin-1") + b"Connection: close\r\n\r\n" + body)
+
+    behave.wants_request = True  # type: ignore[attr-defined]
+    return behave
+
+
+def files_without_hashes(served: dict[str, bytes], *, fetchable: bool = True) -> Behaviour:
+    """A PEP 691 page listing `served`'s names with no sha256, and the file behind each link: the
+    bytes given (the same wheel, or another file under the same name), or 404 when not
+    `fetchable`."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        if path.startswith("/files/"):
+            name = path.rsplit("/", 1)[-1]
+            if fetchable and name in served:
+                send("200 OK", {"Content-Type": "application/octet-stream"}, served[name])(conn, path)
+            else:
+                send("404 Not Found", {"Content-Type": "text/plain"}, b"gone")(conn, path)
+            return
+        project = path.rstrip("/").rsplit("/", 1)[-1]
+        stem = project.replace("-", "_") + "-"
+        files = [{"filename": n, "url": f"/files/{n}", "hashes": {}} for n in served if n.startswith(stem)]
+        page = {"meta": {"api-version": "1.1"}, "name": project, "files": files}
+        send("200 OK", {"Content-Type": "application/vnd.pypi.simple.v1+json"}, json.dumps(page).encode())(
+            conn, path
+        )
+
+    return behave
+
+
+def routes(default: Behaviour, **by_prefix: Behaviour) -> Behaviour:
+    """`by_prefix[p]` for a request path starting with `/p` (underscores for slashes), else `default`."""
+
+    def behave(conn: socket.socket, path: str) -> None:
+        for prefix, behaviour in by_prefix.items():
+            if path.startswith("/" + prefix.replace("_", "/")):
+                behaviour(conn, path)
+                return
+        default(conn, path)
+
+    return behave
+
+
+def drip_json(every: float = 0.5, limit: float = 60.0) -> Behaviour:
+    """A JSON answer whose body arrives one byte every `every` seconds (no read is ever slow)."""
+    return drip(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{", every, limit
+    )
 
 
 def relay(base: str) -> Behaviour:

@@ -436,8 +436,9 @@ MALFORMED = {
     "deep-nesting": send("200 OK", {"Content-Type": JSON}, b"[" * 200_000 + b"]" * 200_000),
     "bad-html-digest": send("200 OK", {"Content-Type": "text/html"}, b'<a href="a.whl#sha256=zz">a.whl</a>'),
     "a-picture": send("200 OK", {"Content-Type": "image/png"}, b"\x89PNG"),
-    "declared-1.2-gb": raw(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1200000000\r\n\r\n"
-                           + b"0" * 65536),
+    "declared-1.2-gb": raw(
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 1200000000\r\n\r\n" + b"0" * 65536
+    ),
 }
 
 
@@ -655,3 +656,120 @@ def test_a_silent_index_fails_the_upload_within_its_deadline(tmp_path: Path) -> 
             up.upload(c)
         assert time.monotonic() - started < 15
         assert "twine" in up.totals()
+
+
+# ------------------------------------------------------------------------------------------------
+# Issue 31: one redactor, every wait bounded (also after a signal), nothing unverified trusted
+
+
+def _secret_forms(user: str, secret: str) -> list[str]:
+    import base64
+    import urllib.parse
+
+    basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
+    return [secret, urllib.parse.quote(secret, safe=""), basic, basic[4:-4]]
+
+
+@pytest.mark.parametrize("credential", ["password", "token"])
+def test_an_index_echoing_every_header_never_gets_a_secret_printed(
+    project: tuple[Path, Path], credential: str
+) -> None:
+    """twine's error shows the index's reason, which here holds `Authorization: Basic base64(user:pw)`."""
+    from tests.integration.publish_support import PASSWORD, echo_headers
+
+    matrix, _ = project
+    token = "pypi-AgEIcHlwaS5vcmcCJGRlYWRiZWVmLWVjaG9lZC1ieS10aGUtaW5kZXg"
+    env = {"TWINE_PASSWORD": "", "PYPI_API_TOKEN": token} if credential == "token" else None
+    user, secret = ("__token__", token) if credential == "token" else (USER, PASSWORD)
+    with HostileIndex(echo_headers()) as echo:
+        result = publish(matrix, f"http://127.0.0.1:{echo.port}/", "--index-url", echo.simple, *FAST, env=env)
+    said = result.stdout + result.stderr
+    assert result.returncode == 8, said
+    assert "you sent" in said and "Authorization: ***" in said  # the echo arrived, redacted
+    for form in _secret_forms(user, secret):
+        assert form not in said, form
+
+
+def _listed_without_hashes(wheelhouse: Path, same: bool = True) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() if same else b"another file" for p in wheelhouse.glob("*/*.whl")}
+
+
+def test_a_listing_without_hashes_is_confirmed_by_fetching_each_file(project: tuple[Path, Path]) -> None:
+    from tests.integration.publish_support import files_without_hashes
+
+    matrix, wheelhouse = project
+    with HostileIndex(files_without_hashes(_listed_without_hashes(wheelhouse))) as stub:
+        same = publish(matrix, f"http://127.0.0.1:{stub.port}/", "--index-url", stub.simple, "--dry-run")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "fetched and hashed" in same.stdout and "would upload" not in same.stdout
+
+
+@pytest.mark.parametrize("served", ["another-file", "not-fetchable"])
+def test_a_listing_without_hashes_is_never_a_confirmation(project: tuple[Path, Path], served: str) -> None:
+    """Today: 'skipped (already there) … assumed identical', 0 uploads, exit 0."""
+    from tests.integration.publish_support import files_without_hashes
+
+    matrix, wheelhouse = project
+    files = _listed_without_hashes(wheelhouse, same=served != "another-file")
+    with HostileIndex(files_without_hashes(files, fetchable=served != "not-fetchable")) as stub:
+        result = publish(matrix, f"http://127.0.0.1:{stub.port}/", "--index-url", stub.simple, *FAST)
+    assert result.returncode == 8, result.stdout + result.stderr
+    _one_error_line(result.stderr)
+    assert "assumed identical" not in result.stdout + result.stderr
+    assert ("different content" if served == "another-file" else "cannot confirm") in result.stderr
+
+
+def _processes_naming(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if text in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.parametrize("signum", [15, 2])
+def test_a_signal_during_the_upload_stops_and_reaps_twine(project: tuple[Path, Path], signum: int) -> None:
+    """Today twine, in its own session and untracked, ran on for 600 s after SIGTERM."""
+    import signal as signals
+
+    matrix, _ = project
+    posted = threading.Event()
+
+    def silent(conn: object, path: str, request: bytes) -> None:
+        if request.startswith(b"POST"):
+            posted.set()
+            time.sleep(120)  # never answers the upload
+        else:
+            json_page()(conn, path)  # type: ignore[arg-type]
+
+    silent.wants_request = True  # type: ignore[attr-defined]
+    with HostileIndex(silent) as stub:
+        repository = f"http://127.0.0.1:{stub.port}/"
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("TWINE_", "PYPI_", "GITHUB_", "ACTIONS_"))
+        }
+        env.update({"TWINE_USERNAME": USER, "TWINE_PASSWORD": "pw-for-signal", "PYTHONPATH": str(Path.cwd())})
+        cmd = [
+            sys.executable, "-m", "release", "--matrix", str(matrix), "publish", "--tag", "v0.1.0",
+            "--repository", repository, "--index-url", stub.simple, "--upload-timeout", "600",
+            "--wheelhouse", str(matrix.parent / "wheelhouse"), "--tries", "1",
+        ]  # fmt: skip
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            assert posted.wait(120), "twine never started the upload"
+            proc.send_signal(signum)
+            _out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == 128 + signum, err
+        assert _processes_naming(repository) == []  # twine and all under it: stopped and reaped
+        assert ("terminated" if signum == signals.SIGTERM else "interrupted") in err

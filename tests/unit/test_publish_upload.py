@@ -78,7 +78,7 @@ def test_classify(tmp_path: Path) -> None:
     c = candidate(tmp_path, "a")
     assert classify({}, c) == ("upload", "")
     assert classify({c.filename: c.sha256}, c) == ("skip", "")
-    assert classify({c.filename: None}, c)[0] == "skip"
+    assert classify({c.filename: None}, c)[0] == "unverified"  # a name is not a confirmation
     assert classify({c.filename: "0" * 64}, c)[0] == "conflict"
 
 
