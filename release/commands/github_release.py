@@ -18,14 +18,13 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from release import table
+from release import interrupts, table
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, ToolchainError, UsageError
 from release.plan.version import is_prerelease, tag_from_env, version_from_tag
@@ -152,16 +151,20 @@ def parse_assets(text: str) -> dict[str, Asset]:
     return found
 
 
+GH_TIMEOUT = 1800.0
+"""Seconds one gh call may take (an upload of every asset included); past it gh is stopped."""
+
+
 def run_process(cmd: Sequence[str]) -> tuple[int, str, str]:
+    """gh, tracked and bounded: stopped and reaped at `GH_TIMEOUT` or on SIGTERM/SIGINT."""
     try:
-        proc = subprocess.run(list(cmd), capture_output=True, text=True, check=False)
+        return interrupts.run_bounded_apart(list(cmd), timeout=GH_TIMEOUT)
     except FileNotFoundError:
         msg = f"{cmd[0]}: not found (install the GitHub CLI, or pass --gh PATH)"
         raise ToolchainError(msg) from None
     except PermissionError:
         msg = f"{cmd[0]}: not executable"
         raise ToolchainError(msg) from None
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 @dataclass

@@ -21,7 +21,6 @@ import http.server
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -31,6 +30,7 @@ from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
+from release import interrupts
 from release.plan.resolve import ResolvedVariant
 from release.publish.release_day import foreign_files
 from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
@@ -397,35 +397,20 @@ def run_case(
         venv = Path(scratch) / "env"
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "NV_VARIANT"))}
         env |= {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_NO_INPUT": "1"}
-        made = subprocess.run(
-            [uv, "venv", "--quiet", "--python", str(interpreter), str(venv)],
-            capture_output=True,
-            text=True,
-            env=env,
+        # uv and pip run tracked in their own process group: stopped and reaped at the deadline
+        # or on SIGTERM/SIGINT, whatever they started.
+        made_rc, made_output = interrupts.run_bounded(
+            [str(uv), "venv", "--quiet", "--python", str(interpreter), str(venv)],
             timeout=INSTALL_TIMEOUT,
-            check=False,
+            env=env,
         )
-        if made.returncode != 0:
-            return Outcome(case, False, f"cannot make a venv of {interpreter}: {made.stderr.strip()[-300:]}")
+        if made_rc != 0:
+            return Outcome(case, False, f"cannot make a venv of {interpreter}: {made_output.strip()[-300:]}")
         before = {name: len(s.fetched) for name, s in servers.items()}
-        try:
-            done = subprocess.run(
-                install_command(
-                    case,
-                    venv,
-                    {**(outside or {}), **{n: s.url for n, s in servers.items()}},
-                    pip_runner,
-                    platform,
-                ),
-                capture_output=True,
-                text=True,
-                env=env | dict(case.env),
-                timeout=INSTALL_TIMEOUT,
-                check=False,
-            )
-            rc, output = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired:
-            rc, output = 124, f"no result within {INSTALL_TIMEOUT:g}s"
+        command = install_command(
+            case, venv, {**(outside or {}), **{n: s.url for n, s in servers.items()}}, pip_runner, platform
+        )
+        rc, output = interrupts.run_bounded(list(command), timeout=INSTALL_TIMEOUT, env=env | dict(case.env))
         # An index outside (the public one) is not observed: it is named when none of ours served.
         served = [n for n, s in servers.items() if len(s.fetched) > before[n]] or [
             n for n in case.indexes if n not in servers
