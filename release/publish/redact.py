@@ -22,7 +22,10 @@ _URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
 # A whole authorization header's value, then credentials after their scheme's name.
 _VALUE = r"[^\s\"',;}]+"
 _HEADER = re.compile(rf"(?i)(\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)({_VALUE}(?:[ \t]+{_VALUE})?)")
-_AUTH = re.compile(r"(?i)\b(basic|bearer)(\s+|%20|\+)([A-Za-z0-9._~+/=%-]{3,})")
+# (A plain lowercase word after "basic" is prose, "Basic authentication required", not a credential.)
+_AUTH = re.compile(
+    r"\b([Bb]asic|BASIC|[Bb]earer|BEARER)(\s+|%20|\+)(?=[^\s]*[A-Z0-9+/=])([A-Za-z0-9._~+/=%-]{3,})"
+)
 # Tokens recognisable by their prefix: PyPI (macaroons, base64url), GitHub (classic and fine-grained).
 _TOKENS = re.compile(r"\b(pypi-[A-Za-z0-9_-]{8,}|gh[opsur]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{16,})")
 _MIN_SECRET = 3
