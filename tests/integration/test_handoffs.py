@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.publish_support import (
+    ROOT,
     HostileIndex,
     json_page,
     make_wheelhouse,
@@ -351,6 +352,9 @@ def test_a_tag_of_5000_digits_is_one_line(wheelhouse: Path, command: str) -> Non
         if command == "plan"
         else ("publish", "--dry-run", "--tag", tag)
     )
-    proc = run_release(*args, matrix=wheelhouse.parent / "matrix.yaml")
+    # plan reads the engine's project: the repository's matrix; publish: the tiny one.
+    matrix = ROOT / "matrix.yaml" if command == "plan" else wheelhouse.parent / "matrix.yaml"
+    proc = run_release(*args, matrix=matrix)
     _one_line(proc)
     assert len(proc.stderr.splitlines()) == 1 and "Exceeds the limit" not in proc.stderr
+    assert "5,001 characters" in proc.stderr
