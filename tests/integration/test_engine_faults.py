@@ -1428,11 +1428,18 @@ def test_master_cli_limits(master_bin, base_env):
     assert bad.returncode == 2 and "--max-connections" in bad.stderr
     bad = _run([master_bin, "--idle-timeout", "soon"], check=False)
     assert bad.returncode == 2 and "--idle-timeout" in bad.stderr
+    # The memory bound is published: registered bytes, and per connection a request line and replies.
+    usage = _run([master_bin, "--help"]).stdout
+    for bound in ("--max-registered-bytes (a segment", "one request line (at most 1 MiB",
+                  "at most --max-output-buffer + 64 KiB of unsent replies", "'LIST <last name>'"):
+        assert bound in usage, bound
     topo = Topology(base_env)
     m = MasterProc(topo, master_bin, nofile=256, extra=["--max-connections", 5000, "--idle-timeout", 2.5])
     try:
         assert m.limits_line.startswith("xfer-master: at most ")
         assert "RLIMIT_NOFILE" in m.limits_line and "idle timeout 2.5 s" in m.limits_line
+        held = f"held per connection: at most {(1 << 20) + (64 << 10)} bytes of requests and {320 << 10} "
+        assert held in m.limits_line, m.limits_line
     finally:
         assert m.stop() == 0
     report("xfer-master limits on its command line", topo, f"with RLIMIT_NOFILE=256: {m.limits_line!r}")
