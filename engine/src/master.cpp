@@ -31,14 +31,20 @@ const char* version() { return XFER_VERSION_STRING; }
 const char* backend_name() { return XFER_BACKEND_NAME; }
 
 namespace {
-constexpr size_t kMaxLine = 1 << 20;
+constexpr size_t kMaxLine = kMasterMaxLine;
 constexpr size_t kMaxRegions = 65536;
-constexpr size_t kReadChunk = 64 << 10;
+constexpr size_t kReadChunk = kMasterReadChunk;
 // Requests answered per connection per turn of the event loop: no client
 // holds the loop longer than this many requests while others wait.
 constexpr size_t kBatch = 64;
+// A GET reply is produced this many bytes at a time, as the client reads it;
+// a LIST reply holds names up to this many bytes (then "MORE").
+constexpr size_t kReplyChunk = kMasterReplyChunk;
+// Room for one more region (or name) past kReplyChunk: its numbers, and a
+// kind of at most 256 bytes.
+constexpr size_t kChunkRoom = kReplyChunk + 1024;
 // Buffers above this capacity are released once empty.
-constexpr size_t kKeepCapacity = 64 << 10;
+constexpr size_t kKeepCapacity = kChunkRoom;
 // Descriptors kept free for the listening socket, the epoll set, the wake
 // pipe, the spare descriptor and whatever the process itself opens.
 constexpr long kReservedFds = 32;
@@ -75,6 +81,14 @@ void release(std::string& s) {
 }
 }  // namespace
 
+// One registered segment, shared by the map and by the GET replies that are
+// sending it: a replaced or deleted segment lives (and counts in
+// registered_bytes_) until the last such reply is sent.
+struct MasterServer::Segment {
+  SegmentInfo info;
+  uint64_t bytes = 0;
+};
+
 struct MasterServer::Conn {
   int fd = -1;
   uint64_t id = 0;
@@ -87,6 +101,8 @@ struct MasterServer::Conn {
   bool close_after = false;
   bool queued = false;   // in ready_
   uint32_t events = 0;   // what epoll watches
+  std::shared_ptr<const Segment> get;  // a GET reply being produced
+  size_t get_next = 0;   // its next region
   size_t unsent() const { return out.size() - out_off; }
   bool has_line() const { return in.find('\n', in_off) != std::string::npos; }
 };
@@ -126,6 +142,7 @@ MasterServer::~MasterServer() {
   if (bg_.joinable()) bg_.join();
   for (auto& kv : conns_) net::close_fd(kv.first);
   conns_.clear();
+  segments_.clear();  // before the counters their deleters update
   net::close_fd(listen_fd_);
   net::close_fd(epoll_fd_);
   net::close_fd(spare_fd_);
@@ -390,14 +407,47 @@ void MasterServer::run_ready() {
   }
 }
 
+// Produces the GET reply in progress while the client takes it: at most
+// kReplyChunk bytes unsent at a time, at most kBatch chunks per turn. False
+// when the connection was dropped.
+bool MasterServer::produce(Conn* c) {
+  for (size_t turn = 0; c->get && turn < kBatch; ++turn) {
+    if (c->unsent() >= kReplyChunk) return true;  // EPOLLOUT brings the next chunk
+    const auto& regions = c->get->info.regions;
+    if (c->out_off > 0) {  // at most kReplyChunk unsent bytes move
+      c->out.erase(0, c->out_off);
+      c->out_off = 0;
+    }
+    if (c->out.capacity() < kChunkRoom) c->out.reserve(kChunkRoom);  // one allocation, never doubled
+    while (c->get_next < regions.size() && c->unsent() < kReplyChunk) {
+      const RegionInfo& r = regions[c->get_next++];
+      c->out += ' ';
+      c->out += std::to_string(r.addr);
+      c->out += ' ';
+      c->out += std::to_string(r.length);
+      c->out += ' ';
+      c->out += r.kind;
+    }
+    if (c->get_next == regions.size()) {
+      c->out += '\n';
+      c->get.reset();  // a replaced segment is freed here, by its last reader
+      c->get_next = 0;
+    }
+    if (!flush(c)) return false;
+  }
+  return true;
+}
+
 // Sends what it can, answers at most kBatch complete requests, and decides
 // what to wait for next: EPOLLOUT while replies are unsent, EPOLLIN once
 // every received request is answered, another turn (ready_) otherwise.
+// A GET reply is produced as the client reads it; requests after it wait.
 void MasterServer::step(Conn* c) {
   const int fd = c->fd;
   if (!flush(c)) return;
+  if (!produce(c)) return;
   const uint64_t out_limit = limits_.max_output_bytes;
-  for (size_t answered = 0; answered < kBatch && !c->close_after; ++answered) {
+  for (size_t answered = 0; answered < kBatch && !c->close_after && !c->get; ++answered) {
     size_t nl = c->in.find('\n', c->in_off);
     if (nl == std::string::npos) break;
     if (out_limit > 0 && c->unsent() > out_limit) {
@@ -411,17 +461,19 @@ void MasterServer::step(Conn* c) {
     if (len == 4 && c->in.compare(c->in_off, 4, "PING") == 0) {
       c->out += ping_reply_;  // the heartbeat, answered without parsing
     } else {
-      c->out += handle(c->in.substr(c->in_off, len));
-      c->out += '\n';
+      c->out += handle(c->in.substr(c->in_off, len), &c->get);
+      if (!c->get) c->out += '\n';
     }
     c->in_off = nl + 1;
     c->last_ms = now_ms();
+    if (c->get && !produce(c)) return;
   }
   if (c->in_off == c->in.size()) {
     release(c->in);
     c->in_off = 0;
   }
   const bool more = c->has_line();
+  const bool producing = c->get != nullptr;
   if (!more && !c->close_after && c->in.size() - c->in_off > kMaxLine) {
     c->out += "ERR request line longer than " + std::to_string(kMaxLine) + " bytes\n";
     c->close_after = true;
@@ -429,14 +481,14 @@ void MasterServer::step(Conn* c) {
     c->in_off = 0;
   }
   if (!flush(c)) return;
-  if (c->unsent() == 0 && (c->close_after || (c->eof && !more))) {
+  if (c->unsent() == 0 && !producing && (c->close_after || (c->eof && !more))) {
     drop(fd);
     return;
   }
-  if (more && !c->close_after) enqueue(c);
+  if (producing ? c->unsent() == 0 : more && !c->close_after) enqueue(c);
   uint32_t ev = 0;
   if (c->unsent() > 0) ev |= EPOLLOUT;
-  if (!more && !c->eof && !c->close_after) ev |= EPOLLIN;
+  if (!more && !producing && !c->eof && !c->close_after) ev |= EPOLLIN;
   watch(c, ev);
 }
 
@@ -462,20 +514,20 @@ bool MasterServer::flush(Conn* c) {
   }
   release(c->out);
   c->out_off = 0;
-  c->last_ms = now_ms();  // the exchange is complete
+  if (!c->get) c->last_ms = now_ms();  // the exchange is complete
   return true;
 }
 
-std::string MasterServer::handle(const std::string& line) {
+std::string MasterServer::handle(const std::string& line, std::shared_ptr<const Segment>* get) {
   try {
-    return handle_impl(line);
+    return handle_impl(line, get);
   } catch (const std::bad_alloc&) {
     ++oom_;
     return "ERR out of memory: xfer-master could not allocate for this request; nothing was changed";
   }
 }
 
-std::string MasterServer::handle_impl(const std::string& line) {
+std::string MasterServer::handle_impl(const std::string& line, std::shared_ptr<const Segment>* get) {
   if (line == "PING") return std::string("OK xfer-master ") + version() + " " + backend_name();
   std::istringstream in(line);
   std::string cmd;
@@ -486,47 +538,49 @@ std::string MasterServer::handle_impl(const std::string& line) {
     SegmentInfo info;
     unsigned port = 0;
     size_t n = 0;
-    if (!(in >> name >> info.host >> port >> n) || !valid_name(name) || port == 0 || port > 65535 ||
-        n > kMaxRegions)
+    if (!(in >> name >> info.host >> port >> n) || !valid_name(name) || !valid_name(info.host) || port == 0 ||
+        port > 65535 || n > kMaxRegions)
       return "ERR malformed PUT";
     info.port = static_cast<uint16_t>(port);
     info.regions.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       RegionInfo r;
-      if (!(in >> r.addr >> r.length >> r.kind)) return "ERR malformed region list";
+      if (!(in >> r.addr >> r.length >> r.kind) || !valid_name(r.kind)) return "ERR malformed region list";
       info.regions.push_back(std::move(r));
     }
-    const uint64_t bytes = segment_bytes(name, info);
+    const uint64_t bytes = 64 + segment_bytes(name, info);  // 64: the shared_ptr's control block
     std::lock_guard<std::mutex> lk(mu_);
     auto it = segments_.find(name);
-    const uint64_t old = it == segments_.end() ? 0 : segment_bytes(it->first, it->second);
+    // The old version is freed now unless a GET reply is still sending it.
+    const uint64_t old = it == segments_.end() || it->second.use_count() > 1 ? 0 : it->second->bytes;
     if (it == segments_.end() && limits_.max_segments > 0 && segments_.size() >= limits_.max_segments)
       return "ERR segment limit: xfer-master holds at most " + std::to_string(limits_.max_segments) +
              " segments (--max-segments); DEL some first";
-    const uint64_t total = registered_bytes_ - old + bytes;
-    if (limits_.max_registered_bytes > 0 && total > limits_.max_registered_bytes)
+    const uint64_t held = registered_bytes_ - old;
+    if (limits_.max_registered_bytes > 0 && held + bytes > limits_.max_registered_bytes)
       return "ERR registered bytes limit: this segment needs " + std::to_string(bytes) + " bytes and " +
-             std::to_string(registered_bytes_ - old) + " of at most " + std::to_string(limits_.max_registered_bytes) +
-             " are held (--max-registered-bytes); DEL some first";
+             std::to_string(held) + " of at most " + std::to_string(limits_.max_registered_bytes) +
+             " are held (--max-registered-bytes; replaced segments count until the replies sending them are "
+             "done); DEL some first";
+    std::shared_ptr<const Segment> seg = make_segment(std::move(info), bytes);  // on bad_alloc nothing changed
     if (it == segments_.end()) {
-      segments_.emplace(name, std::move(info));  // strong guarantee: on bad_alloc nothing changed
+      segments_.emplace(name, std::move(seg));  // strong guarantee: on bad_alloc seg is freed, nothing changed
     } else {
-      it->second = std::move(info);  // moves do not allocate
+      it->second = std::move(seg);  // frees the old version unless a reply is sending it
     }
-    registered_bytes_ = total;
     segment_count_ = segments_.size();
     return "OK";
   }
   if (cmd == "GET") {
     std::string name;
-    if (!(in >> name)) return "ERR malformed GET";
+    if (!(in >> name) || !valid_name(name)) return "ERR malformed GET";
     std::lock_guard<std::mutex> lk(mu_);
     auto it = segments_.find(name);
     if (it == segments_.end()) return "ERR no segment named " + name;
-    std::ostringstream out;
-    out << "OK " << it->second.host << " " << it->second.port << " " << it->second.regions.size();
-    for (auto& r : it->second.regions) out << " " << r.addr << " " << r.length << " " << r.kind;
-    return out.str();
+    const SegmentInfo& info = it->second->info;
+    std::string head = "OK " + info.host + " " + std::to_string(info.port) + " " + std::to_string(info.regions.size());
+    *get = it->second;  // the regions follow as the client reads them (produce())
+    return head;
   }
   if (cmd == "DEL") {
     std::string name;
@@ -534,8 +588,7 @@ std::string MasterServer::handle_impl(const std::string& line) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = segments_.find(name);
     if (it != segments_.end()) {
-      registered_bytes_ -= segment_bytes(it->first, it->second);
-      segments_.erase(it);
+      segments_.erase(it);  // its bytes are released with the last reference
       segment_count_ = segments_.size();
     }
     return "OK";
@@ -552,13 +605,37 @@ std::string MasterServer::handle_impl(const std::string& line) {
     return out.str();
   }
   if (cmd == "LIST") {
+    // One page: names in order, after AFTER when given, up to kReplyChunk
+    // bytes; "MORE" after them when names follow ("LIST <last name>" for them).
+    std::string after;
+    const bool from_start = !(in >> after);
     std::lock_guard<std::mutex> lk(mu_);
-    std::ostringstream out;
-    out << "OK " << segments_.size();
-    for (auto& kv : segments_) out << " " << kv.first;
-    return out.str();
+    auto it = from_start ? segments_.begin() : segments_.upper_bound(after);
+    std::string names;
+    size_t n = 0;
+    for (; it != segments_.end() && names.size() < kReplyChunk; ++it, ++n) {
+      names += ' ';
+      names += it->first;
+    }
+    return "OK " + std::to_string(n) + names + (it == segments_.end() ? "" : " MORE");
   }
   return "ERR unknown command";
+}
+
+std::shared_ptr<const MasterServer::Segment> MasterServer::make_segment(SegmentInfo info, uint64_t bytes) {
+  registered_bytes_ += bytes;
+  Segment* raw = nullptr;
+  try {
+    raw = new Segment{std::move(info), bytes};
+  } catch (...) {
+    registered_bytes_ -= bytes;
+    throw;
+  }
+  // On bad_alloc the shared_ptr constructor runs the deleter: the count is undone.
+  return std::shared_ptr<const Segment>(raw, [this](const Segment* s) {
+    registered_bytes_ -= s->bytes;
+    delete s;
+  });
 }
 
 MasterClient::MasterClient(std::string endpoint, int timeout_ms) : timeout_ms_(timeout_ms) {

@@ -59,6 +59,13 @@ void usage(FILE* f) {
                "  --max-output-buffer BYTES\n"
                "                         unsent replies a connection may hold when its next request is\n"
                "                         answered; over it the client is disconnected (default 256K; 0 no limit)\n"
+               "Memory is bounded by --max-registered-bytes (a segment replaced or deleted while a GET\n"
+               "reply still sends it counts until that reply is done) plus, for each of at most\n"
+               "--max-connections connections, one request line (at most 1 MiB, and one 64 KiB read) and\n"
+               "at most --max-output-buffer + 64 KiB of unsent replies, whatever the replies' sizes and\n"
+               "however slowly they are read: a GET reply is produced 64 KiB at a time as its client reads\n"
+               "it; a LIST reply holds at most 64 KiB of names and ends in 'MORE' when names follow\n"
+               "(ask 'LIST <last name>' for them).\n"
                "Prints 'xfer-master listening on HOST:PORT' once ready, then its limits;\n"
                "SIGTERM/SIGINT stop it.\n");
 }
@@ -146,11 +153,18 @@ int main(int argc, char** argv) {
     auto cap = [](uint64_t v, const char* unit) {
       return v == 0 ? std::string("unlimited ") + unit : std::to_string(v) + " " + unit;
     };
+    // Per connection: one request line and one read in, the output limit plus one reply chunk out.
+    const uint64_t per_conn_in = xfer::kMasterMaxLine + xfer::kMasterReadChunk;
+    const std::string per_conn_out = eff.max_output_bytes == 0
+                                         ? std::string("unlimited")
+                                         : std::to_string(eff.max_output_bytes + xfer::kMasterReplyChunk);
     std::printf("xfer-master: at most %d connections%s, idle timeout %s; %s, %s registered, %s of unsent "
-                "replies per connection\n",
+                "replies per connection; held per connection: at most %llu bytes of requests and %s bytes of "
+                "replies\n",
                 eff.max_connections, eff.max_connections < asked ? " (all that RLIMIT_NOFILE leaves room for)" : "",
                 idle, cap(eff.max_segments, "segments").c_str(), cap(eff.max_registered_bytes, "bytes").c_str(),
-                cap(eff.max_output_bytes, "bytes").c_str());
+                cap(eff.max_output_bytes, "bytes").c_str(), static_cast<unsigned long long>(per_conn_in),
+                per_conn_out.c_str());
     std::fflush(stdout);
     server.serve();
     g_wake_fd = -1;

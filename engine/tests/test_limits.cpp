@@ -192,6 +192,74 @@ TEST(master_answers_pipelined_and_half_closed_requests) {
   m.stop();
 }
 
+TEST(master_streams_get_pages_list_and_counts_replaced_segments) {
+  MasterServer m("127.0.0.1", 0);
+  m.start_background();
+  MasterClient c("127.0.0.1:" + std::to_string(m.port()));
+  SegmentInfo big;
+  big.host = "10.0.0.1";
+  big.port = 7;
+  for (uint64_t i = 0; i < 20000; ++i) big.regions.push_back({i << 12, 4096, i % 2 ? "host" : "device"});
+  c.put("big", big);
+  SegmentInfo small;
+  small.host = "10.0.0.2";
+  small.port = 8;
+  small.regions.push_back({1, 2, "host"});
+  for (int i = 0; i < 600; ++i) c.put(std::string(200, static_cast<char>('a' + i % 26)) + std::to_string(i), small);
+  // A GET reply of several reply chunks, pipelined between PINGs, arrives whole and in order.
+  int fd = dial(m.port());
+  std::string req = "PING\nGET big\nPING\n";
+  CHECK(net::send_all(fd, req.data(), req.size()));
+  ::shutdown(fd, SHUT_WR);
+  CHECK(line_from(fd).rfind("OK xfer-master", 0) == 0);
+  std::string reply;
+  CHECK(net::read_line(fd, &reply, 1 << 20));
+  CHECK(reply.size() > 4 * kMasterReplyChunk);
+  CHECK(reply.rfind("OK 10.0.0.1 7 20000 0 4096 device 4096 4096 host ", 0) == 0);
+  const std::string last = " 81915904 4096 host";  // region 19999
+  CHECK(reply.size() > last.size() && reply.compare(reply.size() - last.size(), last.size(), last) == 0);
+  CHECK(line_from(fd).rfind("OK xfer-master", 0) == 0);
+  CHECK(closed_by_peer(fd));
+  net::close_fd(fd);
+  SegmentInfo got;
+  CHECK(c.get("big", &got) && got.regions.size() == 20000 && got.regions[19999].addr == (19999ull << 12));
+  // LIST pages: at most one reply chunk of names each, "MORE" while names follow, every name once.
+  size_t names = 0, pages = 0;
+  std::string after;
+  for (bool more = true; more && pages < 100; ++pages) {
+    std::string page = c.call(after.empty() ? "LIST" : "LIST " + after);
+    CHECK(page.rfind("OK ", 0) == 0 && page.size() < kMasterReplyChunk + 512);
+    std::vector<std::string> words;
+    for (size_t at = 0, sp; at <= page.size(); at = sp + 1) {
+      sp = page.find(' ', at);
+      if (sp == std::string::npos) sp = page.size();
+      words.push_back(page.substr(at, sp - at));
+    }
+    const size_t n = std::stoul(words[1]);
+    CHECK(words.size() == 2 + n || (words.size() == 3 + n && words.back() == "MORE"));
+    more = words.size() == 3 + n;
+    names += n;
+    if (n > 0) after = words[1 + n];
+  }
+  CHECK(names == 601 && pages > 1);
+  // A replaced segment counts until the reply sending it is done.
+  int slow = dial(m.port());
+  int tiny = 4096;
+  ::setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &tiny, sizeof(tiny));
+  std::string get = "GET big\n";
+  CHECK(net::send_all(slow, get.data(), get.size()));
+  char ok[3] = {0, 0, 0};
+  CHECK(::recv(slow, ok, 2, MSG_WAITALL) == 2 && std::string(ok) == "OK");  // the reply has begun
+  const uint64_t before = m.stats().registered_bytes;
+  c.del("big");
+  CHECK(m.stats().registered_bytes == before);  // still being sent
+  net::close_fd(slow);
+  CHECK(eventually([&] { return m.stats().registered_bytes < before; }));
+  for (int i = 0; i < 600; ++i) c.del(std::string(200, static_cast<char>('a' + i % 26)) + std::to_string(i));
+  CHECK(m.stats().registered_bytes == 0 && m.stats().segments == 0);
+  m.stop();
+}
+
 TEST(master_out_of_descriptors_refuses_and_does_not_spin) {
   int to_child[2];
   CHECK(pipe(to_child) == 0);

@@ -557,7 +557,60 @@ def role_nonreader(argv: list[str]) -> int:
     return 0
 
 
+def role_slowread(argv: list[str]) -> int:
+    """COUNT connections that each send REQUEST once and then read its reply one byte every EVERY
+    seconds (a 4 KiB receive buffer); reports once every reply has begun (its first byte says OK or
+    ERR), and again, with how many the server closed, on "quit" on stdin or after LIMIT seconds."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--host", required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--request", required=True)
+    ap.add_argument("--every", type=float, default=1.0)
+    ap.add_argument("--limit", type=float, default=40)
+    a = ap.parse_args(argv)
+    raise_nofile(a.count + 256)
+    socks = _open_many(a.host, a.port, a.count, rcvbuf=4096)
+    for s in socks:
+        s.setblocking(True)
+        s.sendall(a.request.encode() + b"\n")
+        s.setblocking(False)
+    _reply(connected=len(socks))
+    first: list[bytes] = [b""] * len(socks)
+    closed = [False] * len(socks)
+    got = [0] * len(socks)
+    start, announced = time.monotonic(), False
+    while time.monotonic() - start < a.limit:
+        for i, s in enumerate(socks):
+            if closed[i]:
+                continue
+            try:
+                data = s.recv(1)
+            except BlockingIOError:
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                closed[i] = True
+                continue
+            got[i] += 1
+            if not first[i]:
+                first[i] = data
+        begun = sum(1 for i in range(len(socks)) if first[i] or closed[i])
+        if not announced and begun == len(socks):
+            announced = True
+            _reply(begun=begun, ok=first.count(b"O"), err=first.count(b"E"), closed=sum(closed))
+        ready, _, _ = select.select([sys.stdin], [], [], a.every)
+        if ready and sys.stdin.readline().strip() == "quit":
+            break
+    _reply(count=len(socks), ok=first.count(b"O"), err=first.count(b"E"), closed=sum(closed), read=sum(got))
+    for s in socks:
+        s.close()
+    return 0
+
+
 ROLES = {
+    "slowread": role_slowread,
     "engine": role_engine,
     "idle": role_idle,
     "stall": role_stall,
@@ -1375,11 +1428,18 @@ def test_master_cli_limits(master_bin, base_env):
     assert bad.returncode == 2 and "--max-connections" in bad.stderr
     bad = _run([master_bin, "--idle-timeout", "soon"], check=False)
     assert bad.returncode == 2 and "--idle-timeout" in bad.stderr
+    # The memory bound is published: registered bytes, and per connection a request line and replies.
+    usage = _run([master_bin, "--help"]).stdout
+    for bound in ("--max-registered-bytes (a segment", "one request line (at most 1 MiB",
+                  "at most --max-output-buffer + 64 KiB of unsent replies", "'LIST <last name>'"):
+        assert bound in usage, bound
     topo = Topology(base_env)
     m = MasterProc(topo, master_bin, nofile=256, extra=["--max-connections", 5000, "--idle-timeout", 2.5])
     try:
         assert m.limits_line.startswith("xfer-master: at most ")
         assert "RLIMIT_NOFILE" in m.limits_line and "idle timeout 2.5 s" in m.limits_line
+        held = f"held per connection: at most {(1 << 20) + (64 << 10)} bytes of requests and {320 << 10} "
+        assert held in m.limits_line, m.limits_line
     finally:
         assert m.stop() == 0
     report("xfer-master limits on its command line", topo, f"with RLIMIT_NOFILE=256: {m.limits_line!r}")
@@ -1473,6 +1533,100 @@ def test_master_segment_flood_under_512mb(master_bin, base_env, procs):
         else:
             assert refusal.startswith((expect, "(connection")), refusal
     report("segment flood under RLIMIT_AS=512 MiB", Topology(base_env), *lines)
+
+
+def _pipeline(port: int, lines: list[str]) -> list[str]:
+    """The requests on one connection, 1,000 in flight at a time; the replies in order ("" once the
+    master has closed the connection)."""
+    replies: list[str] = []
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        f = s.makefile("rb")
+        for at in range(0, len(lines), 1000):
+            batch = lines[at : at + 1000]
+            try:
+                s.sendall("".join(line + "\n" for line in batch).encode())
+                replies += [f.readline().decode().strip() for _ in batch]
+            except OSError:
+                replies += [""] * len(batch)
+    return replies
+
+
+def _slow_reader_case(request: str) -> tuple[list[str], int]:
+    """What the master holds before the slow readers come, and how many readers: a LIST of 60,000
+    segments named with 250 characters (about 15 MiB whole), or a GET of 65,536 regions (about 1 MiB)."""
+    if request == "LIST":
+        return [f"PUT {i:0250d} 127.0.0.1 9 1 0 1 host" for i in range(60000)], 50
+    regions = " ".join(f"{i} 1 host" for i in range(65536))
+    return [f"PUT big 127.0.0.1 9 65536 {regions}"], 200
+
+
+@pytest.mark.parametrize("request_line", ["LIST", "GET big"])
+def test_master_memory_with_slow_readers_under_512mb(request_line, master_bin, base_env, procs):
+    """Slow readers of a large reply (50 of a LIST, 200 of a GET, one byte a second each) make the
+    master hold at most one reply chunk each, not a whole reply: its RSS grows by at most 128 KiB a
+    reader, and under RLIMIT_AS=512 MiB every reply and 12,000 legitimate PUTs meanwhile succeed."""
+    topo = _AddressSpace(base_env, 512 << 20)
+    master = procs.add(MasterProc(topo, master_bin))
+    setup, readers = _slow_reader_case(request_line)
+    assert set(_pipeline(master.port, setup)) == {"OK"}
+    registered = _sock_stats(master.port)["registered_bytes"]
+    rss_before = _rss_kb(master.pid)
+    slow = procs.add(
+        topo.helper(
+            "slowread", "--host", "127.0.0.1", "--port", master.port, "--count", readers,
+            "--request", request_line, "--limit", 45,
+        )
+    )
+    assert slow.json(60)["connected"] == readers
+    begun = slow.json(60)
+    rss_with = _rss_kb(master.pid)
+    pings = []
+    for _ in range(100):
+        pings.append(_timed_ping(master.port))
+        time.sleep(0.02)
+    puts = _pipeline(master.port, [f"PUT legit{i % 3000} 127.0.0.1 9 1 {i} 1 host" for i in range(12000)])
+    rss_with = max(rss_with, _rss_kb(master.pid))
+    stats = _sock_stats(master.port)
+    replaced = ""
+    if request_line.startswith("GET"):
+        # The readers still send the old version: it counts until the last of them is done.
+        assert _pipeline(master.port, ["PUT big 127.0.0.1 9 1 0 1 host"]) == ["OK"]
+        replaced = f"{_sock_stats(master.port)['registered_bytes']}"
+    slow.send("quit")
+    done = slow.json(60)
+    assert slow.finish() == 0
+    after = _sock_stats(master.port)["registered_bytes"]
+    for _ in range(100 if replaced else 0):  # the master sees the readers' close on its next turn
+        if after < int(replaced):
+            break
+        time.sleep(0.05)
+        after = _sock_stats(master.port)["registered_bytes"]
+    alive = master.alive()
+    hwm = _rss_kb(master.pid, "VmHWM")
+    assert master.stop() == 0
+    ok_puts = puts.count("OK")
+    pings.sort()
+    report(
+        f"{readers} slow readers of {request_line.split()[0]} under RLIMIT_AS=512 MiB",
+        topo,
+        f"registered {registered / 2**20:.1f} MiB; RSS {rss_before // 1024} MiB before the readers, "
+        f"{rss_with // 1024} MiB with them (peak {hwm // 1024} MiB)",
+        f"replies begun {begun['ok']} OK, {begun['err']} ERR, {begun['closed']} closed; "
+        f"readers closed by the master: {done['closed']}",
+        f"legitimate PUTs meanwhile: {ok_puts} of {len(puts)} OK (first other: "
+        f"{next((p for p in puts if p != 'OK'), '-')[:60]!r}); oom={stats['oom']}",
+        f"PING meanwhile (fresh connection): median {statistics.median(pings) * 1e3:.1f} ms, "
+        f"p99 {pings[98] * 1e3:.1f} ms",
+        *([f"registered bytes while a replaced GET is read: {replaced}, after: {after}"] * bool(replaced)),
+    )
+    assert alive
+    assert begun["ok"] == readers and begun["err"] == 0, begun
+    assert ok_puts == len(puts), puts[:3]
+    # KiB: two reply chunks a reader, and memory proportional to the registered bytes.
+    assert rss_with - rss_before <= readers * 128 + 16 * 1024, (rss_before, rss_with)
+    assert rss_with <= 2 * registered // 1024 + readers * 128 + 32 * 1024, (registered, rss_with)
+    if replaced:
+        assert int(replaced) > after, (replaced, after)
 
 
 def test_master_closes_slowloris_connections(master_bin, base_env, procs):

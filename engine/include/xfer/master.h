@@ -5,7 +5,9 @@
 //   PUT <name> <host> <port> <n> (<addr> <len> <kind>)*   -> OK
 //   GET <name>                         -> OK <host> <port> <n> (<addr> <len> <kind>)*
 //   DEL <name>                         -> OK
-//   LIST                               -> OK <n> <name>*
+//   LIST [<after>]                     -> OK <n> <name>{n} [MORE]
+//       names in order (those after <after> when given), at most 64 KiB of
+//       them a reply; MORE: names follow, ask "LIST <last name>" for them.
 //   STATS                              -> OK active=<n> accepted=<n> refused=<n> idle_closed=<n>
 //                                            max_connections=<n> idle_timeout_ms=<n> output_closed=<n>
 //                                            oom=<n> segments=<n> registered_bytes=<n> max_segments=<n>
@@ -22,12 +24,19 @@
 //
 // Bounds: segments and the metadata bytes they hold are capped (a PUT over
 // a cap, or one that runs out of memory, is answered "ERR ..." and changes
-// nothing). Each connection is answered at most kBatch requests per turn of
+// nothing). A GET reply is produced 64 KiB at a time as its client reads it,
+// from the segment as it was when the GET was answered: a segment replaced
+// or deleted meanwhile stays, and counts in the registered bytes, until the
+// last reply sending it is done (or its connection is closed). So memory is
+// the registered bytes plus, per connection, one request line (at most
+// 1 MiB, plus one 64 KiB read) and at most max_output_bytes + 64 KiB of
+// unsent replies, whatever the replies' sizes and however slowly they are read. Each connection is answered at most kBatch requests per turn of
 // the event loop, so a request waits for at most one turn: at most
 // kBatch requests (and one 64 KiB read) of every other connection.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -38,6 +47,13 @@
 #include <vector>
 
 namespace xfer {
+
+// What one connection may make the master hold: a request line of at most
+// kMasterMaxLine bytes (plus one read of kMasterReadChunk), and unsent
+// replies up to MasterLimits::max_output_bytes plus one kMasterReplyChunk.
+constexpr size_t kMasterMaxLine = 1 << 20;
+constexpr size_t kMasterReadChunk = 64 << 10;
+constexpr size_t kMasterReplyChunk = 64 << 10;
 
 struct RegionInfo {
   uint64_t addr = 0;
@@ -99,8 +115,11 @@ class MasterServer {
 
  private:
   struct Conn;
-  std::string handle(const std::string& line);
-  std::string handle_impl(const std::string& line);
+  struct Segment;
+  std::string handle(const std::string& line, std::shared_ptr<const Segment>* get);
+  std::string handle_impl(const std::string& line, std::shared_ptr<const Segment>* get);
+  std::shared_ptr<const Segment> make_segment(SegmentInfo info, uint64_t bytes);
+  bool produce(Conn* c);
   void accept_pending();
   void admit(int fd);
   void refuse(int fd, const std::string& why);
@@ -125,7 +144,7 @@ class MasterServer {
   int64_t accept_resume_ms_ = 0;
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
-  std::map<std::string, SegmentInfo> segments_;
+  std::map<std::string, std::shared_ptr<const Segment>> segments_;
   std::map<int, std::unique_ptr<Conn>> conns_;  // touched by the serving thread only
   std::deque<std::pair<int, uint64_t>> ready_;   // connections with requests left to answer
   uint64_t next_conn_id_ = 0;
