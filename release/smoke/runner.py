@@ -40,9 +40,11 @@ from release.smoke.image import (
     missing_libraries,
     run_command,
 )
-from release.smoke.outcome import Outcome, Step
+from release.smoke.outcome import Outcome, Step, json_ok
 from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
 from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME
+from release.smoke.requirements import install_argv, missing_source_line
+from release.smoke.requirements import mounts as requirement_mounts
 from release.smoke.selection import HOST_IMAGE, declared_image, images_for, smoke_pythons, wheels_for
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
 from release.wheel.files import file_sha256
@@ -172,7 +174,10 @@ class Smoke:
         if self.container is not None:
             engine, tag = self.container
             wheels, sonames = self.wheel.parent.resolve(), self.runtime_sonames
-            box = ContainerSandbox(engine, tag, sim, workdir=self.workdir, wheels=wheels, sonames=sonames)
+            box = ContainerSandbox(
+                engine, tag, sim, workdir=self.workdir, wheels=wheels, sonames=sonames,
+                extra=requirement_mounts(self.variant.smoke_requirements),
+            )  # fmt: skip
             self.sandbox = box
             self.runtime_dir = box.runtime_dir
             self.outcome.runner = self.runner or f"{engine} container {tag}"
@@ -198,6 +203,7 @@ class Smoke:
                 Bind(path=interpreter_home(interpreter)),
                 Bind(path=self.workdir, read_only=False),
                 Bind(path=self.wheel.parent.resolve()),
+                *(Bind(path=d) for d in requirement_mounts(self.variant.smoke_requirements)),
             ]
         runtime = host_runtime if sim.rootfs == "host" else ()
         sandbox = Sandbox(
@@ -251,19 +257,16 @@ class Smoke:
         self._step(f"venv (python {self.python})", result, result.returncode == 0)
 
     def install(self) -> None:
-        argv = [str(self.venv / "bin" / "python"), "-m", "pip", "install", "--no-index"]
-        if self._requires_dist():
-            argv += ["--find-links", str(self.wheel.parent.resolve())]
-        argv.append(str(self.wheel.resolve()))
-        result = self._run(argv)
-        ok = result.returncode == 0
-        self._step(f"pip install {self.wheel.name}", result, ok, "" if ok else self.install_hint)
-
-    def _requires_dist(self) -> bool:
         try:
-            return bool(requires_dist(read_metadata(self.wheel)))
+            requires = requires_dist(read_metadata(self.wheel))
         except WheelReadError:
-            return False
+            requires = []
+        source = self.variant.smoke_requirements
+        result = self._run(install_argv(self.venv / "bin" / "python", self.wheel, requires, source))
+        ok = result.returncode == 0
+        why = (missing_source_line(requires, source), self.install_hint)
+        detail = "" if ok else "; ".join(d for d in why if d)
+        self._step(f"pip install {self.wheel.name}", result, ok, detail)
 
     def check_libraries(self) -> None:
         python = str(self.venv / "bin" / "python")
@@ -342,24 +345,13 @@ class Smoke:
             result = self._run(argv)
             if result.returncode != 0:
                 self._step(shown, result, False, f"exit {result.returncode}")
-            verdict = _json_ok(result.stdout)
+            verdict = json_ok(result.stdout)
             self._step(
                 shown,
                 result,
                 verdict is not False,
                 "" if verdict is None else "ok: true" if verdict else "reported ok: false",
             )
-
-
-def _json_ok(stdout: str) -> bool | None:
-    """The `ok` value of a JSON object printed on stdout; None when there is none."""
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        return None
-    if isinstance(data, dict) and "ok" in data:
-        return data["ok"] is True
-    return None
 
 
 def smoke_variant(
