@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
+import tomlkit
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from tomlkit.exceptions import TOMLKitError
 
-from release.config.dataschema import dotted, printable
+from release.config.dataschema import dotted, printable, suggest
 from release.errors import Problem
 
 Matrix = Any  # release.config.matrix imports this module
@@ -55,4 +58,39 @@ def shape_problems(m: Matrix, lines: Mapping[str, int], file: str) -> list[Probl
             "engine.smoke.requirements.find_links",
             f"{links!r}: give a directory of wheels relative to the matrix file (e.g. wheels/)",
         )
+    return problems
+
+
+def build_requires_problems(
+    m: Matrix, engine_dir: Path, lines: Mapping[str, int], file: str
+) -> list[Problem]:
+    """Each `build_requires` key names an entry of the engine's `[build-system].requires`;
+    checked when a plan is made (where the engine is checked out), like `engine.source`."""
+    wanted = [(n, p) for n, v in m.variants.items() for p in v.build_requires]
+    if not wanted:
+        return []
+    try:
+        data = tomlkit.parse((engine_dir / "pyproject.toml").read_text(encoding="utf-8")).unwrap()
+    except (OSError, UnicodeDecodeError, TOMLKitError):
+        data = {}
+    system = data.get("build-system", {}) if isinstance(data, dict) else {}
+    requires = system.get("requires", []) if isinstance(system, dict) else []
+    names: list[str] = []
+    for entry in requires if isinstance(requires, list) else []:
+        try:
+            names.append(canonicalize_name(Requirement(str(entry)).name))
+        except InvalidRequirement:
+            continue
+    problems = []
+    for variant, project in wanted:
+        if canonicalize_name(project) in names:
+            continue
+        key = dotted(dotted(dotted("variants", variant), "build_requires"), project)
+        held = ", ".join(names) or "nothing"
+        message = (
+            f"the engine's [build-system].requires has no {project!r}{suggest(project, names)} "
+            f"(it has {held})"
+        )
+        line = lines.get(key) or lines.get(dotted(dotted("variants", variant), "build_requires"))
+        problems.append(Problem(file, line, printable(key), printable(message)))
     return problems

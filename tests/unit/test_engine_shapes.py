@@ -13,6 +13,7 @@ import pytest
 from release.build import cibw
 from release.build.host import venv_first_path
 from release.build.stage import rewrite_pyproject
+from release.commands.plan import check_engine_source
 from release.config.matrix import LoadedMatrix, Metadata, loads
 from release.errors import BuildError, MatrixError
 from release.plan.resolve import RUNTIME_ENV, RequirementSource
@@ -221,3 +222,15 @@ def test_the_host_build_runs_with_the_build_venv_first_on_path() -> None:
     exe = Path("/w/venvs/cp312/bin/python")
     assert venv_first_path(exe, "/usr/bin:/w/venvs/cp312/bin:/bin") == "/w/venvs/cp312/bin:/usr/bin:/bin"
     assert venv_first_path(exe, "") == "/w/venvs/cp312/bin"
+
+
+def test_build_requires_naming_no_entry_is_a_located_plan_error(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    loaded = _load(tmp_path, cpu="    build_requires:\n      troch: ''\n")
+    with pytest.raises(MatrixError) as info:
+        check_engine_source(loaded)
+    assert str(info.value).endswith(
+        "matrix.yaml:13: variants.cpu.build_requires.troch: the engine's [build-system].requires has no "
+        "'troch'; did you mean 'torch'? (it has scikit-build-core, torch, pybind11)"
+    ), str(info.value)
+    check_engine_source(_load(tmp_path, cpu="    build_requires: {torch: ''}\n"))  # names an entry: fine
