@@ -43,7 +43,7 @@ from release.smoke.image import (
 from release.smoke.outcome import Outcome, Step, json_ok
 from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
 from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME
-from release.smoke.requirements import install_argv, missing_source_line
+from release.smoke.requirements import install_argv, missing_source_line, network_env
 from release.smoke.requirements import mounts as requirement_mounts
 from release.smoke.selection import HOST_IMAGE, declared_image, images_for, smoke_pythons, wheels_for
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
@@ -140,6 +140,7 @@ class Smoke:
             "PIP_NO_INPUT": "1",
             "PIP_NO_CACHE_DIR": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            **network_env(variant.smoke_requirements),
         }
         (workdir / "home").mkdir(parents=True, exist_ok=True)
         self.sandbox: Sandbox | ContainerSandbox | None = None

@@ -18,7 +18,7 @@ from release.config.matrix import LoadedMatrix, Metadata, loads
 from release.errors import BuildError, MatrixError
 from release.plan.resolve import RUNTIME_ENV, RequirementSource
 from release.plan.steps import make_plan
-from release.smoke.requirements import install_argv, missing_source_line
+from release.smoke.requirements import install_argv, missing_source_line, network_env
 from tests.unit import test_rules_good as good
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -234,3 +234,10 @@ def test_build_requires_naming_no_entry_is_a_located_plan_error(tmp_path: Path) 
         "'troch'; did you mean 'torch'? (it has scikit-build-core, torch, pybind11)"
     ), str(info.value)
     check_engine_source(_load(tmp_path, cpu="    build_requires: {torch: ''}\n"))  # names an entry: fine
+
+
+def test_an_index_leg_passes_on_the_ca_bundle_and_proxy_only() -> None:
+    environ = {"PIP_CERT": "/etc/ssl/certs/ca.crt", "HTTPS_PROXY": "http://proxy:3128", "PIP_INDEX_URL": "x"}
+    index = RequirementSource(index_url="https://pypi.org/simple")
+    assert network_env(index, environ) == {"PIP_CERT": "/etc/ssl/certs/ca.crt", "HTTPS_PROXY": "http://proxy:3128"}
+    assert network_env(RequirementSource(find_links=Path("/w")), environ) == {}
