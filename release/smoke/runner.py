@@ -2,10 +2,11 @@
 
 For every wheel of a variant (and Python) in `wheelhouse/<variant>/`, and for every image the
 variant declares (plus `host`, a fresh venv on this machine), the smoke test creates a fresh venv
-with the matrix's interpreter, installs that one file with `pip install --no-index`, checks the
-shared libraries with the image's own loader, imports the engine, proves where the GPU runtime
-was loaded from, and runs `engine.smoke.commands`. Images that expect `runtime-missing` must
-refuse the import with the toolkit's message (naming the runtime), never a bare loader error.
+with the matrix's interpreter, installs that one file (its `Requires-Dist` from the declared
+`engine.smoke.requirements` only, else `--no-index`), checks the shared libraries with the image's
+own loader, imports the engine, proves where the GPU runtime was loaded from, and runs
+`engine.smoke.commands`. Images that expect `runtime-missing` must refuse the import with the
+toolkit's message (naming the runtime), never a bare loader error.
 """
 
 from __future__ import annotations
