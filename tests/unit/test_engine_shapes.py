@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from release.build import cibw
+from release.build import cibw, host
 from release.build.host import venv_first_path
 from release.build.stage import rewrite_pyproject
+from release.build.toolchain import Toolchain
 from release.commands.plan import check_engine_source
 from release.config.matrix import LoadedMatrix, Metadata, loads
 from release.errors import BuildError, MatrixError
@@ -241,3 +242,27 @@ def test_an_index_leg_passes_on_the_ca_bundle_and_proxy_only() -> None:
     index = RequirementSource(index_url="https://pypi.org/simple")
     assert network_env(index, environ) == {"PIP_CERT": "/etc/ssl/certs/ca.crt", "HTTPS_PROXY": "http://proxy:3128"}
     assert network_env(RequirementSource(find_links=Path("/w")), environ) == {}
+
+
+def test_the_pep517_build_runs_with_that_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """build_one hands the frontend an environment whose PATH starts at the build venv's bin/."""
+    step = make_plan(_load(tmp_path)).builds_of("cpu")[0]
+    ctx = host.BuildContext(
+        variant=step.variant, version="0.1.0", staged=tmp_path / "staged", work=tmp_path / "work",
+        env={"PATH": "/usr/bin:/bin", "SOURCE_DATE_EPOCH": "0"}, prefix=None,
+        toolchain=Toolchain(backend="cpu", prefix=None, version=None, found_by="test"),
+    )  # fmt: skip
+    seen: list[dict[str, str]] = []
+
+    class Stop(Exception):
+        pass
+
+    def run_logged(cmd: list[str], *, log: Path, env: dict[str, str]) -> None:
+        seen.append(env)
+        raise Stop
+
+    monkeypatch.setattr(host, "run_logged", run_logged)
+    monkeypatch.setattr(host, "project_for", lambda ctx, step: tmp_path / "staged")
+    with pytest.raises(Stop):
+        host.build_one(ctx, step, tmp_path / "wheelhouse", "[1/1]", tmp_path / "venvs/cp312/bin/python")
+    assert seen[0]["PATH"] == f"{tmp_path / 'venvs/cp312/bin'}:/usr/bin:/bin"
