@@ -319,6 +319,13 @@ fi
 
 # ---- runtime layout (smoke images) -----------------------------------------------------------------
 image_env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "LANG=C.UTF-8")
+# The image's CA bundle (ca-certificates, with the host's certificates added above) for every tool
+# a build or smoke leg runs in it: OpenSSL-based tools, requests, pip and uv (rustls by default:
+# UV_NATIVE_TLS makes it read the system store) trust the same certificates.
+ca_bundle=/etc/ssl/certs/ca-certificates.crt
+[ -s "$root$ca_bundle" ] || die "$ca_bundle is missing in the image (ca-certificates did not install)"
+image_env+=("SSL_CERT_FILE=$ca_bundle" "SSL_CERT_DIR=/etc/ssl/certs" "REQUESTS_CA_BUNDLE=$ca_bundle"
+            "CURL_CA_BUNDLE=$ca_bundle" "PIP_CERT=$ca_bundle" "UV_NATIVE_TLS=1")
 if [ -n "$runtime_prefix" ]; then
   step "runtime libraries ($runtime_libs) -> $runtime_prefix, found through $runtime_via"
   mkdir -p "$root$runtime_prefix"

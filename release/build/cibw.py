@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import tomlkit
 
-from release.config.sysdeps import packages_of
+from release.config.sysdeps import packages_of, pkg_config_modules
 from release.errors import UsageError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
@@ -63,6 +63,9 @@ def before_all_command(variant: ResolvedVariant) -> str:
     script takes the version the matrix releases with), then the engine's own command."""
     parts: list[str] = []
     dnf = packages_of(variant.system_packages, "dnf")
+    if pkg_config_modules(variant.system_packages):
+        # Declared pkg-config modules need the program (dnf does nothing where the base has it).
+        dnf = tuple(dict.fromkeys([*dnf, "pkgconf-pkg-config"]))
     if dnf:
         # Repository packages (epel-release: AlmaLinux 8 has no glog or gflags without it) go
         # first, in their own transaction, so that the others can come from them.

@@ -196,6 +196,7 @@ def build_one(
     settings, extra_env = pep517_invocation(ctx, step)
     env = {**ctx.env, **extra_env}
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = env.get("CMAKE_BUILD_PARALLEL_LEVEL", str(parallel))
+    env["PATH"] = venv_first_path(exe, env.get("PATH", ""))
     stats_log = ctx.work / "logs" / f"{step.identifier}.ccache"
     stats_log.unlink(missing_ok=True)
     env["CCACHE_STATSLOG"] = str(stats_log)
@@ -218,6 +219,13 @@ def build_one(
     check_wheel_identity(repaired.wheel, distribution=variant.distribution, version=ctx.version)
     stats = read_stats_log(stats_log)
     return _verify(ctx, step, repaired, started, index, stats.text if stats else "-")
+
+
+def venv_first_path(exe: Path, path: str) -> str:
+    """`PATH` with the build venv's `bin/` first, as build isolation has it: the meson, ninja,
+    cmake and pybind11-config its build requirements installed are the ones the build finds."""
+    bindir = str(exe.parent)
+    return os.pathsep.join([bindir, *(p for p in path.split(os.pathsep) if p and p != bindir)])
 
 
 def compiler_summary(compilers: tuple[str, ...]) -> str:

@@ -8,16 +8,18 @@ every built wheel's own METADATA against the variant before it can leave the bui
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import tomlkit
+from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
-from tomlkit.items import Table
+from tomlkit.items import Array, Table
 
-from release.errors import BuildError
+from release.config.dataschema import suggest
 from release.config.matrix import Metadata
+from release.errors import BuildError
 from release.plan.resolve import ResolvedVariant
 from release.wheel.archive import WheelReadError, read_metadata
 from release.wheel.names import InvalidWheelName, parse_wheel_name
@@ -40,9 +42,50 @@ def _ignore(source: Path) -> Callable[[str, list[str]], set[str]]:
     return ignore
 
 
-def rewrite_pyproject(text: str, *, name: str, version: str, metadata: Metadata) -> str:
-    """Return `text` with `[project]` naming this variant; everything else is kept as it was."""
+def replace_build_requires(
+    doc: tomlkit.TOMLDocument, replacements: Mapping[str, str], key: str = "build_requires"
+) -> None:
+    """Replace entries of `[build-system].requires` by project name ('' drops one), in place;
+    a name the list does not hold is an error naming what it holds."""
+    if not replacements:
+        return
+    system = doc.get("build-system")
+    requires = system.get("requires") if isinstance(system, Table) else None
+    if not isinstance(requires, Array):
+        msg = f"{key}: the engine's pyproject.toml has no [build-system].requires list to replace"
+        raise BuildError(msg)
+    names = [_requirement_name(str(r)) for r in requires]
+    for project in replacements:
+        if canonicalize_name(project) not in names:
+            held = ", ".join(n for n in names if n) or "nothing"
+            hint = suggest(project, names)
+            msg = f"{key}.{project}: [build-system].requires has no {project!r}{hint} (it has {held})"
+            raise BuildError(msg)
+    wanted: dict[str, str] = {canonicalize_name(k): v for k, v in replacements.items()}
+    kept = [wanted[n] if n in wanted else str(r) for n, r in zip(names, requires, strict=True)]
+    system["requires"] = [r for r in kept if r]  # type: ignore[index]
+
+
+def _requirement_name(text: str) -> str:
+    try:
+        return canonicalize_name(Requirement(text).name)
+    except InvalidRequirement:
+        return ""
+
+
+def rewrite_pyproject(
+    text: str,
+    *,
+    name: str,
+    version: str,
+    metadata: Metadata,
+    build_requires: Mapping[str, str] | None = None,
+    key: str = "build_requires",
+) -> str:
+    """Return `text` with `[project]` naming this variant and the variant's replacements in
+    `[build-system].requires`; everything else is kept as it was."""
     doc = tomlkit.parse(text)
+    replace_build_requires(doc, build_requires or {}, key)
     project = doc.get("project")
     if not isinstance(project, Table):
         msg = "pyproject.toml has no [project] table (PEP 621): the toolkit needs one to name variants"
@@ -81,6 +124,8 @@ def stage_project(variant: ResolvedVariant, version: str, dest: Path) -> Path:
         name=variant.distribution,
         version=version,
         metadata=variant.metadata,
+        build_requires=variant.build_requires,
+        key=f"variants.{variant.name}.build_requires",
     )
     staged.write_text(text, encoding="utf-8")
     return dest

@@ -17,6 +17,7 @@ from release import table
 from release.config.checks import engine_source, unpinned_serving_images
 from release.config.dataschema import printable
 from release.config.matrix import LoadedMatrix
+from release.config.shapes import build_requires_problems
 from release.errors import MatrixError, Problem, UsageError
 from release.plan.inputs import environment
 from release.plan.steps import Plan, make_plan, select
@@ -118,8 +119,12 @@ def unpinned_images(plan: Plan) -> list[Problem]:
 
 
 def check_engine_source(loaded: LoadedMatrix) -> None:
-    """The located error for an `engine.source` that holds no project (exit 3)."""
-    problems = engine_source(loaded.matrix, loaded.root, loaded.lines, printable(str(loaded.path.name)))
+    """The located error for an `engine.source` that holds no project, or `build_requires` naming
+    what its pyproject.toml does not require (exit 3)."""
+    name = printable(str(loaded.path.name))
+    problems = engine_source(loaded.matrix, loaded.root, loaded.lines, name)
+    if not problems:
+        problems = build_requires_problems(loaded.matrix, loaded.engine_dir, loaded.lines, name)
     if problems:
         raise MatrixError(problems)
 

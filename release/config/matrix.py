@@ -23,6 +23,7 @@ from release.config.dataschema import (
     suggest,
 )
 from release.config.resources import toolkit_backends
+from release.config.shapes import shape_problems
 from release.config.sysdeps import SystemPackage
 from release.config.sysdeps import problems as system_package_problems
 from release.errors import MatrixError, Problem, UsageError
@@ -57,9 +58,29 @@ class Metadata:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SmokeRequirements:
+    """Where smoke legs install the wheel's runtime dependencies (its `Requires-Dist`, e.g. numpy)
+    from. Without either key, a wheel that requires anything fails its install step in one line."""
+
+    index_url: str | None = spec(
+        "A package index (PEP 503 simple URL, e.g. https://pypi.org/simple) the requirements come from.",
+        default=None,
+    )
+    find_links: str | None = spec(
+        "A local directory of wheels, relative to this file, the requirements come from (no index "
+        "is asked; the directory is mounted read-only into container legs).",
+        default=None,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Smoke:
     """How a fresh environment proves that an installed wheel works."""
 
+    requirements: SmokeRequirements = spec(
+        "Where the wheel's runtime dependencies (`Requires-Dist`) are installed from.",
+        default_factory=SmokeRequirements,
+    )
     commands: tuple[tuple[str, ...], ...] = spec(
         "Commands run in the fresh environment after `import <import_name>`; `{python}` is its "
         "interpreter. A command whose output is JSON with an `ok` key must report `ok: true`.",
@@ -72,7 +93,9 @@ class Engine:
     """The project being released: any PEP 517 project."""
 
     source: str = spec("Directory of the engine's PEP 517 project, relative to this file.")
-    import_name: str = spec("The top-level import package every variant ships.")
+    import_name: str = spec(
+        "The top-level import package every variant ships (a variant may name its own: `import_name`)."
+    )
     version: str = spec(
         "Version for local builds without a release tag (a tag push sets the real one).",
         default="0.0.0",
@@ -148,6 +171,11 @@ class Variant:
 
     distribution: str = spec("The distribution name on the index (PEP 508).")
     backend: str = spec("Accelerator backend: a file name in `packaging/backends/` (cpu, cuda, rocm, musa).")
+    import_name: str | None = spec(
+        "This variant's own top-level import package, where the project names one per variant "
+        "(mypkg_cu13, mypkg_rocm); default: `engine.import_name`.",
+        default=None,
+    )
     toolkit: str | None = spec(
         "Toolkit version the release is built with (e.g. '6.4', '13.0').", default=None
     )
@@ -158,6 +186,12 @@ class Variant:
         "Extra PEP 517 config settings for the wheel build.", default_factory=dict
     )
     env: Mapping[str, str] = spec("Extra environment variables for the build.", default_factory=dict)
+    build_requires: Mapping[str, str] = spec(
+        "Entries of the engine's `[build-system].requires` this variant replaces, by project name "
+        "(`torch: ''` drops a heavy pin the variant does not use; `torch: 'torch==2.9.0+cpu'` puts "
+        "another requirement in its place); the staged pyproject.toml is rewritten, never the source.",
+        default_factory=dict,
+    )
     system_packages: Mapping[str, SystemPackage] = spec(
         "System build dependencies of this variant only (e.g. libfabric for an EFA transport), "
         "added to `engine.system_packages`; an entry of the same name replaces the engine's.",
@@ -168,7 +202,9 @@ class Variant:
         default=(),
     )
     runtime_needed: tuple[str, ...] | None = spec(
-        "Soname prefixes one of which the extension must NEED (default: the backend's).",
+        "Soname prefixes one of which the extension must NEED (default: the backend's); `[]` for a "
+        "GPU variant whose own ELF files bind no GPU runtime (its GPU work goes through a library "
+        "the wheel does not ship): verify then expects no runtime NEEDED and the guard checks none.",
         default=None,
     )
     architectures: tuple[str, ...] = spec("GPU architectures the variant serves (e.g. gfx942).", default=())
@@ -370,6 +406,7 @@ def loads(
     problems = check(matrix, backends, reader.lines, display)
     problems += _check_held_back(matrix, reader.lines, display)
     problems += _system_package_problems(matrix, reader.lines, display)
+    problems += shape_problems(matrix, reader.lines, display)
     if problems:
         raise MatrixError(problems)
     return LoadedMatrix(matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines)

@@ -63,6 +63,12 @@ def packages_of(packages: Mapping[str, SystemPackage], family: str) -> tuple[str
     return tuple(dict.fromkeys(names))
 
 
+def pkg_config_modules(packages: Mapping[str, SystemPackage]) -> tuple[str, ...]:
+    """Every pkg-config module the packages declare: where there is one, a build image needs the
+    `pkg-config` program too (pkgconf in Debian, pkgconf-pkg-config in AlmaLinux)."""
+    return tuple(dict.fromkeys(m for entry in packages.values() for m in entry.pkg_config))
+
+
 def problems(key: str, packages: Mapping[str, SystemPackage]) -> list[tuple[str, str]]:
     """(dotted key, message) for every name that cannot safely reach a package manager's or a
     probe's command line (before-all is a shell command; make-image.sh takes a comma list)."""

@@ -21,7 +21,7 @@ from tomlkit.exceptions import TOMLKitError
 from release.config.backends import Backend
 from release.config.globs import runtime_globs
 from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebuild, Variant
-from release.config.sysdeps import SystemPackage, merged, packages_of
+from release.config.sysdeps import SystemPackage, merged, packages_of, pkg_config_modules
 from release.errors import UsageError
 from release.wheel.names import parse_platform_tag
 
@@ -160,6 +160,15 @@ class ResolvedHardware:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RequirementSource:
+    """Where smoke legs install a wheel's runtime dependencies from (neither: nowhere)."""
+
+    index_url: str | None = None
+    find_links: Path | None = None
+    """An absolute directory of wheels (the matrix names it relative to itself)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ResolvedVariant:
     """One variant with every fact a stage needs, decided once."""
 
@@ -185,6 +194,8 @@ class ResolvedVariant:
     floor: str
     metadata: Metadata
     build: BuildSettings
+    build_requires: Mapping[str, str]
+    """Entries of `[build-system].requires` the staged pyproject replaces, by project name ('' drops)."""
     engine_dir: Path
     prebuild: Prebuild | None
     system_packages: Mapping[str, SystemPackage]
@@ -197,6 +208,7 @@ class ResolvedVariant:
     hardware: tuple[ResolvedHardware, ...]
     build_image: ResolvedBuildImage
     smoke_commands: tuple[tuple[str, ...], ...]
+    smoke_requirements: RequirementSource
     pythons: tuple[str, ...]
     """The matrix's Python versions (a wheel for another is not one of this release's)."""
     stable_abi: str | None
@@ -206,6 +218,9 @@ class ResolvedVariant:
     """Bytes the index takes per file of this distribution (the variant's grant, else publish's)."""
     siblings: tuple[str, ...]
     """The distributions of every variant of the matrix, this one included, in matrix order."""
+    sharing: tuple[str, ...]
+    """The siblings that ship this variant's import package (all of them, unless variants name
+    their own): what its import guard must keep apart."""
     matrix_root: Path
     """The matrix's directory: build work and the wheelhouse live below it by default."""
 
@@ -253,24 +268,26 @@ def resolve_variant(
     backend = loaded.backends[variant.backend]
     runtime_excludes = _unique(backend.exclude, variant.exclude)
     globs = runtime_globs(backend, runtime_excludes)
-    sonames = backend.sonames_for(variant.toolkit)
+    needed = variant.runtime_needed if variant.runtime_needed is not None else backend.requires_runtime_needed
+    # `runtime_needed: []`: the wheel's own ELF files bind no runtime, so none is expected or guarded.
+    sonames = backend.sonames_for(variant.toolkit) if needed else ()
     key = f"variants.{name}.toolkit"
     line = loaded.lines.get(key) or loaded.lines.get(f"variants.{name}")
     engine_dir = loaded.engine_dir
+    own = matrix.engine.import_name
+    imports = variant.import_name or own
     kind = build_backend if build_backend is not None else read_build_backend(engine_dir)
     return ResolvedVariant(
         name=name,
         distribution=variant.distribution,
-        import_name=matrix.engine.import_name,
+        import_name=imports,
         backend=backend,
         toolkit=variant.toolkit,
         toolkit_source=f"{loaded.path.name}:{line} ({key})" if line else f"{loaded.path.name} ({key})",
         runtime_sonames=sonames,
         excludes=_unique(runtime_excludes, matrix.platform.system_libraries),
         runtime_globs=globs,
-        runtime_needed=(
-            variant.runtime_needed if variant.runtime_needed is not None else backend.requires_runtime_needed
-        ),
+        runtime_needed=needed,
         system_libraries=matrix.platform.system_libraries,
         floor=matrix.platform.floor,
         metadata=merged_metadata(matrix.engine.metadata, variant.metadata),
@@ -280,6 +297,7 @@ def resolve_variant(
             config_settings=dict(variant.config_settings),
             env={**runtime_requirements(backend, sonames), **variant.env},
         ),
+        build_requires=dict(variant.build_requires),
         engine_dir=engine_dir,
         prebuild=matrix.engine.prebuild,
         system_packages=merged(matrix.engine.system_packages, variant.system_packages),
@@ -290,6 +308,7 @@ def resolve_variant(
         hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
         build_image=_build_image(loaded, name, variant, backend),
         smoke_commands=matrix.engine.smoke.commands,
+        smoke_requirements=_requirement_source(loaded),
         pythons=matrix.python,
         stable_abi=None
         if (variant.stable_abi or matrix.engine.stable_abi) == "off"
@@ -297,8 +316,15 @@ def resolve_variant(
         tag_pattern=matrix.publish.tag_pattern,
         size_limit=variant.size_limit or matrix.publish.size_limit,
         siblings=tuple(v.distribution for v in matrix.variants.values()),
+        sharing=tuple(d.distribution for d in matrix.variants.values() if (d.import_name or own) == imports),
         matrix_root=loaded.root,
     )
+
+
+def _requirement_source(loaded: LoadedMatrix) -> RequirementSource:
+    declared = loaded.matrix.engine.smoke.requirements
+    links = (loaded.root / declared.find_links).resolve() if declared.find_links else None
+    return RequirementSource(index_url=declared.index_url, find_links=links)
 
 
 def runtime_requirements(backend: Backend, sonames: tuple[str, ...]) -> dict[str, str]:
@@ -395,10 +421,7 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant, backend: Bac
             tag=local_tag,
             suite=recipe.suite,
             # The system build dependencies go in with the toolkit, in the same debootstrap.
-            packages=_unique(
-                recipe.packages,
-                packages_of(merged(loaded.matrix.engine.system_packages, variant.system_packages), "apt"),
-            ),
+            packages=_unique(recipe.packages, _apt_packages(loaded, variant)),
             pythons=loaded.matrix.python,
             toolchain=True,
             gcc=_gcc(recipe.gcc, release),
@@ -408,6 +431,14 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant, backend: Bac
         else None
     )
     return ResolvedBuildImage(release=release, local=local_tag, local_recipe=local)
+
+
+def _apt_packages(loaded: LoadedMatrix, variant: Variant) -> tuple[str, ...]:
+    """The system packages' apt names, and pkgconf (the `pkg-config` program) where any declares
+    `pkg_config` modules: the image holds their .pc files, and meson and CMake ask pkg-config."""
+    packages = merged(loaded.matrix.engine.system_packages, variant.system_packages)
+    extra = ("pkgconf",) if pkg_config_modules(packages) else ()
+    return _unique(packages_of(packages, "apt"), extra)
 
 
 def _toolkit_install(arguments: tuple[str, ...] | None, variant: Variant, backend: Backend) -> str | None:

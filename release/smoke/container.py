@@ -31,14 +31,17 @@ class ContainerSandbox:
         workdir: Path,
         wheels: Path,
         sonames: Sequence[str] = (),
+        extra: Sequence[Path] = (),
     ) -> None:
+        """`extra`: more directories mounted read-only (a declared directory of requirement wheels)."""
         self.engine = engine
         self.image = image
         self.layout = layout
         self.sonames = tuple(sonames)
         self.workdir = workdir
         self.name = f"release-smoke-{os.getpid()}-{next(_COUNTER)}"
-        start_container(engine, image, self.name, mounts=[(workdir, True), (wheels, False)])
+        mounts = [(workdir, True), (wheels, False), *((p, False) for p in extra)]
+        start_container(engine, image, self.name, mounts=mounts)
 
     @property
     def runtime_dir(self) -> Path | None:

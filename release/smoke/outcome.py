@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -65,3 +66,14 @@ def summary(outcomes: Sequence[Outcome]) -> str:
         for o in outcomes
     ]
     return table.render(("wheel", "image", "ran in", "expect", "result", "seconds"), rows)
+
+
+def json_ok(stdout: str) -> bool | None:
+    """The `ok` value of a JSON object printed on stdout; None when there is none."""
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and "ok" in data:
+        return data["ok"] is True
+    return None

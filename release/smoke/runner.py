@@ -2,10 +2,11 @@
 
 For every wheel of a variant (and Python) in `wheelhouse/<variant>/`, and for every image the
 variant declares (plus `host`, a fresh venv on this machine), the smoke test creates a fresh venv
-with the matrix's interpreter, installs that one file with `pip install --no-index`, checks the
-shared libraries with the image's own loader, imports the engine, proves where the GPU runtime
-was loaded from, and runs `engine.smoke.commands`. Images that expect `runtime-missing` must
-refuse the import with the toolkit's message (naming the runtime), never a bare loader error.
+with the matrix's interpreter, installs that one file (its `Requires-Dist` from the declared
+`engine.smoke.requirements` only, else `--no-index`), checks the shared libraries with the image's
+own loader, imports the engine, proves where the GPU runtime was loaded from, and runs
+`engine.smoke.commands`. Images that expect `runtime-missing` must refuse the import with the
+toolkit's message (naming the runtime), never a bare loader error.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from release.smoke.image import (
     missing_libraries,
     run_command,
 )
-from release.smoke.outcome import Outcome, Step
+from release.smoke.outcome import Outcome, Step, json_ok
 from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
 from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME
+from release.smoke.requirements import install_argv, missing_source_line, network_env
+from release.smoke.requirements import mounts as requirement_mounts
 from release.smoke.selection import HOST_IMAGE, declared_image, images_for, smoke_pythons, wheels_for
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
 from release.wheel.files import file_sha256
@@ -138,6 +141,7 @@ class Smoke:
             "PIP_NO_INPUT": "1",
             "PIP_NO_CACHE_DIR": "1",
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            **network_env(variant.smoke_requirements),
         }
         (workdir / "home").mkdir(parents=True, exist_ok=True)
         self.sandbox: Sandbox | ContainerSandbox | None = None
@@ -172,7 +176,10 @@ class Smoke:
         if self.container is not None:
             engine, tag = self.container
             wheels, sonames = self.wheel.parent.resolve(), self.runtime_sonames
-            box = ContainerSandbox(engine, tag, sim, workdir=self.workdir, wheels=wheels, sonames=sonames)
+            box = ContainerSandbox(
+                engine, tag, sim, workdir=self.workdir, wheels=wheels, sonames=sonames,
+                extra=requirement_mounts(self.variant.smoke_requirements),
+            )  # fmt: skip
             self.sandbox = box
             self.runtime_dir = box.runtime_dir
             self.outcome.runner = self.runner or f"{engine} container {tag}"
@@ -198,6 +205,7 @@ class Smoke:
                 Bind(path=interpreter_home(interpreter)),
                 Bind(path=self.workdir, read_only=False),
                 Bind(path=self.wheel.parent.resolve()),
+                *(Bind(path=d) for d in requirement_mounts(self.variant.smoke_requirements)),
             ]
         runtime = host_runtime if sim.rootfs == "host" else ()
         sandbox = Sandbox(
@@ -251,19 +259,16 @@ class Smoke:
         self._step(f"venv (python {self.python})", result, result.returncode == 0)
 
     def install(self) -> None:
-        argv = [str(self.venv / "bin" / "python"), "-m", "pip", "install", "--no-index"]
-        if self._requires_dist():
-            argv += ["--find-links", str(self.wheel.parent.resolve())]
-        argv.append(str(self.wheel.resolve()))
-        result = self._run(argv)
-        ok = result.returncode == 0
-        self._step(f"pip install {self.wheel.name}", result, ok, "" if ok else self.install_hint)
-
-    def _requires_dist(self) -> bool:
         try:
-            return bool(requires_dist(read_metadata(self.wheel)))
+            requires = requires_dist(read_metadata(self.wheel))
         except WheelReadError:
-            return False
+            requires = []
+        source = self.variant.smoke_requirements
+        result = self._run(install_argv(self.venv / "bin" / "python", self.wheel, requires, source))
+        ok = result.returncode == 0
+        why = (missing_source_line(requires, source), self.install_hint)
+        detail = "" if ok else "; ".join(d for d in why if d)
+        self._step(f"pip install {self.wheel.name}", result, ok, detail)
 
     def check_libraries(self) -> None:
         python = str(self.venv / "bin" / "python")
@@ -342,24 +347,13 @@ class Smoke:
             result = self._run(argv)
             if result.returncode != 0:
                 self._step(shown, result, False, f"exit {result.returncode}")
-            verdict = _json_ok(result.stdout)
+            verdict = json_ok(result.stdout)
             self._step(
                 shown,
                 result,
                 verdict is not False,
                 "" if verdict is None else "ok: true" if verdict else "reported ok: false",
             )
-
-
-def _json_ok(stdout: str) -> bool | None:
-    """The `ok` value of a JSON object printed on stdout; None when there is none."""
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        return None
-    if isinstance(data, dict) and "ok" in data:
-        return data["ok"] is True
-    return None
 
 
 def smoke_variant(

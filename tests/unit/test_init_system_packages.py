@@ -88,7 +88,8 @@ def test_init_writes_them_and_the_release_image_installs_them(tmp_path: Path) ->
     assert packages["ibverbs"].apt == ("libibverbs-dev",)
     steps = make_plan(loaded, variants=("cpu",)).builds_of("cpu")
     before_all = cibw.cibuildwheel_options(steps)["before-all"]
-    assert "then dnf install -y epel-release && dnf install -y glog-devel rdma-core-devel; fi" in before_all
+    installs = "dnf install -y epel-release && dnf install -y glog-devel rdma-core-devel pkgconf-pkg-config"
+    assert f"then {installs}; fi" in before_all
 
 
 def test_a_project_without_requests_gets_no_key(tmp_path: Path) -> None:

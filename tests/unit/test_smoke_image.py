@@ -11,8 +11,8 @@ from release.config.matrix import Simulation, load
 from release.errors import SmokeError, ToolchainError, UsageError
 from release.plan.steps import make_plan
 from release.smoke.image import Bind, Sandbox, debian_mirror, minbase_dir, missing_libraries
-from release.smoke.outcome import Outcome, Step, report, summary
-from release.smoke.runner import _json_ok, interpreter_home
+from release.smoke.outcome import Outcome, Step, json_ok, report, summary
+from release.smoke.runner import interpreter_home
 from release.smoke.selection import images_for, wheel_python, wheels_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,12 +129,12 @@ def test_wheel_selection_by_distribution_and_python(tmp_path: Path) -> None:
         wheel_python(_wheel(tmp_path, "x-1.0-py3-none-any.whl"))
 
 
-def test_json_ok() -> None:
-    assert _json_ok('{"ok": true, "write": {"bytes": 4}}') is True
-    assert _json_ok('{"ok": false}') is False
-    assert _json_ok('{"ok": 1}') is False
-    assert _json_ok("xfer-master 0.1.0") is None
-    assert _json_ok('{"status": "fine"}') is None
+def testjson_ok() -> None:
+    assert json_ok('{"ok": true, "write": {"bytes": 4}}') is True
+    assert json_ok('{"ok": false}') is False
+    assert json_ok('{"ok": 1}') is False
+    assert json_ok("xfer-master 0.1.0") is None
+    assert json_ok('{"status": "fine"}') is None
 
 
 def test_images_for_adds_host_and_filters() -> None:

@@ -52,13 +52,13 @@ def test_release_before_all_installs_the_dnf_packages_with_the_toolkit(tmp_path:
     dnf, toolkit, engine = before_all.split(" && ")
     assert dnf == (
         "if command -v dnf >/dev/null 2>&1; then "
-        "dnf install -y yaml-cpp-devel gflags-devel libfabric-devel; fi"
-    )
+        "dnf install -y yaml-cpp-devel gflags-devel libfabric-devel pkgconf-pkg-config; fi"
+    )  # pkg-config modules are declared: the program comes too
     assert shlex.split(toolkit)[-1] == "7.2" and "install-rocm.sh" in toolkit
     assert engine == "bash scripts/engine-deps.sh"
     # The CPU variant has no toolkit: the engine's packages and script, not the rocm variant's.
     cpu = _options(_matrix(tmp_path), "cpu")["before-all"]
-    assert "dnf install -y yaml-cpp-devel gflags-devel;" in cpu
+    assert "dnf install -y yaml-cpp-devel gflags-devel pkgconf-pkg-config;" in cpu
     assert "libfabric" not in cpu
     assert cpu.endswith("&& bash scripts/engine-deps.sh")
 
@@ -89,7 +89,7 @@ def test_local_build_image_includes_the_apt_packages(tmp_path: Path, monkeypatch
     assert recipe is not None
     assert recipe.packages == (
         "libamdhip64-dev/experimental", "libhsa-runtime-dev/experimental",
-        "libyaml-cpp-dev", "libgflags-dev", "libfabric-dev/experimental",
+        "libyaml-cpp-dev", "libgflags-dev", "libfabric-dev/experimental", "pkgconf",
     )  # fmt: skip
     monkeypatch.setattr(images, "self_contained_home", lambda v: Path(f"/p/{v}"))
     cmd = images.make_command(recipe)

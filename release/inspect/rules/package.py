@@ -126,11 +126,13 @@ def variant_conflict(ctx: RuleContext) -> Finding:
     if ctx.variant is None:
         return not_applicable(ctx)
     import_name = ctx.variant.import_name
-    if len(ctx.variant.siblings) < 2:
-        return Finding("pass", "the matrix has one variant: no other can share the import package")
+    if len(ctx.variant.sharing) < 2:
+        if len(ctx.variant.siblings) < 2:
+            return Finding("pass", "the matrix has one variant: no other can share the import package")
+        return Finding("pass", f"no other variant of the matrix ships {import_name} (its own import package)")
     target = f"{import_name}/__init__.py"
     member = next((x for x in ctx.wheel.members if x.install_path == target), None)
-    sharing = ", ".join(ctx.variant.siblings)
+    sharing = ", ".join(ctx.variant.sharing)
     if member is None:
         return Finding(
             "fail",

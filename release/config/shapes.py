@@ -1,0 +1,96 @@
+"""Checks of the keys that describe a real engine's shape: a variant's own import package, the
+build requirements a variant replaces, and where smoke legs get the wheel's runtime dependencies."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import tomlkit
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from tomlkit.exceptions import TOMLKitError
+
+from release.config.dataschema import dotted, printable, suggest
+from release.errors import Problem
+
+Matrix = Any  # release.config.matrix imports this module
+
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
+
+
+def shape_problems(m: Matrix, lines: Mapping[str, int], file: str) -> list[Problem]:
+    problems: list[Problem] = []
+
+    def add(key: str, message: str) -> None:
+        line = lines.get(key)
+        parent = key
+        while line is None and "." in parent:
+            parent = parent.rsplit(".", 1)[0]
+            line = lines.get(parent)
+        problems.append(Problem(file, line, printable(key), printable(message)))
+
+    for name, v in m.variants.items():
+        key = dotted("variants", name)
+        if v.import_name is not None and not _IDENTIFIER.match(v.import_name):
+            add(f"{key}.import_name", f"{v.import_name!r} is not a Python identifier")
+        for project, replacement in v.build_requires.items():
+            where = dotted(f"{key}.build_requires", project)
+            if not _PEP508_NAME.match(project):
+                add(where, f"{project!r} is not a project name of [build-system].requires")
+                continue
+            if not replacement:
+                continue
+            try:
+                Requirement(replacement)
+            except InvalidRequirement as exc:
+                add(where, f"{replacement!r} is not a requirement (PEP 508): {exc}")
+    requirements = m.engine.smoke.requirements
+    if requirements.index_url is not None and not _URL.match(requirements.index_url):
+        add("engine.smoke.requirements.index_url", f"{requirements.index_url!r} is not an http(s) URL")
+    links = requirements.find_links
+    if links is not None and (not links.strip() or "\n" in links or PurePosixPath(links).is_absolute()):
+        add(
+            "engine.smoke.requirements.find_links",
+            f"{links!r}: give a directory of wheels relative to the matrix file (e.g. wheels/)",
+        )
+    return problems
+
+
+def build_requires_problems(
+    m: Matrix, engine_dir: Path, lines: Mapping[str, int], file: str
+) -> list[Problem]:
+    """Each `build_requires` key names an entry of the engine's `[build-system].requires`;
+    checked when a plan is made (where the engine is checked out), like `engine.source`."""
+    wanted = [(n, p) for n, v in m.variants.items() for p in v.build_requires]
+    if not wanted:
+        return []
+    try:
+        data = tomlkit.parse((engine_dir / "pyproject.toml").read_text(encoding="utf-8")).unwrap()
+    except (OSError, UnicodeDecodeError, TOMLKitError):
+        data = {}
+    system = data.get("build-system", {}) if isinstance(data, dict) else {}
+    requires = system.get("requires", []) if isinstance(system, dict) else []
+    names: list[str] = []
+    for entry in requires if isinstance(requires, list) else []:
+        try:
+            names.append(canonicalize_name(Requirement(str(entry)).name))
+        except InvalidRequirement:
+            continue
+    problems = []
+    for variant, project in wanted:
+        if canonicalize_name(project) in names:
+            continue
+        key = dotted(dotted(dotted("variants", variant), "build_requires"), project)
+        held = ", ".join(names) or "nothing"
+        message = (
+            f"the engine's [build-system].requires has no {project!r}{suggest(project, names)} "
+            f"(it has {held})"
+        )
+        line = lines.get(key) or lines.get(dotted(dotted("variants", variant), "build_requires"))
+        problems.append(Problem(file, line, printable(key), printable(message)))
+    return problems

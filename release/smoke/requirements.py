@@ -1,0 +1,65 @@
+"""Where a smoke leg gets the wheel's runtime dependencies (`Requires-Dist`, e.g. numpy).
+
+The wheel itself always comes from its file. What it requires comes from the source the matrix
+declares (`engine.smoke.requirements`): a package index, or a local directory of wheels; with
+neither, pip asks no index, and a wheel that requires anything fails its install step with one
+line naming the requirements and the keys to set.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from release.plan.resolve import RequirementSource
+
+DECLARE = "engine.smoke.requirements.index_url or .find_links"
+
+NETWORK_VARIABLES = (
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT",
+    "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
+)  # fmt: skip
+"""What reaching a declared index takes from the environment smoke runs in (its CA bundle, its
+proxy); the legs' environment is otherwise clean, pip's global configuration ignored."""
+
+
+def network_env(source: RequirementSource, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The CA bundle and proxy settings a leg passes on where its requirements come from an index."""
+    if not source.index_url:
+        return {}
+    environ = os.environ if environ is None else environ
+    return {k: environ[k] for k in NETWORK_VARIABLES if environ.get(k)}
+
+
+def install_argv(python: Path, wheel: Path, requires: list[str], source: RequirementSource) -> list[str]:
+    """pip's command line that installs `wheel` and its requirements from `source` only."""
+    argv = [str(python), "-m", "pip", "install"]
+    argv += ["--index-url", source.index_url] if source.index_url else ["--no-index"]
+    links = []
+    if requires:
+        links.append(wheel.parent.resolve())  # a sibling distribution of the same release
+        if source.find_links is not None:
+            links.append(source.find_links)
+    for directory in dict.fromkeys(links):
+        argv += ["--find-links", str(directory)]
+    argv.append(str(wheel.resolve()))
+    return argv
+
+
+def missing_source_line(requires: list[str], source: RequirementSource) -> str:
+    """Why a failed install could not have its requirements, in one line ('' when a source was
+    declared: pip's own output then says what went wrong)."""
+    if not requires:
+        return ""
+    if source.find_links is not None and not source.find_links.is_dir():
+        return f"engine.smoke.requirements.find_links: {source.find_links} is not a directory"
+    if source.index_url or source.find_links is not None:
+        return ""
+    needs = ", ".join(requires)
+    return f"the wheel requires {needs} (Requires-Dist) and the matrix names no source: declare {DECLARE}"
+
+
+def mounts(source: RequirementSource) -> tuple[Path, ...]:
+    """Directories a container or namespace leg must see for the requirements."""
+    return (source.find_links,) if source.find_links is not None and source.find_links.is_dir() else ()
