@@ -60,7 +60,8 @@ def _rocm_wheel(directory: Path, platform: str = "linux_x86_64", python: str = "
         f"{info}/entry_points.txt": "[console_scripts]\nxfer-master = xfer.__main__:master\n",
         f"{info}/METADATA": "Metadata-Version: 2.1\nName: xfer-engine-rocm\nVersion: 0.1.0\n",
         f"{info}/WHEEL": (
-            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: {python}-{python}-{platform}\n"
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+            f"Tag: {python}-{python}-{platform}\n"
         ),
     }
     return write_wheel(directory / f"xfer_engine_rocm-0.1.0-{python}-{python}-{platform}.whl", files)
