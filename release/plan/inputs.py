@@ -149,7 +149,8 @@ def _images(plan: Plan) -> list[Item]:
             items.append(Item("image facts", name, "missing", f"{FACTS_FILE}: {stale[name]}", fix))
         elif facts is not None and loaded.matrix.images[name].container is not None:
             source = "a probe" if facts.source == "probe" else "public sources"
-            items.append(Item("image facts", name, "ok", f"{FACTS_FILE}: recorded from {source} for this digest"))
+            detail = f"{FACTS_FILE}: recorded from {source} for this digest"
+            items.append(Item("image facts", name, "ok", detail))
     return items
 
 

@@ -92,7 +92,7 @@ def test_pinned_images_without_recorded_facts_fail_naming_the_probe(tmp_path: Pa
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "(2 to set)" in proc.stderr
     for name in ("vllm-rocm", "sglang-rocm"):
-        fix = f"images.facts.json: images.{name}: no recorded facts: run `release images probe --pull --write`"
+        fix = f"images.facts.json: images.{name}: no recorded facts: run `release images probe --pull"
         assert fix in proc.stderr
     assert "Traceback" not in proc.stderr
 
