@@ -298,7 +298,8 @@ def test_the_smoke_table_names_stand_ins_and_the_build_image(
     wheelhouse = _wheelhouse(tmp_path, "manylinux_2_39_x86_64")
     images = ["host", "rocm-distro", "vllm-rocm", "sglang-rocm"]
     outcomes = runner.smoke_variant(rocm, wheelhouse=wheelhouse, python="3.12", images=images, log=print)
-    outcomes += runner.smoke_variant(rocm, wheelhouse=wheelhouse, python="3.10", images=["sglang-rocm"], log=print)
+    serving = ["sglang-rocm"]
+    outcomes += runner.smoke_variant(rocm, wheelhouse=wheelhouse, python="3.10", images=serving, log=print)
     assert [(image, tag) for image, tag, _ in legs] == [
         ("host", "localhost/xfer-build-rocm"),
         ("rocm-distro", "localhost/xfer-smoke-rocm-distro"),
