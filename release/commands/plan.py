@@ -19,6 +19,7 @@ from release.config.dataschema import printable
 from release.config.matrix import LoadedMatrix
 from release.config.shapes import build_requires_problems
 from release.errors import MatrixError, Problem, UsageError
+from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
 from release.plan.steps import Plan, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
@@ -155,6 +156,8 @@ def _run(args: argparse.Namespace, plan: Plan) -> int:
         if unpinned:
             # A release runs its smoke tests in these images: a tag could change under it.
             raise MatrixError(unpinned)
+        if args.github == "release":
+            refuse_missing_pythons(loaded)
         for key, value in outputs.items():
             print(f"{key}={value}")
         return 0

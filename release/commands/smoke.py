@@ -10,6 +10,7 @@ from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError
+from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.steps import make_plan
 from release.smoke.outcome import Outcome, report, summary
 from release.smoke.runner import smoke_variant
@@ -41,6 +42,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     wheelhouse = args.wheelhouse or loaded.root / "wheelhouse"
     named = tuple(dict.fromkeys(args.variant or ()))
     plan = make_plan(loaded, variants=named, include_held_back=True)
+    refuse_missing_pythons(loaded)
 
     def log(line: str) -> None:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)

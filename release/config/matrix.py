@@ -22,6 +22,7 @@ from release.config.dataschema import (
     spec,
     suggest,
 )
+from release.config.facts import ImageFacts, facts_path, load_facts
 from release.config.resources import toolkit_backends
 from release.config.shapes import shape_problems
 from release.config.sysdeps import SystemPackage
@@ -356,6 +357,8 @@ class LoadedMatrix:
     path: Path
     backends: Mapping[str, Backend]
     lines: Mapping[str, int] = field(repr=False)
+    image_facts: Mapping[str, ImageFacts] = field(default_factory=dict, repr=False)
+    """What the serving images hold, as recorded beside the matrix (`images.facts.json`)."""
 
     @property
     def root(self) -> Path:
@@ -409,7 +412,10 @@ def loads(
     problems += shape_problems(matrix, reader.lines, display)
     if problems:
         raise MatrixError(problems)
-    return LoadedMatrix(matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines)
+    facts = load_facts(facts_path(path))
+    return LoadedMatrix(
+        matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines, image_facts=facts
+    )
 
 
 def _system_package_problems(matrix: Matrix, lines: Mapping[str, int], display: str) -> list[Problem]:

@@ -25,8 +25,10 @@ from packaging.utils import canonicalize_name
 
 from release.config.backends import Backend
 from release.config.checks import unpinned_serving_images
+from release.config.facts import FACTS_FILE
 from release.config.imageref import parse_image_reference
 from release.config.matrix import Matrix
+from release.plan.imagefacts import pinned_without_facts
 from release.plan.steps import Plan
 from release.plan.version import is_prerelease
 
@@ -136,6 +138,19 @@ def _images(plan: Plan) -> list[Item]:
             items.append(Item("image", container, "ok", f"pinned by digest; {detail}"))
         else:
             items.append(Item("image", container, "fail", f"tag only; {detail}", problem))
+    stale = pinned_without_facts(loaded, loaded.image_facts)
+    for name in seen:
+        facts = loaded.image_facts.get(name)
+        if name in stale:
+            fix = (
+                f"{FACTS_FILE}: images.{name}: {stale[name]}: "
+                "run `release images probe --pull --write` and commit the file"
+            )
+            items.append(Item("image facts", name, "missing", f"{FACTS_FILE}: {stale[name]}", fix))
+        elif facts is not None and loaded.matrix.images[name].container is not None:
+            source = "a probe" if facts.source == "probe" else "public sources"
+            detail = f"{FACTS_FILE}: recorded from {source} for this digest"
+            items.append(Item("image facts", name, "ok", detail))
     return items
 
 

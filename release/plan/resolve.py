@@ -19,10 +19,13 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from release.config.backends import Backend
+from release.config.facts import ImageFacts
 from release.config.globs import runtime_globs
 from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebuild, Variant
+from release.config.pythons import supported_pythons
 from release.config.sysdeps import SystemPackage, merged, packages_of, pkg_config_modules
 from release.errors import UsageError
+from release.plan.imagefacts import current
 from release.wheel.names import parse_platform_tag
 
 BuildBackend = Literal["scikit-build-core", "setuptools", "meson-python", "other"]
@@ -129,6 +132,8 @@ class ResolvedImage:
 
     name: str
     image: Image
+    facts: ImageFacts | None = None
+    """What the image holds, as recorded for the digest it is declared with (None: unknown)."""
     local: LocalImage | None = None
     """Made here from the image's own `debian` recipe."""
     standin: LocalImage | None = None
@@ -359,6 +364,7 @@ def _image(
     loaded: LoadedMatrix, name: str, variant: Variant, backend: Backend, globs: tuple[str, ...]
 ) -> ResolvedImage:
     image = loaded.matrix.images[name]
+    facts = current(loaded, name, loaded.image_facts.get(name))
     recipe, sim = image.debian, image.simulate
     if recipe is not None:
         local = _runtime_image(
@@ -367,20 +373,20 @@ def _image(
         )  # fmt: skip
         return ResolvedImage(name=name, image=image, local=local)
     if image.container is None or sim is None:
-        return ResolvedImage(name=name, image=image)
+        return ResolvedImage(name=name, image=image, facts=facts)
     # A registry image (unreachable here) without a local recipe: stood in for by the declared
     # toolkit's Debian runtime, from the suite the variant's local build image uses.
     build = variant.build_image.debian if variant.build_image else None
     suite = build.suite if build is not None else "sid"
     packages = debian_runtime_packages(backend, backend.sonames_for(variant.toolkit), suite)
     if sim.runtime != "absent" and not packages:
-        return ResolvedImage(name=name, image=image)
+        return ResolvedImage(name=name, image=image, facts=facts)
     packages = packages if sim.runtime != "absent" else ()
     standin = _runtime_image(
         loaded, "standin", name, image, suite=suite, packages=packages,
-        runtime_globs=globs,
+        runtime_globs=globs, facts=facts,
     )  # fmt: skip
-    return ResolvedImage(name=name, image=image, standin=standin)
+    return ResolvedImage(name=name, image=image, standin=standin, facts=facts)
 
 
 def _runtime_image(
@@ -392,18 +398,27 @@ def _runtime_image(
     suite: str,
     packages: tuple[str, ...],
     runtime_globs: tuple[str, ...],
+    facts: ImageFacts | None = None,
 ) -> LocalImage:
-    """A plain runtime image (no toolchain) with the image's Pythons and `simulate` layout."""
+    """A plain runtime image (no toolchain) with the image's Pythons and `simulate` layout; a
+    stand-in takes both from the image's recorded facts where they are known, so it holds the
+    Pythons the real image holds, not the ones declared."""
     sim = image.simulate
     prefix = sim.prefix if sim is not None and sim.runtime == "prefix" else None
+    via = sim.via if prefix and sim is not None else None
+    pythons = image.python or loaded.matrix.python
+    if facts is not None and facts.pythons is not None:
+        pythons = tuple(v for v in facts.pythons if v in supported_pythons()) or pythons
+    if facts is not None and facts.layout is not None and facts.layout.runtime == "prefix":
+        prefix, via = facts.layout.prefix, facts.layout.via
     return LocalImage(
         tag=f"localhost/{_slug(loaded.matrix.engine.import_name)}-{kind}-{_slug(name)}",
         suite=suite,
         packages=packages,
-        pythons=image.python or loaded.matrix.python,
+        pythons=pythons,
         toolchain=False,
         runtime_prefix=prefix,
-        runtime_via=sim.via if prefix and sim is not None else None,
+        runtime_via=via,
         runtime_globs=runtime_globs,
     )
 

@@ -114,10 +114,16 @@ def interpreter(python: str) -> Path:
 
 
 def pull(
-    engine: str, reference: str, *, log: Callable[[str], None], failure: Callable[[str], str] | None = None
+    engine: str,
+    reference: str,
+    *,
+    log: Callable[[str], None],
+    failure: Callable[[str], str] | None = None,
+    timeout: float = 3600,
 ) -> None:
     """The declared serving image, pulled unless the engine already holds it. A failed pull is a
-    `SmokeError`: `failure(the engine's stderr)`, else `cannot pull <reference>: <its last line>`."""
+    `SmokeError`: `failure(the engine's stderr)`, else `cannot pull <reference>: <its last line>`;
+    one that outlasts `timeout` seconds is one too, naming the reference."""
     present = subprocess.run(
         [engine, "image", "inspect", reference], capture_output=True, check=False, timeout=120
     )
@@ -125,7 +131,11 @@ def pull(
         return
     log(f"pulling {reference} ({engine})")
     argv = [engine, "pull", reference]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=3600)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        msg = f"cannot pull {reference}: no result within {timeout:.0f} s ({engine} pull)"
+        raise SmokeError(msg) from None
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines() or ["no output"]
         msg = failure(proc.stderr) if failure else f"cannot pull {reference}: {lines[-1]}"

@@ -27,8 +27,9 @@ def ready_step() -> tuple[str, dict[str, str]]:
     return script, dict(job.get("env") or {})
 
 
-def checkout(tmp_path: Path, *, hold_musa: bool, pin: bool = True) -> Path:
-    """A copy of the repository's matrix.yaml beside the engine, backend data and workflows."""
+def checkout(tmp_path: Path, *, hold_musa: bool, pin: bool = True, facts: bool = True) -> Path:
+    """A copy of the repository's matrix.yaml beside the engine, backend data, workflows and
+    (unless `facts` is false) the serving images' recorded facts."""
     text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
     assert text.count(HOLD) == 1, "matrix.yaml holds musa back with this reason"
     if not hold_musa:
@@ -36,7 +37,7 @@ def checkout(tmp_path: Path, *, hold_musa: bool, pin: bool = True) -> Path:
     if not pin:  # the repository pins its serving images; a tag-only copy of them
         text = re.sub(r"(/(?:vllm-openai-rocm|sglang):[^@\"]+)@sha256:[0-9a-f]{64}", r"\1", text)
     (tmp_path / "matrix.yaml").write_text(text, encoding="utf-8")
-    for name in ("engine", "packaging", ".github"):
+    for name in ("engine", "packaging", ".github", *(["images.facts.json"] if facts else [])):
         (tmp_path / name).symlink_to(ROOT / name)
     return tmp_path
 
@@ -84,3 +85,25 @@ def test_tag_only_serving_images_fail_with_their_lines(tmp_path: Path) -> None:
     assert "(2 to set)" in proc.stderr
     assert "images.vllm-rocm.container: 'docker.io/vllm/vllm-openai-rocm:v0.21.0' is a tag" in proc.stderr
     assert "pin it by digest" in proc.stderr
+
+
+def test_pinned_images_without_recorded_facts_fail_naming_the_probe(tmp_path: Path) -> None:
+    proc = run_ready(checkout(tmp_path, hold_musa=True, facts=False))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "(2 to set)" in proc.stderr
+    for name in ("vllm-rocm", "sglang-rocm"):
+        fix = f"images.facts.json: images.{name}: no recorded facts: run `release images probe --pull"
+        assert fix in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_facts_of_another_digest_are_stale(tmp_path: Path) -> None:
+    repo = checkout(tmp_path, hold_musa=True, facts=False)
+    text = (ROOT / "images.facts.json").read_text(encoding="utf-8")
+    old = "sha256:80d04638deb64fac000fa565cb46e5d2f692173dc125a32a956014a6383ecaee"
+    assert text.count(old) == 2
+    (repo / "images.facts.json").write_text(text.replace(old, "sha256:" + "1" * 64), encoding="utf-8")
+    proc = run_ready(repo)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "(1 to set)" in proc.stderr
+    assert f"images.sglang-rocm: facts recorded for sha256:{'1' * 64}, not the pinned digest" in proc.stderr

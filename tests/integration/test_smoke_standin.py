@@ -51,8 +51,8 @@ if __name__ == "__main__":
 """
 
 
-def _rocm_wheel(directory: Path, platform: str = "linux_x86_64") -> Path:
-    """`xfer_engine_rocm-0.1.0-cp312-cp312-<platform>.whl`: `import xfer` binds the HIP runtime."""
+def _rocm_wheel(directory: Path, platform: str = "linux_x86_64", python: str = "cp312") -> Path:
+    """`xfer_engine_rocm-0.1.0-<python>-<python>-<platform>.whl`: `import xfer` binds the HIP runtime."""
     info = "xfer_engine_rocm-0.1.0.dist-info"
     files = {
         "xfer/__init__.py": INIT,
@@ -60,10 +60,11 @@ def _rocm_wheel(directory: Path, platform: str = "linux_x86_64") -> Path:
         f"{info}/entry_points.txt": "[console_scripts]\nxfer-master = xfer.__main__:master\n",
         f"{info}/METADATA": "Metadata-Version: 2.1\nName: xfer-engine-rocm\nVersion: 0.1.0\n",
         f"{info}/WHEEL": (
-            f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp312-cp312-{platform}\n"
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
+            f"Tag: {python}-{python}-{platform}\n"
         ),
     }
-    return write_wheel(directory / f"xfer_engine_rocm-0.1.0-cp312-cp312-{platform}.whl", files)
+    return write_wheel(directory / f"xfer_engine_rocm-0.1.0-{python}-{python}-{platform}.whl", files)
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +88,9 @@ def test_serving_images_are_smoked_in_stand_ins_without_pull(
     standins: dict[str, str], tmp_path: Path
 ) -> None:
     wheelhouse = tmp_path / "wheelhouse"
-    _rocm_wheel(wheelhouse / "rocm")
-    smoke = ["smoke", "--variant", "rocm", "--python", "3.12", "--wheelhouse", str(wheelhouse)]
+    _rocm_wheel(wheelhouse / "rocm")  # vLLM's image is Python 3.12, SGLang's 3.10 (images.facts.json)
+    _rocm_wheel(wheelhouse / "rocm", python="cp310")
+    smoke = ["smoke", "--variant", "rocm", "--wheelhouse", str(wheelhouse)]
     proc = toolkit(*smoke, "--image", "vllm-rocm", "--image", "sglang-rocm", timeout=1800)
     out = proc.stdout
     table = out[out.index("\nwheel ") :]

@@ -241,7 +241,7 @@ CASES = [
     # ---------------------------------------------------------------- values checked across keys
     bad("python-3.14", sub('"3.12", "3.13"]\n\nplatform', '"3.12", "3.14"]\n\nplatform'),
         "python:", "python[3]", "'3.14' is not supported"),
-    bad("python-3.8-first", sub('python: ["3.10"', 'python: ["3.8"'),
+    bad("python-3.8-first", sub('\npython: ["3.10"', '\npython: ["3.8"'),
         "python:", "python[0]", "'3.8' is not supported"),
     bad("python-listed-twice", sub('"3.12", "3.13"]\n\nplatform', '"3.12", "3.12"]\n\nplatform'),
         "python:", "python[3]", "'3.12' is listed twice"),
@@ -423,7 +423,7 @@ CASES = [
     bad("image-expect-unknown", under("  rocm-absent:", "    expect: runtime-missing", "    expect: fail"),
         ("  rocm-absent:", "    expect:"), "images.rocm-absent.expect",
         "'fail' is not one of 'pass', 'runtime-missing'"),
-    bad("image-python-unsupported", under("  sglang-rocm:", 'python: ["3.12"]', 'python: ["3.9"]'),
+    bad("image-python-unsupported", under("  sglang-rocm:", 'python: ["3.10"]', 'python: ["3.9"]'),
         ("  sglang-rocm:", "    python:"), "images.sglang-rocm.python[0]", "'3.9' is not supported"),
     bad("runner-empty", under("  mi355x:", "runner: [self-hosted, linux, x64, rocm, mi355x]", "runner: []"),
         ("  mi355x:", "    runner:"), "hardware.mi355x.runner", "list the runner labels"),

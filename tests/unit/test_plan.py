@@ -136,8 +136,8 @@ def test_json_plan_honours_select(capsys: pytest.CaptureFixture[str]) -> None:
 def test_smoke_plan(loaded: matrix.LoadedMatrix, capsys: pytest.CaptureFixture[str]) -> None:
     steps = plan.make_plan(loaded).smokes
     expected = {
-        (image, tier, "3.12")
-        for image in ("vllm-rocm", "sglang-rocm")
+        (image, tier, python)
+        for image, python in (("vllm-rocm", "3.12"), ("sglang-rocm", "3.10"))  # the images' own Pythons
         for tier in ("mi300x", "mi355x", "mi350x-pd")
     }
     assert {(s.image, s.hardware, s.python) for s in steps} == expected

@@ -28,6 +28,9 @@ def _copy(tmp_path: Path, *, hold: bool = True, pin: bool = True) -> Path:
         text = re.sub(r"(/(?:vllm-openai-rocm|sglang):[^@\"]+)@sha256:[0-9a-f]{64}", r"\1", text)
     path = tmp_path / "matrix.yaml"
     path.write_text(text, encoding="utf-8")
+    facts = tmp_path / "images.facts.json"  # what the serving images hold, recorded beside the matrix
+    if not facts.exists():
+        facts.symlink_to(ROOT / "images.facts.json")
     return path
 
 

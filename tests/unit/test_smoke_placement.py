@@ -264,7 +264,8 @@ def test_without_a_container_the_host_leg_stays_here_and_says_why(
 def _wheelhouse(tmp_path: Path, platform: str) -> Path:
     directory = tmp_path / "wheelhouse" / "rocm"
     directory.mkdir(parents=True)
-    (directory / f"xfer_engine_rocm-0.1.0-cp312-cp312-{platform}.whl").write_bytes(b"")
+    for tag in ("cp310", "cp312"):  # SGLang's ROCm image holds Python 3.10, vLLM's 3.12
+        (directory / f"xfer_engine_rocm-0.1.0-{tag}-{tag}-{platform}.whl").write_bytes(b"")
     return tmp_path / "wheelhouse"
 
 
@@ -297,6 +298,8 @@ def test_the_smoke_table_names_stand_ins_and_the_build_image(
     wheelhouse = _wheelhouse(tmp_path, "manylinux_2_39_x86_64")
     images = ["host", "rocm-distro", "vllm-rocm", "sglang-rocm"]
     outcomes = runner.smoke_variant(rocm, wheelhouse=wheelhouse, python="3.12", images=images, log=print)
+    serving = ["sglang-rocm"]
+    outcomes += runner.smoke_variant(rocm, wheelhouse=wheelhouse, python="3.10", images=serving, log=print)
     assert [(image, tag) for image, tag, _ in legs] == [
         ("host", "localhost/xfer-build-rocm"),
         ("rocm-distro", "localhost/xfer-smoke-rocm-distro"),
@@ -322,7 +325,7 @@ def test_with_pull_a_failed_pull_fails_that_leg_naming_the_reference(
     rocm = _rocm(tmp_path)
     wheelhouse = _wheelhouse(tmp_path, "manylinux_2_28_x86_64")
     images = ["vllm-rocm", "sglang-rocm"]
-    outcomes = runner.smoke_variant(rocm, wheelhouse=wheelhouse, python="3.12", images=images,
+    outcomes = runner.smoke_variant(rocm, wheelhouse=wheelhouse, python=None, images=images,
                                     log=lambda _l: None, pull=True)  # fmt: skip
     by_image = {o.image: o for o in outcomes}
     assert not by_image["vllm-rocm"].ok

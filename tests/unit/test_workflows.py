@@ -435,3 +435,27 @@ def test_the_upload_environment_comes_from_the_plan(loaded: LoadedMatrix) -> Non
     assert github_outputs(the_plan, "release", tag="v0.2.0")["environment"] == "pypi"
     assert github_outputs(the_plan, "release", tag="v0.2.0rc1")["environment"] == "testpypi"
     assert "environment" in read("release.yml")["jobs"]["plan"]["outputs"]
+
+
+@pytest.mark.parametrize(
+    "workflow", [WORKFLOWS / "ci.yml", ROOT / "release" / "init" / "templates" / "ci.yml"]
+)
+def test_ci_probes_the_serving_images_when_their_declarations_change(workflow: Path) -> None:
+    """The images job pulls (bounded) and probes every serving image when matrix.yaml or the
+    facts file changed, and weekly; a missing fact for a pinned image fails it."""
+    doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    assert doc[True]["schedule"], "a weekly run catches a tag that moved"  # YAML 1.1 reads `on` as True
+    job = doc["jobs"]["images"]
+    assert job["permissions"] == {"contents": "read"} and job["timeout-minutes"] <= 60
+    assert job["env"] == {"BASE": "${{ github.event.pull_request.base.sha }}"}
+    checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["fetch-depth"] == 0  # --changed-since needs the base commit
+    (run,) = [s["run"] for s in job["steps"] if "images probe" in s.get("run", "")]
+    assert run.split("images probe", 1)[1].split() == [
+        "--pull",
+        "--pull-timeout",
+        "1800",
+        "--require",
+        "--changed-since",
+        '"$BASE"',
+    ]

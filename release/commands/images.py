@@ -1,0 +1,108 @@
+"""`release images probe`: read each serving image's facts from the image and hold the matrix's
+declarations against them.
+
+    release images probe                 probe the images here (pulled or local); others are
+                                         checked against their recorded facts
+    release images probe --pull          pull registry images first (bounded by --pull-timeout)
+    release images probe --write         record the probed registry images' facts, keyed by digest,
+                                         in images.facts.json beside the matrix
+    release images probe --require       also fail when a pinned image has no facts for its digest
+    release images probe --changed-since REV
+                                         nothing to do unless matrix.yaml or the facts file
+                                         changed since REV (a pull request's base)
+
+Exit 1 on any disagreement; each names the matrix line, what the image has and the edit to make.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from release import table
+from release.build.toolchain import container_engine
+from release.config.facts import FACTS_FILE, facts_path, load_facts, save_facts
+from release.config.matrix import LoadedMatrix
+from release.errors import ReleaseError, UsageError
+from release.smoke.probe import changed_since, probe_matrix
+
+
+class ImagesDisagree(ReleaseError):
+    """An image's facts contradict the matrix, or (with --require) a pinned image has none."""
+
+    exit_code = 1
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["probe"], help="probe: read the images' facts and compare")
+    parser.add_argument(
+        "--image", action="append", default=[], metavar="NAME", help="only this image (repeatable)"
+    )
+    parser.add_argument("--pull", action="store_true", help="pull registry images this engine does not hold")
+    parser.add_argument(
+        "--pull-timeout",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="per pull (default: %(default)s)",
+    )
+    parser.add_argument("--write", action="store_true", help=f"record probed registry images in {FACTS_FILE}")
+    parser.add_argument(
+        "--require", action="store_true", help="fail when a pinned registry image has no facts for its digest"
+    )
+    parser.add_argument(
+        "--changed-since",
+        metavar="REV",
+        help="do nothing unless matrix.yaml or the facts file changed since REV ('' : always probe)",
+    )
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    unknown = [n for n in args.image if n not in loaded.matrix.images]
+    if unknown:
+        known = ", ".join(loaded.matrix.images)
+        msg = f"--image {unknown[0]}: {loaded.path.name} declares no such image ({known})"
+        raise UsageError(msg)
+    if args.changed_since:
+        changed = changed_since(loaded, args.changed_since)
+        if not changed:
+            files = f"{loaded.path.name} nor {FACTS_FILE}"
+            print(f"images probe: neither {files} changed since {args.changed_since}: nothing to probe")
+            return 0
+        print(f"images probe: {', '.join(changed)} changed since {args.changed_since}")
+    path = facts_path(loaded.path)
+    recorded = load_facts(path)
+    result = probe_matrix(
+        loaded,
+        container_engine(),
+        recorded,
+        names=args.image or None,
+        pull=args.pull,
+        pull_timeout=args.pull_timeout,
+        log=print,
+    )
+    print(
+        table.render(
+            ("image", "fact", "declared", "image has", "from", "status"),
+            result.rows,
+            title="Serving images: declared vs what they hold",
+        )
+    )
+    if args.write and result.probed:
+        merged = {**recorded, **result.probed}
+        save_facts(path, merged)
+        print(f"recorded the facts of {', '.join(sorted(result.probed))} in {path}")
+    elif args.write:
+        print(f"{FACTS_FILE}: nothing probed from a registry image, nothing recorded")
+    problems = [str(d) for d in result.disagreements]
+    if args.require:
+        problems += [
+            f"{path.name}: images.{name}: {why}: run `release images probe --pull --write` where the "
+            "registry is reachable, and commit the file"
+            for name, why in result.without_facts.items()
+        ]
+    problems += result.failures
+    if problems:
+        msg = f"{len(problems)} problem(s) with the serving images:\n" + "\n".join(f"  {p}" for p in problems)
+        raise ImagesDisagree(msg)
+    print("images probe: every fact the matrix declares agrees with its image")
+    return 0

@@ -1,0 +1,312 @@
+"""Read a serving image's facts from the image itself: one container, no GPU, no network, a
+shell script that prints what is there (its Pythons and their platform, its C library, where each
+runtime soname resolves, its toolkit version files), parsed into `ImageFacts`."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from release.config.facts import FACTS_FILE, SYSTEM_LIBRARY_DIRS, ImageFacts, Layout, Via
+from release.config.matrix import LoadedMatrix
+from release.errors import SmokeError
+from release.plan.imagefacts import Disagreement, compare, current, image_sonames, pinned_without_facts
+from release.plan.steps import make_plan
+from release.smoke.container import pull as pull_image
+
+PROBE_TIMEOUT = 300.0
+MAX_OUTPUT = 1 << 20
+
+_PYTHON = (
+    "import json, sys, sysconfig; "
+    "print('python=' + json.dumps([f'{sys.version_info[0]}.{sys.version_info[1]}', "
+    "sys.implementation.name, sys.executable, sysconfig.get_platform()]))"
+)
+
+
+def script(sonames: Sequence[str], prefixes: Sequence[str], version_files: Sequence[str]) -> str:
+    """The POSIX shell script run in the image: one `key=value` line per fact."""
+    names = " ".join(shlex.quote(s) for s in sonames)
+    dirs = " ".join(prefixes)  # globs, expanded by the image's shell
+    files = " ".join(version_files)
+    return f"""
+echo "glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | sed 's/^glibc //')"
+echo "ld_library_path=${{LD_LIBRARY_PATH:-}}"
+for p in $(command -v python3 2>/dev/null) \\
+         $(for v in 8 9 10 11 12 13 14 15; do command -v python3.$v; done 2>/dev/null) \\
+         /opt/python/cp3*/bin/python /usr/bin/python3.* /usr/local/bin/python3.* /opt/conda/bin/python3; do
+  case "$p" in *-config|*m) continue ;; esac
+  [ -x "$p" ] && [ -f "$p" ] && "$p" -c {shlex.quote(_PYTHON)} 2>/dev/null
+done
+ldconfig -p 2>/dev/null | sed -n 's/^[[:space:]]*\\([^ ]*\\) .* => \\(.*\\)$/ldconfig=\\1 \\2/p'
+for s in {names}; do
+  for d in $(echo "${{LD_LIBRARY_PATH:-}}" | tr ':' ' '); do [ -e "$d/$s" ] && echo "ldpath=$s $d"; done
+  for d in {dirs}; do [ -e "$d/$s" ] && echo "prefix=$s $d"; done
+done
+for f in {files}; do [ -f "$f" ] && echo "version=$f $(head -c 300 "$f" | tr '\\n' ' ')"; done
+true
+"""
+
+
+def run_probe(engine: str, reference: str, text: str, *, timeout: float = PROBE_TIMEOUT) -> str:
+    """The script's output from one `--rm` container of `reference` (no network, no GPU)."""
+    argv = [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", reference, "-c", text]
+    try:
+        proc = subprocess.run(argv, capture_output=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        msg = f"probing {reference} took over {timeout:.0f} s ({engine} run); is the engine answering?"
+        raise SmokeError(msg) from None
+    if proc.returncode != 0:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["no output"]
+        msg = f"cannot probe {reference} ({engine} run exited {proc.returncode}): {lines[-1]}"
+        raise SmokeError(msg)
+    return proc.stdout[:MAX_OUTPUT].decode("utf-8", "replace")
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+def parse(
+    output: str,
+    *,
+    reference: str,
+    digest: str | None,
+    sonames: Sequence[str],
+) -> ImageFacts:
+    """The facts in the probe script's output (unknown lines are ignored)."""
+    pythons: dict[str, str] = {}
+    platforms: dict[str, str] = {}
+    glibc = None
+    ld_library_path = ""
+    cache: dict[str, str] = {}
+    on_path: dict[str, str] = {}
+    in_prefix: dict[str, str] = {}
+    versions: list[str] = []
+    for line in output.splitlines():
+        key, _, value = line.partition("=")
+        if key == "glibc":
+            glibc = value.strip() or None
+        elif key == "ld_library_path":
+            ld_library_path = value.strip()
+        elif key == "python":
+            try:
+                version, implementation, path, platform = json.loads(value)
+            except (ValueError, TypeError):
+                continue
+            if implementation == "cpython" and version not in pythons:
+                pythons[version], platforms[version] = str(path), str(platform)
+        elif key in ("ldconfig", "ldpath", "prefix"):
+            name, _, where = value.partition(" ")
+            table = {"ldconfig": cache, "ldpath": on_path, "prefix": in_prefix}[key]
+            table.setdefault(name, where.strip())
+        elif key == "version":
+            versions.append(value.strip())
+    runtime: dict[str, str | None] = {}
+    layout: Layout | None = None
+    notes: list[str] = []
+    for soname in sonames:
+        if soname in on_path:  # LD_LIBRARY_PATH comes before the loader cache
+            directory, via = on_path[soname], "LD_LIBRARY_PATH"
+        elif soname in cache:
+            directory, via = str(cache[soname]).rsplit("/", 1)[0], "ld.so.conf.d"
+        else:
+            runtime[soname] = None
+            if soname in in_prefix:
+                notes.append(f"{soname} is at {in_prefix[soname]} but not on the loader's path")
+            layout = layout or Layout(runtime="absent")
+            continue
+        runtime[soname] = f"{directory.rstrip('/')}/{soname}"
+        if layout is None or layout.runtime == "absent":
+            layout = _layout_of(directory, via)  # type: ignore[arg-type]
+    if ld_library_path:
+        notes.append(f"LD_LIBRARY_PATH={ld_library_path}")
+    return ImageFacts(
+        reference=reference,
+        digest=digest,
+        source="probe",
+        pythons=dict(sorted(pythons.items(), key=lambda kv: _version_key(kv[0]))),
+        platforms=platforms,
+        glibc=glibc,
+        layout=layout if sonames else None,
+        runtime=runtime,
+        toolkit_version=_toolkit_version(versions),
+        notes=tuple(notes),
+    )
+
+
+def _layout_of(directory: str, via: Via) -> Layout:
+    directory = directory.rstrip("/")
+    if via == "ld.so.conf.d" and directory in SYSTEM_LIBRARY_DIRS:
+        return Layout(runtime="system")
+    return Layout(runtime="prefix", prefix=directory, via=via)
+
+
+def _toolkit_version(lines: list[str]) -> str | None:
+    """The first version file's version (`7.2.4-...` from ROCm's .info/version; CUDA's
+    version.json `"version" : "13.0.1"`)."""
+    for line in lines:
+        _path, _, text = line.partition(" ")
+        text = text.strip()
+        if text.startswith("{"):
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = {}
+            found = (data.get("cuda") or {}).get("version") if isinstance(data, dict) else None
+            if isinstance(found, str):
+                return found
+            continue
+        first = text.split()[0] if text.split() else ""
+        if first[:1].isdigit():
+            return first
+    return None
+
+
+def image_digest(engine: str, reference: str) -> str | None:
+    """The pinned digest of `reference`, else the local image's id (`sha256:...`)."""
+    _, at, digest = reference.partition("@")
+    if at:
+        return digest
+    proc = subprocess.run(
+        [engine, "image", "inspect", "--format", "{{.Id}}", reference],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    found = proc.stdout.strip()
+    if proc.returncode != 0 or not found:
+        return None
+    return found if found.startswith("sha256:") else f"sha256:{found}"
+
+
+def probe(
+    engine: str,
+    reference: str,
+    *,
+    sonames: Sequence[str],
+    prefixes: Sequence[str],
+    version_files: Sequence[str],
+    timeout: float = PROBE_TIMEOUT,
+) -> ImageFacts:
+    """Start `reference` once and read its facts."""
+    roots = [p.rstrip("/") for p in prefixes]
+    files = [f"{root}/{name}" for root in roots for name in version_files]
+    text = script(sonames, [f"{root}/lib" for root in roots] + roots, files)
+    output = run_probe(engine, reference, text, timeout=timeout)
+    return parse(output, reference=reference, digest=image_digest(engine, reference), sonames=sonames)
+
+
+def present(engine: str, reference: str) -> bool:
+    proc = subprocess.run(
+        [engine, "image", "inspect", reference], capture_output=True, check=False, timeout=120
+    )
+    return proc.returncode == 0
+
+
+@dataclass
+class ProbeResult:
+    """What `probe_matrix` found: table rows, disagreements, the registry images' new facts,
+    pinned images still without facts, and images that could not be probed when they had to be."""
+
+    rows: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
+    probed: dict[str, ImageFacts] = field(default_factory=dict)
+    without_facts: dict[str, str] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+def _references(loaded: LoadedMatrix) -> dict[str, str | None]:
+    """Image name -> what to probe: its registry reference, else its local image's tag."""
+    plan = make_plan(loaded)
+    local = {i.name: i.local.tag for v in plan.variants.values() for i in v.images if i.local is not None}
+    return {name: image.container or local.get(name) for name, image in loaded.matrix.images.items()}
+
+
+def _toolkit_places(loaded: LoadedMatrix, name: str) -> tuple[list[str], list[str]]:
+    prefixes: list[str] = []
+    files: list[str] = []
+    for variant in loaded.matrix.variants.values():
+        backend = loaded.backends.get(variant.backend)
+        if name in variant.images and backend is not None and backend.toolkit is not None:
+            prefixes += backend.toolkit.prefixes
+            files += backend.toolkit.version_files
+    return list(dict.fromkeys(prefixes)), list(dict.fromkeys(files))
+
+
+def probe_matrix(
+    loaded: LoadedMatrix,
+    engine: str | None,
+    recorded: Mapping[str, ImageFacts],
+    *,
+    names: Sequence[str] | None,
+    pull: bool,
+    pull_timeout: float,
+    log: Callable[[str], None],
+) -> ProbeResult:
+    """Probe every image in use (or `names`) that this engine holds or, with `pull`, can pull;
+    hold the others' recorded facts (for their digest) against the matrix instead."""
+    used = [n for n in loaded.matrix.images if any(n in v.images for v in loaded.matrix.variants.values())]
+    chosen = list(names) if names else used
+    references = _references(loaded)
+    result = ProbeResult()
+    for name in chosen:
+        reference = references.get(name)
+        registry = loaded.matrix.images[name].container is not None
+        facts, source = None, ""
+        if engine is not None and reference is not None:
+            try:
+                if registry and pull:
+                    pull_image(engine, reference, log=log, timeout=pull_timeout)
+                if present(engine, reference):
+                    prefixes, files = _toolkit_places(loaded, name)
+                    log(f"probing {name}: {reference}")
+                    facts = probe(
+                        engine,
+                        reference,
+                        sonames=image_sonames(loaded, name),
+                        prefixes=prefixes,
+                        version_files=files,
+                    )
+                    source = "probe"
+                    if registry:
+                        result.probed[name] = facts
+            except SmokeError as exc:
+                result.failures.append(f"images.{name}: {exc}")
+        if facts is None:
+            facts = current(loaded, name, recorded.get(name))
+            source = f"recorded ({facts.source})" if facts is not None else ""
+        if facts is None:
+            why = (
+                "no engine to probe with"
+                if engine is None
+                else ("not held here (pass --pull)" if registry else "not made here (no local image yet)")
+            )
+            result.rows.append((name, "-", "-", "-", "-", f"not probed: {why}"))
+            continue
+        rows, problems = compare(loaded, name, facts)
+        result.rows += [(r.image, r.fact, r.declared, r.found, source, r.status) for r in rows]
+        result.disagreements += problems
+    pinned = pinned_without_facts(loaded, {**recorded, **result.probed})
+    result.without_facts = {n: why for n, why in pinned.items() if n in chosen}
+    return result
+
+
+def changed_since(loaded: LoadedMatrix, revision: str) -> list[str]:
+    """The matrix and facts files changed since `revision` (git); both when git cannot say."""
+    files = [loaded.path.name, FACTS_FILE]
+    proc = subprocess.run(
+        ["git", "-C", str(loaded.root), "diff", "--name-only", revision, "--", *files],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines() or ["no output"]
+        return [f"{' and '.join(files)} (git cannot compare with {revision}: {lines[-1]}; probing anyway)"]
+    return [line for line in proc.stdout.splitlines() if line.strip()]
