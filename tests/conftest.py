@@ -94,8 +94,11 @@ def _own_time(item: pytest.Item, report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Under CI, a test over ci_time.SLOW_S of its own that is not marked `slow` fails the run."""
+    """Under CI, a test over ci_time.SLOW_S of its own that is not marked `slow` fails the run
+    (RELEASE_SLOW_CHECK=warn: named only, for a run that measures)."""
     if hasattr(session.config, "workerinput") or not in_ci() or not isinstance(_run["directory"], Path):
+        return
+    if os.environ.get("RELEASE_SLOW_CHECK") == "warn":
         return
     if ci_time.unmarked_slow(ci_time.read(_run["directory"])) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -116,5 +119,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.section(f"tests over {ci_time.SLOW_S:.0f} s of their own, not marked slow")
         for o in offenders:
             terminalreporter.write_line(f"  {o.seconds:7.1f} s  {o.test}: mark it @pytest.mark.slow")
-        if in_ci():
+        if in_ci() and os.environ.get("RELEASE_SLOW_CHECK") != "warn":
             terminalreporter.write_line("under CI this fails the run: the `slow` marker must tell the truth")

@@ -143,6 +143,7 @@ def container_script(commands: dict[str, str]) -> str:
     )
 
 
+@pytest.mark.slow
 def test_readme_commands_pass_on_a_fresh_debian_12(
     tmp_path: Path, rocm_build_image: str, podman_socket: Path
 ) -> None:
