@@ -51,26 +51,32 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     from release.build import images
 
     images.ensure = ci_time.ensure_recorder(images.ensure, _note, lambda: str(_run["doing"]))  # type: ignore[assignment]
+    if not config.pluginmanager.has_plugin("release-fixture-clock"):
+        config.pluginmanager.register(_FixtureClock(), "release-fixture-clock")
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_fixture_setup(
-    fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest
-) -> Generator[None, None, None]:
-    if fixturedef.scope not in ci_time.SHARED_SCOPES:
-        yield
-        return
-    before, started = _run["doing"], time.monotonic()
-    _run["doing"] = f"fixture {fixturedef.argname}"
-    try:
-        yield
-    finally:
-        seconds = time.monotonic() - started
-        _run["doing"] = before
-        _run["shared_s"] = float(str(_run["shared_s"])) + seconds
-        first = request.node.nodeid if request.node is not None else "?"
-        name, scope = fixturedef.argname, fixturedef.scope
-        _note({"kind": "fixture", "fixture": name, "scope": scope, "seconds": seconds, "first": first})
+class _FixtureClock:
+    """Times shared fixtures' set-ups. Registered as a plugin of its own: a conftest's hooks reach
+    only the nodes below it, and a session fixture is set up for the session node."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(
+        self, fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest
+    ) -> Generator[None, None, None]:
+        if fixturedef.scope not in ci_time.SHARED_SCOPES:
+            yield
+            return
+        before, started = _run["doing"], time.monotonic()
+        _run["doing"] = f"fixture {fixturedef.argname}"
+        try:
+            yield
+        finally:
+            seconds = time.monotonic() - started
+            _run["doing"] = before
+            _run["shared_s"] = float(str(_run["shared_s"])) + seconds
+            first = str(before)
+            name, scope = fixturedef.argname, fixturedef.scope
+            _note({"kind": "fixture", "fixture": name, "scope": scope, "seconds": seconds, "first": first})
 
 
 @pytest.hookimpl(hookwrapper=True)
