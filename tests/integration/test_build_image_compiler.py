@@ -73,6 +73,7 @@ def test_the_rocm_build_image_compiles_with_gcc_14(rocm_build_image: LocalImage)
         assert proc.stdout.split(".")[0] == "14", f"{compiler}: {proc.stdout}"
 
 
+@pytest.mark.slow
 def test_hip_headers_and_format_compile_together(rocm_build_image: LocalImage, tmp_path: Path) -> None:
     (tmp_path / "stamp.cpp").write_text(SOURCE, encoding="utf-8")
     proc = _run(

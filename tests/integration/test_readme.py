@@ -130,7 +130,10 @@ def seed_from_setup_phase(apt_cache: Path) -> Path | None:
         return None
     for deb in Path("/var/cache/apt/archives").glob("*.deb"):
         if not (apt_cache / deb.name).exists():
-            shutil.copy2(deb, apt_cache / deb.name)
+            try:
+                os.link(deb, apt_cache / deb.name)  # gigabytes: a link where one file system holds both
+            except OSError:
+                shutil.copy2(deb, apt_cache / deb.name)
     host_pip = Path(os.environ.get("PIP_CACHE_DIR", Path.home() / ".cache" / "pip"))
     return host_pip if host_pip.is_dir() else None
 
