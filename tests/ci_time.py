@@ -5,8 +5,8 @@ Every pytest process of a run (the one process, or each xdist worker) appends on
 event to `account.jsonl` in the run's directory (the controller's basetemp, which xdist workers
 live under): a shared fixture's set-up (which fixture, its scope, seconds), a local image asked
 for through `images.ensure` (made or found up to date, seconds, on whose behalf) and a test's own
-time (its set-up and call, less the shared fixtures it happened to pay for: those are in the
-fixture account, and which test pays them depends on the order). The process that reports (the
+time (its set-up and call, less the shared fixtures and local images it happened to pay for:
+those are in the account, and which test pays them depends on the order). The process that reports (the
 controller) reads the file back at the end and prints the account; under CI a test whose own time
 is over SLOW_S and that is not marked `slow` fails the run.
 """

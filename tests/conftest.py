@@ -43,6 +43,14 @@ def _note(entry: Mapping[str, object]) -> None:
         ci_time.record(directory, {**entry, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")})
 
 
+def _note_image(entry: Mapping[str, object]) -> None:
+    """An image asked for in a test's body (`local_images.make`) is a shared artefact too: its
+    seconds count in the account, not in the test's own time (in a fixture, the fixture's do)."""
+    _note(entry)
+    if not str(_run["doing"]).startswith("fixture "):
+        _run["shared_s"] = float(str(_run["shared_s"])) + float(str(entry.get("seconds", 0)))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Before collection, so test modules that import `ensure` get the recorded one."""
     config = session.config
@@ -50,7 +58,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _run["directory"] = ci_time.run_directory(basetemp, worker=hasattr(config, "workerinput"))
     from release.build import images
 
-    images.ensure = ci_time.ensure_recorder(images.ensure, _note, lambda: str(_run["doing"]))  # type: ignore[assignment]
+    images.ensure = ci_time.ensure_recorder(images.ensure, _note_image, lambda: str(_run["doing"]))  # type: ignore[assignment]
     if not config.pluginmanager.has_plugin("release-fixture-clock"):
         config.pluginmanager.register(_FixtureClock(), "release-fixture-clock")
 
