@@ -3,7 +3,8 @@
 
 Sessions run in the interpreter that runs nox (`.venv/bin/nox` after `bash scripts/bootstrap.sh`);
 none makes a venv. `RELEASE_MATRIX=path/to/matrix.yaml nox ...` drives them from another matrix;
-`RELEASE_TEST_TIER=unit nox -s tests` runs the unit tier only.
+`RELEASE_TEST_TIER=unit nox -s tests` runs the unit tier only; `RELEASE_TEST_WORKERS=N` runs the tests in
+N pytest-xdist workers (0: one process).
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ register(ROOT / "matrix.yaml")
 nox.options.sessions = ["plan", "lint", "tests"]
 nox.options.default_venv_backend = "none"
 
-TIERS = {"unit": ["tests/unit"], "integration": ["tests/integration"], "all": ["tests"]}
+TIERS = {
+    "unit": ["tests/unit", "tests/hostile", "tests/corpus"],  # no process starts in any (seconds)
+    "integration": ["tests/integration"],
+    "all": ["tests"],
+}
 
 
 @nox.session
@@ -33,10 +38,20 @@ def tests(session: nox.Session) -> None:
     tier = os.environ.get("RELEASE_TEST_TIER", "all")
     if tier not in TIERS:
         session.error(f"RELEASE_TEST_TIER={tier!r}: one of {', '.join(TIERS)}")
-    # --durations: the slowest tests and fixture set-ups (images, builds) show at the end of every run.
+    # RELEASE_TEST_WORKERS=N runs N pytest-xdist workers, each test file whole on one worker, in its
+    # order (--dist loadfile: module fixtures made once, a file's tests never race each other;
+    # loadgroup cannot regroup under pytest 9.2, whose node ids xdist 3.8 no longer rewrites);
+    # 0 or unset: one process, as before.
+    workers = os.environ.get("RELEASE_TEST_WORKERS", "0")
+    if not workers.isdigit():
+        session.error(f"RELEASE_TEST_WORKERS={workers!r}: a number of workers (0: no xdist)")
+    parallel = ["-n", workers, "--dist", "loadfile"] if int(workers) > 0 else []
+    # --durations: the slowest tests and fixture set-ups (images, builds) show at the end of every run;
+    # tests/ci_time.py adds which shared fixture made which image or wheelhouse, in how many seconds.
     session.run(
-        sys.executable, "-m", "pytest", "--durations=25", *(session.posargs or TIERS[tier]), external=True
-    )
+        sys.executable, "-m", "pytest", "--durations=25", *parallel, *(session.posargs or TIERS[tier]),
+        external=True,
+    )  # fmt: skip
 
 
 @nox.session

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import os
+import time
+from collections.abc import Generator, Mapping
+from pathlib import Path
 
 import pytest
 
 from release.environment import in_ci
+from tests import ci_time
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -14,6 +18,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """In CI a skipped test is a failure: CI installs everything, so a skip means a missing step."""
     outcome = yield
     report = outcome.get_result()
+    if report.when in ("setup", "call"):
+        _own_time(item, report)
     if in_ci() and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
@@ -24,3 +30,108 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def _no_job_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tables the tests render stay out of a CI run's own job summary ($GITHUB_STEP_SUMMARY)."""
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
+# ---- the run's account of its time (tests/ci_time.py, docs/ci-time.md) ----------------------------
+
+_run: dict[str, object] = {"directory": None, "doing": "collection", "shared_s": 0.0, "setup_s": 0.0}
+
+
+def _note(entry: Mapping[str, object]) -> None:
+    directory = _run["directory"]
+    if isinstance(directory, Path):
+        ci_time.record(directory, {**entry, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main")})
+
+
+def _note_image(entry: Mapping[str, object]) -> None:
+    """An image asked for in a test's body (`local_images.make`) is a shared artefact too: its
+    seconds count in the account, not in the test's own time (in a fixture, the fixture's do)."""
+    _note(entry)
+    if not str(_run["doing"]).startswith("fixture "):
+        _run["shared_s"] = float(str(_run["shared_s"])) + float(str(entry.get("seconds", 0)))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before collection, so test modules that import `ensure` get the recorded one."""
+    config = session.config
+    basetemp = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
+    _run["directory"] = ci_time.run_directory(basetemp, worker=hasattr(config, "workerinput"))
+    from release.build import images
+
+    images.ensure = ci_time.ensure_recorder(images.ensure, _note_image, lambda: str(_run["doing"]))  # type: ignore[assignment]
+    if not config.pluginmanager.has_plugin("release-fixture-clock"):
+        config.pluginmanager.register(_FixtureClock(), "release-fixture-clock")
+
+
+class _FixtureClock:
+    """Times shared fixtures' set-ups. Registered as a plugin of its own: a conftest's hooks reach
+    only the nodes below it, and a session fixture is set up for the session node."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_fixture_setup(
+        self, fixturedef: pytest.FixtureDef[object], request: pytest.FixtureRequest
+    ) -> Generator[None, None, None]:
+        if fixturedef.scope not in ci_time.SHARED_SCOPES:
+            yield
+            return
+        before, started = _run["doing"], time.monotonic()
+        _run["doing"] = f"fixture {fixturedef.argname}"
+        try:
+            yield
+        finally:
+            seconds = time.monotonic() - started
+            _run["doing"] = before
+            _run["shared_s"] = float(str(_run["shared_s"])) + seconds
+            first = str(before)
+            name, scope = fixturedef.argname, fixturedef.scope
+            _note({"kind": "fixture", "fixture": name, "scope": scope, "seconds": seconds, "first": first})
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    _run.update(doing=item.nodeid, shared_s=0.0, setup_s=0.0)
+    yield
+    _run["doing"] = "between tests"
+
+
+def _own_time(item: pytest.Item, report: pytest.TestReport) -> None:
+    """A test's own time: set-up and call, less the shared fixtures it paid for (recorded above)."""
+    if report.when == "setup":
+        _run["setup_s"] = report.duration
+        if report.passed:
+            return
+    call = report.duration if report.when == "call" else 0.0
+    own = float(str(_run["setup_s"])) + call - float(str(_run["shared_s"]))
+    if own >= 1.0:
+        slow = item.get_closest_marker("slow") is not None
+        _note({"kind": "test", "test": item.nodeid, "own_s": round(own, 1), "slow": slow})
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Under CI, a test over ci_time.SLOW_S of its own that is not marked `slow` fails the run
+    (RELEASE_SLOW_CHECK=warn: named only, for a run that measures)."""
+    if hasattr(session.config, "workerinput") or not in_ci() or not isinstance(_run["directory"], Path):
+        return
+    if os.environ.get("RELEASE_SLOW_CHECK") == "warn":
+        return
+    if ci_time.unmarked_slow(ci_time.read(_run["directory"])) and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    directory = _run["directory"]
+    if hasattr(config, "workerinput") or not isinstance(directory, Path):
+        return
+    entries = ci_time.read(directory)
+    if not entries:
+        return
+    terminalreporter.section("where the time went (tests/ci_time.py)")
+    for line in ci_time.account_lines(entries):
+        terminalreporter.write_line(line)
+    offenders = ci_time.unmarked_slow(entries)
+    if offenders:
+        terminalreporter.section(f"tests over {ci_time.SLOW_S:.0f} s of their own, not marked slow")
+        for o in offenders:
+            terminalreporter.write_line(f"  {o.seconds:7.1f} s  {o.test}: mark it @pytest.mark.slow")
+        if in_ci() and os.environ.get("RELEASE_SLOW_CHECK") != "warn":
+            terminalreporter.write_line("under CI this fails the run: the `slow` marker must tell the truth")

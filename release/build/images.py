@@ -3,6 +3,7 @@ then `podman import`, no registry), and checked for the interpreters a build nee
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from release.build.interpreters import self_contained_home
+from release.build.lock import build_lock
 from release.config.pins import requirement
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
@@ -19,6 +21,9 @@ from release.plan.resolve import LocalImage
 from release.wheel.names import manylinux_interpreter
 
 MAKE_TIMEOUT = 3600
+MAKE_LOCK_DIR = Path("/var/tmp/release-make-image")
+"""Where the lock lives that lets one make-image.sh run at a time on a machine (they share their
+scratch space: base tarballs and logs)."""
 
 
 def exists(engine: str, tag: str) -> bool:
@@ -140,12 +145,23 @@ def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None
         return
     started = time.monotonic()
     log(f"image {image.tag}: checking its recipe (Debian {image.suite}; making it takes minutes)")
-    returncode, last = _run_streamed(make_command(image), log=lambda line: log(f"  {line}"))
+    # Two makers at once (parallel test workers, two builds) would share make-image.sh's scratch
+    # files: one at a time; the second finds its image up to date when it was the same one.
+    with one_maker(log):
+        returncode, last = _run_streamed(make_command(image), log=lambda line: log(f"  {line}"))
     if returncode != 0:
         msg = f"could not make image {image.tag}: {last or 'make-image.sh failed'}"
         raise ToolchainError(msg)
     state = "made" if last.startswith("[make-image.sh] done:") else "up to date, kept"
     log(f"image {image.tag}: {state} ({time.monotonic() - started:.0f} s)")
+
+
+def one_maker(log: Callable[[str], None]) -> contextlib.AbstractContextManager[None]:
+    """Held while make-image.sh runs: one at a time on a machine (their scratch files are shared)."""
+    return build_lock(
+        MAKE_LOCK_DIR, what="making local images", wait_s=MAKE_TIMEOUT, say=log, name=".make.lock",
+        error=ToolchainError,
+    )  # fmt: skip
 
 
 def _run_streamed(argv: list[str], *, log: Callable[[str], None]) -> tuple[int, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import os
 import re
@@ -16,6 +17,7 @@ import pytest
 import yaml
 
 from release.build import images
+from release.build.lock import build_lock
 from release.build.toolchain import container_engine
 from release.commands.toolchain import interpreter
 from release.config.checks import SUPPORTED_PYTHONS
@@ -23,6 +25,7 @@ from release.config.matrix import load
 from release.errors import ToolchainError
 from release.plan.resolve import LocalImage
 from release.plan.steps import Plan, make_plan
+from tests import ci_time
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST_FLOOR = "manylinux_2_35_x86_64"  # what a Debian 12 host build can honestly claim (GLIBCXX_3.4.30)
@@ -51,11 +54,25 @@ def _host_hip() -> str | None:
 HOST_HIP = _host_hip()
 
 
+CONTAINER_FIXTURES = frozenset(
+    {"local_images", "rocm_build_image", "standins", "container_wheels", "podman_socket"}
+)
+"""Fixtures that make local images or run podman: a test that uses one is marked `container`."""
+CONTAINER_MODULES = frozenset({
+    "test_build_image_compiler", "test_container", "test_local_images", "test_readme", "test_rehearse",
+    "test_rehearse_hardware", "test_smoke_standin",
+})  # fmt: skip
+"""Files whose every test runs podman containers (directly or through the toolkit)."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)
+            names = set(getattr(item, "fixturenames", ()))
+            if names & CONTAINER_FIXTURES or Path(str(item.fspath)).stem in CONTAINER_MODULES:
+                item.add_marker(pytest.mark.container)
 
 
 def toolkit(
@@ -112,14 +129,34 @@ def write_host_matrix(
     return path
 
 
+def run_shared(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """`name` in the directory every process of this run shares (the xdist workers too, whose
+    session fixtures each run once per worker): an artefact made there is made once per run."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    return ci_time.run_directory(tmp_path_factory.getbasetemp(), worker=worker) / name
+
+
+@contextlib.contextmanager
+def made_once(directory: Path, what: str) -> Iterator[bool]:
+    """Hold `directory`'s lock while the block runs; yields whether the artefact must be made
+    (False: another worker of this run made it, completely). The block marks it complete."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with build_lock(directory, what=what, wait_s=3600, say=print, name=".made.lock"):
+        complete = directory / ".complete"
+        yield not complete.exists()
+        complete.touch()
+
+
 @pytest.fixture(scope="session")
 def host_wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path]]:
-    """(matrix, wheelhouse) with cpu and rocm wheels for the oldest and newest Python here, built once."""
-    directory = tmp_path_factory.mktemp("host-release")
-    matrix = write_host_matrix(directory)
+    """(matrix, wheelhouse) with cpu and rocm wheels for the oldest and newest Python here, built
+    once per run (under xdist, by the first worker that needs it; the others wait and share it)."""
+    directory = run_shared(tmp_path_factory, "host-release")
     wheelhouse = directory / "wheelhouse"
-    for variant in HOST_VARIANTS:
-        toolkit("--matrix", str(matrix), "build", "--variant", variant, "--wheelhouse", str(wheelhouse))
+    with made_once(directory, "the host wheelhouse") as make:
+        matrix = write_host_matrix(directory) if make else directory / "matrix.yaml"
+        for variant in HOST_VARIANTS if make else ():
+            toolkit("--matrix", str(matrix), "build", "--variant", variant, "--wheelhouse", str(wheelhouse))
     yield matrix, wheelhouse
 
 

@@ -348,6 +348,7 @@ def rules_of(report: dict[str, object]) -> dict[str, dict[str, str]]:
 @needs_tools
 @needs_numa
 @needs_root
+@pytest.mark.slow
 def test_a_backend_and_a_transport_variant_from_data_alone(tmp_path: Path) -> None:
     matrix, opt = write_project(tmp_path)
     wheelhouse = tmp_path / "wheelhouse"

@@ -137,6 +137,7 @@ def test_repair_without_excludes_vendors_the_runtime_and_verify_catches_it(
     assert "libamdhip64" in rules["vendored-runtime"]["message"]
 
 
+@pytest.mark.slow
 def test_same_commit_builds_byte_identical_wheels(tmp_path: Path) -> None:
     hashes = []
     for attempt in ("first", "second"):
@@ -156,6 +157,7 @@ def _cuda_missing() -> str | None:
 
 
 @pytest.mark.skipif(_cuda_missing() is not None, reason=f"{_cuda_missing()}")
+@pytest.mark.slow
 def test_cuda_build_links_libcudart_and_never_libcuda(tmp_path: Path) -> None:
     matrix = write_host_matrix(tmp_path, pythons=[ONE_PYTHON], variants=["cuda"])
     toolkit("--matrix", str(matrix), "build", "--variant", "cuda")

@@ -16,7 +16,7 @@ from release.build.toolchain import container_engine
 from release.environment import in_ci
 from release.inspect.elf import inspect_elf
 from release.plan.resolve import LocalImage
-from tests.integration.conftest import ROOT
+from tests.integration.conftest import LocalImages
 
 pytestmark = pytest.mark.integration
 
@@ -45,16 +45,11 @@ int main() {
 
 
 @pytest.fixture(scope="session")
-def rocm_build_image() -> LocalImage:
-    """The rocm variant's local build image, made (or found up to date) from matrix.yaml."""
-    from release.build.images import ensure
-    from release.config import matrix as matrix_mod
-    from release.plan.steps import make_plan
-
-    assert ENGINE is not None
-    recipe = make_plan(matrix_mod.load(ROOT / "matrix.yaml")).variants["rocm"].build_image.local_recipe
-    assert recipe is not None, "matrix.yaml: variants.rocm.build_image.debian is the recipe this test needs"
-    ensure(ENGINE, recipe, log=print)
+def rocm_build_image(local_images: LocalImages) -> LocalImage:
+    """The rocm variant's local build image, made (or found up to date) from matrix.yaml, from the
+    suite's one registry of local images."""
+    recipe = local_images.build_recipe("rocm")
+    local_images.make(recipe)
     return recipe
 
 
@@ -78,6 +73,7 @@ def test_the_rocm_build_image_compiles_with_gcc_14(rocm_build_image: LocalImage)
         assert proc.stdout.split(".")[0] == "14", f"{compiler}: {proc.stdout}"
 
 
+@pytest.mark.slow
 def test_hip_headers_and_format_compile_together(rocm_build_image: LocalImage, tmp_path: Path) -> None:
     (tmp_path / "stamp.cpp").write_text(SOURCE, encoding="utf-8")
     proc = _run(

@@ -171,6 +171,7 @@ def test_no_container_engine_is_one_line_with_the_install_command(tmp_path: Path
     assert "needs podman or docker" in line and "`bash scripts/setup-podman.sh`" in line
 
 
+@pytest.mark.slow
 def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(
     local_images: LocalImages, tmp_path: Path
 ) -> None:

@@ -103,6 +103,7 @@ def test_init_force_replaces_a_broken_matrix_in_the_current_directory(tmp_path: 
 
 @needs_numa
 @needs_cc
+@pytest.mark.slow
 def test_generated_matrix_builds_a_setuptools_engine(tmp_path: Path) -> None:
     """init without a wheel cannot know libnuma, so repair vendors it; init given the built (not yet
     repaired) wheel declares it, and the next build binds it from the system instead."""

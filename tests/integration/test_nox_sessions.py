@@ -23,6 +23,7 @@ def nox(*args: str, matrix: Path, envdir: Path) -> subprocess.CompletedProcess[s
     )
 
 
+@pytest.mark.slow
 def test_build_then_smoke_sessions_for_one_python(tmp_path: Path) -> None:
     """`nox -s build_cpu-3.X` then `nox -s smoke_cpu-3.X`, including the minbase image: the
     session's venv is first on PATH, and the smoke must still seed its chroot with the base

@@ -33,11 +33,9 @@ from pathlib import Path
 import pytest
 
 from release.build import images
-from release.config.matrix import load
-from release.plan.steps import make_plan
 from tests.readme import readme_commands
 
-from .conftest import ROOT
+from .conftest import ROOT, LocalImages
 
 pytestmark = pytest.mark.integration
 
@@ -68,19 +66,16 @@ def make_image(log: Path) -> None:
     this network's TLS needs); make-image.sh keeps it while its inputs are unchanged."""
     script = ROOT / "scripts" / "make-image.sh"
     cmd = ["bash", str(script), "--tag", IMAGE, "--suite", SUITE, "--minbase-only"]
-    with log.open("w", encoding="utf-8") as out:
+    with log.open("w", encoding="utf-8") as out, images.one_maker(print):
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=1800, check=False)
     assert proc.returncode == 0, log.read_text(encoding="utf-8")[-3000:]
 
 
 @pytest.fixture(scope="session")
-def rocm_build_image() -> str:
-    """The rocm variant's local build image, made here when absent (or when its recipe changed)."""
-    steps = make_plan(load(ROOT / "matrix.yaml"), variants=("rocm",)).builds
-    recipe = steps[0].variant.build_image.local_recipe
-    assert recipe is not None, "matrix.yaml's rocm variant has no local build image recipe"
-    images.ensure("podman", recipe, log=print)
-    return recipe.tag
+def rocm_build_image(local_images: LocalImages) -> str:
+    """The rocm variant's local build image, made here when absent (or when its recipe changed):
+    under .ci/run the set-up phase made it, and this finds it up to date by its label."""
+    return local_images.make(local_images.build_recipe("rocm"))
 
 
 @pytest.fixture
@@ -124,6 +119,25 @@ def working_tree_copy(dest: Path) -> Path:
     return dest
 
 
+def seed_from_setup_phase(apt_cache: Path) -> Path | None:
+    """Under .ci/run (RELEASE_CI_SETUP_RAN, exported after the README's set-up command ran on this
+    machine) the container's downloads come from what that phase just downloaded: the .deb files
+    in /var/cache/apt/archives are copied into its apt archive (apt takes one only when its
+    checksum matches the suite's index, else downloads it) and this machine's pip cache serves
+    its pip (pip checks each file's hash). Every command still runs whole, as written; only the
+    network fetches the set-up phase already made are skipped. Returns the pip cache to mount."""
+    if not os.environ.get("RELEASE_CI_SETUP_RAN"):
+        return None
+    for deb in Path("/var/cache/apt/archives").glob("*.deb"):
+        if not (apt_cache / deb.name).exists():
+            try:
+                os.link(deb, apt_cache / deb.name)  # gigabytes: a link where one file system holds both
+            except OSError:
+                shutil.copy2(deb, apt_cache / deb.name)
+    host_pip = Path(os.environ.get("PIP_CACHE_DIR", Path.home() / ".cache" / "pip"))
+    return host_pip if host_pip.is_dir() else None
+
+
 def container_script(commands: dict[str, str]) -> str:
     return "\n".join(
         [
@@ -143,6 +157,7 @@ def container_script(commands: dict[str, str]) -> str:
     )
 
 
+@pytest.mark.slow
 def test_readme_commands_pass_on_a_fresh_debian_12(
     tmp_path: Path, rocm_build_image: str, podman_socket: Path
 ) -> None:
@@ -157,6 +172,9 @@ def test_readme_commands_pass_on_a_fresh_debian_12(
     apt_cache, pip_cache = CACHE / "apt-archives", CACHE / "pip"
     for directory in (apt_cache / "partial", pip_cache):
         directory.mkdir(parents=True, exist_ok=True)
+    seeded = seed_from_setup_phase(apt_cache)
+    if seeded:
+        pip_cache = seeded
     log = tmp_path / "container.log"
     cmd = [
         "podman", "run", "--rm", "--network=host",

@@ -111,6 +111,7 @@ def table(stdout: str) -> dict[str, tuple[str, str, int]]:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the local build images are made as root")
+@pytest.mark.slow
 def test_the_real_matrix_rehearses_through_publish(tmp_path: Path, work: Path) -> None:
     """matrix.yaml as it is: cpu, cuda (CUDA 13.0 from NVIDIA's PyPI wheels in the local build
     image) and rocm (HIP 7.2) are built, verified, smoke-tested (rocm in all its images, the two
@@ -208,6 +209,7 @@ def test_the_real_matrix_rehearses_through_publish(tmp_path: Path, work: Path) -
     assert "#### Release-day checks of v0.2.0" in summary and "| --- |" in summary
 
 
+@pytest.mark.slow
 def test_a_broken_before_all_fails_the_build_job_and_skips_the_rest(tmp_path: Path, work: Path) -> None:
     """A MUSA variant whose before-all (install-musa.sh with the declared toolkit) cannot install
     anything in the build image: the build job fails, as on GitHub, and publishing never starts."""
@@ -227,6 +229,7 @@ def test_a_broken_before_all_fails_the_build_job_and_skips_the_rest(tmp_path: Pa
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_smoke_that_needs_root_fails_as_the_runner_user(tmp_path: Path, work: Path) -> None:
     """The cpu wheel's clean-minbase image is a simulation (mount namespaces, chroot). As the runner
     user, with user namespaces switched off (RELEASE_SMOKE_NO_USERNS=1, as on a runner that
@@ -249,6 +252,7 @@ def test_smoke_that_needs_root_fails_as_the_runner_user(tmp_path: Path, work: Pa
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the local ROCm build image is made as root")
+@pytest.mark.slow
 def test_a_too_low_auditwheel_bound_fails_the_rehearsal(tmp_path: Path, work: Path) -> None:
     """auditwheel 6.1.0 takes `--exclude` literally (no wildcards): with the toolkit's lower bound
     at 6.1.0 the lowest-pins install repairs with it, the ROCm runtime is vendored, and verify's

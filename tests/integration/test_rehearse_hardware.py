@@ -128,6 +128,7 @@ def log(work: Path, job: str) -> str:
     return (work / "logs" / f"{job.replace(' ', '-')}.log").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_hardware_yml_rehearses_every_leg_up_to_the_skipped_device_selftest(
     repo: Path, work: Path, standin: str
 ) -> None:
@@ -160,6 +161,7 @@ def test_hardware_yml_rehearses_every_leg_up_to_the_skipped_device_selftest(
     assert served["data"]["served_until"] == "decode done" and served["data"]["received"]["verified"]
 
 
+@pytest.mark.slow
 def test_a_wheel_that_is_not_the_verified_one_fails_every_leg_and_decode_stops_at_once(
     repo: Path, work: Path, standin: str, tmp_path: Path
 ) -> None:

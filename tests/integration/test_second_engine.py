@@ -378,6 +378,7 @@ def clean_env() -> dict[str, str]:
 @needs_root
 @needs_numa
 @needs_cc
+@pytest.mark.slow
 def test_setuptools_engine_with_excluded_runtime_and_system_library(
     tmp_path: Path, index_server: IndexServer
 ) -> None:
@@ -611,6 +612,7 @@ def ccache_stats(env: dict[str, str]) -> dict[str, int]:
 @needs_cc
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed (apt install ccache)")
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="cmake is not installed")
+@pytest.mark.slow
 def test_scikit_build_engine_without_prebuild_uses_ccache(tmp_path: Path) -> None:
     matrix = write_ringbuf(tmp_path)
     wheelhouse = tmp_path / "wheelhouse"

@@ -84,6 +84,7 @@ def standins() -> dict[str, str]:
     return made
 
 
+@pytest.mark.slow
 def test_serving_images_are_smoked_in_stand_ins_without_pull(
     standins: dict[str, str], tmp_path: Path
 ) -> None:
@@ -103,6 +104,7 @@ def test_serving_images_are_smoked_in_stand_ins_without_pull(
     assert out.count("/opt/rocm/lib/libamdhip64.so.7") >= 2, out
 
 
+@pytest.mark.slow
 def test_with_pull_there_is_no_stand_in_and_a_failed_pull_fails_the_leg(
     standins: dict[str, str], tmp_path: Path
 ) -> None:
@@ -117,6 +119,7 @@ def test_with_pull_there_is_no_stand_in_and_a_failed_pull_fails_the_leg(
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_wheel_this_host_cannot_install_runs_its_host_leg_in_the_build_image(tmp_path: Path) -> None:
     """A manylinux_2_39 wheel on this glibc 2.36 host: the `host` leg runs in the variant's local
     build image (Debian trixie, glibc 2.41), which can install it, and the table says why."""

@@ -219,6 +219,7 @@ def _cache_column(stdout: str, wheel: str) -> str:
     return row[start:end].strip()
 
 
+@pytest.mark.slow
 def test_one_abi3_wheel_from_build_to_index(tmp_path: Path, index_server: IndexServer) -> None:
     matrix = write_engine(tmp_path, index_server.url)
     wheelhouse = tmp_path / "wheelhouse"

@@ -1,0 +1,137 @@
+"""The run's own account of where its minutes go (docs/ci-time.md), and the check that the `slow`
+marker tells the truth.
+
+Every pytest process of a run (the one process, or each xdist worker) appends one JSON line per
+event to `account.jsonl` in the run's directory (the controller's basetemp, which xdist workers
+live under): a shared fixture's set-up (which fixture, its scope, seconds), a local image asked
+for through `images.ensure` (made or found up to date, seconds, on whose behalf) and a test's own
+time (its set-up and call, less the shared fixtures and local images it happened to pay for:
+those are in the account, and which test pays them depends on the order). The process that reports (the
+controller) reads the file back at the end and prints the account; under CI a test whose own time
+is over SLOW_S and that is not marked `slow` fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+SLOW_S = float(os.environ.get("RELEASE_SLOW_S", "60"))
+"""A test whose own time is over this is marked `slow` (issue 32; RELEASE_SLOW_S changes it)."""
+ACCOUNT = "account.jsonl"
+SHARED_SCOPES = frozenset({"session", "package", "module", "class"})
+
+
+def run_directory(basetemp: Path, *, worker: bool) -> Path:
+    """The directory every process of one run shares: an xdist worker's basetemp is
+    `<controller's basetemp>/popen-gwN`."""
+    return basetemp.parent if worker else basetemp
+
+
+def record(directory: Path, entry: Mapping[str, object]) -> None:
+    """Append one event (a single short write with O_APPEND: lines of two workers never mix)."""
+    line = (json.dumps(dict(entry), sort_keys=True) + "\n").encode()
+    fd = os.open(directory / ACCOUNT, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def read(directory: Path) -> list[dict[str, object]]:
+    path = directory / ACCOUNT
+    if not path.is_file():
+        return []
+    entries = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+@dataclass(frozen=True)
+class Offender:
+    test: str
+    seconds: float
+
+
+def unmarked_slow(entries: Iterable[Mapping[str, object]], limit: float = SLOW_S) -> list[Offender]:
+    """Tests whose own time is over `limit` and that are not marked `slow`, slowest first."""
+    found = [
+        Offender(str(e["test"]), float(str(e["own_s"])))
+        for e in entries
+        if e.get("kind") == "test" and not e.get("slow") and float(str(e.get("own_s", 0))) > limit
+    ]
+    return sorted(found, key=lambda o: -o.seconds)
+
+
+def _seconds(entry: Mapping[str, object]) -> float:
+    return float(str(entry.get("seconds", 0)))
+
+
+def account_lines(entries: Iterable[Mapping[str, object]]) -> list[str]:
+    """The printed account: shared fixtures (1 s or more) and local images, slowest first."""
+    entries = list(entries)
+    fixtures = sorted((e for e in entries if e.get("kind") == "fixture"), key=_seconds, reverse=True)
+    made = sorted((e for e in entries if e.get("kind") == "image"), key=_seconds, reverse=True)
+    lines = []
+    shown = [e for e in fixtures if _seconds(e) >= 1.0]
+    total = sum(_seconds(e) for e in fixtures)
+    head = f"shared fixtures: {len(fixtures)} set up, {total:.0f} s in all"
+    lines.append(f"{head} ({len(shown)} took 1 s or more)")
+    for e in shown:
+        lines.append(f"  {_seconds(e):7.1f} s  {e['fixture']} ({e['scope']}, {e['worker']}) for {e['first']}")
+    lines.append(f"local images asked for: {len(made)}, {sum(_seconds(e) for e in made):.0f} s in all")
+    for e in made:
+        lines.append(f"  {_seconds(e):7.1f} s  {e['image']}: {e['state']} ({e['worker']}) by {e['by']}")
+    return lines
+
+
+def ensure_recorder(
+    ensure: Callable[..., None], note: Callable[[Mapping[str, object]], None], by: Callable[[], str]
+) -> Callable[..., None]:
+    """`images.ensure`, recording each call: the image, made or found up to date, seconds, by whom."""
+
+    def recorded(engine: str, image: object, *, log: Callable[[str], None]) -> None:
+        said: list[str] = []
+
+        def tee(line: str) -> None:
+            said.append(line)
+            log(line)
+
+        started = time.monotonic()
+        state = "failed"
+        try:
+            ensure(engine, image, log=tee)
+            state = image_state(said)
+        finally:
+            tag = str(getattr(image, "tag", image))
+            seconds = time.monotonic() - started
+            note({"kind": "image", "image": tag, "state": state, "seconds": seconds, "by": by()})
+
+    return recorded
+
+
+def image_state(said: list[str]) -> str:
+    """What `images.ensure` said it did (its last word on the image)."""
+    waited = " (waited for another maker)" if any("is locked by" in line for line in said) else ""
+    return _last_word(said) + waited
+
+
+def _last_word(said: list[str]) -> str:
+    for line in reversed(said):
+        if ": made (" in line:
+            return "made"
+        if "up to date" in line:
+            return "up to date"
+        if ": present;" in line:
+            return "present, used as it is"
+    return "checked"

@@ -1,0 +1,64 @@
+"""The run's time account and the `slow` marker check (tests/ci_time.py, issue 32)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests import ci_time
+
+
+def test_an_unmarked_test_over_the_limit_is_named_and_a_marked_one_is_not(tmp_path: Path) -> None:
+    for entry in (
+        {"kind": "test", "test": "a.py::slow_unmarked", "own_s": 61.0, "slow": False},
+        {"kind": "test", "test": "a.py::slow_marked", "own_s": 500.0, "slow": True},
+        {"kind": "test", "test": "a.py::quick", "own_s": 59.9, "slow": False},
+        {"kind": "test", "test": "a.py::slower_unmarked", "own_s": 90.0, "slow": False},
+        {"kind": "fixture", "fixture": "host_wheelhouse", "scope": "session", "seconds": 300.0},
+    ):
+        ci_time.record(tmp_path, entry)
+    offenders = ci_time.unmarked_slow(ci_time.read(tmp_path))
+    assert [o.test for o in offenders] == ["a.py::slower_unmarked", "a.py::slow_unmarked"]
+
+
+def test_the_account_names_each_shared_fixture_and_image() -> None:
+    entries = [
+        {"kind": "fixture", "fixture": "host_wheelhouse", "scope": "session", "seconds": 300.0,
+         "worker": "gw1", "first": "tests/integration/test_build.py::test_x"},
+        {"kind": "fixture", "fixture": "tiny", "scope": "module", "seconds": 0.1,
+         "worker": "main", "first": "m"},
+        {"kind": "image", "image": "localhost/xfer-build-rocm", "state": "made", "seconds": 420.0,
+         "worker": "gw0", "by": "fixture local_images"},
+    ]  # fmt: skip
+    lines = ci_time.account_lines(entries)
+    assert lines[0] == "shared fixtures: 2 set up, 300 s in all (1 took 1 s or more)"
+    assert "host_wheelhouse (session, gw1) for tests/integration/test_build.py::test_x" in lines[1]
+    assert not any("tiny" in line for line in lines)
+    assert "localhost/xfer-build-rocm: made (gw0) by fixture local_images" in lines[-1]
+
+
+def test_what_ensure_said_is_read_back() -> None:
+    assert ci_time.image_state(["image t: checking its recipe", "image t: made (300 s)"]) == "made"
+    assert ci_time.image_state(["image t: up to date, kept (2 s)"]) == "up to date"
+    waited = [
+        "making local images is locked by pid 7 (/x/.make.lock): waiting",
+        "image t: up to date, kept (1 s)",
+    ]
+    assert ci_time.image_state(waited) == "up to date (waited for another maker)"
+    assert ci_time.image_state(["image t: present; used as it is (...)"]) == "present, used as it is"
+
+
+def test_ensure_is_recorded_with_whoever_asked_and_failures_too() -> None:
+    notes: list[dict[str, object]] = []
+
+    def ensure(engine: str, image: object, *, log: object) -> None:
+        assert callable(log)
+        log("image localhost/x: up to date, kept (0 s)")
+
+    recorded = ci_time.ensure_recorder(ensure, lambda e: notes.append(dict(e)), lambda: "test_a")
+    recorded("podman", "localhost/x", log=lambda _line: None)
+    assert (notes[0]["image"], notes[0]["state"], notes[0]["by"]) == ("localhost/x", "up to date", "test_a")
+
+
+def test_workers_share_the_controllers_directory(tmp_path: Path) -> None:
+    assert ci_time.run_directory(tmp_path / "popen-gw0", worker=True) == tmp_path
+    assert ci_time.run_directory(tmp_path, worker=False) == tmp_path
