@@ -91,7 +91,8 @@ def installed(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
 
     def cdll(name: str, *args: object, **kwargs: object) -> object:
         if name.startswith("libcuda.so"):
-            raise OSError(f"{name}: cannot open shared object file: No such file or directory")
+            msg = f"{name}: cannot open shared object file: No such file or directory"
+            raise OSError(msg)
         return object()
 
     monkeypatch.setattr(importlib.metadata, "distribution", distribution)
