@@ -99,8 +99,12 @@ for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/
   [ -n "$prefix" ] && [ -x "$prefix/bin/nvcc" ] && [ -f "$prefix/include/cuda_runtime_api.h" ] || continue
   found="$(cuda_version "$prefix")"
   if same_release "$version" "$found"; then
-    log "CUDA $found already installed at $prefix"
-    [ -n "$runtime_only" ] || driver_stub "$prefix"
+    if [ -n "$runtime_only" ] || compgen -G "$prefix/lib*/stubs/libcuda.so" >/dev/null; then
+      log "CUDA $found already installed at $prefix: nothing to do"
+      exit 0
+    fi
+    log "CUDA $found already installed at $prefix, without the driver's link stub"
+    driver_stub "$prefix"
     exit 0
   fi
   other="${other:-CUDA ${found:-of unknown version} is installed at $prefix}"
