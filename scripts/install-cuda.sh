@@ -12,6 +12,10 @@
 # -cccl: CUDA 13 and later), laid out as /usr/local/cuda-VERSION with pip (PYTHON, else python3,
 # else the newest /opt/python/cp3*/bin/python). That toolkit has nvcc, the runtime headers and
 # libcudart: enough for host code that calls the runtime, no device compiler back end (nvvm).
+# Every toolkit install (not --runtime-only), one found already there included, ends with the
+# driver's link stub lib64/stubs/libcuda.so (what CMake's CUDA::cuda_driver links): NVIDIA's
+# packages ship it; where it is missing (NVIDIA's PyPI wheels have none) it is made from the
+# toolkit's own cuda.h (see driver_stub below).
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
@@ -41,6 +45,50 @@ while IFS=$'\t' read -r b m so _deb _arch _rel; do
 done < <(grep -v '^#' "$table")
 [ -n "$soname" ] || die "CUDA $version: the toolkit knows the runtime of CUDA $known only \
 (runtime_sonames in packaging/backends/cuda.json)"
+# driver_stub PREFIX: the link-time libcuda.so under PREFIX/lib64/stubs, as NVIDIA's toolkit has it,
+# for engines that call the driver API (cuPointerGetAttribute, cuMem*): CMake's FindCUDAToolkit
+# finds it for CUDA::cuda_driver, and what links it NEEDs libcuda.so.1, which the NVIDIA driver
+# provides at load time. NVIDIA's stub is a symbols-only library: every driver API function,
+# each returning CUDA_ERROR_STUB_LIBRARY (34), SONAME libcuda.so.1. Where the toolkit has none
+# (NVIDIA's PyPI wheels ship no stubs/), the same is made here with this machine's C compiler
+# from the names the toolkit's own cuda.h declares (as written, per-thread-stream and the
+# versioned ABI names alike). It lives only under stubs/: never on the loader's path, never in
+# ld.so.conf.d, and no libcuda.so.1 file exists there, so nothing ever loads it at run time.
+driver_stub() {
+  local prefix="$1" libdir stub header cc tmp defs
+  libdir="$prefix/lib64"
+  [ -d "$libdir" ] || libdir="$prefix/lib"
+  stub="$libdir/stubs/libcuda.so"
+  if [ -e "$stub" ]; then
+    log "the driver's link stub is there: $stub"
+    return 0
+  fi
+  header="$prefix/include/cuda.h"
+  [ -f "$header" ] || die "$prefix has no include/cuda.h: cannot make the driver's link stub $stub"
+  cc="${CC:-}"
+  [ -n "$cc" ] || cc="$(command -v cc || command -v gcc || true)"
+  [ -n "$cc" ] || die "no C compiler (cc, gcc or \$CC) to make the driver's link stub $stub from $header"
+  dry_run && { log "would make the driver's link stub $stub from $header"; return 0; }
+  tmp="$(mktemp -d)"
+  for defs in "" -DCUDA_API_PER_THREAD_DEFAULT_STREAM -D__CUDA_API_VERSION_INTERNAL; do
+    # shellcheck disable=SC2086  # $defs is one flag or none
+    "$cc" -E -P -x c $defs -I "$prefix/include" "$header" \
+      || die "the C preprocessor ($cc) cannot read $header"
+  done | grep -oE '\bcu[A-Z][A-Za-z0-9_]*[[:space:]]*\(' | tr -d ' \t(' | sort -u > "$tmp/names"
+  grep -qx cuDriverGetVersion "$tmp/names" && grep -qx cuPointerGetAttribute "$tmp/names" \
+    || die "$header declares no driver API functions (cuDriverGetVersion, cuPointerGetAttribute): not NVIDIA's cuda.h?"
+  {
+    printf '/* The CUDA driver link stub, made by install-cuda.sh from %s. */\n' "$header"
+    sed 's/.*/int &(void) { return 34; }/' "$tmp/names"  # 34: CUDA_ERROR_STUB_LIBRARY
+  } > "$tmp/stub.c"
+  "$cc" -shared -fPIC -O1 -s -nostdlib -Wl,-soname,libcuda.so.1 -o "$tmp/libcuda.so" "$tmp/stub.c" \
+    || die "$cc could not compile the driver's link stub from $header"
+  as_root mkdir -p "$libdir/stubs"
+  as_root install -m 0755 "$tmp/libcuda.so" "$stub"
+  log "made the driver's link stub $stub ($(wc -l < "$tmp/names") driver API functions of $header, SONAME libcuda.so.1)"
+  rm -rf "$tmp"
+}
+
 other=""
 cuda_version() { toolkit_version "$1" include/cuda_runtime_api.h CUDART_VERSION 1000,10 version.json version.txt; }
 for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/local/cuda; do
@@ -51,7 +99,12 @@ for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/
   [ -n "$prefix" ] && [ -x "$prefix/bin/nvcc" ] && [ -f "$prefix/include/cuda_runtime_api.h" ] || continue
   found="$(cuda_version "$prefix")"
   if same_release "$version" "$found"; then
-    log "CUDA $found already installed at $prefix: nothing to do"
+    if [ -n "$runtime_only" ] || compgen -G "$prefix/lib*/stubs/libcuda.so" >/dev/null; then
+      log "CUDA $found already installed at $prefix: nothing to do"
+      exit 0
+    fi
+    log "CUDA $found already installed at $prefix, without the driver's link stub"
+    driver_stub "$prefix"
     exit 0
   fi
   other="${other:-CUDA ${found:-of unknown version} is installed at $prefix}"
@@ -96,7 +149,8 @@ install_from_pypi() {
   fi
   found="$(cuda_version "$dest")"
   same_release "$version" "$found" || die "$dest reports CUDA ${found:-of unknown version}, not $version"
-  log "done: CUDA $found from PyPI in $dest ($([ -n "$runtime_only" ] || printf 'nvcc, ')headers, $(basename "$(readlink -f "$dest/lib/libcudart.so")"))"
+  [ -n "$runtime_only" ] || driver_stub "$dest"
+  log "done: CUDA $found from PyPI in $dest ($([ -n "$runtime_only" ] || printf 'nvcc, the driver stub, ')headers, $(basename "$(readlink -f "$dest/lib/libcudart.so")"))"
 }
 
 if [ -n "$from_pypi" ]; then
@@ -144,4 +198,5 @@ if [ -n "$runtime_only" ]; then
   exit 0
 fi
 [ -x "/usr/local/cuda-$version/bin/nvcc" ] || die "the packages installed but /usr/local/cuda-$version/bin/nvcc is missing"
+driver_stub "/usr/local/cuda-$version"
 log "done: /usr/local/cuda-$version"

@@ -296,6 +296,15 @@ if [ "$minbase_only" -eq 0 ] && [ "${#py_list[@]}" -gt 0 ]; then
   ln -sfn /opt/_internal/tools/bin/auditwheel "$root/usr/local/bin/auditwheel"
 fi
 
+# The compiler first: the toolkit install may compile (install-cuda.sh makes the driver's link stub).
+if [ -n "$gcc_major" ]; then
+  step "GCC $gcc_major: /usr/local/bin/{cc,c++,gcc,g++,cpp} -> gcc-$gcc_major, g++-$gcc_major, cpp-$gcc_major"
+  for pair in cc:gcc gcc:gcc c++:g++ g++:g++ cpp:cpp; do
+    [ -x "$root/usr/bin/${pair#*:}-$gcc_major" ] || die "/usr/bin/${pair#*:}-$gcc_major is not in the image: does $suite carry gcc-$gcc_major?"
+    ln -sfn "/usr/bin/${pair#*:}-$gcc_major" "$root/usr/local/bin/${pair%%:*}"
+  done
+fi
+
 if [ -n "$toolkit_install" ]; then
   [ "${#py_list[@]}" -gt 0 ] || die "--toolkit-install needs --pythons (the install may use pip)"
   step "toolkit: $toolkit_install"
@@ -307,14 +316,6 @@ if [ -n "$toolkit_install" ]; then
     || die "the toolkit install failed in the image: $(grep -v '^ *$' "$workdir/toolkit.log" | tail -n 1) (log: $workdir/toolkit.log)"
   sed 's/^/    /' "$workdir/toolkit.log" | tail -n 3
   rm -rf "$root/tmp/xfer-toolkit"
-fi
-
-if [ -n "$gcc_major" ]; then
-  step "GCC $gcc_major: /usr/local/bin/{cc,c++,gcc,g++,cpp} -> gcc-$gcc_major, g++-$gcc_major, cpp-$gcc_major"
-  for pair in cc:gcc gcc:gcc c++:g++ g++:g++ cpp:cpp; do
-    [ -x "$root/usr/bin/${pair#*:}-$gcc_major" ] || die "/usr/bin/${pair#*:}-$gcc_major is not in the image: does $suite carry gcc-$gcc_major?"
-    ln -sfn "/usr/bin/${pair#*:}-$gcc_major" "$root/usr/local/bin/${pair%%:*}"
-  done
 fi
 
 # ---- runtime layout (smoke images) -----------------------------------------------------------------

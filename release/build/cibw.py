@@ -82,8 +82,34 @@ def before_all_command(variant: ResolvedVariant) -> str:
 
 
 def test_command(variant: ResolvedVariant) -> str:
-    """Import the engine package in cibuildwheel's test environment (the runtime is installed there)."""
-    return f"python -c {shlex.quote(f'import {variant.import_name}')}"
+    """Import the engine package in cibuildwheel's test environment (the runtime is installed there).
+
+    A build container has no GPU driver: where the backend has driver libraries (libcuda.so.1) and
+    none loads there, the import passes only as the package's own refusal that names the absent
+    library and says the driver is missing (a bare loader error still fails the build)."""
+    name = variant.import_name
+    drivers = list(variant.backend.driver_sonames)
+    if not drivers:
+        return f"python -c {shlex.quote(f'import {name}')}"
+    script = "\n".join(
+        [
+            "import ctypes",
+            "absent = []",
+            f"for soname in {drivers!r}:",
+            "    try:",
+            "        ctypes.CDLL(soname)",
+            "    except OSError:",
+            "        absent.append(soname)",
+            "try:",
+            f"    import {name}",
+            "except ImportError as exc:",
+            "    said = str(exc)",
+            "    if not absent or not any(s in said for s in absent) or 'driver' not in said.lower():",
+            "        raise",
+            f"    print('import {name} refused without the GPU driver, as it must: ' + said)",
+        ]
+    )
+    return f"python -c {shlex.quote(f'exec({script!r})')}"
 
 
 def cibuildwheel_options(

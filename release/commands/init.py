@@ -159,11 +159,17 @@ def _repository_files(
 
 
 def _guard(project: Project, variants: Mapping[str, Backend], *, print_only: bool) -> str | None:
-    """Write (or print) the guard that keeps two variants from sharing the import package."""
-    if len(variants) < 2:
+    """Write (or print) the guard that keeps two variants from sharing the import package and,
+    where a backend has driver libraries, says a missing GPU driver in a sentence."""
+    drivers = {
+        soname: (backend.driver_name, backend.driver_help(soname))
+        for backend in variants.values()
+        for soname in backend.driver_sonames
+    }
+    if len(variants) < 2 and not drivers:
         return None
     names = [distribution_name(project.name, v, variants) for v in variants]
-    block = guard_code(project.import_name, names)
+    block = guard_code(project.import_name, names, drivers)
     where = project.package_dir
     if print_only or where is None:
         place = f"{where / '__init__.py'}" if where else f"the `{project.import_name}` package's __init__.py"
@@ -171,7 +177,7 @@ def _guard(project: Project, variants: Mapping[str, Backend], *, print_only: boo
             f"variant guard: put this at the top of {place} (release verify's variant-conflict rule "
             f"fails wheels without it):\n{block}"
         )
-    return write_guard(where / "__init__.py", project.import_name, names)
+    return write_guard(where / "__init__.py", project.import_name, names, drivers)
 
 
 def _variants_text(variants: Mapping[str, Backend]) -> str:

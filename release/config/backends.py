@@ -6,6 +6,7 @@ where the toolkit lives and how to install it.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import string
@@ -86,6 +87,19 @@ class Backend:
     toolkit_name: str = spec(
         "What the toolkit's releases are called in messages: 'ROCm' gives 'ROCm 7.x or 10.x'.", default=""
     )
+    driver_sonames: tuple[str, ...] = spec(
+        "Sonames of the GPU driver's own libraries an engine may NEED (CUDA's libcuda.so.1, linked "
+        "through the toolkit's stubs/libcuda.so for the driver API). The driver provides them at load "
+        "time, not a toolkit: bound like the runtime, never vendored (`exclude` must match each), "
+        "named in `Requires-External` and by the import guard with `driver_hint`.",
+        default=(),
+    )
+    driver_name: str = spec(
+        "What provides `driver_sonames`, in messages ('the NVIDIA driver').", default="the GPU driver"
+    )
+    driver_hint: str = spec(
+        "What a user does when a driver library does not resolve; it may name {soname}.", default=""
+    )
     runtime_sonames: Mapping[str, tuple[str, ...]] = spec(
         "The runtime sonames a wheel built with each toolkit major binds, e.g. {'10': ['libamdhip64.so.7']}: "
         "what `runtime-abi` expects for the variant's declared toolkit. A soname need not carry the "
@@ -130,6 +144,10 @@ class Backend:
         if not majors:
             return f"a {self.release_name} release that provides {soname}"
         return f"{self.release_name} " + " or ".join(f"{m}.x" for m in majors)
+
+    def driver_help(self, soname: str) -> str:
+        """`driver_hint` for one driver soname: what a user installs so that the loader finds it."""
+        return self.driver_hint.format(soname=soname)
 
     def runtime_help(self, soname: str) -> str:
         """`runtime_hint` for one soname: what a user installs so that the loader finds it."""
@@ -202,6 +220,7 @@ def _check(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Proble
     if unknown:
         message = f"unknown placeholder {{{unknown[0]}}} (known: {', '.join(sorted(HINT_FIELDS))})"
         problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
+    problems.extend(_driver_problems(backend, file, lines, sonames))
     if backend.architectures is not None:
         problem = _pattern_problem(backend.architectures)
         if problem:
@@ -217,6 +236,35 @@ def _check(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Proble
         for soname in sorted(sonames - set(backend.debian_runtime)):
             message = f"names {{debian}}, but debian_runtime has no package for {soname}"
             problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
+    return problems
+
+
+def _driver_problems(
+    backend: Backend, file: str, lines: Mapping[str, int], runtime: set[str]
+) -> list[Problem]:
+    """Driver libraries are excluded by default, are no runtime soname, and have a hint."""
+    problems: list[Problem] = []
+    where = "driver_sonames"
+    for soname in backend.driver_sonames:
+        if soname in runtime:
+            message = f"{soname!r} is a runtime soname (runtime_sonames): a driver library is the driver's"
+            problems.append(Problem(file, lines.get(where), where, message))
+        elif not any(fnmatch.fnmatchcase(soname, glob) for glob in backend.exclude):
+            stem = soname.split(".so")[0]
+            message = f"{soname!r} matches no `exclude` glob: repair would vendor the driver (add {stem}.so*)"
+            problems.append(Problem(file, lines.get(where), where, message))
+    if backend.driver_sonames and not backend.driver_hint:
+        message = "driver_sonames need a driver_hint (what a user installs: the driver)"
+        problems.append(Problem(file, lines.get(where), "driver_hint", message))
+    try:
+        fields = {name for _t, name, _s, _c in string.Formatter().parse(backend.driver_hint) if name}
+    except ValueError as exc:
+        fields = set()
+        message = f"not a template: {exc} (write a literal brace as {{{{ or }}}})"
+        problems.append(Problem(file, lines.get("driver_hint"), "driver_hint", message))
+    if fields - {"soname"}:
+        message = f"unknown placeholder {{{sorted(fields - {'soname'})[0]}}} (known: soname)"
+        problems.append(Problem(file, lines.get("driver_hint"), "driver_hint", message))
     return problems
 
 

@@ -6,6 +6,11 @@ wheel whose `<import>/__init__.py` does not check the installed distributions wi
 `importlib.metadata`; init writes that check, between two marker lines, at the top of
 `__init__.py` (after the docstring and `from __future__` imports). Run again, it replaces the block,
 so the list of variants follows the matrix.
+
+Where a variant's backend has driver libraries (CUDA's libcuda.so.1, which an engine calling the
+driver API NEEDs), the block also checks, before the extension loads, that the installed wheel's
+`Requires-External` driver libraries resolve, and otherwise says in one sentence that the GPU
+driver is missing (not a toolkit), and how to get it.
 """
 
 from __future__ import annotations
@@ -13,16 +18,20 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 BEGIN = "# --- variant guard, written by `release init`: keep it before other imports ---"
 END = "# --- end of the variant guard ---"
 
 
-def guard_code(import_name: str, distributions: Sequence[str]) -> str:
-    """The guard block for an import package shipped by these distributions."""
+def guard_code(
+    import_name: str, distributions: Sequence[str], drivers: Mapping[str, tuple[str, str]] | None = None
+) -> str:
+    """The guard block for an import package shipped by these distributions. `drivers`: the GPU
+    driver's sonames the variants' backends know, each with (what provides it, what to do)."""
     family = "[" + ", ".join(json.dumps(d) for d in distributions) + "]"
+    driver_check = _driver_check(import_name, family, drivers) if drivers else ""
     return f'''{BEGIN}
 def _refuse_a_second_variant() -> None:
     """Each of {", ".join(distributions)} ships `{import_name}`: two installed at once overwrite each
@@ -46,8 +55,62 @@ def _refuse_a_second_variant() -> None:
 
 _refuse_a_second_variant()
 del _refuse_a_second_variant
-{END}
+{driver_check}{END}
 '''
+
+
+def _driver_check(import_name: str, family: str, drivers: Mapping[str, tuple[str, str]]) -> str:
+    entries = []
+    for soname, (provider, hint) in sorted(drivers.items()):
+        text = "\n".join(f"            {json.dumps(piece)}" for piece in _pieces(hint))
+        head = f"        {json.dumps(soname)}: (\n            {json.dumps(provider)},"
+        entries.append(f"{head}\n{text},\n        ),")
+    table = "{\n" + "\n".join(entries) + "\n    }"
+    return f'''
+
+def _require_the_gpu_driver() -> None:
+    """The GPU driver's libraries the installed wheel binds (its `Requires-External`) resolve:
+    without them the extension cannot load, and the driver, not a toolkit, is what is missing."""
+    import ctypes
+    import importlib.metadata
+
+    drivers = {table}
+    for name in {family}:
+        try:
+            needs = importlib.metadata.distribution(name).metadata.get_all("Requires-External") or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for soname in (entry.split(";")[0].strip() for entry in needs):
+            if soname not in drivers:
+                continue
+            try:
+                ctypes.CDLL(soname)
+            except OSError:
+                provider, hint = drivers[soname]
+                msg = (
+                    f"{import_name}: {{name}} needs {{soname}} ({{provider}}), and no copy of it is "
+                    "where the dynamic loader looks: the GPU driver is missing here, not a toolkit. "
+                    f"To use {{name}}, {{hint}}."
+                )
+                raise ImportError(msg) from None
+
+
+_require_the_gpu_driver()
+del _require_the_gpu_driver
+'''
+
+
+def _pieces(text: str, width: int = 72) -> list[str]:
+    """`text` in pieces of about `width` characters, split after spaces (adjacent string literals)."""
+    pieces: list[str] = []
+    current = ""
+    for word in text.split(" "):
+        if current and len(current) + len(word) > width:
+            pieces.append(current)
+            current = ""
+        current += word + " "
+    pieces.append(current[:-1])
+    return pieces
 
 
 def has_guard_block(source: str) -> bool:
@@ -101,12 +164,17 @@ def with_guard(source: str, block: str) -> str:
     return head + gap_before + block + gap_after + tail.lstrip("\n")
 
 
-def write_guard(init_file: Path, import_name: str, distributions: Sequence[str]) -> str:
+def write_guard(
+    init_file: Path,
+    import_name: str,
+    distributions: Sequence[str],
+    drivers: Mapping[str, tuple[str, str]] | None = None,
+) -> str:
     """Write or refresh the guard in `init_file`; returns what was done, for init's summary."""
     source = init_file.read_text(encoding="utf-8") if init_file.is_file() else ""
     if not has_guard_block(source) and mentions_metadata(source):
         return f"{init_file}: kept (it already checks the installed distributions)"
-    updated = with_guard(source, guard_code(import_name, distributions))
+    updated = with_guard(source, guard_code(import_name, distributions, drivers))
     if updated == source:
         return f"{init_file}: variant guard up to date"
     action = "refreshed" if has_guard_block(source) else "added"

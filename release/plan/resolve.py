@@ -335,13 +335,17 @@ def _requirement_source(loaded: LoadedMatrix) -> RequirementSource:
 def runtime_requirements(backend: Backend, sonames: tuple[str, ...]) -> dict[str, str]:
     """`RUNTIME_ENV` for a build binding `sonames` (nothing for a variant that binds no runtime).
     It covers every soname of the backend's table, so that a wheel built against another one
-    (`--allow-toolkit-mismatch`) still names the releases that provide what it binds."""
+    (`--allow-toolkit-mismatch`) still names the releases that provide what it binds, and the
+    driver's libraries, with the driver's words."""
     if not sonames:
         return {}
     every = dict.fromkeys([*sonames, *(s for names in backend.runtime_sonames.values() for s in names)])
     table = {
         s: {"provided_by": backend.releases_providing(s), "install": backend.runtime_help(s)} for s in every
     }
+    # The driver's libraries (libcuda.so.1): the GPU driver provides them, not a toolkit release.
+    for soname in backend.driver_sonames:
+        table[soname] = {"provided_by": backend.driver_name, "install": backend.driver_help(soname)}
     return {RUNTIME_ENV: json.dumps(table, sort_keys=True, separators=(",", ":"))}
 
 

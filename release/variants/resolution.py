@@ -248,8 +248,14 @@ def _label_of(variant: ResolvedVariant) -> str | None:
 def build_of(found: Installed, variants: Mapping[str, ResolvedVariant]) -> ResolvedVariant | None:
     """The matrix variant whose build `found` is, by the runtime sonames it binds (the CPU
     variant binds none); a label must agree with them: a `null` label on a build that binds
-    libcudart is no variant's build."""
-    same = [v for v in variants.values() if tuple(sorted(v.runtime_sonames)) == found.runtimes]
+    libcudart is no variant's build. The GPU driver's libraries a build may also bind (libcuda.so.1)
+    are the driver's, the same for every build of that backend, and do not tell builds apart."""
+    same = [
+        v
+        for v in variants.values()
+        if tuple(sorted(v.runtime_sonames))
+        == tuple(r for r in found.runtimes if r not in v.backend.driver_sonames)
+    ]
     if found.label is not None:
         same = [v for v in same if _label_of(v) == found.label]
     return same[0] if len(same) == 1 else None

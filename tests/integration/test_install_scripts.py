@@ -91,6 +91,9 @@ def _fake_toolkit(prefix: Path, variant: ResolvedVariant, version: str, form: st
     lib.mkdir(exist_ok=True)
     for soname in variant.runtime_sonames:
         (lib / soname).write_bytes(b"")
+    for soname in variant.backend.driver_sonames:  # the driver's link stub, as NVIDIA's packages have it
+        (lib / "stubs").mkdir(exist_ok=True)
+        (lib / "stubs" / f"{soname.split('.so')[0]}.so").write_bytes(b"")
     return prefix
 
 
@@ -515,3 +518,43 @@ def test_rocm_7_runtime_installs_for_real_on_debian_trixie(local_images: LocalIm
     # The headers too (experimental's hipcc needs GCC 16's libstdc++: left out, trixie's stays).
     assert re.search(r"done: HIP 7\.2\.\d+ under /usr", out), out
     assert "hipcc left out" in out
+
+
+HOST_CUDA_INCLUDE = Path("/usr/local/cuda-13.0/include")
+
+
+@pytest.mark.skipif(
+    not (HOST_CUDA_INCLUDE / "cuda.h").is_file(), reason="no CUDA 13.0 headers (.ci/run installs them)"
+)
+def test_a_toolkit_without_the_driver_stub_gets_one_made_from_its_cuda_h(tmp_path: Path) -> None:
+    """NVIDIA's PyPI wheels ship no stubs/libcuda.so: install-cuda.sh makes the link stub from the
+    toolkit's own cuda.h (SONAME libcuda.so.1, every driver API name), only under stubs/."""
+    from release.inspect.elf import inspect_elf
+
+    prefix = tmp_path / "cuda-13.0"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (prefix / "bin" / "nvcc").chmod(0o755)
+    (prefix / "include").mkdir()
+    for header in ("cuda.h", "cuda_runtime_api.h"):
+        (prefix / "include" / header).write_bytes((HOST_CUDA_INCLUDE / header).read_bytes())
+    (prefix / "lib").mkdir()
+    (prefix / "lib64").symlink_to("lib")  # the PyPI layout install-cuda.sh --from-pypi makes
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH", "INSTALL_DRY_RUN")}
+    env["CUDA_HOME"] = str(prefix)
+    proc = _bash("bash scripts/install-cuda.sh 13.0", env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "without the driver's link stub" in proc.stdout
+    made = r"made the driver's link stub .*/lib64/stubs/libcuda\.so \(\d{3} driver API functions"
+    assert re.search(made, proc.stdout), proc.stdout
+    stubs = prefix / "lib" / "stubs"
+    assert sorted(p.name for p in stubs.iterdir()) == ["libcuda.so"], "no libcuda.so.1 a loader could pick"
+    elf = inspect_elf("libcuda.so", (stubs / "libcuda.so").read_bytes())
+    assert elf.soname == "libcuda.so.1"
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", str(stubs / "libcuda.so")], capture_output=True, text=True, check=True
+    ).stdout.split()
+    for name in ("cuDriverGetVersion", "cuPointerGetAttribute", "cuMemGetAddressRange_v2", "cuMemCreate"):
+        assert name in symbols, name
+    again = _bash("bash scripts/install-cuda.sh 13.0", env)
+    assert again.returncode == 0 and "nothing to do" in again.stdout, again.stdout + again.stderr

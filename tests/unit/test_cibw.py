@@ -251,3 +251,46 @@ def test_a_variant_mixing_abi3_and_per_python_steps_gets_an_override(
     # One group at a time is plain: the abi3 step alone, or the per-Python steps alone.
     assert _command(loaded, "--variant", "rocm", "--python", "3.12", "--format", "env") == 0
     assert "wheel.py-api=cp312" in capsys.readouterr().out
+
+
+def _import_test(loaded: LoadedMatrix, variant: str) -> str:
+    """The Python that cibuildwheel's test command runs (`python -c '...'`)."""
+    argv = shlex.split(_opts(loaded, variant, ("3.12",))["test-command"])
+    assert argv[:2] == ["python", "-c"]
+    return argv[2]
+
+
+def test_the_import_test_of_a_driver_backend_takes_the_guards_refusal(
+    loaded: LoadedMatrix, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No GPU driver in a build container: a cuda wheel that binds libcuda.so.1 may only refuse in
+    its own words, naming the library and the driver; a bare loader error still fails."""
+    import ctypes
+    import sys
+
+    code = _import_test(loaded, "cuda")
+    assert "libcuda.so.1" in code
+
+    def no_driver(name: str, *args: object, **kwargs: object) -> object:
+        raise OSError(name)
+
+    monkeypatch.setattr(ctypes, "CDLL", no_driver)
+
+    def importing(message: str) -> None:
+        class Finder:
+            @staticmethod
+            def find_spec(fullname: str, *args: object) -> None:
+                if fullname == "xfer":
+                    raise ImportError(message)
+
+        monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
+        monkeypatch.delitem(sys.modules, "xfer", raising=False)
+
+    importing("xfer: xfer-engine needs libcuda.so.1 (the NVIDIA driver): the GPU driver is missing here")
+    exec(code, {})
+    assert "import xfer refused without the GPU driver, as it must" in capsys.readouterr().out
+    importing("libcuda.so.1: cannot open shared object file: No such file or directory")
+    with pytest.raises(ImportError, match="cannot open shared object file"):
+        exec(code, {})
+    # the rocm backend has no driver library: a plain import
+    assert _import_test(loaded, "rocm") == "import xfer"

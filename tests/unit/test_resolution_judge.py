@@ -56,6 +56,15 @@ def test_the_labelled_cuda_variant_passes() -> None:
     assert ok
 
 
+def test_a_cuda_build_that_also_binds_the_driver_is_the_cuda_variants() -> None:
+    # an engine calling the driver API NEEDs libcuda.so.1 (the driver's): still the cuda build
+    found = ours("xfer-engine", ("libcuda.so.1", "libcudart.so.13"), "cu130")
+    ok, _ = _judge(_case("cuda"), found)
+    assert ok
+    ok, detail = _judge(_case("rocm"), ours("xfer-engine-rocm", ("libcuda.so.1", "libcudart.so.13"), None))
+    assert not ok and "variant cuda's build, not rocm" in detail
+
+
 def test_a_visible_failure_passes_only_where_allowed() -> None:
     assert _judge(_case("rocm", may_fail=True), None, rc=1)[0]
     assert not _judge(_case("rocm"), None, rc=1)[0]

@@ -44,6 +44,17 @@ _RUNTIME_HELP = {
 }
 
 
+# The GPU driver's own library (an engine calling the driver API NEEDs it): the driver provides it,
+# not a toolkit or a runtime wheel, so the message says the driver is missing.
+_DRIVERS = {
+    "libcuda.so.1": (
+        "the NVIDIA driver",
+        "install or update the NVIDIA GPU driver, which provides libcuda.so.1 (a CUDA toolkit or "
+        "`pip install nvidia-cuda-runtime` does not)",
+    ),
+}
+
+
 def _requirement(backend: str, soname: str) -> tuple[str, str]:
     """(the releases that provide `soname`, how to install it): the release toolkit's words, from
     its backend data, where the build recorded them (`needs libamdhip64.so.7 (ROCm 7.x or 10.x)`).
@@ -57,6 +68,8 @@ def _requirement(backend: str, soname: str) -> tuple[str, str]:
         provided_by, install = entry.get("provided_by"), entry.get("install")
         if isinstance(provided_by, str) and isinstance(install, str):
             return provided_by, install
+    if soname in _DRIVERS:
+        return _DRIVERS[soname]
     runtime = _RUNTIMES.get(backend, backend)
     help_text = _RUNTIME_HELP.get(backend, "install the runtime that provides {soname}").format(soname=soname)
     return f"the {runtime} runtime", help_text
