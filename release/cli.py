@@ -104,6 +104,9 @@ def build_parser(command: str | None = None, prog: str | None = None) -> argpars
 def dispatch(args: argparse.Namespace) -> int:
     module = command_module(args.command)
     path = Path(args.matrix)
+    locate = getattr(module, "matrix_path", None)  # a command that finds its matrix elsewhere too
+    if locate is not None:
+        path = locate(args, path)
     loaded = None
     needs = getattr(module, "needs_matrix", None)
     wanted = args.command not in NO_MATRIX and (

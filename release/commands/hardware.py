@@ -24,20 +24,18 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from release.build.toolchain import container_engine
 from release.config.matrix import LoadedMatrix
-from release.errors import SmokeError, UsageError
+from release.errors import ReleaseError, SmokeError, UsageError
 from release.hardware import container as containers
-from release.hardware import fetch
+from release.hardware import fetch, pair
 from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_version, run_leg
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant
@@ -105,6 +103,39 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--timeout", type=float, default=600.0, help="seconds any one step may take (default 600)")
     add("--require-device", action="store_true", help="a selftest without a GPU fails instead of skipping")
     add("--json", action="store_true", help="print the leg as JSON (progress goes to stderr)")
+
+
+def matrix_path(args: argparse.Namespace, given: Path) -> Path:
+    """The matrix when --matrix is not given: `matrix.yaml` here, else the nearest one above the
+    invocation directory, else above --wheel's folder (a leg run from the wheel's own folder in a
+    checkout); else one line naming --matrix."""
+    if given.exists() or given.is_absolute() or given.parent != Path():
+        return given
+    here = Path.cwd()
+    wheel = getattr(args, "wheel", None)
+    starts = list(dict.fromkeys([here, *([Path(wheel).absolute().parent] if wheel else [])]))
+    for start in starts:
+        for folder in (start, *start.parents):
+            if (folder / given.name).is_file():
+                found = folder / given.name
+                print(f"matrix: {found} (none in {here})", file=sys.stderr, flush=True)
+                return found
+    beside = f" nor above the wheel's folder {starts[-1]}" if len(starts) > 1 else ""
+    msg = (
+        f"no {given.name} in {here} or any folder above it{beside}: pass --matrix PATH "
+        f"(the matrix.yaml the wheel was built from)"
+    )
+    raise UsageError(msg)
+
+
+def _absolute(args: argparse.Namespace) -> None:
+    """Paths given relative to the invocation directory, made absolute once: the leg runs its
+    commands elsewhere (pip, the engine, a container's mounts), where a relative one means
+    another file."""
+    for name in ("wheel", "wheelhouse", "target", "address_file"):
+        value = getattr(args, name, None)
+        if value is not None:
+            setattr(args, name, Path(value).absolute())
 
 
 def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch: Path) -> tuple[Path, str]:
@@ -186,119 +217,6 @@ def _check_arguments(args: argparse.Namespace) -> None:
         raise UsageError(msg)
 
 
-def _state(address_file: Path) -> tuple[Path, Path, Path]:
-    """The detached prefill leg's pid, record and log files, beside the address file."""
-    base = str(address_file)
-    return Path(base + ".leg.pid"), Path(base + ".leg.json"), Path(base + ".leg.log")
-
-
-def _detach(argv: list[str], args: argparse.Namespace) -> int:
-    """Start this same leg in the background; return once the engine wrote the master's address."""
-    address = Path(args.address_file)
-    pid_file, record, log_file = _state(address)
-    address.parent.mkdir(parents=True, exist_ok=True)
-    for old in (address, Path(str(address) + ".done"), pid_file, record):
-        old.unlink(missing_ok=True)
-    child = [a for a in argv if a != "--detach"]
-    if "--json" not in child:
-        child.append("--json")
-    with record.open("w") as out, log_file.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "release", *child], stdout=out, stderr=err, start_new_session=True
-        )
-    pid_file.write_text(f"{proc.pid}\n", encoding="utf-8")
-    end = time.monotonic() + args.timeout
-    while not address.exists():
-        failed = None
-        if proc.poll() is not None:
-            tail = log_file.read_text(encoding="utf-8", errors="replace").strip()[-1500:]
-            failed = f"the prefill leg ended (exit {proc.returncode}) before writing {address}:\n{tail}"
-        elif time.monotonic() > end:
-            failed = (
-                f"the prefill leg wrote no address to {address} within {args.timeout:g}s (log: {log_file})"
-            )
-            os.killpg(proc.pid, signal.SIGTERM)
-        if failed:
-            # Published all the same: decode reads it and stops at once instead of waiting out --wait.
-            _write_atomic(address, json.dumps({"error": failed.splitlines()[0]}) + "\n")
-            raise SmokeError(failed)
-        time.sleep(0.5)
-    print(f"prefill serving (pid {proc.pid}): {address.read_text(encoding='utf-8').strip()}")
-    print(f"log: {log_file}; `release hardware --attach` waits for it and reports")
-    return 0
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A child of ours that has ended but not been reaped is a zombie: reap it.
-    with contextlib.suppress(ChildProcessError):
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return False
-    return True
-
-
-def _attach(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
-    """Wait (bounded by --wait) for the detached prefill leg; pass decode's done artifact on."""
-    address = Path(args.address_file)
-    pid_file, record, log_file = _state(address)
-    try:
-        pid = int(pid_file.read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
-        msg = f"{pid_file}: no detached prefill leg to attach to (run --role prefill --detach first)"
-        raise UsageError(msg) from None
-    done_file = Path(str(address) + ".done")
-    end = time.monotonic() + args.wait
-    if args.done_artifact and _alive(pid):
-        with tempfile.TemporaryDirectory(prefix="release-done-") as into:
-
-            def stop() -> str | None:
-                return None if _alive(pid) else "the prefill leg has ended"
-
-            try:
-                fetch.await_artifact(
-                    args.done_artifact, run_id=_run_id(), repository=args.repository,
-                    dest=Path(into), deadline=args.wait, alive=stop, log=log,
-                )  # fmt: skip
-                fetch.copy_into(Path(into), done_file)
-            except SmokeError as exc:
-                log(str(exc))
-    while _alive(pid) and _record_of(record) is None:
-        if time.monotonic() > end:
-            os.kill(pid, 15)
-            msg = f"the prefill leg (pid {pid}) still served after {args.wait:g}s; stopped it ({log_file})"
-            raise SmokeError(msg)
-        time.sleep(1)
-    for line in log_file.read_text(encoding="utf-8", errors="replace").splitlines():
-        log(f"  {line}")
-    value = _record_of(record)
-    if value is None:
-        msg = f"the prefill leg left no record in {record} (log: {log_file})"
-        raise SmokeError(msg)
-    return value
-
-
-def _record_of(path: Path) -> dict[str, Any] | None:
-    """The detached leg's record once it is whole (the leg prints it last, when it is done);
-    a process that lingers (a zombie no one reaps) does not keep --attach waiting."""
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) and "checks" in value else None
-
-
 def _named_version(python: str) -> str:
     """`3.12` from `python3.12`: in an image, the version picks the wheel before the image runs."""
     found = re.fullmatch(r"(?:.*/)?python(\d+\.\d+)", python)
@@ -306,32 +224,6 @@ def _named_version(python: str) -> str:
         msg = f"--image needs --python named with its version (python3.12), not {python!r}"
         raise UsageError(msg)
     return found.group(1)
-
-
-def _run_id() -> str:
-    run_id = os.environ.get("GITHUB_RUN_ID", "")
-    if not run_id:
-        msg = "the artifact exchange needs $GITHUB_RUN_ID (it runs in a GitHub Actions job)"
-        raise UsageError(msg)
-    return run_id
-
-
-def _await_address(args: argparse.Namespace, log: Callable[[str], None]) -> None:
-    address = Path(args.address_file)
-    address.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="release-address-") as into:
-        fetch.await_artifact(
-            args.address_artifact, run_id=_run_id(), repository=args.repository,
-            dest=Path(into), deadline=args.wait, log=log,
-        )  # fmt: skip
-        fetch.copy_into(Path(into), address)
-    try:
-        published = json.loads(address.read_text(encoding="utf-8"))
-    except ValueError:
-        published = {}
-    if isinstance(published, dict) and published.get("error"):
-        msg = f"prefill published no master: {published['error']}"
-        raise SmokeError(msg)
 
 
 def _declared_at(loaded: LoadedMatrix, reference: str) -> str:
@@ -427,12 +319,22 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
+    _absolute(args)
+    pair.make_folder(args)
     if args.attach:
-        return _report(args, _attach(args, log))
+        return _report(args, pair.attach(args, log))
     if args.detach:
-        return _detach(sys.argv[1:], args)
+        return pair.detach(sys.argv[1:], args)
+    if args.role == "prefill":
+        # A stale address from an earlier run would send decode to a master that is gone.
+        for old in (Path(args.address_file), Path(str(args.address_file) + ".done")):
+            old.unlink(missing_ok=True)
     try:
         return _leg(args, loaded, log)
+    except ReleaseError as exc:
+        if args.role == "prefill" and not Path(args.address_file).exists():
+            pair.publish_failure(Path(args.address_file), str(exc))
+        raise
     finally:
         if args.role == "decode" and args.address_file is not None:
             # The engine writes it when it ran; if it never did, prefill must stop waiting too.
@@ -444,7 +346,9 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
 
 def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], None]) -> int:
     if args.address_artifact:
-        _await_address(args, log)
+        pair.await_address_artifact(args, log)
+    elif args.role == "decode":
+        pair.await_address_file(args, log)
     with tempfile.TemporaryDirectory(prefix="release-hardware-") as scratch_dir:
         scratch = Path(scratch_dir)
         version = python_version(args.python) if not args.image else _named_version(args.python)

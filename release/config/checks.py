@@ -3,7 +3,9 @@ and dotted key."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -356,3 +358,59 @@ def engine_source(m: Matrix, root: Path, lines: Mapping[str, int], file: str) ->
     else:
         return []
     return [Problem(file, lines.get("engine.source"), "engine.source", printable(message))]
+
+
+ONE_LINE_RULE = (
+    "a matrix value is one line of text: it reaches shell command lines, $GITHUB_ENV and "
+    "$GITHUB_OUTPUT, cibuildwheel's environment and config-settings (CIBW_* lines), CMake -D options"
+)
+
+
+def _unsafe_character(text: str) -> str | None:
+    """The first character an env-file line or a shell word cannot carry as itself: line breaks
+    (any str.splitlines() splits at), NUL and the other control characters (a tab is kept)."""
+    return next((ch for ch in text if ch != "\t" and unicodedata.category(ch) in {"Cc", "Zl", "Zp"}), None)
+
+
+def _strings(node: object, key: str) -> Iterable[tuple[str, str, bool]]:
+    """(dotted key, text, is-a-key) for every string of the model, mapping keys included."""
+    if isinstance(node, str):
+        yield key, node, False
+    elif dataclasses.is_dataclass(node) and not isinstance(node, type):
+        for f in dataclasses.fields(node):
+            yield from _strings(getattr(node, f.name), dotted(key, f.name))
+    elif isinstance(node, Mapping):
+        for name, value in node.items():
+            yield dotted(key, str(name)), str(name), True
+            yield from _strings(value, dotted(key, str(name)))
+    elif isinstance(node, tuple | list):
+        for i, value in enumerate(node):
+            yield from _strings(value, f"{key}[{i}]")
+
+
+def one_line_values(
+    m: Matrix, lines: Mapping[str, int], file: str, reported: Iterable[str] = ()
+) -> list[Problem]:
+    """Every string of the matrix, and every key, is one line without control characters: the
+    class of `env` values with a newline, now for cmake_defines, config_settings, excludes,
+    images, runner labels and all the rest (a key another check already reported is skipped)."""
+    seen = {*reported}
+    problems = []
+    for key, text, is_key in _strings(m, ""):
+        ch = _unsafe_character(text)
+        if ch is None or key in seen:
+            continue
+        seen.add(key)
+        what = "the key" if is_key else "the value"
+        message = f"{what} holds {ch!r} ({unicodedata.name(ch, 'a control character')}): {ONE_LINE_RULE}"
+        problems.append(Problem(file, _line(lines, key), printable(key), printable(message)))
+    return problems
+
+
+def _line(lines: Mapping[str, int], key: str) -> int | None:
+    """The line of `key`, else of the nearest enclosing key (`a.b[2]` -> `a.b` -> `a`)."""
+    while key:
+        if key in lines:
+            return lines[key]
+        key = re.sub(r"(\[\d+\]|\.?[^.\[]*)$", "", key, count=1)
+    return None

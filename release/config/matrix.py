@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from release.config.backends import Backend, load_backends
-from release.config.checks import MAX_MATRIX_BYTES, check
+from release.config.checks import MAX_MATRIX_BYTES, check, one_line_values
 from release.config.dataschema import (
     DocumentReader,
     compose,
@@ -410,6 +410,7 @@ def loads(
     problems += _check_held_back(matrix, reader.lines, display)
     problems += _system_package_problems(matrix, reader.lines, display)
     problems += shape_problems(matrix, reader.lines, display)
+    problems += one_line_values(matrix, reader.lines, display, reported=[p.key for p in problems])
     if problems:
         raise MatrixError(problems)
     facts = load_facts(facts_path(path))

@@ -153,7 +153,7 @@ def python_version(python: str, where: Where | None = None) -> str:
     probe = [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
     done = _run(probe, where or Where(dict(os.environ)), 60)
     if done.returncode != 0:
-        msg = f"{python}: not a working Python ({done.stderr.strip()[-200:]})"
+        msg = f"{python}: not a working Python ({last_line(done)})"
         raise SmokeError(msg)
     return done.stdout.strip()
 
@@ -176,7 +176,7 @@ def install(leg: Leg, where: Where) -> Check:
     ]
     done = _run(argv, where, leg.timeout)
     if done.returncode != 0:
-        return Check("install", "fail", f"pip install --target failed: {done.stderr.strip()[-400:]}")
+        return Check("install", "fail", f"pip install --target failed: {last_line(done)}")
     return Check(
         "install", "pass", f"pip install --target {leg.target} (PYTHONPATH)", {"target": str(leg.target)}
     )
@@ -210,6 +210,13 @@ def _argv(template: Sequence[str], leg: Leg, **extra: str) -> list[str]:
     return [word.format(**values) for word in template]
 
 
+def last_line(done: subprocess.CompletedProcess[str]) -> str:
+    """What a failed program said last (a traceback's exception line), one line of at most 300
+    characters: a check's detail, and the leg's one error line, never carry a raw traceback."""
+    lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
+    return lines[-1][-300:] if lines else "no output"
+
+
 def _json_out(done: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:
     text = done.stdout
     start = text.find("{")
@@ -230,8 +237,7 @@ def selftest(leg: Leg, where: Where) -> Check:
     report = _json_out(done)
     step = f"selftest ({leg.role})"
     if report is None:
-        tail = (done.stderr or done.stdout).strip()[-400:]
-        return Check(step, "fail", f"exit {done.returncode}, no JSON report: {tail}")
+        return Check(step, "fail", f"exit {done.returncode}, no JSON report: {last_line(done)}")
     if not report.get("ok") or done.returncode != 0:
         return Check(
             step, "fail", f"exit {done.returncode}: {report.get('error', 'data not verified')}", report
@@ -273,9 +279,7 @@ def bench(leg: Leg, where: Where) -> Check:
     done = _run(_argv(BENCH, leg), where, leg.timeout)
     report = _json_out(done)
     if report is None or done.returncode != 0:
-        return Check(
-            "bench", "fail", f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-300:]}"
-        )
+        return Check("bench", "fail", f"exit {done.returncode}: {last_line(done)}")
     return bench_check(report, gate=leg.bench_gate)
 
 

@@ -8,6 +8,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from release.errors import ReleaseError
 from release.rehearse import expressions
 from release.rehearse.pins import lowest_pins
 from release.rehearse.services import User, give, setup_python
-from release.rehearse.workflow import Step
+from release.rehearse.workflow import Step, shell_argv
 from release.wheel.files import file_sha256
 
 _ANYWHERE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache")
@@ -104,10 +105,21 @@ class Instance:
         return {**base, **self.contexts.get("env", {}), **self.env, **extra}
 
 
-def run_script(instance: Instance, script: str, env: dict[str, str], *, as_root: bool = False) -> None:
-    """bash -eo pipefail, as GitHub runs a run: step, as the job's user, output to the job log."""
+def run_script(
+    instance: Instance, script: str, env: dict[str, str], *, as_root: bool = False, shell: str | None = "bash"
+) -> None:
+    """A script as GitHub runs a run: step: written to a file, run by `shell` as GitHub expands it
+    (`workflow.SHELLS`; None, no shell: set, is `bash -e`, without pipefail), as the job's user,
+    output to the job log. The rehearsal's own scripts (install, publish) run with bash."""
     prelude = 'sudo() { "$@"; }\n' if as_root and os.geteuid() == 0 else ""
-    bash = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", prelude + script]
+    files = instance.home / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="step-", suffix=".sh", dir=files)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(prelude + script)
+    os.chmod(name, 0o644)  # noqa: PTH101 (the job's user reads it; mkstemp makes it 0600)
+    give(Path(name), instance.user)
+    bash = shell_argv(shell, name)
     if instance.container is not None:
         argv = ["podman", "exec", "-w", str(instance.workspace)]
         for key, value in env.items():
@@ -225,7 +237,7 @@ def run_step(instance: Instance, step: Step, status: expressions.Status) -> str:
         # A runner's disk is throwaway; this machine's is not: list what would go, delete nothing.
         env["INSTALL_DRY_RUN"] = "1"
         note = "dry run here: lists what a runner would free"
-    run_script(instance, step.run, env, as_root=kind == "sudo")
+    run_script(instance, step.run, env, as_root=kind == "sudo", shell=step.shell)
     _read_outputs(instance, step.raw.get("id"), output, genv)
     return note
 

@@ -36,6 +36,15 @@ _CAPTURE = re.compile(r"""\|\s*tee\s+-a\s+"?\$\{?(GITHUB_OUTPUT|GITHUB_ENV)\}?"?
 _REDIRECT = re.compile(r""">\s*("[^"]+"|'[^']+'|[^\s|&;<>]+)\s*$""")
 _INSTALL = re.compile(r"""^\S*python\S*\s+-m\s+pip\s+install(\s+--quiet)?\s+(\.|"\$TOOLKIT")$""")
 _OPERATORS = re.compile(r"""(&&|\|\||[;|&<>`]|\$\()""")
+SHELLS = {
+    None: "bash -e {0}",
+    "bash": "bash --noprofile --norc -eo pipefail {0}",
+    "sh": "sh -e {0}",
+    "python": "python {0}",
+}
+"""How GitHub runs a run: step on Linux for each `shell:` (None: no shell: anywhere, where GitHub
+runs `bash -e {0}`, without pipefail); `{0}` is the script file. Any other value is a custom
+template, which GitHub requires to contain `{0}`."""
 
 
 class WorkflowError(UsageError):
@@ -54,6 +63,12 @@ class Step:
     """For toolkit steps: the command's words after `release` (as written, before expansion)."""
     capture: str | None = None
     """GITHUB_OUTPUT or GITHUB_ENV when the output is teed there."""
+    shell: str | None = None
+    """The step's `shell:`, else its job's or the workflow's `defaults.run.shell` (None: none set)."""
+
+    def shell_argv(self, script: str) -> list[str]:
+        """The command line GitHub runs this step's script file with."""
+        return shell_argv(self.shell, script)
 
     @property
     def run(self) -> str:
@@ -162,9 +177,36 @@ def _toolkit_words(command: str) -> tuple[str, ...] | None:
     return None
 
 
-def classify(job: str, index: int, raw: Mapping[str, Any]) -> Step:
+def shell_argv(shell: str | None, script: str) -> list[str]:
+    """`shell:` as GitHub expands it: the template's words with `{0}` replaced by the script file."""
+    return [script if word == "{0}" else word for word in shlex.split(SHELLS.get(shell) or str(shell))]
+
+
+def default_shell(raw: Mapping[str, Any]) -> str | None:
+    """A workflow's or job's `defaults.run.shell`, if set."""
+    defaults = raw.get("defaults")
+    run = defaults.get("run") if isinstance(defaults, Mapping) else None
+    shell = run.get("shell") if isinstance(run, Mapping) else None
+    return None if shell is None else str(shell)
+
+
+def _check_shell(shell: str | None, where: str) -> None:
+    if shell in SHELLS:
+        return
+    try:
+        words = shlex.split(str(shell))
+    except ValueError:
+        words = []
+    if "{0}" not in words:
+        msg = f"{where}: shell: {shell!r} is not bash, sh or python, nor a template with {{0}}"
+        raise WorkflowError(msg)
+
+
+def classify(job: str, index: int, raw: Mapping[str, Any], default: str | None = None) -> Step:
+    """One step; `default` is the job's or the workflow's `defaults.run.shell`."""
     label = str(raw.get("name") or str(raw.get("uses", "")).split("@")[0] or f"step {index + 1}")
     where = f"job {job!r}, step {index + 1} ({label!r})"
+    shell = str(raw["shell"]) if raw.get("shell") is not None else default
     if "uses" in raw:
         action = str(raw["uses"]).split("@")[0]
         if action not in LOCAL_ACTIONS:
@@ -174,15 +216,16 @@ def classify(job: str, index: int, raw: Mapping[str, Any]) -> Step:
     if "run" not in raw:
         msg = f"{where}: neither run: nor uses:"
         raise WorkflowError(msg)
+    _check_shell(shell, where)
     lines = script_lines(str(raw["run"]))
     if lines and all(re.fullmatch(r"sudo\s+[^;&|`]+?(\s*\|\|\s*true)?", ln) for ln in lines):
-        return Step(job, index, label, "sudo", raw)
+        return Step(job, index, label, "sudo", raw, shell=shell)
     if len(lines) != 1:
         msg = f"{where}: run: must be a single toolkit command, not {len(lines)} commands"
         raise WorkflowError(msg)
     command = lines[0]
     if _INSTALL.match(command):
-        return Step(job, index, label, "install", raw)
+        return Step(job, index, label, "install", raw, shell=shell)
     capture = None
     found = _CAPTURE.search(command)
     if found:
@@ -194,12 +237,12 @@ def classify(job: str, index: int, raw: Mapping[str, Any]) -> Step:
         msg = f"{where}: run: must be a single toolkit command; {command!r} is a shell pipeline or list"
         raise WorkflowError(msg)
     if command.startswith("gh "):
-        return Step(job, index, label, "gh", raw)
+        return Step(job, index, label, "gh", raw, shell=shell)
     words = _toolkit_words(command)
     if not words:
         msg = f"{where}: run: is not a toolkit command (`python -m release ...`): {command[:80]!r}"
         raise WorkflowError(msg)
-    return Step(job, index, label, "toolkit", raw, words=words, capture=capture)
+    return Step(job, index, label, "toolkit", raw, words=words, capture=capture, shell=shell)
 
 
 def _unquoted(command: str) -> str:
@@ -221,7 +264,8 @@ def parse(text: str, path: Path) -> Workflow:
         if not isinstance(raw, dict) or not isinstance(raw.get("steps"), list):
             msg = f"{path.name}: job {job_id!r}: the rehearsal runs jobs made of steps: only"
             raise WorkflowError(msg)
-        steps = tuple(classify(str(job_id), i, s) for i, s in enumerate(raw["steps"]))
+        shell = default_shell(raw) or default_shell(doc)
+        steps = tuple(classify(str(job_id), i, s, shell) for i, s in enumerate(raw["steps"]))
         jobs[str(job_id)] = Job(str(job_id), raw, steps)
     workflow = Workflow(path, doc.get("env") or {}, jobs, str(doc.get("name") or path.stem), _triggers(doc))
     for job in jobs.values():

@@ -103,7 +103,7 @@ def test_prefill_and_decode_exchange_the_master_through_a_file(
     cpu_release: tuple[Path, Path], tmp_path: Path
 ) -> None:
     matrix, wheelhouse = cpu_release
-    address = tmp_path / "master.json"
+    address = tmp_path / "pd" / "master.json"  # as docs/gpu-validation.md: the folder is made
     prefill = subprocess.Popen(
         _leg(matrix, wheelhouse, "--local", "--role", "prefill", "--address-file", str(address)),
         stdout=subprocess.PIPE,
@@ -134,6 +134,26 @@ def test_prefill_and_decode_exchange_the_master_through_a_file(
     assert served["data"]["received"]["verified"]
     assert read["data"]["read"]["verified"] and read["data"]["write"]["verified"]
     assert read["data"]["read"]["sha256"] == served["data"]["served_sha256"]
+
+
+def test_a_leg_from_the_wheels_own_folder_finds_the_matrix_above(cpu_release: tuple[Path, Path]) -> None:
+    """`--wheel NAME` run in wheelhouse/cpu, no --matrix: the matrix.yaml above is the matrix and
+    NAME is the invocation directory's file (as on the GPU machine of docs/gpu-validation.md)."""
+    matrix, wheelhouse = cpu_release
+    folder = wheelhouse / "cpu"
+    (wheel,) = sorted(folder.glob("*.whl"))
+    python = find_interpreter(ONE_PYTHON)
+    assert python is not None
+    done = subprocess.run(
+        [sys.executable, "-m", "release", "hardware", "--variant", "cpu", "--local", "--wheel", wheel.name,
+         "--python", str(python), "--timeout", "60", "--json"],
+        capture_output=True, text=True, timeout=120, check=False, cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"matrix: {matrix}" in done.stderr
+    record = json.loads(done.stdout)
+    assert record["wheel"] == wheel.name and _selftest(record)["status"] == "skip"
 
 
 def test_a_leg_from_an_index_verifies_the_downloaded_bytes_here(

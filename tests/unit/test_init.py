@@ -494,6 +494,10 @@ def test_ci_github_writes_workflows_pinned_to_the_toolkit(tmp_path: Path) -> Non
         installs = [line for run in runs for line in run.splitlines() if "pip install" in line]
         assert installs and all('"$TOOLKIT"' in line for line in installs), (name, installs)
         assert "scripts/" not in text  # the repository has no scripts/: toolchains come from the toolkit
+        # Every run: step fails when any command of a pipe fails (GitHub's `bash -eo pipefail`).
+        assert doc["defaults"] == {"run": {"shell": "bash"}}, name
+        shells = [s.get("shell") for job in doc["jobs"].values() for s in job.get("steps", [])]
+        assert not any(shells) and not any("defaults" in job for job in doc["jobs"].values()), name
     ci = (root / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
     assert 'release toolchain install --variant "$VARIANT"' in ci
 

@@ -120,6 +120,59 @@ def test_the_template_is_the_same_job_list() -> None:
         assert other.raw.get("if") == job.raw.get("if")
 
 
+_PIPED = """
+name: piped
+on: push
+{defaults}
+jobs:
+  plan:
+    runs-on: ubuntu-latest
+{job_defaults}
+    steps:
+      - run: python -m release plan --github release | tee -a "$GITHUB_OUTPUT"
+{step_shell}
+"""
+
+
+def _piped(defaults: str = "", job_defaults: str = "", step_shell: str = "") -> workflow.Step:
+    text = _PIPED.format(defaults=defaults, job_defaults=job_defaults, step_shell=step_shell)
+    return workflow.parse(text, Path("piped.yml")).jobs["plan"].steps[0]
+
+
+_BASH = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "S"]
+_DEFAULTS = "defaults: {run: {shell: %s}}"
+
+
+@pytest.mark.parametrize(
+    ("defaults", "job_defaults", "step_shell", "argv"),
+    [
+        ("", "", "", ["bash", "-e", "S"]),  # GitHub's default: no pipefail
+        (_DEFAULTS % "bash", "", "", _BASH),
+        ("", "    " + _DEFAULTS % "bash", "", _BASH),
+        (_DEFAULTS % "bash", "    " + _DEFAULTS % "sh", "", ["sh", "-e", "S"]),
+        (_DEFAULTS % "sh", "", "        shell: bash", _BASH),
+        ("", "", "        shell: bash -x {0}", ["bash", "-x", "S"]),
+    ],
+)
+def test_a_step_runs_with_the_shell_github_would_use(
+    defaults: str, job_defaults: str, step_shell: str, argv: list[str]
+) -> None:
+    """The step's shell:, else the job's, else the workflow's defaults.run.shell, else `bash -e`."""
+    assert _piped(defaults, job_defaults, step_shell).shell_argv("S") == argv
+
+
+def test_a_shell_github_would_not_run_is_an_error_naming_the_step() -> None:
+    with pytest.raises(workflow.WorkflowError, match=r"job 'plan', step 1 .*'fish'"):
+        _piped(step_shell="        shell: fish")
+
+
+def test_our_release_yml_runs_every_step_with_pipefail() -> None:
+    for job in _load().jobs.values():
+        for step in job.steps:
+            if "run" in step.raw:
+                assert "pipefail" in step.shell_argv("S"), (job.id, step.label)
+
+
 def _context(**values: object) -> expressions.Context:
     base: dict[str, object] = {
         "github": {"ref_name": "v0.2.0", "ref": "refs/tags/v0.2.0"},

@@ -175,6 +175,42 @@ def test_actions_are_pinned_by_commit_with_a_version_comment(name: str) -> None:
         assert re.search(rf"uses: {re.escape(ref)} # v\d", text), f"{ref} lacks its `# vX` comment"
 
 
+TEMPLATES = ROOT / "release" / "init" / "templates"
+EVERY_WORKFLOW = sorted(WORKFLOWS.glob("*.y*ml")) + sorted(TEMPLATES.glob("*.y*ml"))
+"""Ours and every one `release init --ci github` writes (tests/unit/test_init.py checks init's output)."""
+
+
+def assert_steps_fail_with_their_commands(doc: dict[Any, Any], name: str) -> None:
+    """`defaults.run.shell: bash` (GitHub: `bash --noprofile --norc -eo pipefail {0}`), and no job
+    or step chooses a shell without pipefail: with none set, a step is `bash -e {0}`, where
+    `cmd | tee -a "$GITHUB_OUTPUT"` is green when cmd fails."""
+    assert doc.get("defaults") == {"run": {"shell": "bash"}}, f"{name}: no defaults.run.shell: bash"
+    for job_name, job in doc["jobs"].items():
+        job_shell = workflow.default_shell(job) or workflow.default_shell(doc)
+        for step in job.get("steps", []):
+            if "run" in step:
+                argv = workflow.shell_argv(step.get("shell") or job_shell, "S")
+                assert "pipefail" in argv, (name, job_name, step.get("name"), argv)
+
+
+@pytest.mark.parametrize("path", EVERY_WORKFLOW, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_step_fails_when_its_command_fails(path: Path) -> None:
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(doc, dict)
+    assert_steps_fail_with_their_commands(doc, path.name)
+
+
+def test_the_pipefail_check_bites() -> None:
+    doc = read("release.yml")
+    doc.pop("defaults")
+    with pytest.raises(AssertionError, match=r"no defaults\.run\.shell"):
+        assert_steps_fail_with_their_commands(doc, "release.yml")
+    doc["defaults"] = {"run": {"shell": "bash"}}
+    doc["jobs"]["plan"]["steps"][-1]["shell"] = "sh"
+    with pytest.raises(AssertionError, match="plan"):
+        assert_steps_fail_with_their_commands(doc, "release.yml")
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_checkouts_keep_no_credentials(name: str) -> None:
     checkouts = [s for _, s in steps(read(name)) if s.get("uses", "").startswith("actions/checkout@")]
