@@ -65,7 +65,10 @@ def test_a_variant_names_its_own_import_package(tmp_path: Path) -> None:
     cuda, cpu = plan.variant("cuda"), plan.variant("cpu")
     assert (cuda.import_name, cpu.import_name) == ("mypkg_cu13", "mypkg")
     # What smoke imports and cibuildwheel's test command imports is the variant's own package.
-    assert cibw.test_command(cuda) == "python -c 'import mypkg_cu13'"
+    assert cibw.test_command(cpu) == "python -c 'import mypkg'"
+    # cuda binds the driver (libcuda.so.1): its import test also takes the package's own refusal
+    assert "import mypkg_cu13\\n" in cibw.test_command(cuda)
+    assert "import mypkg\\n" not in cibw.test_command(cuda)
     # No other variant ships mypkg_cu13: its guard keeps nothing apart, mypkg's only itself.
     assert (cuda.sharing, cpu.sharing) == (("mypkg-cu13",), ("mypkg-cpu",))
 
