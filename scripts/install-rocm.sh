@@ -75,6 +75,19 @@ any_runtime_at() {
   compgen -G "$1/lib/libamdhip64.so.*" || compgen -G "$1/lib/*/libamdhip64.so.*" || true
 }
 
+# ensure_hipcc PREFIX: a `hipcc` for the HIP under PREFIX. AMD's packages bring the real one; where
+# none can be installed (Debian's hipcc 7.2 needs GCC 16's C++ runtime, newer than the base's,
+# which stays), the toolkit's host-only hipcc (hipcc-host.sh beside this script: the C++ compiler
+# with HIP's host defines; it refuses device code in one line) goes to PREFIX/bin/hipcc.
+ensure_hipcc() {
+  local have
+  have="$(command -v hipcc 2>/dev/null || true)"
+  [ -x "$1/bin/hipcc" ] && have="$1/bin/hipcc"
+  if [ -n "$have" ]; then log "hipcc: $have"; return 0; fi
+  log "hipcc: none can be installed with this HIP: the toolkit's host-only hipcc (host code, no kernels) at $1/bin/hipcc"
+  as_root install -m 0755 "$(dirname "$0")/hipcc-host.sh" "$1/bin/hipcc"
+}
+
 other=""
 prefixes=("${ROCM_PATH:-}")
 while IFS= read -r p; do prefixes+=("$p"); done < <(compgen -G "/opt/rocm-*" | sort -rV || true)
@@ -92,7 +105,8 @@ for prefix in "${prefixes[@]}"; do
   [ -f "$prefix/include/hip/hip_runtime_api.h" ] && [ -n "$(any_runtime_at "$prefix")" ] || continue
   found="$(rocm_version "$prefix")"
   if [ -z "$version" ] || same_release "$version" "$found"; then
-    log "HIP ${found:-(unknown version)} already installed under $prefix: nothing to do"
+    log "HIP ${found:-(unknown version)} already installed under $prefix"
+    ensure_hipcc "$prefix"
     exit 0
   fi
   other="${other:-HIP ${found:-of unknown version} is installed under $prefix}"
@@ -179,11 +193,11 @@ PIN
         target=(-t "$archive")
         if [ -z "$runtime_only" ] && ! dry_run \
            && ! apt-get install -s -q --no-install-recommends "${target[@]}" "${packages[@]}" >/dev/null 2>&1; then
-          # experimental's hipcc 7.2 needs GCC 16's libstdc++, newer than trixie's, which stays.
-          # The engine does not need it: CMake compiles HIP host code with the base's C++ compiler.
+          # experimental's hipcc 7.2 needs GCC 16's libstdc++, newer than trixie's, which stays:
+          # the host-only hipcc stands in for it (ensure_hipcc, after the install).
           kept=()
           for p in "${packages[@]}"; do [ "${p%%/*}" = hipcc ] || kept+=("$p"); done
-          log "hipcc left out: Debian ${archive}'s needs a newer C++ runtime than ${base}'s, which stays (HIP host code compiles with the base's C++ compiler)"
+          log "hipcc left out: Debian ${archive}'s needs a newer C++ runtime than ${base}'s, which stays (the toolkit's host-only hipcc stands in)"
           packages=("${kept[@]}")
         fi
       fi
@@ -233,7 +247,7 @@ if [ -z "$runtime_only" ] && [ -n "$version" ]; then
   for prefix in /opt/rocm-* /opt/rocm /usr; do
     [ -f "$prefix/include/hip/hip_runtime_api.h" ] || continue
     found="$(rocm_version "$prefix")"
-    same_release "$version" "$found" && { log "done: HIP $found under $prefix"; exit 0; }
+    same_release "$version" "$found" && { ensure_hipcc "$prefix"; log "done: HIP $found under $prefix"; exit 0; }
   done
   die "the packages installed, but no HIP $version is on this machine (this distribution's HIP is another release): on Ubuntu AMD's repository has it; or build in the release image"
 fi

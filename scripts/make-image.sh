@@ -140,7 +140,7 @@ inputs="$( {
   printf 'auditwheel=%s gcc=%s\n' "$auditwheel_req" "$gcc_major"
   if [ -n "$toolkit_install" ]; then  # the command and every script it may run
     printf 'toolkit-install=%s\n' "$toolkit_install"
-    cat "$(dirname "$script_path")"/install-*.sh "$(dirname "$script_path")"/runtimes.tsv | sha256sum
+    cat "$(dirname "$script_path")"/install-*.sh "$(dirname "$script_path")"/hipcc-host.sh "$(dirname "$script_path")"/runtimes.tsv | sha256sum
   fi
   for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
   [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"

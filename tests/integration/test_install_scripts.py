@@ -481,7 +481,10 @@ def test_rocm_runtime_and_toolchain_install_for_real_in_the_runtime_absent_image
     assert f"done: /usr/lib/x86_64-linux-gnu/{soname}" in out
     assert re.search(rf"the HIP runtime {re.escape(soname)} \(ROCm [^)]*\) is already installed", out), out
     assert re.search(rf"done: HIP {re.escape(version)}\.\d+ under /usr", out), out
-    assert re.search(rf"HIP {re.escape(version)}\.\d+ already installed under /usr: nothing to do", out), out
+    assert re.search(rf"HIP {re.escape(version)}\.\d+ already installed under /usr\n", out), out
+    # No hipcc can come with Debian's HIP 7.2: the toolkit's host-only one is installed once, then found.
+    assert out.count("the toolkit's host-only hipcc (host code, no kernels) at /usr/bin/hipcc") == 1, out
+    assert "hipcc: /usr/bin/hipcc" in out
     assert "the toolkit knows the HIP runtime of ROCm 5, 6, 7, 10 only" in out
 
 
@@ -518,6 +521,7 @@ def test_rocm_7_runtime_installs_for_real_on_debian_trixie(local_images: LocalIm
     # The headers too (experimental's hipcc needs GCC 16's libstdc++: left out, trixie's stays).
     assert re.search(r"done: HIP 7\.2\.\d+ under /usr", out), out
     assert "hipcc left out" in out
+    assert "the toolkit's host-only hipcc (host code, no kernels) at /usr/bin/hipcc" in out
 
 
 HOST_CUDA_INCLUDE = Path("/usr/local/cuda-13.0/include")

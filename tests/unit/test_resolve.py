@@ -230,16 +230,19 @@ def test_the_local_build_image_compiles_with_the_release_images_gcc(
 
 def test_the_cuda_build_image_installs_the_declared_toolkit_with_the_backends_command(tmp_path: Path) -> None:
     """`toolkit_install: [--from-pypi]`: make-image.sh runs cuda.json's install command for the
-    variant's toolkit with those arguments; a recipe without the key installs nothing."""
+    variant's toolkit with those arguments; `[]` runs it with none (rocm: it adds the host-only
+    hipcc to Debian's HIP); a recipe without the key installs nothing."""
     from release.build.images import make_command
 
     plan = make_plan(_matrix(tmp_path))
     cuda, rocm = plan.variant("cuda").build_image.local_recipe, plan.variant("rocm").build_image.local_recipe
-    assert cuda is not None and rocm is not None
+    cpu = plan.variant("cpu").build_image.local_recipe
+    assert cuda is not None and rocm is not None and cpu is not None
     assert cuda.toolkit_install == "bash scripts/install-cuda.sh 13.0 --from-pypi"
     cmd = make_command(cuda)
     assert cmd[cmd.index("--toolkit-install") + 1] == cuda.toolkit_install
-    assert rocm.toolkit_install is None and "--toolkit-install" not in make_command(rocm)
+    assert rocm.toolkit_install == "bash scripts/install-rocm.sh 7.2"
+    assert cpu.toolkit_install is None and "--toolkit-install" not in make_command(cpu)
 
 
 def test_serving_images_get_no_compiler(tmp_path: Path) -> None:
