@@ -10,6 +10,7 @@ import pytest
 from release import cli, requirement
 from release.errors import ReleaseError
 from release.init import workflows
+from release.rehearse import workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -79,3 +80,15 @@ def test_blocks_keep_only_their_targets_lines() -> None:
     template = "a\n  # [if toolkit]\n  t\n  # [end]\n# [if adopter]\nu @@TOOLKIT@@\n# [end]\nz\n"
     assert workflows.render("x.yml", workflows.TOOLKIT_REPOSITORY, template) == "a\n  t\nz\n"
     assert workflows.render("x.yml", workflows.adopter("x==1"), template) == "a\nu x==1\nz\n"
+
+
+@pytest.mark.parametrize("name", ["release.yml", "hardware.yml"])
+def test_the_adopters_rendering_is_the_job_list_we_rehearse(name: str) -> None:
+    """`release rehearse` reads the adopter's release.yml and hardware.yml as the same jobs and
+    toolkit commands as ours (only how the toolkit is installed and invoked differs)."""
+    ours = workflow.parse(workflows.render(name, workflows.TOOLKIT_REPOSITORY), Path(name))
+    theirs = workflow.parse(workflows.render(name, workflows.adopter("x==1")), Path(name))
+    assert list(theirs.jobs) == list(ours.jobs)
+    for job_id, job in ours.jobs.items():
+        other = theirs.jobs[job_id]
+        assert [(s.kind, s.words) for s in other.steps] == [(s.kind, s.words) for s in job.steps], job_id
