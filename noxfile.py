@@ -56,10 +56,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, mypy --strict on release/, and the schema drift check."""
+    """ruff, mypy --strict on release/, the schema drift check and the workflows' (the committed
+    .github/workflows are the templates rendered for this repository)."""
     session.run(sys.executable, "-m", "ruff", "check", ".", external=True)
     session.run(sys.executable, "-m", "mypy", "--strict", "release", external=True)
     session.run(sys.executable, "-m", "release", "schema", "--check", external=True)
+    session.run(sys.executable, "-m", "release", "workflows", "--check", external=True)
 
 
 @nox.session

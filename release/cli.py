@@ -42,10 +42,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("init", "set up a project: matrix.yaml, noxfile.py and (--ci github) its workflows"),
     "toolchain": ("toolchain", "install a backend's toolchain or CPython versions; check what a build needs"),
     "schema": ("schema", "print the JSON Schema of matrix.yaml (or --check the committed one)"),
+    "workflows": ("workflows", "render the GitHub workflows from the templates (--check, --write)"),
 }
 # Commands that work without a matrix file, and ones that never read it.
 MATRIX_OPTIONAL = {"verify", "repair", "toolchain"}
-NO_MATRIX = {"init", "schema", "verify-release"}
+NO_MATRIX = {"init", "schema", "verify-release", "workflows"}
 DEFAULT_MATRIX = "matrix.yaml"
 
 

@@ -78,7 +78,8 @@ def github_outputs(
             raise UsageError(msg)
         # Variants with declared images are the ones the smoke stage exercises on a plain host.
         steps = [s.to_json() for s in plan.builds if s.python == python and s.variant.images]
-        return {"build": _line({"include": steps})}
+        # A matrix whose variants declare no images yet has nothing for the build job.
+        return {"build": _line({"include": steps}), "has-build": str(bool(steps)).lower()}
     single = [s.to_json() for s in plan.smokes if s.nodes == 1]
     pair = [s.to_json() for s in plan.smokes if s.nodes == 2]
     return {

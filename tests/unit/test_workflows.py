@@ -19,6 +19,7 @@ from release.commands import plan
 from release.config.backends import load_backends
 from release.config.matrix import LoadedMatrix, Matrix, load, loads
 from release.config.resources import toolkit_backends
+from release.init import workflows as templates
 from release.plan.inputs import VARIABLE_JOBS, declared_variables, presence_value, workflow_value
 from release.rehearse import workflow
 
@@ -175,9 +176,14 @@ def test_actions_are_pinned_by_commit_with_a_version_comment(name: str) -> None:
         assert re.search(rf"uses: {re.escape(ref)} # v\d", text), f"{ref} lacks its `# vX` comment"
 
 
-TEMPLATES = ROOT / "release" / "init" / "templates"
-EVERY_WORKFLOW = sorted(WORKFLOWS.glob("*.y*ml")) + sorted(TEMPLATES.glob("*.y*ml"))
-"""Ours and every one `release init --ci github` writes (tests/unit/test_init.py checks init's output)."""
+ADOPTED = Path("adopter") / ".github" / "workflows"
+ADOPTERS = templates.rendered(Path("adopter"), templates.adopter("gpu-wheel-release==1.0"))
+"""What `release init --ci github` writes, by path (tests/unit/test_init.py checks init's output)."""
+EVERY_WORKFLOW = {
+    **{path: path.read_text(encoding="utf-8") for path in sorted(WORKFLOWS.glob("*.y*ml"))},
+    **ADOPTERS,
+}
+"""Ours and every one an adopter gets."""
 
 
 def assert_steps_fail_with_their_commands(doc: dict[Any, Any], name: str) -> None:
@@ -193,9 +199,13 @@ def assert_steps_fail_with_their_commands(doc: dict[Any, Any], name: str) -> Non
                 assert "pipefail" in argv, (name, job_name, step.get("name"), argv)
 
 
-@pytest.mark.parametrize("path", EVERY_WORKFLOW, ids=lambda p: f"{p.parent.name}/{p.name}")
+def _label(path: Path) -> str:
+    return f"{'ours' if path.is_absolute() else 'adopter'}/{path.name}"
+
+
+@pytest.mark.parametrize("path", EVERY_WORKFLOW, ids=_label)
 def test_every_step_fails_when_its_command_fails(path: Path) -> None:
-    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc = yaml.safe_load(EVERY_WORKFLOW[path])
     assert isinstance(doc, dict)
     assert_steps_fail_with_their_commands(doc, path.name)
 
@@ -433,7 +443,7 @@ def _env_names(job: dict[str, Any]) -> dict[str, str]:
     ("workflow", "backends_dir"),
     [
         (WORKFLOWS / "release.yml", ROOT / "packaging" / "backends"),
-        (ROOT / "release" / "init" / "templates" / "release.yml", toolkit_backends()),
+        (ADOPTED / "release.yml", toolkit_backends()),
     ],
 )
 def test_release_passes_exactly_the_declared_inputs(workflow: Path, backends_dir: Path) -> None:
@@ -441,7 +451,7 @@ def test_release_passes_exactly_the_declared_inputs(workflow: Path, backends_dir
     jobs that install toolkits and no other job; nothing else comes from `vars` or `secrets`."""
     declared = declared_variables(load_backends(backends_dir))
     assert "MUSA_INSTALLER" in declared
-    doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    doc = yaml.safe_load(EVERY_WORKFLOW[workflow])
     for name, job in doc["jobs"].items():
         wanted = {v: workflow_value(v) for v in declared} if name in VARIABLE_JOBS["release.yml"] else {}
         assert _env_names(job) == wanted, f"{workflow.name}: jobs.{name}"
@@ -449,12 +459,10 @@ def test_release_passes_exactly_the_declared_inputs(workflow: Path, backends_dir
     assert "secrets." not in json.dumps(doc.get("env", {}))
 
 
-@pytest.mark.parametrize(
-    "workflow", [WORKFLOWS / "ci.yml", ROOT / "release" / "init" / "templates" / "ci.yml"]
-)
+@pytest.mark.parametrize("workflow", [WORKFLOWS / "ci.yml", ADOPTED / "ci.yml"], ids=str)
 def test_ci_runs_release_ready_with_whether_each_input_is_set(workflow: Path) -> None:
     declared = declared_variables(load_backends(toolkit_backends()))
-    doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    doc = yaml.safe_load(EVERY_WORKFLOW[workflow])
     for name, job in doc["jobs"].items():
         wanted = {v: presence_value(v) for v in declared} if name in VARIABLE_JOBS["ci.yml"] else {}
         assert _env_names(job) == wanted, f"{workflow.name}: jobs.{name}"
@@ -473,13 +481,11 @@ def test_the_upload_environment_comes_from_the_plan(loaded: LoadedMatrix) -> Non
     assert "environment" in read("release.yml")["jobs"]["plan"]["outputs"]
 
 
-@pytest.mark.parametrize(
-    "workflow", [WORKFLOWS / "ci.yml", ROOT / "release" / "init" / "templates" / "ci.yml"]
-)
+@pytest.mark.parametrize("workflow", [WORKFLOWS / "ci.yml", ADOPTED / "ci.yml"], ids=str)
 def test_ci_probes_the_serving_images_when_their_declarations_change(workflow: Path) -> None:
     """The images job pulls (bounded) and probes every serving image when matrix.yaml or the
     facts file changed, and weekly; a missing fact for a pinned image fails it."""
-    doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    doc = yaml.safe_load(EVERY_WORKFLOW[workflow])
     assert doc[True]["schedule"], "a weekly run catches a tag that moved"  # YAML 1.1 reads `on` as True
     job = doc["jobs"]["images"]
     assert job["permissions"] == {"contents": "read"} and job["timeout-minutes"] <= 60
