@@ -79,10 +79,13 @@ any_runtime_at() {
 # none can be installed (Debian's hipcc 7.2 needs GCC 16's C++ runtime, newer than the base's,
 # which stays), the toolkit's host-only hipcc (hipcc-host.sh beside this script: the C++ compiler
 # with HIP's host defines; it refuses device code in one line) goes to PREFIX/bin/hipcc.
+# hipcc_at PREFIX: the hipcc a build finds (PREFIX/bin first, then PATH); empty when none.
+hipcc_at() {
+  if [ -x "$1/bin/hipcc" ]; then echo "$1/bin/hipcc"; else command -v hipcc 2>/dev/null || true; fi
+}
 ensure_hipcc() {
   local have
-  have="$(command -v hipcc 2>/dev/null || true)"
-  [ -x "$1/bin/hipcc" ] && have="$1/bin/hipcc"
+  have="$(hipcc_at "$1")"
   if [ -n "$have" ]; then log "hipcc: $have"; return 0; fi
   log "hipcc: none can be installed with this HIP: the toolkit's host-only hipcc (host code, no kernels) at $1/bin/hipcc"
   as_root install -m 0755 "$(dirname "$0")/hipcc-host.sh" "$1/bin/hipcc"
@@ -105,6 +108,10 @@ for prefix in "${prefixes[@]}"; do
   [ -f "$prefix/include/hip/hip_runtime_api.h" ] && [ -n "$(any_runtime_at "$prefix")" ] || continue
   found="$(rocm_version "$prefix")"
   if [ -z "$version" ] || same_release "$version" "$found"; then
+    if [ -n "$(hipcc_at "$prefix")" ]; then
+      log "HIP ${found:-(unknown version)} already installed under $prefix, hipcc $(hipcc_at "$prefix"): nothing to do"
+      exit 0
+    fi
     log "HIP ${found:-(unknown version)} already installed under $prefix"
     ensure_hipcc "$prefix"
     exit 0

@@ -77,6 +77,7 @@ def test_variant_wheels_are_the_same_files_renamed_and_verify(tmp_path: Path) ->
     assert "variant rocm" in verified.stdout and "label 'rocm72'" in verified.stdout
 
 
+@pytest.mark.slow
 def test_check_resolution_passes_for_pip_and_uv_on_every_matrix_python(tmp_path: Path) -> None:
     matrix, _wheelhouse = make_release(tmp_path)
     assert toolkit(matrix, "variants", "--quiet").returncode == 0

@@ -178,7 +178,10 @@ def test_a_build_image_without_the_declared_toolkit_leaves_the_wheelhouse_alone(
     """ROCm 10.0 declared, the image carries 7.2 (the same soname, another release): before-all's
     install script says so, cibuildwheel fails, and the wheelhouse keeps exactly what it had."""
     build_image = local_images.make(local_images.build_recipe("rocm"))
-    matrix = _matrix(tmp_path, toolkit="10.0", distribution="xfer-engine-rocm10")
+    # The image by tag, not its recipe: the recipe would install the declared 10.0 into the image
+    # while making it (toolkit_install), and fail there, before cibuildwheel's before-all.
+    by_tag = {"local": build_image}
+    matrix = _matrix(tmp_path, toolkit="10.0", distribution="xfer-engine-rocm10", build_image=by_tag)
     wheelhouse = tmp_path / "wheelhouse"
     (wheelhouse / "rocm").mkdir(parents=True)
     keep = wheelhouse / "rocm" / "xfer_engine_rocm10-0.0.9-cp312-cp312-manylinux_2_28_x86_64.whl"

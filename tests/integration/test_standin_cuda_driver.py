@@ -73,6 +73,7 @@ def _smoke(matrix: Path) -> None:
     assert "1/1 passed" in proc.stdout, proc.stdout
 
 
+@pytest.mark.slow
 def test_the_standin_builds_in_the_local_cuda_image(local_images: LocalImages, tmp_path: Path) -> None:
     image = local_images.make(local_images.build_recipe("cuda"))
     assert image == "localhost/xfer-build-cuda"

@@ -99,6 +99,7 @@ def _needed(wheel: Path) -> dict[str, tuple[str, ...]]:
     return found
 
 
+@pytest.mark.slow
 def test_standin_engine_compiles_with_hipcc_and_binds_the_runtime(rocm_image: str, tmp_path: Path) -> None:
     project = tmp_path / "hipcc_host"
     shutil.copytree(STANDIN, project)

@@ -59,6 +59,7 @@ def _metadata(wheel: Path) -> str:
         return zf.read(name).decode()
 
 
+@pytest.mark.slow
 def test_meson_engine_with_a_pkg_config_dependency_and_its_own_import_package(
     engine: str, tmp_path: Path
 ) -> None:
@@ -84,6 +85,7 @@ def test_meson_engine_with_a_pkg_config_dependency_and_its_own_import_package(
     assert "import mesonstand_cpu ... ok" in smoke.stdout, smoke.stdout
 
 
+@pytest.mark.slow
 def test_a_wheel_that_requires_numpy_is_smoked_with_numpy_from_the_declared_index(
     engine: str, tmp_path: Path
 ) -> None:
