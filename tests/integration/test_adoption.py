@@ -160,6 +160,7 @@ def tool(name: str) -> str:
 @pytest.mark.skipif(
     find_interpreter(PY) is None, reason=f"no Python {PY}: release toolchain install python {PY}"
 )
+@pytest.mark.slow
 def test_another_repository_adopts_the_toolkit_from_its_wheel(
     installed_toolkit: InstalledToolkit, index_server: IndexServer, tmp_path: Path
 ) -> None:
