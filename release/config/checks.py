@@ -48,11 +48,11 @@ _SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _TOOLKIT = re.compile(r"^[0-9]+(\.[0-9A-Za-z]+)*$")
 _GCC = re.compile(r"^([1-9][0-9]?|suite)$")
 _LINE_BREAK = re.compile(r"[\n\r\x00\x0b\x0c\x85\u2028\u2029]")
-_URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
+HTTP_URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
 
 
-def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], file: str) -> list[Problem]:
-    problems: list[Problem] = []
+def collector(problems: list[Problem], lines: Mapping[str, int], file: str) -> Callable[[str, str], None]:
+    """`add(dotted key, message)`: a problem at the key's line, else its nearest parent's."""
 
     def add(key: str, message: str) -> None:
         line = lines.get(key)
@@ -61,6 +61,13 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
             parent = parent.rsplit(".", 1)[0]
             line = lines.get(parent)
         problems.append(Problem(file, line, printable(key), printable(message)))
+
+    return add
+
+
+def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], file: str) -> list[Problem]:
+    problems: list[Problem] = []
+    add = collector(problems, lines, file)
 
     def names(key: str, mapping: Mapping[str, str], pattern: re.Pattern[str], what: str) -> None:
         for name in mapping:
@@ -133,7 +140,7 @@ def check(m: Matrix, backends: Mapping[str, Backend], lines: Mapping[str, int], 
         add("publish.tag_pattern", "empty: no tag could ever publish (use e.g. 'v*')")
     for name in ("repository", "prerelease_repository"):
         url = getattr(m.publish, name)
-        if url is not None and not _URL.match(url):
+        if url is not None and not HTTP_URL.match(url):
             add(f"publish.{name}", f"{url!r} is not an http(s) URL")
 
     if not m.variants:

@@ -13,6 +13,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from tomlkit.exceptions import TOMLKitError
 
+from release.config.checks import HTTP_URL, collector
 from release.config.dataschema import dotted, printable, suggest
 from release.errors import Problem
 
@@ -20,19 +21,11 @@ Matrix = Any  # release.config.matrix imports this module
 
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
-_URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
 
 
 def shape_problems(m: Matrix, lines: Mapping[str, int], file: str) -> list[Problem]:
     problems: list[Problem] = []
-
-    def add(key: str, message: str) -> None:
-        line = lines.get(key)
-        parent = key
-        while line is None and "." in parent:
-            parent = parent.rsplit(".", 1)[0]
-            line = lines.get(parent)
-        problems.append(Problem(file, line, printable(key), printable(message)))
+    add = collector(problems, lines, file)
 
     for name, v in m.variants.items():
         key = dotted("variants", name)
@@ -50,7 +43,7 @@ def shape_problems(m: Matrix, lines: Mapping[str, int], file: str) -> list[Probl
             except InvalidRequirement as exc:
                 add(where, f"{replacement!r} is not a requirement (PEP 508): {exc}")
     requirements = m.engine.smoke.requirements
-    if requirements.index_url is not None and not _URL.match(requirements.index_url):
+    if requirements.index_url is not None and not HTTP_URL.match(requirements.index_url):
         add("engine.smoke.requirements.index_url", f"{requirements.index_url!r} is not an http(s) URL")
     links = requirements.find_links
     if links is not None and (not links.strip() or "\n" in links or PurePosixPath(links).is_absolute()):
