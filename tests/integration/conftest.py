@@ -223,3 +223,18 @@ def write_wheel(path: Path, files: dict[str, str]) -> Path:
             archive.writestr(name, text)
         archive.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
     return path
+
+
+def processes_naming(text: str) -> list[int]:
+    """Pids of the processes whose command line contains `text` (a test's private directory)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(int(entry.name))
+    return found

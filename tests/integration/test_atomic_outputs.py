@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import processes_naming
+
 ROOT = Path(__file__).resolve().parents[2]
 WRITE = (
     "import sys\n"
@@ -65,20 +67,6 @@ def test_a_closed_stdout_is_one_line() -> None:
     assert errors == ["error: stdout was closed before the output was written (EPIPE)"]
 
 
-def _processes_naming(text: str) -> list[int]:
-    """Pids of the processes whose command line contains `text` (a test's private directory)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(int(entry.name))
-    return found
-
 
 def test_sigterm_stops_the_build_and_its_compilers_and_leaves_no_wheel(tmp_path: Path) -> None:
     """SIGTERM to the toolkit alone (as CI's cancel sends it) while cmake and the compilers run:
@@ -100,7 +88,7 @@ def test_sigterm_stops_the_build_and_its_compilers_and_leaves_no_wheel(tmp_path:
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=pipe, stderr=pipe, text=True)
     try:
         deadline = time.monotonic() + 300
-        while not [p for p in _processes_naming(str(tmp_path)) if p != proc.pid]:
+        while not [p for p in processes_naming(str(tmp_path)) if p != proc.pid]:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "no child of the build started within 300 s"
             time.sleep(0.2)
@@ -114,6 +102,6 @@ def test_sigterm_stops_the_build_and_its_compilers_and_leaves_no_wheel(tmp_path:
     assert err.strip().splitlines()[-1].endswith("terminated"), err
     assert "Traceback" not in err
     time.sleep(1)
-    assert _processes_naming(str(tmp_path)) == [], "a child of the build outlived it"
+    assert processes_naming(str(tmp_path)) == [], "a child of the build outlived it"
     assert not list(wheelhouse.rglob("*.whl")) and not list(wheelhouse.rglob("*.part"))
     assert not list(scratch.glob("repair-*"))

@@ -22,6 +22,7 @@ import pytest
 from release.errors import PublishError
 from release.publish import index
 from release.publish.upload import Credentials, Uploader
+from tests.integration.conftest import processes_naming
 from tests.integration.publish_support import (
     USER,
     FaultProxy,
@@ -719,18 +720,6 @@ def test_a_listing_without_hashes_is_never_a_confirmation(project: tuple[Path, P
     assert ("different content" if served == "another-file" else "cannot confirm") in result.stderr
 
 
-def _processes_naming(text: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            except OSError:
-                continue
-            if text in cmdline:
-                found.append(int(entry.name))
-    return found
-
 
 @pytest.mark.parametrize("signum", [15, 2])
 def test_a_signal_during_the_upload_stops_and_reaps_twine(project: tuple[Path, Path], signum: int) -> None:
@@ -771,5 +760,5 @@ def test_a_signal_during_the_upload_stops_and_reaps_twine(project: tuple[Path, P
                 proc.kill()
                 proc.wait()
         assert proc.returncode == 128 + signum, err
-        assert _processes_naming(repository) == []  # twine and all under it: stopped and reaped
+        assert processes_naming(repository) == []  # twine and all under it: stopped and reaped
         assert ("terminated" if signum == signals.SIGTERM else "interrupted") in err
