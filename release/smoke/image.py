@@ -32,11 +32,13 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.build.lock import build_lock
 from release.config.matrix import Simulation
 from release.errors import SmokeError, ToolchainError
 from release.inspect.elf import ElfReadError, read_elf_file
@@ -143,10 +145,25 @@ def debian_mirror(sources: Iterable[Path] | None = None) -> str:
 
 
 def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = print) -> Path:
-    """The minbase tree, built with debootstrap when absent; returns its path."""
+    """The minbase tree, built with debootstrap when absent; returns its path. One process
+    builds it at a time (a lock beside the tree, taken only when the tree is absent): parallel
+    test workers or two smoke runs wait for the first build instead of racing in one directory."""
     target = path or minbase_dir()
-    if (target / "usr" / "bin" / "ldd").exists():
+    if _minbase_ready(target):
         return target
+    lock = f".{target.name}.lock"
+    what = f"the minbase tree {target}"
+    with build_lock(target.parent, what=what, name=lock, say=log, error=ToolchainError):
+        if _minbase_ready(target):
+            return target
+        return _debootstrap_minbase(target, log)
+
+
+def _minbase_ready(target: Path) -> bool:
+    return (target / "usr" / "bin" / "ldd").exists()
+
+
+def _debootstrap_minbase(target: Path, log: Callable[[str], None]) -> Path:
     debootstrap = shutil.which("debootstrap") or (
         "/usr/sbin/debootstrap" if Path("/usr/sbin/debootstrap").exists() else None
     )
@@ -164,9 +181,9 @@ def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = pri
             raise ToolchainError(msg)
         as_root = [str(shutil.which("sudo")), "-n"]
     mirror = debian_mirror()
-    partial = target.with_name(target.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f"{target.name}.partial*"):  # an interrupted build's (the lock is ours)
+        shutil.rmtree(stale, ignore_errors=True)
+    partial = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial.", dir=target.parent))
     log(f"building {target} (debootstrap --variant=minbase {MINBASE_SUITE} from {mirror})")
     started = time.monotonic()
     proc = subprocess.run(
