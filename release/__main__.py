@@ -1,3 +1,5 @@
+"""`python -m release`: the same command as `release`."""
+
 import sys
 
 from release.cli import main

@@ -13,7 +13,7 @@ venvs of every matrix Python, reporting per distribution, Python and index setup
   names the index), and never get another backend's build.
 - `held-name` (with `--repository`, the index the release goes to, e.g. PyPI): a name held by
   another project there. Each distribution's files on that index are recognised by the
-  release-day `name-owner` rule (`release_day.foreign_files`). A name that is free, or holds
+  release-day `name-owner` rule (`release.wheel.names.foreign_files`). A name that is free, or holds
   only this engine's wheels, gives one note and no install. A held name is a failure, always:
   pip and uv install with that index as `--index-url` and ours as `--extra-index-url`, as a
   user of our self-hosted index types it, and the report says what each gave. Even where it
@@ -48,12 +48,11 @@ from release.errors import SmokeError, UsageError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.publish import index
-from release.publish.release_day import foreign_files
 from release.smoke.placement import host_libc, host_platforms, uninstallable
 from release.variants.make import DEFAULT_OUT, VariantSet, variant_set
 from release.variants.metadata import INDEX_SUFFIX
 from release.variants.resolution import FORCE_CUDA, Case, Outcome, lay_out, run_case, serving
-from release.wheel.names import parse_platform_tag, parse_wheel_name, split_variant_label
+from release.wheel.names import foreign_files, parse_platform_tag, parse_wheel_name, split_variant_label
 
 INSTALLERS = ("pip", "uv")
 SETUPS = ("per-name", "partial-index", "held-name", "variants")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import http.client
 import json
 import urllib.error
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from release.plan.steps import BuildStep
 from release.publish import handoff, index, transport
 from release.wheel.archive import WheelReadError, read_metadata
 from release.wheel.files import not_regular
-from release.wheel.names import InvalidWheelName, parse_wheel_name
+from release.wheel.names import InvalidWheelName, foreign_files, parse_wheel_name
 
 DEFAULT_SIZE_LIMIT = 100 << 20
 """PyPI's per-file upload limit unless the project was granted more."""
@@ -158,14 +158,6 @@ def _project_json(
     ):  # fmt: skip
         return None
     return data if isinstance(data, dict) else None
-
-
-def foreign_files(distribution: str, files: Iterable[str]) -> list[str]:
-    """The files under `distribution`'s name that are not this engine's: anything but its CPython
-    platform wheels (`<name>-<version>-cp3…-<platform>.whl`). One such file means another project
-    holds the name (check-resolution judges an installed wheel by the same rule)."""
-    stem = canonicalize_name(distribution).replace("-", "_")
-    return [f for f in files if not (f.startswith(f"{stem}-") and f.endswith(".whl") and "-cp3" in f)]
 
 
 def check_names(

@@ -32,11 +32,11 @@ from packaging.utils import canonicalize_name
 
 from release import interrupts
 from release.plan.resolve import ResolvedVariant
-from release.publish.release_day import foreign_files
 from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
 from release.wheel.archive import parse_metadata
 from release.wheel.names import (
     InvalidWheelName,
+    foreign_files,
     parse_platform_tag,
     parse_wheel_name,
     split_variant_label,

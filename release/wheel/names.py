@@ -233,3 +233,11 @@ def parse_platform_tag(tag: str) -> PlatformTag:
     if tag == "any":
         return PlatformTag(tag, "any", None, "")
     return PlatformTag(tag, "other", None, tag.rsplit("_", 1)[-1])
+
+
+def foreign_files(distribution: str, files: Iterable[str]) -> list[str]:
+    """The files under `distribution`'s name that are not this engine's: anything but its CPython
+    platform wheels (`<name>-<version>-cp3…-<platform>.whl`). One such file means another project
+    holds the name (check-resolution judges an installed wheel by the same rule)."""
+    stem = canonicalize_name(distribution).replace("-", "_")
+    return [f for f in files if not (f.startswith(f"{stem}-") and f.endswith(".whl") and "-cp3" in f)]
