@@ -1,1 +1,4 @@
-"""Building: toolchains, staging, host and container builds, repair."""
+"""Building: the toolchain and interpreters a build needs (`toolchain.py`, `interpreters.py`),
+the variant's staged project (`stage.py`), the core compiled once per variant (`prebuild.py`),
+wheels on this machine (`host.py`) or through cibuildwheel in the variant's image (`container.py`,
+`cibw.py`, `images.py`), and `auditwheel repair` with the resolved excludes (`repair.py`)."""

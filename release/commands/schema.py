@@ -1,7 +1,8 @@
 """`release schema`: print the JSON Schemas generated from the models (the matrix's, or with
 `--verify-report` the verify report's, with `--backend` a backend file's), or check or rewrite
-the committed ones (all three), and the install scripts' runtime table generated from the backend
-data (`scripts/runtimes.tsv`)."""
+the committed ones (all three), the install scripts' runtime table generated from the backend
+data (`scripts/runtimes.tsv`) and, in a checkout of the toolkit, the README's architecture table
+generated from the layer map (`release/layers.py`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends, toolkit_scripts
 from release.errors import ReleaseError
 from release.inspect import report
+from release.layers import source_readme, with_architecture
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +34,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _committed() -> list[tuple[Path, str, str]]:
     """(file, generated text, the model it comes from) for each committed schema."""
+    readme = source_readme()
+    generated_readme = (
+        []
+        if readme is None
+        else [
+            (
+                readme,
+                with_architecture(readme.read_text(encoding="utf-8")),
+                "release/layers.py and the package docstrings",
+            )
+        ]
+    )
     return [
         (
             matrix_mod.SCHEMA_FILE,
@@ -45,6 +59,7 @@ def _committed() -> list[tuple[Path, str, str]]:
             runtime_table(load_backends(toolkit_backends()).values()),
             "packaging/backends/*.json",
         ),
+        *generated_readme,
     ]
 
 

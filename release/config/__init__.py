@@ -1,1 +1,4 @@
-"""Configuration: the model of matrix.yaml, loading, and per-backend data."""
+"""Configuration: the frozen model of `matrix.yaml` and its loader (`matrix.py`; the JSON Schema
+is generated from it), YAML to dataclasses with file:line errors (`dataschema.py`), the checks
+across keys (`checks.py`, `shapes.py`), per-backend data from `packaging/backends/*.json`
+(`backends.py`) and the Pythons the toolkit knows (`pythons.json`)."""
