@@ -41,13 +41,20 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cibuildwheel-config": ("cibuildwheel_config", "print the cibuildwheel configuration of a variant"),
     "init": ("init", "set up a project: matrix.yaml, noxfile.py and (--ci github) its workflows"),
     "toolchain": ("toolchain", "install a backend's toolchain or CPython versions; check what a build needs"),
-    "schema": ("schema", "print the JSON Schema of matrix.yaml (or --check the committed one)"),
+    "schema": ("schema", "print a JSON Schema; --check or --write every generated file (schemas, tables)"),
     "workflows": ("workflows", "render the GitHub workflows from the templates (--check, --write)"),
 }
 # Commands that work without a matrix file, and ones that never read it.
 MATRIX_OPTIONAL = {"verify", "repair", "toolchain"}
 NO_MATRIX = {"init", "schema", "verify-release", "workflows"}
 DEFAULT_MATRIX = "matrix.yaml"
+
+
+def command_table() -> str:
+    """The README's table of commands, generated from `COMMANDS` (`release schema --write`)."""
+    rows = ["| command | what it does |", "|---|---|"]
+    rows += [f"| `release {name}` | {help_text} |" for name, (_module, help_text) in COMMANDS.items()]
+    return "\n".join(rows) + "\n"
 
 
 def program_name(argv0: str | None = None) -> str:

@@ -2,7 +2,7 @@
 
     release ready                 the list, with what is missing; exit 1 when a tag push would
                                   fail for configuration alone, naming what to set
-    release ready --markdown      the README's "Before your first tag" section, from the same list
+    release ready --markdown      docs/release-builds.md's "Before your first tag", from the same list
 
 What it can see it checks: the declared variables in its environment (ci.yml hands it whether
 each repository variable or secret is set, never the value), the serving images' pins, and that
@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workflow", type=Path, help="the release workflow (default: .github/workflows/release.yml)"
     )
     parser.add_argument(
-        "--markdown", action="store_true", help=f'print the README section "{TITLE}" and check nothing'
+        "--markdown",
+        action="store_true",
+        help=f'print the section "{TITLE}" of docs/release-builds.md and check nothing',
     )
 
 
@@ -70,7 +72,8 @@ def _names(items: list[Item], kind: str) -> str:
 
 
 def markdown(plan: Plan) -> str:
-    """The README section, generated from what `release ready` checks (a test compares the two)."""
+    """The section of docs/release-builds.md, generated from what `release ready` checks (a test
+    compares the two)."""
     loaded = plan.loaded
     matrix = loaded.matrix
     items = readiness(plan, environ={}, repository=None)

@@ -2,7 +2,7 @@
 `--verify-report` the verify report's, with `--backend` a backend file's), or check or rewrite
 the committed ones (all three), the install scripts' runtime table generated from the backend
 data (`scripts/runtimes.tsv`) and, in a checkout of the toolkit, the README's architecture table
-generated from the layer map (`release/layers.py`)."""
+generated from the layer map (`release/layers.py`) and its table of commands (`release/cli.py`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from release.cli import command_table
 from release.config import backends as backends_mod
 from release.config import matrix as matrix_mod
 from release.config.backends import RUNTIME_TABLE, load_backends, runtime_table
@@ -18,7 +19,7 @@ from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends, toolkit_scripts
 from release.errors import ReleaseError
 from release.inspect import report
-from release.layers import source_readme, with_architecture
+from release.layers import source_readme, with_architecture, with_section
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,8 +42,10 @@ def _committed() -> list[tuple[Path, str, str]]:
         else [
             (
                 readme,
-                with_architecture(readme.read_text(encoding="utf-8")),
-                "release/layers.py and the package docstrings",
+                with_section(
+                    with_architecture(readme.read_text(encoding="utf-8")), "commands", command_table()
+                ),
+                "release/layers.py, the package docstrings and release/cli.py's COMMANDS",
             )
         ]
     )

@@ -1,5 +1,6 @@
 """README's architecture table is generated from the layer map and the package docstrings
-(`release.layers`), and a test fails when it drifts, as the matrix schema does."""
+(`release.layers`), its table of commands from `release.cli.COMMANDS`, and a test fails when
+either drifts, as the matrix schema does."""
 
 from __future__ import annotations
 
@@ -9,14 +10,32 @@ import pytest
 
 from release import cli, layers
 from release.errors import ReleaseError
-from release.layers import BEGIN, END, LAYERS, architecture_table, source_readme, with_architecture
+from release.layers import (
+    BEGIN,
+    END,
+    LAYERS,
+    architecture_table,
+    markers,
+    source_readme,
+    with_architecture,
+    with_section,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_readme_table_is_the_generated_one() -> None:
+def test_the_readme_tables_are_the_generated_ones() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert with_architecture(readme) == readme, "regenerate it: python -m release schema --write"
+    assert with_section(readme, "commands", cli.command_table()) == readme
+
+
+def test_every_command_has_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = cli.command_table()
+    assert [c for c in cli.COMMANDS if f"| `release {c}` |" not in table] == []
+    monkeypatch.setitem(cli.COMMANDS, "brand-new", ("plan", "a command the README does not know"))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert with_section(readme, "commands", cli.command_table()) != readme
 
 
 def test_every_package_has_a_row_with_its_docstring() -> None:
@@ -66,11 +85,13 @@ def test_schema_check_names_a_stale_readme(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     stale = tmp_path / "README.md"
-    stale.write_text(f"# x\n\n{BEGIN}\n| old |\n{END}\n", encoding="utf-8")
+    begin, end = markers("commands")
+    stale.write_text(f"# x\n\n{BEGIN}\n| old |\n{END}\n\n{begin}\n{end}\n", encoding="utf-8")
     monkeypatch.setattr(layers, "source_readme", lambda: stale)
     monkeypatch.setattr("release.commands.schema.source_readme", lambda: stale)
     assert cli.main(["schema", "--check"]) == 1
     assert "README.md is out of date with release/layers.py" in capsys.readouterr().err
     assert cli.main(["schema", "--write"]) == 0
     assert "| old |" not in stale.read_text(encoding="utf-8")
+    assert "| `release plan` |" in stale.read_text(encoding="utf-8")
     assert cli.main(["schema", "--check"]) == 0

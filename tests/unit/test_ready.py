@@ -113,10 +113,10 @@ def test_the_command_exits_1_naming_what_to_set(
 
 
 def test_the_readme_section_is_the_generated_one(capsys: pytest.CaptureFixture[str]) -> None:
-    """README's "Before your first tag" is exactly `release ready --markdown` of this matrix."""
+    """docs/release-builds.md's "Before your first tag" is exactly `release ready --markdown`."""
     assert cli.main(["--matrix", str(ROOT / "matrix.yaml"), "ready", "--markdown"]) == 0
     generated = capsys.readouterr().out
     assert generated == markdown(make_plan(load(ROOT / "matrix.yaml")))
     assert generated.startswith(f"### {TITLE}\n")
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert generated in readme, "regenerate README's section: python -m release ready --markdown"
+    guide = (ROOT / "docs" / "release-builds.md").read_text(encoding="utf-8")
+    assert generated in guide, "regenerate the section: python -m release ready --markdown"
