@@ -51,10 +51,12 @@ DEFAULT_MATRIX = "matrix.yaml"
 
 
 def command_table() -> str:
-    """The README's table of commands, generated from `COMMANDS` (`release schema --write`)."""
+    """The README's table of commands and its exit codes, generated from `COMMANDS` and
+    `EXIT_CODES` (`release schema --write`)."""
     rows = ["| command | what it does |", "|---|---|"]
     rows += [f"| `release {name}` | {help_text} |" for name, (_module, help_text) in COMMANDS.items()]
-    return "\n".join(rows) + "\n"
+    codes = ", ".join(f"{code} {what}" for code, what in EXIT_CODES)
+    return "\n".join(rows) + f"\n\nExit codes (also in `--help`): {codes}.\n"
 
 
 def program_name(argv0: str | None = None) -> str:

@@ -33,6 +33,7 @@ def test_the_readme_tables_are_the_generated_ones() -> None:
 def test_every_command_has_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
     table = cli.command_table()
     assert [c for c in cli.COMMANDS if f"| `release {c}` |" not in table] == []
+    assert "Exit codes (also in `--help`): 1 error, 2 usage," in table
     monkeypatch.setitem(cli.COMMANDS, "brand-new", ("plan", "a command the README does not know"))
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert with_section(readme, "commands", cli.command_table()) != readme
