@@ -28,6 +28,7 @@ from release.config.checks import unpinned_serving_images
 from release.config.facts import FACTS_FILE
 from release.config.imageref import parse_image_reference
 from release.config.matrix import Matrix
+from release.errors import ReleaseError
 from release.plan.imagefacts import pinned_without_facts
 from release.plan.steps import Plan
 from release.plan.version import is_prerelease
@@ -39,6 +40,15 @@ runtime; ci.yml's readiness job only learns whether each is set."""
 
 Status = Literal["ok", "missing", "fail", "by hand", "held back"]
 BLOCKING: tuple[Status, ...] = ("missing", "fail")
+
+TITLE = "Before your first tag"
+
+
+class NotReady(ReleaseError):
+    """A tag push would fail for configuration alone."""
+
+    exit_code = 1
+
 
 PUBLISHING_URLS = {
     "https://upload.pypi.org/legacy/": "https://pypi.org/manage/project/{}/settings/publishing/",
@@ -113,7 +123,7 @@ def _variables(plan: Plan, environ: Mapping[str, str]) -> list[Item]:
                 f"{name}: set the repository variable (or secret) {name} (Settings > Secrets and variables "
                 f"> Actions): {' and '.join(by)}'s install script reads it, and variant(s) "
                 f"{', '.join(planned)} cannot build without it; or hold them back in "
-                f"{loaded.path.name} (variants.<name>.held_back: \"<reason>\")"
+                f'{loaded.path.name} (variants.<name>.held_back: "<reason>")'
             )
             items.append(Item("variable", name, "missing", detail, fix))
     return items
@@ -250,3 +260,73 @@ def readiness(
         *_hardware(plan),
         *held,
     ]
+
+
+def require_ready(items: list[Item]) -> None:
+    """Raise `NotReady` naming what to set when a tag push would fail for configuration alone."""
+    blocking = [i for i in items if i.status in BLOCKING]
+    if blocking:
+        lines = "\n".join(f"  {i.fix}" for i in blocking)
+        msg = f"a tag push would fail for configuration alone ({len(blocking)} to set):\n{lines}"
+        raise NotReady(msg)
+
+
+def _names(items: list[Item], kind: str) -> str:
+    return ", ".join(f"`{i.name}`" for i in items if i.kind == kind)
+
+
+def markdown(plan: Plan) -> str:
+    """The section of docs/release-builds.md, generated from what `release ready` checks (a test
+    compares the two)."""
+    loaded = plan.loaded
+    matrix = loaded.matrix
+    items = readiness(plan, environ={}, repository=None)
+    out = [
+        f"### {TITLE}",
+        "",
+        "`release ready` lists what a tag push needs from outside the code and fails, naming what to "
+        "set, when the push would fail for configuration alone; `ci.yml` runs it on every pull "
+        "request. Once per repository:",
+        "",
+    ]
+    variables = declared_variables(loaded.backends)
+    used = {
+        name: by for name, by in variables.items()
+        if any(v.backend in by for v in matrix.variants.values())
+    }  # fmt: skip
+    for name, by in used.items():
+        users = [v for v, spec in matrix.variants.items() if spec.backend in by]
+        held = [v for v in users if v in plan.held_back]
+        idle = held and len(held) == len(users)
+        state = f" (not needed while {', '.join(held)} is held back)" if idle else ""
+        out.append(
+            f"- **Repository variable or secret `{name}`**{state}: read by the {' and '.join(by)} "
+            f"install script (`toolkit.install_env`); `release.yml` passes it to its build and smoke jobs."
+        )
+    envs = environments(matrix)
+    out.append(
+        "- **Environments** (Settings > Environments): "
+        + ", ".join(f"`{env}` for uploads to {url}" for url, env in envs.items())
+        + "; add required reviewers."
+    )
+    out.append(
+        "- **Trusted publishers**, one per distribution and index (repository, workflow `release.yml`, "
+        f"the environment above): {_names(items, 'index name')}. Each name must be yours or free."
+    )
+    images = [i for i in items if i.kind == "image"]
+    if images:
+        out.append(
+            "- **Serving images pinned by digest** (`name:tag@sha256:...`), pullable without "
+            f"credentials: {_names(images, 'image')}."
+        )
+    runners = [i for i in items if i.kind == "runner"]
+    if runners:
+        out.append(
+            "- **Self-hosted GPU runners**: "
+            + "; ".join(f"{i.name} ({i.detail.split('labels ', 1)[1]})" for i in runners)
+            + "; and Actions settings that let `GITHUB_TOKEN` take `actions: write` (the release "
+            "starts `hardware.yml`)."
+        )
+    for name, why in plan.held_back.items():
+        out.append(f"- **Held back** (not released until its `held_back` is removed): `{name}`: {why}.")
+    return "\n".join(out) + "\n"

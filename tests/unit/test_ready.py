@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 from release import cli
-from release.commands.ready import TITLE, markdown
 from release.config.matrix import LoadedMatrix, load, loads
-from release.plan.inputs import declared_variables, environment, readiness
+from release.plan.inputs import TITLE, declared_variables, environment, markdown, readiness
 from release.plan.steps import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,8 +22,6 @@ PENDING: set[str] = {
     "init.py: run",
     "plan.py: github_outputs",
     "publish.py: _run",
-    "ready.py: class NotReady",
-    "ready.py: markdown",
     "rehearse.py: run",
     "release_checks.py: run",
     "toolchain.py: class Interpreter",
