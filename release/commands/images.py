@@ -22,14 +22,8 @@ from release import table
 from release.build.toolchain import container_engine
 from release.config.facts import FACTS_FILE, facts_path, load_facts, save_facts
 from release.config.matrix import LoadedMatrix
-from release.errors import ReleaseError, UsageError
+from release.errors import UsageError
 from release.smoke.probe import changed_since, probe_matrix
-
-
-class ImagesDisagree(ReleaseError):
-    """An image's facts contradict the matrix, or (with --require) a pinned image has none."""
-
-    exit_code = 1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,19 +50,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+def _nothing_to_probe(args: argparse.Namespace, loaded: LoadedMatrix) -> bool:
     unknown = [n for n in args.image if n not in loaded.matrix.images]
     if unknown:
         known = ", ".join(loaded.matrix.images)
         msg = f"--image {unknown[0]}: {loaded.path.name} declares no such image ({known})"
         raise UsageError(msg)
-    if args.changed_since:
-        changed = changed_since(loaded, args.changed_since)
-        if not changed:
-            files = f"{loaded.path.name} nor {FACTS_FILE}"
-            print(f"images probe: neither {files} changed since {args.changed_since}: nothing to probe")
-            return 0
-        print(f"images probe: {', '.join(changed)} changed since {args.changed_since}")
+    if not args.changed_since:
+        return False
+    changed = changed_since(loaded, args.changed_since)
+    if not changed:
+        files = f"{loaded.path.name} nor {FACTS_FILE}"
+        print(f"images probe: neither {files} changed since {args.changed_since}: nothing to probe")
+        return True
+    print(f"images probe: {', '.join(changed)} changed since {args.changed_since}")
+    return False
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    if _nothing_to_probe(args, loaded):
+        return 0
     path = facts_path(loaded.path)
     recorded = load_facts(path)
     result = probe_matrix(
@@ -93,16 +94,6 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         print(f"recorded the facts of {', '.join(sorted(result.probed))} in {path}")
     elif args.write:
         print(f"{FACTS_FILE}: nothing probed from a registry image, nothing recorded")
-    problems = [str(d) for d in result.disagreements]
-    if args.require:
-        problems += [
-            f"{path.name}: images.{name}: {why}: run `release images probe --pull --write` where the "
-            "registry is reachable, and commit the file"
-            for name, why in result.without_facts.items()
-        ]
-    problems += result.failures
-    if problems:
-        msg = f"{len(problems)} problem(s) with the serving images:\n" + "\n".join(f"  {p}" for p in problems)
-        raise ImagesDisagree(msg)
+    result.require_agreement(path.name, require_facts=args.require)
     print("images probe: every fact the matrix declares agrees with its image")
     return 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from release.config.facts import FACTS_FILE, SYSTEM_LIBRARY_DIRS, ImageFacts, Layout, Via
 from release.config.matrix import LoadedMatrix
-from release.errors import SmokeError
+from release.errors import ReleaseError, SmokeError
 from release.plan.imagefacts import Disagreement, compare, current, image_sonames, pinned_without_facts
 from release.plan.steps import make_plan
 from release.smoke.container import pull as pull_image
@@ -208,6 +208,12 @@ def present(engine: str, reference: str) -> bool:
     return proc.returncode == 0
 
 
+class ImagesDisagree(ReleaseError):
+    """An image's facts contradict the matrix, or (with --require) a pinned image has none."""
+
+    exit_code = 1
+
+
 @dataclass
 class ProbeResult:
     """What `probe_matrix` found: table rows, disagreements, the registry images' new facts,
@@ -218,6 +224,22 @@ class ProbeResult:
     probed: dict[str, ImageFacts] = field(default_factory=dict)
     without_facts: dict[str, str] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+
+    def require_agreement(self, facts_file: str, *, require_facts: bool) -> None:
+        """Raise `ImagesDisagree` listing every problem: disagreements, failed probes and, when
+        `require_facts`, pinned images without facts for their digest."""
+        problems = [str(d) for d in self.disagreements]
+        if require_facts:
+            problems += [
+                f"{facts_file}: images.{name}: {why}: run `release images probe --pull --write` where "
+                "the registry is reachable, and commit the file"
+                for name, why in self.without_facts.items()
+            ]
+        problems += self.failures
+        if problems:
+            lines = "\n".join(f"  {p}" for p in problems)
+            msg = f"{len(problems)} problem(s) with the serving images:\n{lines}"
+            raise ImagesDisagree(msg)
 
 
 def _references(loaded: LoadedMatrix) -> dict[str, str | None]:

@@ -19,7 +19,7 @@ from release.plan.imagefacts import (
     refuse_missing_pythons,
 )
 from release.plan.steps import make_plan
-from release.smoke.probe import parse
+from release.smoke.probe import ImagesDisagree, ProbeResult, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 HIP = "libamdhip64.so.7"
@@ -214,3 +214,18 @@ def test_the_facts_file_round_trips_and_bad_files_name_the_key(tmp_path: Path) -
     path.write_text(json.dumps({"schema_version": 99}), encoding="utf-8")
     with pytest.raises(MatrixError, match="expected schema_version 1"):
         load_facts(path)
+
+
+def test_a_probe_result_names_every_problem_at_once() -> None:
+    result = ProbeResult(without_facts={"vllm-rocm": "no facts for its digest"})
+    result.require_agreement("images.facts.json", require_facts=False)  # facts are asked for by --require
+    result.failures.append("sglang: pull failed")
+    with pytest.raises(ImagesDisagree) as caught:
+        result.require_agreement("images.facts.json", require_facts=True)
+    assert caught.value.exit_code == 1
+    assert str(caught.value).splitlines() == [
+        "2 problem(s) with the serving images:",
+        "  images.facts.json: images.vllm-rocm: no facts for its digest: run `release images probe --pull "
+        "--write` where the registry is reachable, and commit the file",
+        "  sglang: pull failed",
+    ]
