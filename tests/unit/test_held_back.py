@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from release import cli
-from release.commands.github_release import held_back_notes
 from release.config.matrix import LoadedMatrix, loads
 from release.errors import MatrixError, UsageError
 from release.plan.steps import make_plan
 from release.publish import manifest
+from release.publish.github_release import held_back_notes
 from release.publish.preflight import collect
 
 ROOT = Path(__file__).resolve().parents[2]

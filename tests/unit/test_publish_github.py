@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from release import cli
-from release.commands import github_release as ghr
+from release.commands import github_release as command
 from release.config import matrix
 from release.errors import PublishError, UsageError
+from release.publish import github_release as ghr
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -205,9 +206,9 @@ def _run(tmp_path: Path, *argv: str, text: str | None = None) -> int:
         path = tmp_path / "matrix.yaml"
         path.write_text(text, encoding="utf-8")
     parser = argparse.ArgumentParser()
-    ghr.add_arguments(parser)
+    command.add_arguments(parser)
     loaded = matrix.load(path, backends_dir=ROOT / "packaging" / "backends")
-    return ghr.run(parser.parse_args(list(argv)), loaded)
+    return command.run(parser.parse_args(list(argv)), loaded)
 
 
 def test_the_command_checks_its_arguments(

@@ -79,7 +79,7 @@ def test_base64_of_the_secret_is_hidden_at_any_alignment() -> None:
 
 
 def test_github_release_errors_use_the_one_redactor() -> None:
-    from release.commands import github_release as ghr
+    from release.publish import github_release as ghr
 
     token = "ghs_" + "b" * 36
     basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
