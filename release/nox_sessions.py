@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nox
 
-from release.commands.toolchain import Interpreter, interpreter, missing_table
+from release.build.interpreters import Interpreter, interpreter, missing_table
 from release.config import matrix as matrix_mod
 from release.environment import in_ci
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
+from release import table
 from release.errors import ToolchainError
 
 
@@ -95,3 +97,47 @@ def self_contained_home(version: str) -> Path | None:
         if home not in SYSTEM_PREFIXES and (home / "bin" / f"python{version}").exists():
             return home
     return None
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """One CPython version as a build needs it: found, with headers, or why not and how to fix it."""
+
+    version: str
+    path: Path | None
+    problem: str | None
+    fix: str | None
+
+    @property
+    def usable(self) -> bool:
+        return self.problem is None
+
+
+def python_headers(exe: Path, version: str) -> Path:
+    """Where an interpreter's `Python.h` lives: `<prefix>/include/pythonX.Y`, the same layout for
+    distribution packages (`/usr`), pyenv, uv and cibuildwheel's /opt/python builds."""
+    return exe.resolve().parent.parent / "include" / f"python{version}" / "Python.h"
+
+
+def interpreter(version: str) -> Interpreter:
+    """Find one CPython version and check that an extension can be compiled against it."""
+    exe = find_interpreter(version)
+    if exe is None:
+        return Interpreter(
+            version,
+            None,
+            f"no Python {version} found (PATH, pyenv's versions, /usr/bin, /usr/local/bin)",
+            f"release toolchain install python {version}",
+        )
+    headers = python_headers(exe, version)
+    if not headers.is_file():
+        prefix = headers.parents[2]
+        fix = f"apt-get install python{version}-dev" if prefix == Path("/usr") else f"reinstall {prefix}"
+        return Interpreter(version, exe, f"Python {version} at {exe} has no headers ({headers} missing)", fix)
+    return Interpreter(version, exe, None, None)
+
+
+def missing_table(missing: list[Interpreter]) -> str:
+    """The end-of-run table of interpreters a local build skipped, and how to get each."""
+    rows = [(i.version, i.problem or "", i.fix or "") for i in missing]
+    return table.render(("python", "skipped because", "get it with"), rows)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from release import table
 from release.build.host import WheelResult, build_variant, summary
+from release.build.interpreters import Interpreter, interpreter, missing_table
 from release.build.lock import DEFAULT_WAIT_S
 from release.build.prebuild import say
 from release.build.toolchain import (
@@ -25,7 +26,6 @@ from release.build.toolchain import (
     toolkit_mismatch,
 )
 from release.commands.plan import check_engine_source
-from release.commands.toolchain import Interpreter, interpreter, missing_table
 from release.config.matrix import LoadedMatrix
 from release.config.resources import setup_podman_command
 from release.environment import in_ci, in_github_actions

@@ -10,73 +10,21 @@ with their headers, toolkits and build tools, each missing one with the command 
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 from release import table
-from release.build.images import usable as local_image_usable
-from release.build.interpreters import find_interpreter
-from release.build.toolchain import container_engine, find_toolchain, install_hint, toolkit_scripts
+from release.build.install import install_backend, install_pythons, run_script, script_for
+from release.build.interpreters import interpreter
+from release.build.toolchain import find_toolchain, install_hint, toolkit_scripts
 from release.config.backends import load_backends
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends
-from release.errors import ReleaseError, ToolchainError, UsageError
-from release.plan.resolve import ResolvedImage, ResolvedVariant
+from release.errors import ToolchainError, UsageError
 from release.plan.steps import make_plan
-from release.smoke.hostruntime import find_host_runtime, needs_host_runtime
+from release.smoke.hostruntime import install_smoke_runtime
 
 PYTHON = "python"
-INSTALL_TIMEOUT = 1800  # seconds: a toolkit from a vendor repository is a large download
-
-
-@dataclass(frozen=True)
-class Interpreter:
-    """One CPython version as a build needs it: found, with headers, or why not and how to fix it."""
-
-    version: str
-    path: Path | None
-    problem: str | None
-    fix: str | None
-
-    @property
-    def usable(self) -> bool:
-        return self.problem is None
-
-
-def python_headers(exe: Path, version: str) -> Path:
-    """Where an interpreter's `Python.h` lives: `<prefix>/include/pythonX.Y`, the same layout for
-    distribution packages (`/usr`), pyenv, uv and cibuildwheel's /opt/python builds."""
-    return exe.resolve().parent.parent / "include" / f"python{version}" / "Python.h"
-
-
-def interpreter(version: str) -> Interpreter:
-    """Find one CPython version and check that an extension can be compiled against it."""
-    exe = find_interpreter(version)
-    if exe is None:
-        return Interpreter(
-            version,
-            None,
-            f"no Python {version} found (PATH, pyenv's versions, /usr/bin, /usr/local/bin)",
-            f"release toolchain install python {version}",
-        )
-    headers = python_headers(exe, version)
-    if not headers.is_file():
-        prefix = headers.parents[2]
-        fix = f"apt-get install python{version}-dev" if prefix == Path("/usr") else f"reinstall {prefix}"
-        return Interpreter(version, exe, f"Python {version} at {exe} has no headers ({headers} missing)", fix)
-    return Interpreter(version, exe, None, None)
-
-
-def missing_table(missing: list[Interpreter]) -> str:
-    """The end-of-run table of interpreters a local build skipped, and how to get each."""
-    rows = [(i.version, i.problem or "", i.fix or "") for i in missing]
-    return table.render(("python", "skipped because", "get it with"), rows)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,15 +103,6 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     return check(loaded, args.python, require=args.require)
 
 
-def script_for(backend: str) -> Path:
-    script = toolkit_scripts() / f"install-{backend}.sh"
-    if not script.is_file():
-        known = sorted(p.name[len("install-") : -len(".sh")] for p in toolkit_scripts().glob("install-*.sh"))
-        msg = f"no install script for {backend!r}: the toolkit ships {', '.join(known)} (and `python`)"
-        raise UsageError(msg)
-    return script
-
-
 def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     if args.what is not None or loaded is None:
         msg = "toolchain install --variant V takes no backend or version: the matrix declares both"
@@ -176,147 +115,6 @@ def install_variant(args: argparse.Namespace, loaded: LoadedMatrix | None) -> in
     if args.smoke_runtime:
         return install_smoke_runtime(variant)
     return install_backend(backend.name, variant.toolkit, runtime_only=args.runtime_only)
-
-
-def install_smoke_runtime(variant: ResolvedVariant) -> int:
-    """The declared runtime, where the variant's image simulations will need it from this host."""
-    engine = container_engine() if any(i.made_here is not None for i in variant.images) else None
-
-    def in_container(image: ResolvedImage) -> bool:
-        """Smoke runs an image with a local recipe (or a stand-in for a registry image) in a real
-        container, which brings its own runtime, where an engine answers and the image exists or
-        root can make it."""
-        local = image.made_here
-        return engine is not None and local is not None and local_image_usable(engine, local)
-
-    needing = ", ".join(i.name for i in variant.images if needs_host_runtime(i.image) and not in_container(i))
-    if not needing:
-        boxed = [i.name for i in variant.images if in_container(i)]
-        where = f" ({', '.join(boxed)} run in {engine} containers)" if boxed else ""
-        print(f"{variant.name}: no simulated image lays out the runtime from this machine{where}: "
-              "nothing to do")  # fmt: skip
-        return 0
-    found = find_host_runtime(variant)
-    if found.usable:
-        print(f"{variant.name}: {', '.join(found.files)} already in {found.libdir} (for {needing})")
-        return 0
-    print(f"{variant.name}: {needing} lay out the {variant.backend.title} runtime from this machine")
-    return install_backend(variant.backend_name, variant.toolkit, runtime_only=True)
-
-
-def install_backend(backend: str, version: str | None, *, runtime_only: bool = False) -> int:
-    flags = [*([version] if version else []), *(["--runtime-only"] if runtime_only else [])]
-    return run_script(script_for(backend), flags)
-
-
-def run_script(script: Path, args: list[str]) -> int:
-    """Run one of the toolkit's bash scripts; its own error line is the message on failure."""
-    bash = shutil.which("bash")
-    if bash is None:
-        msg = "bash not found on PATH: the toolchain install scripts are bash scripts"
-        raise ToolchainError(msg)
-    argv = [bash, str(script), *args]
-    print(f"$ {' '.join(argv)}", flush=True)
-    proc = subprocess.run(argv, check=False, timeout=INSTALL_TIMEOUT)
-    if proc.returncode != 0:
-        msg = f"{script.name} failed (exit {proc.returncode}); its own error is printed above"
-        raise ToolchainError(msg)
-    return 0
-
-
-def _attempt(argv: list[str], timeout: float = INSTALL_TIMEOUT) -> str | None:
-    """Run one installer; None on success, else its last line of output."""
-    print(f"$ {' '.join(argv)}", flush=True)
-    env = dict(os.environ)
-    if os.access("/usr/local/bin", os.W_OK):
-        env.setdefault("UV_PYTHON_BIN_DIR", "/usr/local/bin")  # where the toolkit finds interpreters
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    if proc.returncode == 0:
-        return None
-    lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
-    return lines[-1] if lines else f"exit {proc.returncode}"
-
-
-def _uv() -> str | None:
-    beside = Path(sys.executable).parent / "uv"
-    return str(beside) if beside.is_file() else shutil.which("uv")
-
-
-def _apt_has(package: str) -> bool:
-    if shutil.which("apt-cache") is None:
-        return False
-    proc = subprocess.run(["apt-cache", "show", package], capture_output=True, check=False)
-    return proc.returncode == 0 and bool(proc.stdout.strip())
-
-
-def _as_root(argv: list[str]) -> list[str]:
-    if os.geteuid() == 0:
-        return argv
-    sudo = shutil.which("sudo")
-    return [sudo, *argv] if sudo else argv
-
-
-def _pyenv() -> str | None:
-    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-    exe = root / "bin" / "pyenv"
-    return str(exe) if exe.is_file() else shutil.which("pyenv")
-
-
-def _installers(version: str) -> list[tuple[str, list[str] | str]]:
-    """(name, argv) of each way to get CPython `version` here, or (name, why it is not available)."""
-    ways: list[tuple[str, list[str] | str]] = []
-    uv = _uv()
-    ways.append(("uv", [uv, "python", "install", version] if uv else "not installed (`pip install uv`)"))
-    pyenv = _pyenv()
-    ways.append(("pyenv", [pyenv, "install", "--skip-existing", version] if pyenv else "not installed"))
-    packages = [f"python{version}-dev", f"python{version}-venv"]
-    apt = _as_root(["apt-get", "install", "-y", "-q", *packages]) if _apt_has(f"python{version}") else None
-    ways.append(("apt", apt or f"no python{version} package in this distribution's archive"))
-    return ways
-
-
-def install_python(version: str) -> Path:
-    """Make CPython `version` findable: uv, then pyenv, then apt; one line naming every attempt.
-
-    uv and pyenv download (uv from github.com, pyenv from python.org); where neither is reachable
-    the distribution's packages are the last resort (Debian 12 carries 3.11 only)."""
-    if not re.fullmatch(r"3\.\d+", version):
-        msg = f"toolchain install python {version}: give a version like 3.12"
-        raise UsageError(msg)
-    tried: list[str] = []
-    for name, way in _installers(version):
-        if isinstance(way, str):
-            tried.append(f"{name}: {way}")
-            continue
-        failed = _attempt(way)
-        found = find_interpreter(version)
-        if found is not None:
-            return found
-        tried.append(f"{name}: {failed or 'installed, but not where the toolkit looks'}")
-    msg = f"no Python {version} could be installed: " + "; ".join(tried)
-    raise ToolchainError(msg)
-
-
-def install_pythons(versions: list[str]) -> int:
-    if not versions:
-        msg = "toolchain install python: name the versions, e.g. `release toolchain install python 3.12`"
-        raise UsageError(msg)
-    failures: list[str] = []
-    for version in versions:
-        found = find_interpreter(version)
-        if found is not None:
-            print(f"Python {version}: already at {found}")
-            continue
-        try:
-            print(f"Python {version}: installed at {install_python(version)}")
-        except ReleaseError as exc:
-            failures.append(str(exc))
-    if failures:
-        raise ToolchainError("\n".join(failures))
-    return 0
 
 
 def check(loaded: LoadedMatrix | None, pythons: list[str] | None, *, require: bool) -> int:

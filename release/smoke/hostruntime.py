@@ -15,10 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.build.toolchain import install_hint
+from release.build.images import usable as local_image_usable
+from release.build.install import install_backend
+from release.build.toolchain import container_engine, install_hint
 from release.config.matrix import Image
 from release.errors import ToolchainError
-from release.plan.resolve import ResolvedVariant
+from release.plan.resolve import ResolvedImage, ResolvedVariant
 from release.smoke.image import distribution_libdir, runtime_files
 
 
@@ -106,3 +108,29 @@ def require_host_runtime(variant: ResolvedVariant, runtime: HostRuntime, image_n
             f"machine has none ({wanted} not in {looked}): {fix}"
         )
     raise ToolchainError(msg)
+
+
+def install_smoke_runtime(variant: ResolvedVariant) -> int:
+    """The declared runtime, where the variant's image simulations will need it from this host."""
+    engine = container_engine() if any(i.made_here is not None for i in variant.images) else None
+
+    def in_container(image: ResolvedImage) -> bool:
+        """Smoke runs an image with a local recipe (or a stand-in for a registry image) in a real
+        container, which brings its own runtime, where an engine answers and the image exists or
+        root can make it."""
+        local = image.made_here
+        return engine is not None and local is not None and local_image_usable(engine, local)
+
+    needing = ", ".join(i.name for i in variant.images if needs_host_runtime(i.image) and not in_container(i))
+    if not needing:
+        boxed = [i.name for i in variant.images if in_container(i)]
+        where = f" ({', '.join(boxed)} run in {engine} containers)" if boxed else ""
+        print(f"{variant.name}: no simulated image lays out the runtime from this machine{where}: "
+              "nothing to do")  # fmt: skip
+        return 0
+    found = find_host_runtime(variant)
+    if found.usable:
+        print(f"{variant.name}: {', '.join(found.files)} already in {found.libdir} (for {needing})")
+        return 0
+    print(f"{variant.name}: {needing} lay out the {variant.backend.title} runtime from this machine")
+    return install_backend(variant.backend_name, variant.toolkit, runtime_only=True)

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from release.build import images
+from release.build.interpreters import interpreter
 from release.build.lock import build_lock
 from release.build.toolchain import container_engine
-from release.commands.toolchain import interpreter
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import load
 from release.errors import ToolchainError

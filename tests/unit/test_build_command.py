@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from release.build.host import WheelResult
+from release.build.interpreters import Interpreter
 from release.build.toolchain import Toolchain
 from release.commands import build
-from release.commands.toolchain import Interpreter
 from release.config.backends import Backend
 from release.config.matrix import load
 from release.errors import ToolchainError, UsageError

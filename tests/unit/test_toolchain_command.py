@@ -7,10 +7,11 @@ from pathlib import Path
 import pytest
 
 from release import cli
+from release.build import install, interpreters
 from release.build import toolchain as toolchain_mod
-from release.commands import toolchain
 from release.config.backends import load_backends
 from release.config.resources import toolkit_backends
+from release.smoke import hostruntime
 
 
 def fake_python(root: Path, version: str, *, headers: bool) -> Path:
@@ -28,7 +29,7 @@ def test_every_backend_with_a_toolkit_has_a_shipped_install_script() -> None:
     for name, backend in load_backends(toolkit_backends()).items():
         if backend.toolkit is None:
             continue
-        assert toolchain.script_for(name).is_file(), name
+        assert install.script_for(name).is_file(), name
         assert toolchain_mod.install_hint(backend) == f"release toolchain install {name}"
 
 
@@ -58,8 +59,8 @@ def test_interpreter_without_headers_is_named_with_the_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     exe = fake_python(tmp_path / "py", "3.11", headers=False)
-    monkeypatch.setattr(toolchain, "find_interpreter", lambda version: exe)
-    found = toolchain.interpreter("3.11")
+    monkeypatch.setattr(interpreters, "find_interpreter", lambda version: exe)
+    found = interpreters.interpreter("3.11")
     assert not found.usable
     headers = tmp_path / "py" / "include" / "python3.11" / "Python.h"
     assert found.problem == f"Python 3.11 at {exe} has no headers ({headers} missing)"
@@ -67,30 +68,30 @@ def test_interpreter_without_headers_is_named_with_the_package(
 
 
 def test_distribution_python_without_headers_points_at_the_dev_package() -> None:
-    assert toolchain.python_headers(Path("/usr/bin/python3.11"), "3.11").parents[2] == Path("/usr")
+    assert interpreters.python_headers(Path("/usr/bin/python3.11"), "3.11").parents[2] == Path("/usr")
 
 
 def test_interpreter_with_headers_is_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exe = fake_python(tmp_path / "py", "3.12", headers=True)
-    monkeypatch.setattr(toolchain, "find_interpreter", lambda version: exe)
-    assert toolchain.interpreter("3.12").usable
+    monkeypatch.setattr(interpreters, "find_interpreter", lambda version: exe)
+    assert interpreters.interpreter("3.12").usable
 
 
 def test_absent_interpreter_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(toolchain, "find_interpreter", lambda version: None)
-    found = toolchain.interpreter("3.10")
+    monkeypatch.setattr(interpreters, "find_interpreter", lambda version: None)
+    found = interpreters.interpreter("3.10")
     assert found.path is None and found.fix == "release toolchain install python 3.10"
-    table = toolchain.missing_table([found])
+    table = interpreters.missing_table([found])
     assert "3.10" in table and "release toolchain install python 3.10" in table
 
 
 def test_python_install_without_any_installer_names_every_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(toolchain, "find_interpreter", lambda version: None)
-    monkeypatch.setattr(toolchain, "_uv", lambda: None)
-    monkeypatch.setattr(toolchain, "_pyenv", lambda: None)
-    monkeypatch.setattr(toolchain, "_apt_has", lambda package: False)
-    with pytest.raises(toolchain.ToolchainError) as caught:
-        toolchain.install_python("3.10")
+    monkeypatch.setattr(install, "find_interpreter", lambda version: None)
+    monkeypatch.setattr(install, "_uv", lambda: None)
+    monkeypatch.setattr(install, "_pyenv", lambda: None)
+    monkeypatch.setattr(install, "_apt_has", lambda package: False)
+    with pytest.raises(install.ToolchainError) as caught:
+        install.install_python("3.10")
     assert str(caught.value) == (
         "no Python 3.10 could be installed: uv: not installed (`pip install uv`); pyenv: not installed; "
         "apt: no python3.10 package in this distribution's archive"
@@ -98,8 +99,8 @@ def test_python_install_without_any_installer_names_every_attempt(monkeypatch: p
 
 
 def test_python_version_must_be_major_minor() -> None:
-    with pytest.raises(toolchain.UsageError):
-        toolchain.install_python("3")
+    with pytest.raises(install.UsageError):
+        install.install_python("3")
 
 
 MATRIX_FILE = str(Path(__file__).resolve().parents[2] / "matrix.yaml")
@@ -113,8 +114,8 @@ def installs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, boo
         calls.append((backend, version, runtime_only))
         return 0
 
-    monkeypatch.setattr(toolchain, "install_backend", record)
-    monkeypatch.setattr(toolchain, "container_engine", lambda: None)  # no engine: every image simulated
+    monkeypatch.setattr(hostruntime, "install_backend", record)
+    monkeypatch.setattr(hostruntime, "container_engine", lambda: None)  # no engine: every image simulated
     return calls
 
 
@@ -124,7 +125,7 @@ def test_smoke_runtime_installs_the_declared_major_where_the_simulations_need_it
     from release.smoke.hostruntime import HostRuntime
 
     older = HostRuntime(tmp_path, ("libamdhip64.so.5",), matches=False)
-    monkeypatch.setattr(toolchain, "find_host_runtime", lambda _v: older)
+    monkeypatch.setattr(hostruntime, "find_host_runtime", lambda _v: older)
     argv = ["--matrix", MATRIX_FILE, "toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
     assert cli.main(argv) == 0
     assert installs == [("rocm", "7.2", True)]
@@ -139,7 +140,7 @@ def test_smoke_runtime_is_a_no_op_when_present_or_not_needed(
     from release.smoke.hostruntime import HostRuntime
 
     present = HostRuntime(tmp_path, ("libamdhip64.so.7",), matches=True)
-    monkeypatch.setattr(toolchain, "find_host_runtime", lambda _v: present)
+    monkeypatch.setattr(hostruntime, "find_host_runtime", lambda _v: present)
     for variant in ("rocm", "cuda", "cpu"):
         argv = ["--matrix", MATRIX_FILE, "toolchain", "install", "--variant", variant, "--smoke-runtime"]
         assert cli.main(argv) == 0
@@ -162,9 +163,9 @@ def test_smoke_runtime_skips_images_that_run_in_containers(
     from release.smoke.hostruntime import HostRuntime
 
     older = HostRuntime(tmp_path, ("libamdhip64.so.5",), matches=False)
-    monkeypatch.setattr(toolchain, "find_host_runtime", lambda _v: older)
-    monkeypatch.setattr(toolchain, "container_engine", lambda: "podman")
-    monkeypatch.setattr(toolchain, "local_image_usable", lambda _engine, _local: True)
+    monkeypatch.setattr(hostruntime, "find_host_runtime", lambda _v: older)
+    monkeypatch.setattr(hostruntime, "container_engine", lambda: "podman")
+    monkeypatch.setattr(hostruntime, "local_image_usable", lambda _engine, _local: True)
     argv = ["toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
     assert cli.main(["--matrix", MATRIX_FILE, *argv]) == 0
     assert installs == []
@@ -173,7 +174,7 @@ def test_smoke_runtime_skips_images_that_run_in_containers(
         "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, rocm-absent, rocm6-only, vllm-rocm, sglang-rocm"
     )
     assert f"{boxed} run in podman containers" in out
-    monkeypatch.setattr(toolchain, "local_image_usable", lambda _engine, _local: False)
+    monkeypatch.setattr(hostruntime, "local_image_usable", lambda _engine, _local: False)
     assert cli.main(["--matrix", MATRIX_FILE, *argv]) == 0
     assert installs == [("rocm", "7.2", True)]
     # rocm6-only is simulated without a runtime (the declared one is absent there): none laid out
