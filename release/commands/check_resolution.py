@@ -38,7 +38,6 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from packaging.version import Version
 
@@ -47,17 +46,13 @@ from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError, UsageError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
-from release.publish import index
-from release.smoke.placement import host_libc, host_platforms, uninstallable
+from release.publish.release_day import held_names
+from release.smoke.placement import emulated_platform, host_libc
+from release.variants.cases import INSTALLERS, NVIDIA_DRIVER, SETUPS, plan_cases
 from release.variants.make import DEFAULT_OUT, VariantSet, variant_set
 from release.variants.metadata import INDEX_SUFFIX
-from release.variants.resolution import FORCE_CUDA, Case, Outcome, lay_out, run_case, serving
-from release.wheel.names import foreign_files, parse_platform_tag, parse_wheel_name, split_variant_label
-
-INSTALLERS = ("pip", "uv")
-SETUPS = ("per-name", "partial-index", "held-name", "variants")
-NVIDIA_DRIVER = Path("/sys/module/nvidia/version")
-"""Where uv's NVIDIA provider reads the driver version."""
+from release.variants.resolution import Outcome, lay_out, run_case, serving
+from release.wheel.names import parse_wheel_name, split_variant_label
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,81 +107,16 @@ def _variant_files(directory: Path, shared: VariantSet) -> list[Path]:
     return files
 
 
-def plan_cases(
-    variants: Mapping[str, ResolvedVariant],
-    pythons: Sequence[str],
-    installers: Sequence[str],
-    setups: Sequence[str],
-    shared: VariantSet | None,
-    *,
-    nvidia_driver: bool,
-    newest: str | None = None,
-    held: Mapping[str, Sequence[str]] | None = None,
-) -> list[Case]:
-    """Every install the report covers, in report order. `newest` is the matrix's newest Python
-    (the one the partial index holds), when only some Pythons are checked; `held`: distribution
-    -> another project's files under that name on the public index."""
-    cases: list[Case] = []
-    newest = newest or max(pythons, key=Version)
-
-    def add(setup: str, installer: str, python: str, requirement: str, **how: Any) -> None:
-        if setup in setups and installer in installers:
-            cases.append(Case(setup, installer, python, requirement, **how))
-
-    for variant in variants.values():
-        for python in (p for p in pythons if p in variant.pythons):
-            for installer in INSTALLERS:
-                add("per-name", installer, python, variant.distribution, indexes=("release",), expect=variant)
-                if python != newest:
-                    add(
-                        "partial-index", installer, python, variant.distribution,
-                        indexes=("release", "newest-only"), expect=variant, may_fail=True,
-                    )  # fmt: skip
-                theirs = (held or {}).get(variant.distribution)
-                if theirs:
-                    add(
-                        "held-name", installer, python, variant.distribution,
-                        indexes=("public", "release"), expect=variant, note=", ".join(sorted(theirs)[:3]),
-                    )  # fmt: skip
-    if shared is None:
-        return cases
-    null = next((shared.variants[d.variant] for d in shared.descriptions if d.is_null), None)
-    cuda = next((d for d in shared.descriptions if "nvidia" in d.properties), None)
-    cuda_env = (
-        {FORCE_CUDA: cuda.properties["nvidia"].get("cuda_version_lower_bound", ("13.0",))[0]} if cuda else {}
-    )
-    plain = shared.variants[cuda.variant] if (nvidia_driver and cuda) else null
-    installs: list[tuple[str, ResolvedVariant | None, dict[str, str], str]] = [
-        ("uv", plain, {}, "this machine's own hardware, as uv detects it"),
-        ("pip", None, {}, "pip does not read variant wheels"),
-    ]
-    if cuda is not None:
-        installs.insert(1, ("uv", shared.variants[cuda.variant], cuda_env, ""))
-    for python in pythons:
-        for installer, expect, env, note in installs:
-            add(
-                "variants",
-                installer,
-                python,
-                shared.distribution,
-                indexes=("variants",),
-                expect=expect,
-                env=env,
-                note=note,
-            )
-    return cases
-
-
-def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
-    plan = make_plan(loaded, variants=tuple(args.variant or ()))
-    variants = plan.variants
+def _selection(
+    args: argparse.Namespace, loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]
+) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], VariantSet | None]:
+    """(pythons, setups, installers, the variant set or None) the arguments ask for."""
     pythons = tuple(args.python or loaded.matrix.python)
     unknown = [p for p in pythons if p not in loaded.matrix.python]
     if unknown:
         msg = f"--python {unknown[0]} is not a matrix Python ({', '.join(loaded.matrix.python)})"
         raise UsageError(msg)
     setups = tuple(args.setup or SETUPS)
-    installers = tuple(args.installer or INSTALLERS)
     # A variant set is made of all its variants: a backfill of some (--variant) checks no set.
     wanted = loaded.matrix.variant_wheels and "variants" in setups and not args.variant
     shared = variant_set(loaded, variants) if wanted else None
@@ -196,16 +126,21 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     if "held-name" in (args.setup or ()) and not args.repository:
         msg = "--setup held-name needs --repository (the index the release goes to, e.g. PyPI's)"
         raise UsageError(msg)
+    return pythons, setups, tuple(args.installer or INSTALLERS), shared
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    variants = make_plan(loaded, variants=tuple(args.variant or ())).variants
+    pythons, setups, installers, shared = _selection(args, loaded, variants)
     interpreters = {p: require_interpreter(p) for p in pythons}
-    wheelhouse = args.wheelhouse or loaded.root / "wheelhouse"
-    per_name = _per_name_files(wheelhouse, variants)
+    per_name = _per_name_files(args.wheelhouse or loaded.root / "wheelhouse", variants)
     newest = max(loaded.matrix.python, key=Version)  # the partial index holds the matrix's newest
-    public, held = _held_names(args.repository, variants) if "held-name" in setups else (None, {})
+    public, held = held_names(args.repository, variants) if "held-name" in setups else (None, {})
     cases = plan_cases(
         variants, pythons, installers, setups, shared,
         nvidia_driver=NVIDIA_DRIVER.exists(), newest=newest, held=held,
     )  # fmt: skip
-    platform = _emulated_platform(per_name)
+    platform = emulated_platform(per_name)
     if platform is not None:
         print(
             f"this host ({host_libc()}) cannot install {platform} wheels: pip and uv resolve as a "
@@ -233,8 +168,12 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
                 outcomes.append(outcome)
                 if not args.json:
                     _print(outcome)
+    return _report(outcomes, as_json=args.json, pythons=len(pythons), setups=len(setups))
+
+
+def _report(outcomes: Sequence[Outcome], *, as_json: bool, pythons: int, setups: int) -> int:
     failed = [o for o in outcomes if not o.ok]
-    if args.json:
+    if as_json:
         document = {"schema_version": 1, "ok": not failed, "cases": [o.to_json() for o in outcomes]}
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -244,42 +183,9 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         )
         msg = f"{len(failed)} of {len(outcomes)} installs did not give the right build:\n{lines}"
         raise SmokeError(msg)
-    if not args.json:
-        print(f"{len(outcomes)} installs, {len(pythons)} Python(s), {len(setups)} index setup(s): all right")
+    if not as_json:
+        print(f"{len(outcomes)} installs, {pythons} Python(s), {setups} index setup(s): all right")
     return 0
-
-
-def _held_names(
-    repository: str | None, variants: Mapping[str, ResolvedVariant]
-) -> tuple[str | None, dict[str, list[str]]]:
-    """The public index's simple URL and, per distribution held there by another project, its
-    files (the release-day `name-owner` rule); one line per distribution on standard error."""
-    if not repository:
-        print("held-name: no --repository: who holds the names on the index is not checked", file=sys.stderr)
-        return None, {}
-    simple = repository if repository.rstrip("/").endswith("/simple") else index.simple_url_for(repository)
-    index.check_transport(simple)
-    held: dict[str, list[str]] = {}
-    for variant in variants.values():
-        dist = variant.distribution
-        files = index.list_files(simple, dist)
-        foreign = foreign_files(dist, files)
-        if foreign:
-            held[dist] = foreign
-        state = "held by another project" if foreign else "ours" if files else "free"
-        print(f"held-name: {dist} on {index.redact_url(simple)}: {state}", file=sys.stderr)
-    return simple, held
-
-
-def _emulated_platform(files: Sequence[Path]) -> str | None:
-    """None when this host installs every wheel of the set; else the newest manylinux tag among
-    them (a set built in newer images than this host, e.g. Debian trixie's on Debian 12), which
-    the installs then resolve for."""
-    platforms, libc = host_platforms(), host_libc()
-    refused = [parse_wheel_name(p) for p in files if uninstallable(parse_wheel_name(p), platforms, libc)]
-    tags = [parse_platform_tag(t) for w in refused for t in w.platforms]
-    tags = [t for t in tags if t.family == "manylinux" and t.libc is not None]
-    return max(tags, key=lambda t: t.libc or (0, 0)).text if tags else None
 
 
 def _print(outcome: Outcome) -> None:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import sys
 import urllib.error
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -245,3 +246,26 @@ def run_checks(
         checks.append(check_names(variants, index_url, repository, timeout))
         checks.append(trusted_publishers(variants, publisher, index_url))
     return checks
+
+
+def held_names(
+    repository: str | None, variants: Mapping[str, ResolvedVariant]
+) -> tuple[str | None, dict[str, list[str]]]:
+    """The public index's simple URL and, per distribution held there by another project, its
+    files (the `name-owner` rule of `check_names`), for check-resolution's `held-name` setup; one
+    line per distribution on standard error."""
+    if not repository:
+        print("held-name: no --repository: who holds the names on the index is not checked", file=sys.stderr)
+        return None, {}
+    simple = repository if repository.rstrip("/").endswith("/simple") else index.simple_url_for(repository)
+    index.check_transport(simple)
+    held: dict[str, list[str]] = {}
+    for variant in variants.values():
+        dist = variant.distribution
+        files = index.list_files(simple, dist)
+        foreign = foreign_files(dist, files)
+        if foreign:
+            held[dist] = foreign
+        state = "held by another project" if foreign else "ours" if files else "free"
+        print(f"held-name: {dist} on {index.redact_url(simple)}: {state}", file=sys.stderr)
+    return simple, held

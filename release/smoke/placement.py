@@ -8,14 +8,15 @@ the platforms this host installs), so the choice is testable without starting a 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from release.config.matrix import Image, Simulation
 from release.plan.resolve import LocalImage, ResolvedImage
 from release.smoke.container import STANDINS_ENV, standins
 from release.smoke.selection import HOST_IMAGE
-from release.wheel.names import WheelName
+from release.wheel.names import WheelName, parse_platform_tag, parse_wheel_name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -147,3 +148,14 @@ def place(
         return Placement(image=leg, container=build_image.tag, recipe=build_image, runner=runner)
     hint = f"{cannot_install}, and {why}"
     return Placement(image=image, note=f"{note}; {hint}" if note else hint, install_hint=hint)
+
+
+def emulated_platform(files: Sequence[Path]) -> str | None:
+    """None when this host installs every wheel of the set; else the newest manylinux tag among
+    them (a set built in newer images than this host, e.g. Debian trixie's on Debian 12), which
+    the installs then resolve for."""
+    platforms, libc = host_platforms(), host_libc()
+    refused = [parse_wheel_name(p) for p in files if uninstallable(parse_wheel_name(p), platforms, libc)]
+    tags = [parse_platform_tag(t) for w in refused for t in w.platforms]
+    tags = [t for t in tags if t.family == "manylinux" and t.libc is not None]
+    return max(tags, key=lambda t: t.libc or (0, 0)).text if tags else None

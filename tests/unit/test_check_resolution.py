@@ -9,11 +9,11 @@ from typing import Any
 
 import yaml
 
-from release.commands.check_resolution import plan_cases
 from release.commands.plan import github_outputs
 from release.config.matrix import load
 from release.plan.steps import make_plan
 from release.rehearse import workflow
+from release.variants.cases import plan_cases
 from release.variants.make import variant_set
 
 ROOT = Path(__file__).resolve().parents[2]

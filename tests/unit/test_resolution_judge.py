@@ -102,13 +102,13 @@ def test_a_held_name_fails_even_where_the_install_gave_our_build() -> None:
 def test_a_set_newer_than_this_host_resolves_for_its_platform(tmp_path: Path) -> None:
     """Wheels built in newer images than this host (manylinux_2_39 from Debian trixie, on Debian 12):
     pip and uv resolve as a machine of that platform; a set this host installs resolves as usual."""
-    from release.commands.check_resolution import _emulated_platform
+    from release.smoke.placement import emulated_platform
     from release.variants.resolution import install_command
 
     newer = tmp_path / "xfer_engine_cpu-0.2.0-cp312-cp312-manylinux_2_99_x86_64.whl"
     older = tmp_path / "xfer_engine_cpu-0.2.0-cp312-cp312-manylinux_2_17_x86_64.whl"
-    assert _emulated_platform([older]) is None
-    assert _emulated_platform([older, newer]) == "manylinux_2_99_x86_64"
+    assert emulated_platform([older]) is None
+    assert emulated_platform([older, newer]) == "manylinux_2_99_x86_64"
     urls = {"release": "http://127.0.0.1:1/simple/"}
     venv = tmp_path / "env"
     uv = install_command(Case("per-name", "uv", "3.12", "xfer-engine-cpu", ("release",), None), venv, urls,

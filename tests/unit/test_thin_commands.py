@@ -12,8 +12,6 @@ MAX_LINES = 40
 
 PENDING: set[str] = {
     "build.py: run",
-    "check_resolution.py: plan_cases",
-    "check_resolution.py: run",
     "init.py: run",
     "plan.py: github_outputs",
     "publish.py: _run",
