@@ -51,35 +51,49 @@ def github_outputs(
     plan: Plan, workflow: str, *, tag: str | None = None, python: str | None = None
 ) -> dict[str, str]:
     """The outputs one workflow's plan job sets, from the resolved plan alone."""
-    matrix = plan.loaded.matrix
     if workflow == "release":
-        if not tag:
-            msg = "--github release needs --tag (the pushed tag, e.g. v0.2.0)"
-            raise UsageError(msg)
-        version = version_from_tag(tag, matrix.publish.tag_pattern)
-        pythons = sorted({p for s in plan.builds for p in s.serves}, key=Version)
-        return {
-            "version": version,
-            "build": _line({"include": [s.to_json() for s in plan.builds]}),
-            "pythons": _line({"include": [{"python": p} for p in pythons]}),
-            "variant-wheels": str(_makes_variant_wheels(plan)).lower(),
-            "images": _line({"include": [s.to_json() for s in plan.images]}),
-            "has-images": str(bool(plan.images)).lower(),
-            "has-hardware": str(bool(plan.smokes)).lower(),
-            "github-release": str(matrix.publish.github_release).lower(),
-            "prerelease": str(is_prerelease(version)).lower(),
-            "repository-url": route(matrix, version) or "",
-            "environment": environment(matrix, version),
-        }
+        return _release_outputs(plan, tag)
     if workflow == "ci":
-        if python is None or python not in matrix.python:
-            known = ", ".join(matrix.python)
-            msg = f"--github ci needs --python, one of the matrix's ({known}); got {python!r}"
-            raise UsageError(msg)
-        # Variants with declared images are the ones the smoke stage exercises on a plain host.
-        steps = [s.to_json() for s in plan.builds if s.python == python and s.variant.images]
-        # A matrix whose variants declare no images yet has nothing for the build job.
-        return {"build": _line({"include": steps}), "has-build": str(bool(steps)).lower()}
+        return _ci_outputs(plan, python)
+    return _hardware_outputs(plan)
+
+
+def _release_outputs(plan: Plan, tag: str | None) -> dict[str, str]:
+    matrix = plan.loaded.matrix
+    if not tag:
+        msg = "--github release needs --tag (the pushed tag, e.g. v0.2.0)"
+        raise UsageError(msg)
+    version = version_from_tag(tag, matrix.publish.tag_pattern)
+    pythons = sorted({p for s in plan.builds for p in s.serves}, key=Version)
+    return {
+        "version": version,
+        "build": _line({"include": [s.to_json() for s in plan.builds]}),
+        "pythons": _line({"include": [{"python": p} for p in pythons]}),
+        "variant-wheels": str(_makes_variant_wheels(plan)).lower(),
+        "images": _line({"include": [s.to_json() for s in plan.images]}),
+        "has-images": str(bool(plan.images)).lower(),
+        "has-hardware": str(bool(plan.smokes)).lower(),
+        "github-release": str(matrix.publish.github_release).lower(),
+        "prerelease": str(is_prerelease(version)).lower(),
+        "repository-url": route(matrix, version) or "",
+        "environment": environment(matrix, version),
+    }
+
+
+def _ci_outputs(plan: Plan, python: str | None) -> dict[str, str]:
+    matrix = plan.loaded.matrix
+    if python is None or python not in matrix.python:
+        known = ", ".join(matrix.python)
+        msg = f"--github ci needs --python, one of the matrix's ({known}); got {python!r}"
+        raise UsageError(msg)
+    # Variants with declared images are the ones the smoke stage exercises on a plain host.
+    steps = [s.to_json() for s in plan.builds if s.python == python and s.variant.images]
+    # A matrix whose variants declare no images yet has nothing for the build job.
+    return {"build": _line({"include": steps}), "has-build": str(bool(steps)).lower()}
+
+
+def _hardware_outputs(plan: Plan) -> dict[str, str]:
+    matrix = plan.loaded.matrix
     single = [s.to_json() for s in plan.smokes if s.nodes == 1]
     pair = [s.to_json() for s in plan.smokes if s.nodes == 2]
     return {

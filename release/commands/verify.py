@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from release import table
@@ -52,8 +52,10 @@ def _collect(arguments: Sequence[str]) -> list[Path]:
     return wheels
 
 
-def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
-    wheels = _collect(args.wheels)
+def _mapped(
+    args: argparse.Namespace, loaded: LoadedMatrix | None, wheels: list[Path]
+) -> tuple[list[tuple[Path, ResolvedVariant | None]], Mapping[str, ResolvedVariant]]:
+    """Each wheel with the variant it is checked against (None: the rules that need one say n/a)."""
     if args.variant is not None and loaded is None:
         msg = f"--variant {args.variant} needs a matrix file (--matrix)"
         raise UsageError(msg)
@@ -70,7 +72,12 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
             return shared.variant_for_label(label)  # a variant wheel: its label names the variant
         return variant_for_distribution(variants, _distribution(wheel))
 
-    mapped = [(w, chosen or variant_of(w)) for w in wheels]
+    return [(w, chosen or variant_of(w)) for w in wheels], variants
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
+    wheels = _collect(args.wheels)
+    mapped, variants = _mapped(args, loaded, wheels)
     common = {
         "matrix": str(loaded.path) if loaded is not None else None,
         "release": args.release,
@@ -80,22 +87,26 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
         reports = verify_release(mapped, variants=variants, **common)
     else:
         reports = [verify_wheel(w, variant=v, **common) for w, v in mapped]
+    _render(reports, as_json=args.json, write_reports=args.write_reports)
+    failures = failure_summary(reports)
+    if failures:
+        raise VerifyError(failures)
+    return 0
+
+
+def _render(reports: Sequence[VerifyReport], *, as_json: bool, write_reports: bool) -> None:
     for report in reports:
-        if args.write_reports:
+        if write_reports:
             write_report(report)
-        if not args.json:
+        if not as_json:
             print(render_report(report), flush=True)
-    if args.json:
+    if as_json:
         document: object = reports[0].to_json() if len(reports) == 1 else [r.to_json() for r in reports]
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     rows = [(r.wheel.name, r.variant or "-", _verdict(r), ", ".join(r.failed)) for r in reports]
     summary = table.render(("wheel", "variant", "result", "failed rules"), rows, title="Verify")
-    print(summary, file=sys.stderr if args.json else sys.stdout, flush=True)
-    failures = failure_summary(reports)
-    if failures:
-        raise VerifyError(failures)
-    return 0
+    print(summary, file=sys.stderr if as_json else sys.stdout, flush=True)
 
 
 def _distribution(wheel: Path) -> str:

@@ -13,11 +13,9 @@ MAX_LINES = 40
 PENDING: set[str] = {
     "build.py: run",
     "init.py: run",
-    "plan.py: github_outputs",
     "publish.py: _run",
     "rehearse.py: run",
     "release_checks.py: run",
-    "verify.py: run",
 }
 """What is still to move out of `release/commands/` into the stages (none, when done)."""
 
