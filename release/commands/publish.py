@@ -76,13 +76,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         raise UsageError(credentials.redact(str(exc))) from None
 
 
-def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credentials) -> int:
-    matrix = loaded.matrix
-    plan = make_plan(loaded)
-    tag = args.tag or tag_from_env()
-    if not tag:
-        msg = "publish needs a release tag: pass --tag v1.2.3 (in GitHub Actions the pushed tag is used)"
-        raise UsageError(msg)
+def _check_numbers(args: argparse.Namespace) -> None:
     if not math.isfinite(args.backoff) or args.backoff < 0:
         msg = f"--backoff must be a number of seconds >= 0, not {args.backoff}"
         raise UsageError(msg)
@@ -93,6 +87,16 @@ def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credential
     if args.tries < 1:
         msg = "--tries must be at least 1"
         raise UsageError(msg)
+
+
+def _run(args: argparse.Namespace, loaded: LoadedMatrix, credentials: Credentials) -> int:
+    matrix = loaded.matrix
+    plan = make_plan(loaded)
+    tag = args.tag or tag_from_env()
+    if not tag:
+        msg = "publish needs a release tag: pass --tag v1.2.3 (in GitHub Actions the pushed tag is used)"
+        raise UsageError(msg)
+    _check_numbers(args)
     version = version_from_tag(tag, matrix.publish.tag_pattern)
     repository = args.repository or route(matrix, version)
     if repository is None:
