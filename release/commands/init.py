@@ -28,6 +28,9 @@ from release.init.scaffold import (
     parse_variants,
     render,
 )
+from release.init.scaffold import (
+    Plan as ScaffoldPlan,
+)
 from release.init.scan import Project, policy_libraries, read_project, read_wheels
 
 
@@ -67,6 +70,43 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     del loaded
     output: Path = args.output
     check_output(output, force=args.force)
+    project, plan, text, wheels_read = _scaffold(args, output)
+    files, notes = _repository_files(output, text, ci=args.ci, force=args.force)
+    for path, content in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+    imports = plan.project.import_name
+    print(f"wrote {output}: {_variants_text(plan.variants)} of {project.name} (import {imports})")
+    print(f"  python: {', '.join(plan.pythons)}; scripts: {', '.join(plan.scripts) or 'none'}")
+    print(
+        f"  system libraries: {', '.join(plan.system_libraries) or 'none'}"
+        + ("" if wheels_read else " (no --wheel given: none read)")
+    )
+    for path in files:
+        if path != output:
+            print(f"wrote {path}")
+    guard = _guard(plan.project, plan.variants, print_only=args.no_guard)
+    if not project.readme:
+        notes.append(
+            f"note: {args.path / 'pyproject.toml'} has no `readme`: publishing checks wheels with "
+            "`twine check --strict`, which refuses a wheel without a long description "
+            '(add readme = "README.md" to [project])'
+        )
+    for line in [*([guard] if guard else []), *notes]:
+        print(line)
+    if args.ci:
+        print(f"the workflows install {requirement()}: to upgrade, rerun with a newer toolkit and --force")
+    first, python = next(iter(plan.variants)), plan.pythons[0]
+    print(
+        f"next: fill in the `yours:` lines of {output.name}, check them with `release plan`, then "
+        f"`nox -s build_{first}-{python} smoke_{first}-{python}`"
+    )
+    return 0
+
+
+def _scaffold(args: argparse.Namespace, output: Path) -> tuple[Project, ScaffoldPlan, str, bool]:
+    """The project read, the starter matrix planned and rendered (and checked to load), and
+    whether any wheel was read."""
     project_dir: Path = args.path
     if not project_dir.is_dir():
         msg = f"{project_dir}: no such project directory"
@@ -94,39 +134,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     except MatrixError as exc:  # a bug of init, never the user's: say so plainly
         msg = f"init produced a matrix that does not load (please report this):\n{exc}"
         raise UsageError(msg) from None
-
-    files, notes = _repository_files(output, text, ci=args.ci, force=args.force)
-    for path, content in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-
-    imports = plan.project.import_name
-    print(f"wrote {output}: {_variants_text(plan.variants)} of {project.name} (import {imports})")
-    print(f"  python: {', '.join(plan.pythons)}; scripts: {', '.join(plan.scripts) or 'none'}")
-    print(
-        f"  system libraries: {', '.join(plan.system_libraries) or 'none'}"
-        + ("" if facts.names else " (no --wheel given: none read)")
-    )
-    for path in files:
-        if path != output:
-            print(f"wrote {path}")
-    guard = _guard(plan.project, plan.variants, print_only=args.no_guard)
-    if not project.readme:
-        notes.append(
-            f"note: {project_dir / 'pyproject.toml'} has no `readme`: publishing checks wheels with "
-            "`twine check --strict`, which refuses a wheel without a long description "
-            '(add readme = "README.md" to [project])'
-        )
-    for line in [*([guard] if guard else []), *notes]:
-        print(line)
-    if args.ci:
-        print(f"the workflows install {requirement()}: to upgrade, rerun with a newer toolkit and --force")
-    first, python = next(iter(plan.variants)), plan.pythons[0]
-    print(
-        f"next: fill in the `yours:` lines of {output.name}, check them with `release plan`, then "
-        f"`nox -s build_{first}-{python} smoke_{first}-{python}`"
-    )
-    return 0
+    return project, plan, text, bool(facts.names)
 
 
 def _repository_files(
