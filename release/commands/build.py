@@ -147,8 +147,40 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         for steps in planned.values():
             built += _in_container(args, steps, root, version, chosen, missing=[])
         return _report(built, root, started, missing=[], skipped=[], failures=[])
-    on_host: dict[str, tuple[BuildStep, ...]] = {}
-    in_image: dict[str, tuple[BuildStep, ...]] = {}
+    on_host, in_image, skipped_variants, overrides, engine = _placement(args, planned, every=every)
+    missing: list[Interpreter] = []
+    pythons: set[str] = set()
+    if on_host:
+        pythons, missing = usable_interpreters([s.python for steps in on_host.values() for s in steps])
+    failures: list[str] = []
+    results = _on_host(
+        args, on_host, pythons=pythons, overrides=overrides, root=root, version=version, failures=failures,
+        every=every,
+    )  # fmt: skip
+    for name, selected in in_image.items():
+        assert engine is not None  # noqa: S101 (set with every in_image entry)
+        try:
+            results += _in_container(args, selected, root, version, engine, missing=missing)
+        except ReleaseError as exc:
+            if not every:
+                raise
+            failures.append(f"{name}: {exc}")
+    if not results and not failures:
+        msg = "nothing could be built here: " + "; ".join(f"{v}: {why}" for v, why in skipped_variants)
+        raise ToolchainError(msg)
+    return _report(results, root, started, missing=missing, skipped=skipped_variants, failures=failures)
+
+
+Steps = dict[str, tuple[BuildStep, ...]]
+
+
+def _placement(
+    args: argparse.Namespace, planned: Steps, *, every: bool
+) -> tuple[Steps, Steps, list[tuple[str, str]], dict[str, str | None], str | None]:
+    """Where each variant builds: (on the host, in its local image, skipped with why, the host
+    builds' toolkit overrides, the container engine the image builds use)."""
+    on_host: Steps = {}
+    in_image: Steps = {}
     skipped_variants: list[tuple[str, str]] = []
     overrides: dict[str, str | None] = {}
     engine: str | None = None
@@ -172,12 +204,23 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             f"{variant.build_image.local} through {engine} (--allow-toolkit-mismatch builds on the host)"
         )
         in_image[name] = selected
-    missing: list[Interpreter] = []
-    pythons: set[str] = set()
-    if on_host:
-        pythons, missing = usable_interpreters([s.python for steps in on_host.values() for s in steps])
+    return on_host, in_image, skipped_variants, overrides, engine
+
+
+def _on_host(
+    args: argparse.Namespace,
+    on_host: Steps,
+    *,
+    pythons: set[str],
+    overrides: dict[str, str | None],
+    root: Path,
+    version: str,
+    failures: list[str],
+    every: bool,
+) -> list[WheelResult]:
+    """Build each host variant's wheels of the usable Pythons; with every variant asked for, a
+    variant that fails is added to `failures` and the others go on."""
     results: list[WheelResult] = []
-    failures: list[str] = []
     for name, selected in on_host.items():
         variant = selected[0].variant
         steps = tuple(s for s in selected if s.python in pythons)
@@ -199,18 +242,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             if not every:
                 raise
             failures.append(f"{name}: {exc}")
-    for name, selected in in_image.items():
-        assert engine is not None  # noqa: S101 (set with every in_image entry)
-        try:
-            results += _in_container(args, selected, root, version, engine, missing=missing)
-        except ReleaseError as exc:
-            if not every:
-                raise
-            failures.append(f"{name}: {exc}")
-    if not results and not failures:
-        msg = "nothing could be built here: " + "; ".join(f"{v}: {why}" for v, why in skipped_variants)
-        raise ToolchainError(msg)
-    return _report(results, root, started, missing=missing, skipped=skipped_variants, failures=failures)
+    return results
 
 
 def _host_toolkit(variant: ResolvedVariant, *, allow: bool) -> str | None:
