@@ -56,8 +56,9 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff, mypy --strict on release/, the schema drift check and the workflows' (the committed
-    .github/workflows are the templates rendered for this repository)."""
+    """ruff, mypy --strict on release/, the drift check of what is generated (the schemas,
+    scripts/runtimes.tsv, the README's tables) and the workflows' (the committed .github/workflows
+    are the templates rendered for this repository)."""
     session.run(sys.executable, "-m", "ruff", "check", ".", external=True)
     session.run(sys.executable, "-m", "mypy", "--strict", "release", external=True)
     session.run(sys.executable, "-m", "release", "schema", "--check", external=True)
