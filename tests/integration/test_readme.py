@@ -66,7 +66,7 @@ def make_image(log: Path) -> None:
     this network's TLS needs); make-image.sh keeps it while its inputs are unchanged."""
     script = ROOT / "scripts" / "make-image.sh"
     cmd = ["bash", str(script), "--tag", IMAGE, "--suite", SUITE, "--minbase-only"]
-    with log.open("w", encoding="utf-8") as out, images.one_maker(print):
+    with log.open("w", encoding="utf-8") as out, images.one_maker(print, IMAGE):
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=1800, check=False)
     assert proc.returncode == 0, log.read_text(encoding="utf-8")[-3000:]
 

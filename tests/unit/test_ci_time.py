@@ -40,7 +40,7 @@ def test_what_ensure_said_is_read_back() -> None:
     assert ci_time.image_state(["image t: checking its recipe", "image t: made (300 s)"]) == "made"
     assert ci_time.image_state(["image t: up to date, kept (2 s)"]) == "up to date"
     waited = [
-        "making local images is locked by pid 7 (/x/.make.lock): waiting",
+        "making the local image t is locked by pid 7 (/x/.make-t.lock): waiting",
         "image t: up to date, kept (1 s)",
     ]
     assert ci_time.image_state(waited) == "up to date (waited for another maker)"
