@@ -45,7 +45,9 @@ def tests(session: nox.Session) -> None:
     workers = os.environ.get("RELEASE_TEST_WORKERS", "0")
     if not workers.isdigit():
         session.error(f"RELEASE_TEST_WORKERS={workers!r}: a number of workers (0: no xdist)")
-    parallel = ["-n", workers, "--dist", "loadfile"] if int(workers) > 0 else []
+    # --no-loadscope-reorder: files go out in collection order, which puts the longest first
+    # (tests/ci_time.py LONG_FILES); xdist's default order (most tests first) put them last.
+    parallel = ["-n", workers, "--dist", "loadfile", "--no-loadscope-reorder"] if int(workers) > 0 else []
     # --durations: the slowest tests and fixture set-ups (images, builds) show at the end of every run;
     # tests/ci_time.py adds which shared fixture made which image or wheelhouse, in how many seconds.
     session.run(

@@ -26,6 +26,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.longrepr = f"skipped in CI, where nothing may be missing: {reason}"
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest files first (ci_time.LONG_FILES), so xdist hands them out before the quick ones."""
+    root = config.rootpath
+
+    def file_of(item: pytest.Item) -> str:
+        path = Path(str(item.fspath))
+        return path.relative_to(root).as_posix() if root in path.parents else path.as_posix()
+
+    rank = {path: index for index, path in enumerate(ci_time.long_files_first([file_of(i) for i in items]))}
+    items.sort(key=lambda item: rank[file_of(item)])
+
+
 @pytest.fixture(autouse=True)
 def _no_job_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tables the tests render stay out of a CI run's own job summary ($GITHUB_STEP_SUMMARY)."""
