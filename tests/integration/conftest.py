@@ -188,11 +188,13 @@ class LocalImages:
         return recipe
 
     def matrix_recipes(self) -> list[LocalImage]:
-        """Every local image the real matrix's release uses (build images, then serving images)."""
+        """Every local image the real matrix's release uses: build images, serving images, and the
+        stand-ins for the registry serving images (the rehearsal's smoke runs them)."""
         variants = self.plan.variants.values()
         built = [v.build_image.local_recipe for v in variants if v.build_image.local_recipe is not None]
         served = [image.local for v in variants for image in v.images if image.local is not None]
-        return list(dict.fromkeys([*built, *served]))
+        standins = [image.standin for v in variants for image in v.images if image.standin is not None]
+        return list(dict.fromkeys([*built, *served, *standins]))
 
     def make_all(self, recipes: list[LocalImage], *, side_by_side: int = 3) -> list[str]:
         """`make` for each recipe, up to `side_by_side` at once (one maker per tag: a test elsewhere
