@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-SLOW_S = float(os.environ.get("RELEASE_SLOW_S", "60"))
+from release import settings
+
+SLOW_S = settings.number("RELEASE_SLOW_S")
 """A test whose own time is over this is marked `slow` (issue 32; RELEASE_SLOW_S changes it)."""
 ACCOUNT = "account.jsonl"
 SHARED_SCOPES = frozenset({"session", "package", "module", "class"})

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from release import settings
 from release.environment import in_ci
 from tests import ci_time
 
@@ -124,7 +125,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     (RELEASE_SLOW_CHECK=warn: named only, for a run that measures)."""
     if hasattr(session.config, "workerinput") or not in_ci() or not isinstance(_run["directory"], Path):
         return
-    if os.environ.get("RELEASE_SLOW_CHECK") == "warn":
+    if settings.text("RELEASE_SLOW_CHECK") == "warn":
         return
     if ci_time.unmarked_slow(ci_time.read(_run["directory"])) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -145,5 +146,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.section(f"tests over {ci_time.SLOW_S:.0f} s of their own, not marked slow")
         for o in offenders:
             terminalreporter.write_line(f"  {o.seconds:7.1f} s  {o.test}: mark it @pytest.mark.slow")
-        if in_ci() and os.environ.get("RELEASE_SLOW_CHECK") != "warn":
+        if in_ci() and settings.text("RELEASE_SLOW_CHECK") != "warn":
             terminalreporter.write_line("under CI this fails the run: the `slow` marker must tell the truth")

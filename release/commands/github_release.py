@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from release import interrupts, table
+from release import interrupts, settings, table
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, ToolchainError, UsageError
 from release.plan.version import is_prerelease, tag_from_env, version_from_tag
@@ -65,7 +65,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--gh",
-        default=os.environ.get("RELEASE_GH", "gh"),
+        default=settings.text("RELEASE_GH"),
         metavar="PATH",
         help="the GitHub CLI executable (default: RELEASE_GH, else gh on PATH)",
     )

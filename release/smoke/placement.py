@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
+from release import settings
 from release.config.matrix import Image, Simulation
 from release.plan.resolve import LocalImage, ResolvedImage
 from release.smoke.container import STANDINS_ENV, standins
@@ -109,7 +110,7 @@ def place(
     if resolved is not None and pull and resolved.local is None and image.container:
         # The release: the declared reference itself; a stand-in only where the rehearsal names one.
         reference = image.container
-        standin = standins(os.environ.get(STANDINS_ENV, "")).get(reference)
+        standin = standins(settings.text(STANDINS_ENV)).get(reference)
         if standin is not None and engine is not None:
             named = f"stand-in for {reference}: {engine} container {standin} (no registry; {STANDINS_ENV})"
             return Placement(image=image, container=standin, runner=named)

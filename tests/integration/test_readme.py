@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from release import settings
 from release.build import images
 from tests.readme import readme_commands
 
@@ -43,7 +44,7 @@ IMAGE = "localhost/gpu-wheel-release-readme:debian12"
 SUITE = "bookworm"
 TIER = "unit"
 CACHE = Path(
-    os.environ.get("RELEASE_README_CACHE", Path.home() / ".cache" / "gpu-wheel-release" / "readme")
+    settings.path("RELEASE_README_CACHE") or Path.home() / ".cache" / "gpu-wheel-release" / "readme"
 )
 
 
@@ -126,7 +127,7 @@ def seed_from_setup_phase(apt_cache: Path) -> Path | None:
     checksum matches the suite's index, else downloads it) and this machine's pip cache serves
     its pip (pip checks each file's hash). Every command still runs whole, as written; only the
     network fetches the set-up phase already made are skipped. Returns the pip cache to mount."""
-    if not os.environ.get("RELEASE_CI_SETUP_RAN"):
+    if not settings.switch("RELEASE_CI_SETUP_RAN"):
         return None
     for deb in Path("/var/cache/apt/archives").glob("*.deb"):
         if not (apt_cache / deb.name).exists():
