@@ -9,7 +9,6 @@ N pytest-xdist workers (0: one process).
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import nox
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))  # this checkout's toolkit, even where another copy is installed
 
+from release import settings  # noqa: E402
 from release.nox_sessions import register  # noqa: E402
 
 register(ROOT / "matrix.yaml")
@@ -35,17 +35,19 @@ TIERS = {
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit and integration tests (pass pytest arguments after --; RELEASE_TEST_TIER=unit narrows)."""
-    tier = os.environ.get("RELEASE_TEST_TIER", "all")
+    tier = settings.text("RELEASE_TEST_TIER")
     if tier not in TIERS:
         session.error(f"RELEASE_TEST_TIER={tier!r}: one of {', '.join(TIERS)}")
     # RELEASE_TEST_WORKERS=N runs N pytest-xdist workers, each test file whole on one worker, in its
     # order (--dist loadfile: module fixtures made once, a file's tests never race each other;
     # loadgroup cannot regroup under pytest 9.2, whose node ids xdist 3.8 no longer rewrites);
     # 0 or unset: one process, as before.
-    workers = os.environ.get("RELEASE_TEST_WORKERS", "0")
+    workers = settings.raw("RELEASE_TEST_WORKERS")
     if not workers.isdigit():
         session.error(f"RELEASE_TEST_WORKERS={workers!r}: a number of workers (0: no xdist)")
-    parallel = ["-n", workers, "--dist", "loadfile"] if int(workers) > 0 else []
+    # --no-loadscope-reorder: files go out in collection order, which puts the longest first
+    # (tests/ci_time.py LONG_FILES); xdist's default order (most tests first) put them last.
+    parallel = ["-n", workers, "--dist", "loadfile", "--no-loadscope-reorder"] if int(workers) > 0 else []
     # --durations: the slowest tests and fixture set-ups (images, builds) show at the end of every run;
     # tests/ci_time.py adds which shared fixture made which image or wheelhouse, in how many seconds.
     session.run(

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from release import __version__, interrupts
+from release import __version__, interrupts, settings
 from release.errors import EXIT_CODES, ReleaseError, UsageError, os_error_line
 
 # command -> (module in release.commands, help).
@@ -93,7 +93,8 @@ def build_parser(command: str | None = None, prog: str | None = None) -> argpars
     parser = _Parser(
         prog=prog or program_name(),
         description=__doc__.splitlines()[0] if __doc__ else None,
-        epilog=_epilog(),
+        epilog=_epilog() + "\n\nenvironment (docs/settings.md):\n" + "\n".join(settings.help_lines()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--matrix", default=DEFAULT_MATRIX, help="the matrix file (default: %(default)s)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")

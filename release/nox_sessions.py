@@ -29,6 +29,7 @@ from pathlib import Path
 
 import nox
 
+from release import settings
 from release.build.interpreters import Interpreter, interpreter, missing_table
 from release.config import matrix as matrix_mod
 from release.environment import in_ci
@@ -57,7 +58,7 @@ def _require_python(session: nox.Session, version: str) -> None:
 
 def matrix_file(matrix_path: str | os.PathLike[str] | None = None) -> Path:
     """`RELEASE_MATRIX`, else the given path, else `matrix.yaml` (nox runs in the noxfile's directory)."""
-    return Path(os.environ.get("RELEASE_MATRIX") or matrix_path or "matrix.yaml").resolve()
+    return (settings.path("RELEASE_MATRIX") or Path(matrix_path or "matrix.yaml")).resolve()
 
 
 def register(matrix_path: str | os.PathLike[str] | None = None) -> matrix_mod.LoadedMatrix:

@@ -14,6 +14,9 @@
 # mounted over
 #   /var/lib/containers/storage, /run/containers/storage   podman's image store: no local images
 #   /var/tmp/xfer-images                                    make-image.sh's debootstrap results
+#   /var/tmp/release-make-image                             the per-tag image locks (the run's own
+#                                                           store is not the maintainer's: a make
+#                                                           here must not wait for one there)
 #   $HOME/.cache                                            the toolkit's caches (node tools, the
 #                                                           README's apt/pip cache), the wheel
 #                                                           corpus, pip's, uv's and ccache's caches
@@ -65,7 +68,8 @@ git -C "$root/src" checkout --quiet --force --detach "$sha"
 t_clone=$(date +%s)
 
 # Mount points must exist on the host to be covered; an empty directory is all that is made there.
-hidden=(/var/lib/containers/storage /run/containers/storage /var/tmp/xfer-images "$HOME/.cache" "$HOME/.npm")
+hidden=(/var/lib/containers/storage /run/containers/storage /var/tmp/xfer-images /var/tmp/release-make-image
+        "$HOME/.cache" "$HOME/.npm")
 binds=""
 for target in "${hidden[@]}"; do
   name="$(printf '%s' "$target" | tr / _)"

@@ -154,13 +154,16 @@ if [ "$force" -eq 0 ] && have="$(podman image inspect "$tag" --format "{{index .
 fi
 
 # ---- debootstrap --------------------------------------------------------------------------------
-mkdir -p "$workdir"
+# Scratch of its own: images of different tags are made side by side (the caller locks per tag);
+# the logs stay, one directory per tag, for the message that names them.
+logs="$workdir/logs/${tag//[^A-Za-z0-9._-]/_}"
+mkdir -p "$workdir" "$logs"
 root="$(mktemp -d "$workdir/rootfs.XXXXXX")"
 mounted=()
 cleanup() {
   local m
   for m in "${mounted[@]}"; do umount -l "$m" 2>/dev/null || true; done
-  rm -rf --one-file-system "$root" "$root.tar"
+  rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
 step() { log "[$(( $(date +%s) - t_start ))s] $*"; }
@@ -186,16 +189,20 @@ fi
 # images that share a package set (and reruns after a failure) skip the 1-2 minute debootstrap.
 base_key="$(printf '%s %s %s\n' "$suite" "$mirror" "${pkgs[*]}" | sha256sum | cut -c1-16)"
 base_tar="$workdir/base-$suite-$base_key.tar"
+exec {base_lock}>"$base_tar.lock"
+flock "$base_lock"  # one debootstrap per package set at a time: a second maker waits, then unpacks it
 if [ "$refresh_base" -eq 0 ] && [ -f "$base_tar" ] && [ -n "$(find "$base_tar" -mmin -1440)" ]; then
   step "debootstrap result from $base_tar (less than a day old; --refresh-base to redo)"
   tar --numeric-owner -C "$root" -xf "$base_tar" || die "unpacking $base_tar failed"
 else
   step "debootstrap --variant=minbase $suite (+ ${pkgs[*]})"
   debootstrap --variant=minbase --include="$(IFS=,; echo "${pkgs[*]}")" "$suite" "$root" "$mirror" \
-    >"$workdir/debootstrap.log" 2>&1 \
-    || die "debootstrap failed: $(grep -E '^E:|^W: Failure' "$workdir/debootstrap.log" | tail -n 1) (full log: $workdir/debootstrap.log)"
-  tar --numeric-owner -C "$root" -cf "$base_tar.tmp" . && mv "$base_tar.tmp" "$base_tar"
+    >"$logs/debootstrap.log" 2>&1 \
+    || die "debootstrap failed: $(grep -E '^E:|^W: Failure' "$logs/debootstrap.log" | tail -n 1) (full log: $logs/debootstrap.log)"
+  base_tmp="$(mktemp "$base_tar.tmp.XXXXXX")"
+  tar --numeric-owner -C "$root" -cf "$base_tmp" . && mv "$base_tmp" "$base_tar" || rm -f "$base_tmp"
 fi
+exec {base_lock}>&-
 
 for m in proc sys dev; do
   mount --bind "/$m" "$root/$m"; mounted=("$root/$m" "${mounted[@]}")
@@ -226,8 +233,8 @@ if [ "${#by_archive[@]}" -gt 0 ]; then
       add_debian_archive "$1" "$2" "the image packages from $1" "xfer-image-$1" || exit 1
       read -r -a wanted <<<"$3"
       apt-get install -y -q --no-install-recommends -t "$1" "${wanted[@]}"' make-image.sh \
-      "$archive" "$suite" "${by_archive[$archive]}" >>"$workdir/apt.log" 2>&1 \
-      || die "apt could not install ${by_archive[$archive]} from Debian $archive on $suite: $(grep -E '^E: ' "$workdir/apt.log" | tail -n 1) (log: $workdir/apt.log)"
+      "$archive" "$suite" "${by_archive[$archive]}" >>"$logs/apt.log" 2>&1 \
+      || die "apt could not install ${by_archive[$archive]} from Debian $archive on $suite: $(grep -E '^E: ' "$logs/apt.log" | tail -n 1) (log: $logs/apt.log)"
   done
   rm -f "$root/tmp/xfer-common.sh"
 fi
@@ -236,7 +243,7 @@ step "the image's C library: $(in_root dpkg-query -W -f '${Version}' libc6 2>/de
 # ---- interpreters ---------------------------------------------------------------------------------
 if [ "${#all_py[@]}" -gt 0 ]; then
   step "apt: shared libraries the interpreters' extension modules need"
-  in_root apt-get update -q >"$workdir/apt.log" 2>&1 || die "apt-get update in the image failed (log: $workdir/apt.log)"
+  in_root apt-get update -q >"$logs/apt.log" 2>&1 || die "apt-get update in the image failed (log: $logs/apt.log)"
   libs=()
   for alts in libssl3t64/libssl3 libffi8 libsqlite3-0 libbz2-1.0 liblzma5 libreadline8t64/libreadline8 \
               libncursesw6 libtinfo6 libuuid1 zlib1g libcrypt1 libnsl2 libtirpc3t64/libtirpc3 libgdbm6t64/libgdbm6; do
@@ -247,8 +254,8 @@ if [ "${#all_py[@]}" -gt 0 ]; then
     [ -n "$pick" ] || die "none of '$alts' exists in $suite"
     libs+=("$pick")
   done
-  in_root apt-get install -y -q "${libs[@]}" >>"$workdir/apt.log" 2>&1 \
-    || die "apt-get install ${libs[*]} failed (log: $workdir/apt.log)"
+  in_root apt-get install -y -q "${libs[@]}" >>"$logs/apt.log" 2>&1 \
+    || die "apt-get install ${libs[*]} failed (log: $logs/apt.log)"
 
   for v in "${all_py[@]}"; do
     d="${py_dir[$v]}"; tagv="cp${v/./}-cp${v/./}"
@@ -312,9 +319,9 @@ if [ -n "$toolkit_install" ]; then
   cp -a "$(dirname "$script_path")" "$root/tmp/xfer-toolkit/scripts"
   # shellcheck disable=SC2016
   in_root PATH="${py_dir[${py_list[-1]}]}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-    bash -c 'cd /tmp/xfer-toolkit && eval "$1"' make-image.sh "$toolkit_install" >"$workdir/toolkit.log" 2>&1 \
-    || die "the toolkit install failed in the image: $(grep -v '^ *$' "$workdir/toolkit.log" | tail -n 1) (log: $workdir/toolkit.log)"
-  sed 's/^/    /' "$workdir/toolkit.log" | tail -n 3
+    bash -c 'cd /tmp/xfer-toolkit && eval "$1"' make-image.sh "$toolkit_install" >"$logs/toolkit.log" 2>&1 \
+    || die "the toolkit install failed in the image: $(grep -v '^ *$' "$logs/toolkit.log" | tail -n 1) (log: $logs/toolkit.log)"
+  sed 's/^/    /' "$logs/toolkit.log" | tail -n 3
   rm -rf "$root/tmp/xfer-toolkit"
 fi
 
@@ -359,9 +366,10 @@ step "podman import -> $tag"
 changes=(--change "LABEL $label=$inputs" --change "LABEL io.xfer.image.suite=$suite"
          --change "LABEL io.xfer.image.pythons=${pythons:-none}" --change "CMD [\"/bin/bash\"]")
 for e in "${image_env[@]}"; do changes+=(--change "ENV $e"); done
-tar --numeric-owner --xattrs -C "$root" -cf "$root.tar" .
 old_id="$(podman image inspect "$tag" --format '{{.Id}}' 2>/dev/null || true)"
-podman import "${changes[@]}" "$root.tar" "$tag" >/dev/null || die "podman import failed"
+# Streamed: no tarball of the whole tree is written to disk first.
+tar --numeric-owner --xattrs -C "$root" -cf - . | podman import "${changes[@]}" - "$tag" >/dev/null \
+  || die "podman import failed"
 new_id="$(podman image inspect "$tag" --format '{{.Id}}')"
 if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then podman rmi "$old_id" >/dev/null 2>&1 || true; fi
 

@@ -20,10 +20,35 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-SLOW_S = float(os.environ.get("RELEASE_SLOW_S", "60"))
+from release import settings
+
+SLOW_S = settings.number("RELEASE_SLOW_S")
 """A test whose own time is over this is marked `slow` (issue 32; RELEASE_SLOW_S changes it)."""
 ACCOUNT = "account.jsonl"
 SHARED_SCOPES = frozenset({"session", "package", "module", "class"})
+
+
+LONG_FILES = {
+    "tests/integration/test_rehearse.py": 1440,
+    "tests/integration/test_smoke_standin.py": 510,
+    "tests/integration/test_readme.py": 273,
+    "tests/integration/test_rehearse_hardware.py": 222,
+    "tests/integration/test_container.py": 200,
+    "tests/integration/test_standins.py": 180,
+    "tests/integration/test_nox_sessions.py": 150,
+    "tests/integration/test_adoption.py": 120,
+}
+"""Test files whose wall time (with the images and wheels they happen to make) was longest in a
+fresh run, in seconds. They are handed to the xdist workers first (`--dist loadfile
+--no-loadscope-reorder` keeps collection order): the longest file starts at once instead of after
+the many quick ones, so it bounds the run less. Every other file keeps its place after them."""
+
+
+def long_files_first(paths: list[str]) -> list[str]:
+    """`paths` (a test file per item, root-relative) reordered: LONG_FILES longest first, the rest
+    in their given order. Stable and the same on every worker (xdist checks the collections match)."""
+    order = {path: index for index, path in enumerate(paths)}
+    return sorted(order, key=lambda path: (-LONG_FILES.get(path, 0), order[path]))
 
 
 def run_directory(basetemp: Path, *, worker: bool) -> Path:

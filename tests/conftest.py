@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from release import settings
 from release.environment import in_ci
 from tests import ci_time
 
@@ -24,6 +25,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped in CI, where nothing may be missing: {reason}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest files first (ci_time.LONG_FILES), so xdist hands them out before the quick ones."""
+    root = config.rootpath
+
+    def file_of(item: pytest.Item) -> str:
+        path = Path(str(item.fspath))
+        return path.relative_to(root).as_posix() if root in path.parents else path.as_posix()
+
+    rank = {path: index for index, path in enumerate(ci_time.long_files_first([file_of(i) for i in items]))}
+    items.sort(key=lambda item: rank[file_of(item)])
 
 
 @pytest.fixture(autouse=True)
@@ -112,7 +125,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     (RELEASE_SLOW_CHECK=warn: named only, for a run that measures)."""
     if hasattr(session.config, "workerinput") or not in_ci() or not isinstance(_run["directory"], Path):
         return
-    if os.environ.get("RELEASE_SLOW_CHECK") == "warn":
+    if settings.text("RELEASE_SLOW_CHECK") == "warn":
         return
     if ci_time.unmarked_slow(ci_time.read(_run["directory"])) and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -133,5 +146,5 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.section(f"tests over {ci_time.SLOW_S:.0f} s of their own, not marked slow")
         for o in offenders:
             terminalreporter.write_line(f"  {o.seconds:7.1f} s  {o.test}: mark it @pytest.mark.slow")
-        if in_ci() and os.environ.get("RELEASE_SLOW_CHECK") != "warn":
+        if in_ci() and settings.text("RELEASE_SLOW_CHECK") != "warn":
             terminalreporter.write_line("under CI this fails the run: the `slow` marker must tell the truth")

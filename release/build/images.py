@@ -22,8 +22,7 @@ from release.wheel.names import manylinux_interpreter
 
 MAKE_TIMEOUT = 3600
 MAKE_LOCK_DIR = Path("/var/tmp/release-make-image")
-"""Where the lock lives that lets one make-image.sh run at a time on a machine (they share their
-scratch space: base tarballs and logs)."""
+"""Where the per-tag locks live: one make-image.sh per image tag at a time on a machine."""
 
 
 def exists(engine: str, tag: str) -> bool:
@@ -65,7 +64,9 @@ def make_command(image: LocalImage) -> list[str]:
     cmd += ["--pythons", ",".join(found)]
     if image.toolchain:
         env_home = self_contained_home(ENV_PYTHON)
-        env_version, env_home = (ENV_PYTHON, env_home) if env_home else (list(found)[-1], found[list(found)[-1]])
+        env_version, env_home = (
+            (ENV_PYTHON, env_home) if env_home else (list(found)[-1], found[list(found)[-1]])
+        )
         cmd += ["--env-python", env_version, "--python-dir", f"{env_version}={env_home}"]
     cmd += [arg for v, home in found.items() for arg in ("--python-dir", f"{v}={home}")]
     if image.toolchain:
@@ -145,9 +146,9 @@ def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None
         return
     started = time.monotonic()
     log(f"image {image.tag}: checking its recipe (Debian {image.suite}; making it takes minutes)")
-    # Two makers at once (parallel test workers, two builds) would share make-image.sh's scratch
-    # files: one at a time; the second finds its image up to date when it was the same one.
-    with one_maker(log):
+    # One maker per tag (parallel test workers, two builds): the second finds the image up to date
+    # when it was the same recipe. Images of different tags are made side by side.
+    with one_maker(log, image.tag):
         returncode, last = _run_streamed(make_command(image), log=lambda line: log(f"  {line}"))
     if returncode != 0:
         msg = f"could not make image {image.tag}: {last or 'make-image.sh failed'}"
@@ -156,12 +157,12 @@ def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None
     log(f"image {image.tag}: {state} ({time.monotonic() - started:.0f} s)")
 
 
-def one_maker(log: Callable[[str], None]) -> contextlib.AbstractContextManager[None]:
-    """Held while make-image.sh runs: one at a time on a machine (their scratch files are shared)."""
-    return build_lock(
-        MAKE_LOCK_DIR, what="making local images", wait_s=MAKE_TIMEOUT, say=log, name=".make.lock",
-        error=ToolchainError,
-    )  # fmt: skip
+def one_maker(log: Callable[[str], None], tag: str) -> contextlib.AbstractContextManager[None]:
+    """Held while make-image.sh makes or checks `tag`: one maker per tag on a machine (make-image.sh
+    keeps its scratch per run and its logs per tag; its debootstrap cache has a lock of its own)."""
+    name = ".make-" + re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".lock"
+    what = f"making the local image {tag}"
+    return build_lock(MAKE_LOCK_DIR, what=what, wait_s=MAKE_TIMEOUT, say=log, name=name, error=ToolchainError)
 
 
 def _run_streamed(argv: list[str], *, log: Callable[[str], None]) -> tuple[int, str]:

@@ -24,6 +24,7 @@ from release.build.reuse import ccache_env, ccache_missing_note, tree_digest
 from release.build.toolchain import Toolchain, require_tool
 from release.errors import BuildError
 from release.plan.resolve import ResolvedVariant
+from release import settings
 
 _print_lock = threading.Lock()
 
@@ -98,10 +99,7 @@ def _elapsed(seconds: float) -> str:
 
 
 def _heartbeat_interval() -> float:
-    try:
-        return max(0.0, float(os.environ.get("RELEASE_HEARTBEAT", HEARTBEAT_SECONDS)))
-    except ValueError:
-        return HEARTBEAT_SECONDS
+    return settings.number("RELEASE_HEARTBEAT")
 
 
 def _log_tail(log: Path, size: int = 16384) -> bytes:

@@ -10,7 +10,7 @@ import argparse
 import os
 from pathlib import Path
 
-from release import table
+from release import settings, table
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError
 from release.plan.version import is_prerelease, tag_from_env, version_from_tag
@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--gh",
-        default=os.environ.get("RELEASE_GH", "gh"),
+        default=settings.text("RELEASE_GH"),
         metavar="PATH",
         help="the GitHub CLI executable (default: RELEASE_GH, else gh on PATH)",
     )

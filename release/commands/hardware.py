@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from release import settings
 from release.build.toolchain import container_engine
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
@@ -249,7 +250,7 @@ def _where(
         msg = f"--image {args.image}: no container engine (docker or podman) answers on this runner"
         raise SmokeError(msg)
     notes: list[Check] = []
-    reference = standins(os.environ.get(STANDINS_ENV, "")).get(args.image)
+    reference = standins(settings.text(STANDINS_ENV)).get(args.image)
     if reference is not None:
         detail = f"{reference} stands in for {args.image} (no registry here; {STANDINS_ENV})"
         notes.append(Check("serving image", "pass", detail, {"declared": args.image, "stand_in": reference}))

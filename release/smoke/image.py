@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import settings
 from release.build.lock import build_lock
 from release.config.matrix import Simulation
 from release.errors import SmokeError, ToolchainError
@@ -119,9 +120,9 @@ def runtime_files(libdir: Path, globs: Sequence[str]) -> tuple[str, ...]:
 
 def minbase_dir() -> Path:
     """The cached minimal Debian tree (`RELEASE_MINBASE_DIR` overrides the default place)."""
-    override = os.environ.get(MINBASE_ENV)
-    if override:
-        return Path(override)
+    override = settings.path(MINBASE_ENV)
+    if override is not None:
+        return override
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     return cache / "gpu-wheel-release" / f"minbase-{MINBASE_SUITE}"
 

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import settings
 from release.errors import ToolchainError
 
 NO_USERNS_ENV = "RELEASE_SMOKE_NO_USERNS"
@@ -82,7 +83,7 @@ def _sudo_probe(sudo: str) -> str | None:
 
 def userns_problem() -> str | None:
     """Why an unprivileged user namespace with a mount namespace cannot be made here (None: it can)."""
-    if os.environ.get(NO_USERNS_ENV, "") not in ("", "0"):
+    if settings.switch(NO_USERNS_ENV):
         return f"user namespaces are switched off by {NO_USERNS_ENV}=1"
     return _userns_probe()
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import settings
 from release.config.matrix import Image, Simulation
 from release.plan.resolve import LocalImage, ResolvedImage
 from release.smoke.container import STANDINS_ENV, standins
@@ -110,7 +111,7 @@ def place(
     if resolved is not None and pull and resolved.local is None and image.container:
         # The release: the declared reference itself; a stand-in only where the rehearsal names one.
         reference = image.container
-        standin = standins(os.environ.get(STANDINS_ENV, "")).get(reference)
+        standin = standins(settings.text(STANDINS_ENV)).get(reference)
         if standin is not None and engine is not None:
             named = f"stand-in for {reference}: {engine} container {standin} (no registry; {STANDINS_ENV})"
             return Placement(image=image, container=standin, runner=named)

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
 import sys
 import time
 import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from release import settings
 
 try:
     import tomllib
@@ -49,9 +50,9 @@ def load_manifest(path: Path = MANIFEST) -> list[CorpusWheel]:
 def cache_dir(override: str | None = None) -> Path:
     if override:
         return Path(override).expanduser()
-    env = os.environ.get("RELEASE_CORPUS_CACHE")
-    if env:
-        return Path(env).expanduser()
+    env = settings.path("RELEASE_CORPUS_CACHE")
+    if env is not None:
+        return env
     return Path.home() / ".cache" / "release-corpus"
 
 

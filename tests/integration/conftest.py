@@ -11,6 +11,7 @@ import subprocess
 import sys
 import zipfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -185,6 +186,21 @@ class LocalImages:
         if recipe is None:
             pytest.fail(f"matrix.yaml: variant {variant!r} declares no build_image.debian recipe")
         return recipe
+
+    def matrix_recipes(self) -> list[LocalImage]:
+        """Every local image the real matrix's release uses: build images, serving images, and the
+        stand-ins for the registry serving images (the rehearsal's smoke runs them)."""
+        variants = self.plan.variants.values()
+        built = [v.build_image.local_recipe for v in variants if v.build_image.local_recipe is not None]
+        served = [image.local for v in variants for image in v.images if image.local is not None]
+        standins = [image.standin for v in variants for image in v.images if image.standin is not None]
+        return list(dict.fromkeys([*built, *served, *standins]))
+
+    def make_all(self, recipes: list[LocalImage], *, side_by_side: int = 3) -> list[str]:
+        """`make` for each recipe, up to `side_by_side` at once (one maker per tag: a test elsewhere
+        asking for one of them waits for it instead of making it again)."""
+        with ThreadPoolExecutor(side_by_side) as pool:
+            return list(pool.map(self.make, recipes))
 
     def make(self, recipe: LocalImage) -> str:
         """The image's tag, once it exists (made, or found up to date, this session)."""

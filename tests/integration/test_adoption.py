@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from release import settings
 from release.build.interpreters import find_interpreter
 
 from .publish_support import PASSWORD, USER, IndexServer, index_server
@@ -38,7 +39,7 @@ __all__ = ["index_server", "installed_toolkit", "toolkit_wheel"]  # fixtures, im
 PY = next((v for v in ("3.11", "3.12", "3.13", "3.10") if find_interpreter(v)), "3.11")
 TAG = "v0.1.0"
 NODE_TOOLS = Path(
-    os.environ.get("RELEASE_NODE_TOOLS", Path.home() / ".cache" / "gpu-wheel-release" / "node")
+    settings.path("RELEASE_NODE_TOOLS") or Path.home() / ".cache" / "gpu-wheel-release" / "node"
 )
 
 FILES = {

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from release import settings
 from release.build import images
 from tests.readme import readme_commands
 
@@ -43,7 +44,7 @@ IMAGE = "localhost/gpu-wheel-release-readme:debian12"
 SUITE = "bookworm"
 TIER = "unit"
 CACHE = Path(
-    os.environ.get("RELEASE_README_CACHE", Path.home() / ".cache" / "gpu-wheel-release" / "readme")
+    settings.path("RELEASE_README_CACHE") or Path.home() / ".cache" / "gpu-wheel-release" / "readme"
 )
 
 
@@ -66,7 +67,7 @@ def make_image(log: Path) -> None:
     this network's TLS needs); make-image.sh keeps it while its inputs are unchanged."""
     script = ROOT / "scripts" / "make-image.sh"
     cmd = ["bash", str(script), "--tag", IMAGE, "--suite", SUITE, "--minbase-only"]
-    with log.open("w", encoding="utf-8") as out, images.one_maker(print):
+    with log.open("w", encoding="utf-8") as out, images.one_maker(print, IMAGE):
         proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=1800, check=False)
     assert proc.returncode == 0, log.read_text(encoding="utf-8")[-3000:]
 
@@ -126,7 +127,7 @@ def seed_from_setup_phase(apt_cache: Path) -> Path | None:
     checksum matches the suite's index, else downloads it) and this machine's pip cache serves
     its pip (pip checks each file's hash). Every command still runs whole, as written; only the
     network fetches the set-up phase already made are skipped. Returns the pip cache to mount."""
-    if not os.environ.get("RELEASE_CI_SETUP_RAN"):
+    if not settings.switch("RELEASE_CI_SETUP_RAN"):
         return None
     for deb in Path("/var/cache/apt/archives").glob("*.deb"):
         if not (apt_cache / deb.name).exists():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests import ci_time
 
 
@@ -40,7 +42,7 @@ def test_what_ensure_said_is_read_back() -> None:
     assert ci_time.image_state(["image t: checking its recipe", "image t: made (300 s)"]) == "made"
     assert ci_time.image_state(["image t: up to date, kept (2 s)"]) == "up to date"
     waited = [
-        "making local images is locked by pid 7 (/x/.make.lock): waiting",
+        "making the local image t is locked by pid 7 (/x/.make-t.lock): waiting",
         "image t: up to date, kept (1 s)",
     ]
     assert ci_time.image_state(waited) == "up to date (waited for another maker)"
@@ -62,3 +64,25 @@ def test_ensure_is_recorded_with_whoever_asked_and_failures_too() -> None:
 def test_workers_share_the_controllers_directory(tmp_path: Path) -> None:
     assert ci_time.run_directory(tmp_path / "popen-gw0", worker=True) == tmp_path
     assert ci_time.run_directory(tmp_path, worker=False) == tmp_path
+
+
+def test_the_longest_files_are_handed_out_first_and_the_rest_keep_their_order() -> None:
+    paths = ["tests/unit/test_a.py", "tests/integration/test_readme.py", "tests/unit/test_b.py",
+             "tests/integration/test_rehearse.py"]  # fmt: skip
+    assert ci_time.long_files_first(paths) == [
+        "tests/integration/test_rehearse.py", "tests/integration/test_readme.py",
+        "tests/unit/test_a.py", "tests/unit/test_b.py",
+    ]  # fmt: skip
+
+
+def test_every_long_file_named_exists() -> None:
+    root = Path(__file__).resolve().parents[2]
+    assert [path for path in ci_time.LONG_FILES if not (root / path).is_file()] == []
+
+
+def test_collection_puts_the_long_files_first(pytestconfig: pytest.Config) -> None:
+    """This run's own collection went through the hook: a file from LONG_FILES, if collected, comes
+    before every unit test file (checked on the session's items)."""
+    items = pytestconfig.pluginmanager.get_plugin("session").items  # type: ignore[union-attr]
+    files = list(dict.fromkeys(str(item.path.relative_to(pytestconfig.rootpath)) for item in items))
+    assert files == ci_time.long_files_first(files)

@@ -26,7 +26,7 @@ def test_the_parser_takes_only_the_marked_block() -> None:
 
 GUIDES = (
     "local-builds", "matrix", "verify", "images", "hardware", "release-builds", "publishing", "variants",
-    "adopting", "engine", "benchmarks",
+    "adopting", "engine", "benchmarks", "settings",
 )  # fmt: skip
 """The pages of docs/ the README sends a reader to, one per task."""
 

