@@ -433,29 +433,7 @@ def _schema_for(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         cls = typing.cast(type, tp)
         if cls.__name__ not in defs:
             defs[cls.__name__] = {}  # placeholder against recursion
-            hints = get_type_hints(cls, vars(sys.modules[cls.__module__]))
-            props: dict[str, Any] = {}
-            required: list[str] = []
-            for f in dataclasses.fields(cls):
-                prop = dict(_schema_for(hints[f.name], defs))
-                if "doc" in f.metadata:
-                    prop["description"] = f.metadata["doc"]
-                if f.default is not dataclasses.MISSING:
-                    prop["default"] = _json_default(f.default)
-                elif f.default_factory is not dataclasses.MISSING:
-                    prop["default"] = _json_default(f.default_factory())
-                else:
-                    required.append(f.name)
-                props[f.name] = prop
-            entry: dict[str, Any] = {"type": "object"}
-            if cls.__doc__:
-                entry["description"] = " ".join(cls.__doc__.split())
-            entry["properties"] = props
-            if required:
-                entry["required"] = required
-            entry["patternProperties"] = {f"^{EXTENSION_PREFIX}": {}}
-            entry["additionalProperties"] = False
-            defs[cls.__name__] = entry
+            defs[cls.__name__] = _dataclass_schema(cls, defs)
         return {"$ref": f"#/$defs/{cls.__name__}"}
     if origin is tuple:
         return {"type": "array", "items": _schema_for(get_args(tp)[0], defs)}
@@ -465,6 +443,33 @@ def _schema_for(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
         return {"enum": list(get_args(tp))}
     simple = {str: "string", bool: "boolean", int: "integer", float: "number"}
     return {"type": simple[tp]}
+
+
+def _dataclass_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    """One dataclass as an object schema: its fields with docs and defaults; extensions allowed."""
+    hints = get_type_hints(cls, vars(sys.modules[cls.__module__]))
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for f in dataclasses.fields(cls):
+        prop = dict(_schema_for(hints[f.name], defs))
+        if "doc" in f.metadata:
+            prop["description"] = f.metadata["doc"]
+        if f.default is not dataclasses.MISSING:
+            prop["default"] = _json_default(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            prop["default"] = _json_default(f.default_factory())
+        else:
+            required.append(f.name)
+        props[f.name] = prop
+    entry: dict[str, Any] = {"type": "object"}
+    if cls.__doc__:
+        entry["description"] = " ".join(cls.__doc__.split())
+    entry["properties"] = props
+    if required:
+        entry["required"] = required
+    entry["patternProperties"] = {f"^{EXTENSION_PREFIX}": {}}
+    entry["additionalProperties"] = False
+    return entry
 
 
 def _json_default(value: Any) -> Any:

@@ -168,10 +168,15 @@ def _flow(values: Iterable[str]) -> str:
 
 def render(plan: Plan) -> str:
     """The commented matrix text."""
-    p = plan.project
+    parts = [_header(plan), _engine(plan), _python_and_platform(plan), _variants(plan)]
+    return "\n".join(line for part in [*parts, _placeholders(), _publish()] for line in part) + "\n"
+
+
+def _header(plan: Plan) -> list[str]:
+    """The schema line and the comment that says where the file came from."""
     out: list[str] = []
     add = out.append
-    upper = p.import_name.upper()
+    p = plan.project
     from_wheels = f" and {', '.join(plan.wheels)}" if plan.wheels else ""
     add(f"# yaml-language-server: $schema={plan.schema_ref}")
     add("#")
@@ -182,6 +187,15 @@ def render(plan: Plan) -> str:
     add("# in: init cannot know them. Keys starting with `x-` are free for YAML anchors.")
     add("schema_version: 1")
     add("")
+    return out
+
+
+def _engine(plan: Plan) -> list[str]:
+    """The `engine` mapping: source, import name, scripts, libraries, metadata, smoke."""
+    out: list[str] = []
+    add = out.append
+    p = plan.project
+    upper = p.import_name.upper()
     add("engine:")
     add(f"  # The PEP 517 project ({_backend_label(p)}), relative to this file.")
     add(f"  source: {_scalar(plan.source)}")
@@ -217,6 +231,14 @@ def render(plan: Plan) -> str:
     add(f'    #   - ["{{python}}", "-m", {_scalar(p.import_name)}, selftest]')
     add("    commands: []")
     add("")
+    return out
+
+
+def _python_and_platform(plan: Plan) -> list[str]:
+    """The `python` list and the `platform` mapping."""
+    out: list[str] = []
+    add = out.append
+    p = plan.project
     requires = f"requires-python {p.requires_python!r}" if p.requires_python else "no requires-python"
     add(f"# CPython versions to build for: those of {supported_range()} that {requires} admits.")
     add(f"python: {_flow(plan.pythons)}")
@@ -232,6 +254,14 @@ def render(plan: Plan) -> str:
         add("  # as NEEDED, never vendored. Run init with --wheel to find them.")
     add(f"  system_libraries: {_flow(plan.system_libraries)}")
     add("")
+    return out
+
+
+def _variants(plan: Plan) -> list[str]:
+    """The `variants` mapping, with the comments on the project's CMake switches."""
+    out: list[str] = []
+    add = out.append
+    p = plan.project
     add("# One wheel family per accelerator runtime. distribution: its name on the index (cuda keeps")
     add("# the project's name, the others add -<backend>); backend: a file in packaging/backends/;")
     add("# exclude: the runtime libraries repair keeps as NEEDED (bound at load time, never vendored).")
@@ -260,6 +290,13 @@ def render(plan: Plan) -> str:
         if backend.exclude:
             add(f"    exclude: {_flow(backend.exclude)}")
     add("")
+    return out
+
+
+def _placeholders() -> list[str]:
+    """The empty `images` and `hardware` mappings with examples of what goes in them."""
+    out: list[str] = []
+    add = out.append
     add("# yours: serving images the wheels must work in, e.g.")
     add("#   vllm-rocm:")
     add('#     container: "docker.io/rocm/vllm:<tag>"')
@@ -270,6 +307,13 @@ def render(plan: Plan) -> str:
     add('#   mi300x: {gpu: "AMD Instinct MI300X", architecture: gfx942, runner: [self-hosted, mi300x]}')
     add("hardware: {}")
     add("")
+    return out
+
+
+def _publish() -> list[str]:
+    """The `publish` mapping with its defaults spelled out."""
+    out: list[str] = []
+    add = out.append
     defaults = Publish()
     add("# Where a tag push publishes (the defaults: PyPI; pre-releases to TestPyPI).")
     add("publish:")
@@ -279,7 +323,7 @@ def render(plan: Plan) -> str:
     if defaults.prerelease_repository is not None:
         add(f"  prerelease_repository: {json.dumps(defaults.prerelease_repository)}")
     add(f"  github_release: {'true' if defaults.github_release else 'false'}")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def render_system_packages(proposal: Proposal) -> list[str]:

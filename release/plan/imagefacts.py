@@ -92,109 +92,96 @@ def _versions(values: tuple[str, ...] | list[str]) -> str:
     return ", ".join(values) if values else "none"
 
 
+_Compared = tuple[Row | None, Disagreement | None]
+"""One fact compared: its table row (if the declaration speaks of it) and the disagreement, if any."""
+
+
 def compare(loaded: LoadedMatrix, name: str, facts: ImageFacts) -> tuple[list[Row], list[Disagreement]]:
     """Every fact of image `name` the declaration speaks of, held against `facts`."""
-    image = loaded.matrix.images[name]
-    file = loaded.path.name
-    base = f"images.{name}"
-    rows: list[Row] = []
-    problems: list[Disagreement] = []
-
-    declared = declared_pythons(loaded, image)
-    if facts.pythons is None:
-        rows.append(Row(name, "python", _versions(declared), "unknown", "unknown"))
-    else:
-        has = sorted(facts.pythons, key=lambda v: tuple(int(p) for p in v.split(".")))
-        lacking = [v for v in declared if v not in facts.pythons]
-        rows.append(Row(name, "python", _versions(declared), _versions(has), "differs" if lacking else "ok"))
-        if lacking:
-            usable = [v for v in has if v in loaded.matrix.python] or has
-            key = f"{base}.python" if image.python else base
-            fix = f"set python: {json.dumps(usable)}" if image.python else f"add python: {json.dumps(usable)}"
-            if not usable:
-                fix = "this image has no CPython: remove it from the variants' images"
-            problems.append(
-                Disagreement(
-                    file,
-                    _line(loaded, f"{base}.python", base),
-                    key,
-                    f"Python {_versions(list(declared))}",
-                    f"Python {_versions(has)} only",
-                    fix,
-                )
-            )
-
-    floor = parse_platform_tag(loaded.matrix.platform.floor)
-    if facts.glibc is None:
-        rows.append(
-            Row(
-                name,
-                "glibc",
-                f">= {floor.libc[0]}.{floor.libc[1]}" if floor.libc else "-",
-                "unknown",
-                "unknown",
-            )
-        )
-    elif floor.libc is not None:
-        want = f"{floor.libc[0]}.{floor.libc[1]}"
-        try:
-            older = tuple(int(p) for p in facts.glibc.split(".")[:2]) < floor.libc
-        except ValueError:
-            older = False
-        rows.append(
-            Row(name, "glibc", f">= {want} ({floor.text})", facts.glibc, "differs" if older else "ok")
-        )
-        if older:
-            problems.append(
-                Disagreement(
-                    file,
-                    _line(loaded, "platform.floor", base),
-                    "platform.floor",
-                    floor.text,
-                    f"glibc {facts.glibc}",
-                    f"wheels tagged {floor.text} cannot install there: "
-                    f"lower the floor, or drop images.{name}",
-                )
-            )
-
-    want_layout = expected_layout(image)
-    if want_layout is not None:
-        found_layout = facts.layout
-        if found_layout is None:
-            rows.append(Row(name, "runtime", want_layout.spelled(), "unknown", "unknown"))
-        else:
-            same = _same_layout(want_layout, found_layout)
-            where = ", ".join(f"{s} -> {p}" for s, p in facts.runtime.items() if p) or "no runtime"
-            rows.append(
-                Row(
-                    name,
-                    "runtime",
-                    want_layout.spelled(),
-                    f"{found_layout.spelled()} ({where})",
-                    "ok" if same else "differs",
-                )
-            )
-            if not same:
-                if image.expect == "runtime-missing":
-                    key, fix = (
-                        f"{base}.expect",
-                        "remove `expect: runtime-missing`, or use an image without the runtime",
-                    )
-                else:
-                    key, fix = f"{base}.simulate", f"set simulate: {found_layout.spelled()}"
-                problems.append(
-                    Disagreement(
-                        file,
-                        _line(loaded, key, f"{base}.simulate", base),
-                        key,
-                        want_layout.spelled(),
-                        f"{found_layout.spelled()} ({where})",
-                        fix,
-                    )
-                )
+    compared = [check(loaded, name, facts) for check in (_compare_python, _compare_glibc, _compare_runtime)]
+    rows = [row for row, _ in compared if row is not None]
+    problems = [problem for _, problem in compared if problem is not None]
     if facts.toolkit_version:
         rows.append(Row(name, "toolkit", "-", facts.toolkit_version, "ok"))
     return rows, problems
+
+
+def _compare_python(loaded: LoadedMatrix, name: str, facts: ImageFacts) -> _Compared:
+    """The Pythons declared against those the image has."""
+    image = loaded.matrix.images[name]
+    base = f"images.{name}"
+    declared = declared_pythons(loaded, image)
+    if facts.pythons is None:
+        return Row(name, "python", _versions(declared), "unknown", "unknown"), None
+    has = sorted(facts.pythons, key=lambda v: tuple(int(p) for p in v.split(".")))
+    lacking = [v for v in declared if v not in facts.pythons]
+    row = Row(name, "python", _versions(declared), _versions(has), "differs" if lacking else "ok")
+    if not lacking:
+        return row, None
+    usable = [v for v in has if v in loaded.matrix.python] or has
+    key = f"{base}.python" if image.python else base
+    fix = f"set python: {json.dumps(usable)}" if image.python else f"add python: {json.dumps(usable)}"
+    if not usable:
+        fix = "this image has no CPython: remove it from the variants' images"
+    return row, Disagreement(
+        loaded.path.name,
+        _line(loaded, f"{base}.python", base),
+        key,
+        f"Python {_versions(list(declared))}",
+        f"Python {_versions(has)} only",
+        fix,
+    )
+
+
+def _compare_glibc(loaded: LoadedMatrix, name: str, facts: ImageFacts) -> _Compared:
+    """The platform floor's glibc against the image's."""
+    floor = parse_platform_tag(loaded.matrix.platform.floor)
+    if facts.glibc is None:
+        want = f">= {floor.libc[0]}.{floor.libc[1]}" if floor.libc else "-"
+        return Row(name, "glibc", want, "unknown", "unknown"), None
+    if floor.libc is None:
+        return None, None
+    want = f"{floor.libc[0]}.{floor.libc[1]}"
+    try:
+        older = tuple(int(p) for p in facts.glibc.split(".")[:2]) < floor.libc
+    except ValueError:
+        older = False
+    row = Row(name, "glibc", f">= {want} ({floor.text})", facts.glibc, "differs" if older else "ok")
+    if not older:
+        return row, None
+    return row, Disagreement(
+        loaded.path.name,
+        _line(loaded, "platform.floor", f"images.{name}"),
+        "platform.floor",
+        floor.text,
+        f"glibc {facts.glibc}",
+        f"wheels tagged {floor.text} cannot install there: lower the floor, or drop images.{name}",
+    )
+
+
+def _compare_runtime(loaded: LoadedMatrix, name: str, facts: ImageFacts) -> _Compared:
+    """The runtime layout declared (simulate, expect) against the one found."""
+    image = loaded.matrix.images[name]
+    base = f"images.{name}"
+    want_layout = expected_layout(image)
+    if want_layout is None:
+        return None, None
+    found_layout = facts.layout
+    if found_layout is None:
+        return Row(name, "runtime", want_layout.spelled(), "unknown", "unknown"), None
+    same = _same_layout(want_layout, found_layout)
+    where = ", ".join(f"{s} -> {p}" for s, p in facts.runtime.items() if p) or "no runtime"
+    found = f"{found_layout.spelled()} ({where})"
+    row = Row(name, "runtime", want_layout.spelled(), found, "ok" if same else "differs")
+    if same:
+        return row, None
+    if image.expect == "runtime-missing":
+        key, fix = f"{base}.expect", "remove `expect: runtime-missing`, or use an image without the runtime"
+    else:
+        key, fix = f"{base}.simulate", f"set simulate: {found_layout.spelled()}"
+    return row, Disagreement(
+        loaded.path.name, _line(loaded, key, f"{base}.simulate", base), key, want_layout.spelled(), found, fix
+    )
 
 
 def _same_layout(want: Layout, found: Layout) -> bool:

@@ -98,20 +98,7 @@ def validate_report(report: Mapping[str, object], wheel: Path, sha: str) -> list
         problems.append(
             f"{where}: not a release-mode report (run `python -m release verify --release --write-reports`)"
         )
-    rules = report.get("rules")
-    statuses: dict[str, str] = {}
-    if not isinstance(rules, list):
-        problems.append(f"{where}: rules is {type(rules).__name__}, not a list of rule results")
-    else:
-        for rule in rules:
-            known = isinstance(rule, dict) and rule.get("id") in RULE_IDS and rule.get("status") in STATUSES
-            if not known or not isinstance(rule, dict):
-                problems.append(f"{where}: a rule result that is not one of the registry's: {str(rule)[:80]}")
-                continue
-            statuses[str(rule["id"])] = str(rule["status"])
-        missing = [r for r in RULE_IDS if r not in statuses]
-        if missing or len(rules) != len(RULE_IDS):
-            problems.append(f"{where}: rules missing or repeated (missing: {', '.join(missing) or 'none'})")
+    statuses = _rule_statuses(where, report.get("rules"), problems)
     failed = sorted(r for r, s in statuses.items() if s == "fail")
     warned = sorted(r for r, s in statuses.items() if s == "warn")
     if report.get("ok") is not (not failed):
@@ -127,6 +114,24 @@ def validate_report(report: Mapping[str, object], wheel: Path, sha: str) -> list
         shown = ", ".join(failed + warned)
         problems.append(f"{where}: not releasable{f' (failed or warned: {shown})' if shown else ''}")
     return problems
+
+
+def _rule_statuses(where: str, rules: object, problems: list[str]) -> dict[str, str]:
+    """Rule id -> status of a report's `rules`; what is wrong with them is added to `problems`."""
+    statuses: dict[str, str] = {}
+    if not isinstance(rules, list):
+        problems.append(f"{where}: rules is {type(rules).__name__}, not a list of rule results")
+        return statuses
+    for rule in rules:
+        known = isinstance(rule, dict) and rule.get("id") in RULE_IDS and rule.get("status") in STATUSES
+        if not known or not isinstance(rule, dict):
+            problems.append(f"{where}: a rule result that is not one of the registry's: {str(rule)[:80]}")
+            continue
+        statuses[str(rule["id"])] = str(rule["status"])
+    missing = [r for r in RULE_IDS if r not in statuses]
+    if missing or len(rules) != len(RULE_IDS):
+        problems.append(f"{where}: rules missing or repeated (missing: {', '.join(missing) or 'none'})")
+    return statuses
 
 
 def check_wheel(wheel: Path, sha: str | None = None) -> tuple[dict[str, object] | None, str, list[str]]:

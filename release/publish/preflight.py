@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -27,6 +28,7 @@ from packaging.version import Version
 from release import interrupts, table
 from release.errors import PublishError, ReleaseError
 from release.inspect.verify import verify_release
+from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, Plan
 from release.publish import handoff, index
 from release.publish.redact import redact_text
@@ -137,13 +139,30 @@ def collect(
     `variants` narrows the expected set (a backfill of one variant); by default it is every variant
     of the plan: the matrix's, less those it holds back (whose wheels are a problem here).
     """
-    problems: list[str] = []
-    found: list[Candidate] = []
     steps = tuple(s for s in plan.builds if not variants or s.variant.name in variants)
     wanted_version = Version(version)
     if not wheelhouse.is_dir():
         return [], [f"{wheelhouse}: no such directory (build the wheels first: nox -s build_<variant>)"]
+    problems = _stray_entries(plan, wheelhouse)
+    found: list[Candidate] = []
+    for variant_name, variant in plan.variants.items():
+        if variants and variant_name not in variants:
+            continue
+        expected = _VariantDirectory(
+            plan,
+            variant_name,
+            variant,
+            {_step_key(s): s for s in steps if s.variant.name == variant_name},
+            version,
+            wanted_version,
+        )
+        found.extend(_collect_variant(expected, wheelhouse / variant_name, problems))
+    return found, problems
 
+
+def _stray_entries(plan: Plan, wheelhouse: Path) -> list[str]:
+    """Wheels in directories of no variant (or of a held-back one), and files beside the directories."""
+    problems: list[str] = []
     for entry in sorted(wheelhouse.iterdir()):
         if entry.name.startswith("."):
             continue
@@ -158,77 +177,107 @@ def collect(
                 problems.append(f"{entry.name}/: not a variant of {plan.loaded.path.name}, but holds wheels")
         elif entry.is_file():
             problems.append(f"{entry.name}: unexpected file outside the <variant>/ directories")
+    return problems
 
-    for variant_name, variant in plan.variants.items():
-        if variants and variant_name not in variants:
-            continue
-        directory = wheelhouse / variant_name
-        variant_steps = {_step_key(s): s for s in steps if s.variant.name == variant_name}
-        seen: dict[tuple[str, str], list[Path]] = {}
-        files = sorted(directory.iterdir()) if directory.is_dir() else []
-        for path in files:
-            rel = f"{variant_name}/{path.name}"
-            if is_report(path):
-                if not report_wheel(path).is_file():
-                    problems.append(f"{rel}: a verify report without its wheel")
-                continue
-            if path.is_dir() or not path.name.endswith(".whl"):
-                problems.append(f"{rel}: unknown file (only wheels and their {REPORT_SUFFIX} belong here)")
-                continue
-            refused = not_regular(path)
-            if refused:
-                problems.append(f"{rel}: {refused}: only a regular file is read as a wheel (remove it)")
-                continue
-            try:
-                parsed = parse_wheel_name(path)
-            except InvalidWheelName as exc:
-                problems.append(f"{rel}: not a valid wheel file name ({exc})")
-                continue
-            name, file_version = parsed.distribution, Version(parsed.version)
-            if name != canonicalize_name(variant.distribution):
-                problems.append(
-                    f"{rel}: distribution {name} is not {variant.distribution}, the distribution of "
-                    f"variant {variant_name!r}"
-                )
-                continue
-            if file_version != wanted_version:
-                problems.append(f"{rel}: version {file_version} does not match the tag's version {version}")
-                continue
-            keys = {split_tag(t)[:2] for t in parsed.tags}
-            matching = sorted(k for k in keys if k in variant_steps)
-            if not matching:
-                problems.append(_unexpected(rel, keys, list(variant_steps.values()), plan))
-                continue
-            try:
-                meta_name, meta_version = _wheel_metadata(path)
-            except WheelReadError as exc:
-                problems.append(f"{rel}: unreadable wheel ({exc})")
-                continue
-            if canonicalize_name(meta_name) != name or meta_version != str(file_version):
-                problems.append(f"{rel}: its METADATA says {meta_name} {meta_version}: the file was renamed")
-                continue
-            sha = file_sha256(path)
-            report_problems = _check_report(path, sha, variant_name, variant.distribution)
-            problems.extend(report_problems)
-            for key in matching:
-                seen.setdefault(key, []).append(path)
-            if not report_problems:
-                step = variant_steps[matching[0]]
-                found.append(Candidate(step.identifier, variant_name, variant.distribution, path, sha))
-        for key, step in variant_steps.items():
-            paths = seen.get(key, [])
-            if not paths:
-                pythons = f"Python {', '.join(step.serves)}" if step.abi3 else f"Python {step.python}"
-                problems.append(
-                    f"{variant_name}/: missing {step.identifier} ({pythons}): no "
-                    f"{_file_name_stem(variant.distribution, version, step)}"
-                )
-            elif len(paths) > 1:
-                problems.append(
-                    f"{variant_name}/: {len(paths)} wheels for {step.identifier}: "
-                    f"{', '.join(p.name for p in paths)} (keep one)"
-                )
-    return found, problems
+
+@dataclass(frozen=True)
+class _VariantDirectory:
+    """What one variant's directory of the wheelhouse must hold: a wheel per step, of `version`."""
+
+    plan: Plan
+    name: str
+    variant: ResolvedVariant
+    steps: dict[tuple[str, str], BuildStep]
+    version: str
+    wanted_version: Version
+
+
+def _collect_variant(expected: _VariantDirectory, directory: Path, problems: list[str]) -> list[Candidate]:
+    """The candidates in one variant's directory; its problems are added to `problems`."""
+    found: list[Candidate] = []
+    seen: dict[tuple[str, str], list[Path]] = {}
+    files = sorted(directory.iterdir()) if directory.is_dir() else []
+    for path in files:
+        matching, candidate = _examine(expected, path, problems)
+        for key in matching:
+            seen.setdefault(key, []).append(path)
+        if candidate is not None:
+            found.append(candidate)
+    problems.extend(_coverage(expected, seen))
+    return found
+
+
+def _examine(
+    expected: _VariantDirectory, path: Path, problems: list[str]
+) -> tuple[list[tuple[str, str]], Candidate | None]:
+    """The step keys a file of the variant's directory is a wheel for, and its candidate when its
+    report vouches for it; what is wrong with it is added to `problems`."""
+    rel = f"{expected.name}/{path.name}"
+    if is_report(path):
+        if not report_wheel(path).is_file():
+            problems.append(f"{rel}: a verify report without its wheel")
+        return [], None
+    if path.is_dir() or not path.name.endswith(".whl"):
+        problems.append(f"{rel}: unknown file (only wheels and their {REPORT_SUFFIX} belong here)")
+        return [], None
+    refused = not_regular(path)
+    if refused:
+        problems.append(f"{rel}: {refused}: only a regular file is read as a wheel (remove it)")
+        return [], None
+    try:
+        parsed = parse_wheel_name(path)
+    except InvalidWheelName as exc:
+        problems.append(f"{rel}: not a valid wheel file name ({exc})")
+        return [], None
+    name, file_version = parsed.distribution, Version(parsed.version)
+    distribution = expected.variant.distribution
+    if name != canonicalize_name(distribution):
+        problems.append(
+            f"{rel}: distribution {name} is not {distribution}, the distribution of variant {expected.name!r}"
+        )
+        return [], None
+    if file_version != expected.wanted_version:
+        problems.append(f"{rel}: version {file_version} does not match the tag's version {expected.version}")
+        return [], None
+    keys = {split_tag(t)[:2] for t in parsed.tags}
+    matching = sorted(k for k in keys if k in expected.steps)
+    if not matching:
+        problems.append(_unexpected(rel, keys, list(expected.steps.values()), expected.plan))
+        return [], None
+    try:
+        meta_name, meta_version = _wheel_metadata(path)
+    except WheelReadError as exc:
+        problems.append(f"{rel}: unreadable wheel ({exc})")
+        return [], None
+    if canonicalize_name(meta_name) != name or meta_version != str(file_version):
+        problems.append(f"{rel}: its METADATA says {meta_name} {meta_version}: the file was renamed")
+        return [], None
+    sha = file_sha256(path)
+    report_problems = _check_report(path, sha, expected.name, distribution)
+    problems.extend(report_problems)
+    if report_problems:
+        return matching, None
+    step = expected.steps[matching[0]]
+    return matching, Candidate(step.identifier, expected.name, distribution, path, sha)
+
+
+def _coverage(expected: _VariantDirectory, seen: dict[tuple[str, str], list[Path]]) -> list[str]:
+    """Steps of the variant with no wheel, or with more than one."""
+    problems: list[str] = []
+    for key, step in expected.steps.items():
+        paths = seen.get(key, [])
+        if not paths:
+            pythons = f"Python {', '.join(step.serves)}" if step.abi3 else f"Python {step.python}"
+            problems.append(
+                f"{expected.name}/: missing {step.identifier} ({pythons}): no "
+                f"{_file_name_stem(expected.variant.distribution, expected.version, step)}"
+            )
+        elif len(paths) > 1:
+            problems.append(
+                f"{expected.name}/: {len(paths)} wheels for {step.identifier}: "
+                f"{', '.join(p.name for p in paths)} (keep one)"
+            )
+    return problems
 
 
 TWINE_CHECK_TIMEOUT = 300.0

@@ -289,18 +289,10 @@ class Uploader:
                     if attempt < self.tries:
                         self._wait(attempt, last)
                     continue
-                status, note = self.judge(present, candidate)
-                if status == "unverified":
-                    msg = f"{candidate.filename}: cannot confirm it after an interrupted try: {note}"
-                    raise PublishError(msg)
-                if status == "skip":
-                    return Outcome(candidate, "uploaded", "confirmed on the index after an interrupted try")
-                if status == "conflict":
-                    return Outcome(candidate, "conflict", f"after an interrupted try: {note}")
-            handoff.require_digest(candidate.path, candidate.sha256, f"{candidate.filename} before upload")
-            rc, output = self._run(cmd)
-            output = clean_output(self.credentials.redact(output))
-            handoff.require_digest(candidate.path, candidate.sha256, f"{candidate.filename} after upload")
+                settled = self._after_interrupted(candidate, present)
+                if settled is not None:
+                    return settled
+            rc, output = self._run_checked(cmd, candidate)
             if rc == 0:
                 confirmed = self._listed_after(candidate, "answered")
                 if confirmed is not None:
@@ -309,27 +301,57 @@ class Uploader:
                 if attempt < self.tries:
                     self._wait(attempt, last)
                 continue
-            code = _http_status(output)
-            if code in (401, 403):
-                raise self._refused(code, uploaded_so_far)
-            last = _last_lines(output)
-            recheck = True
-            if code is not None and 400 <= code < 500 and code not in (400, 408, 409, 429):
+            last, recheck = _last_lines(output), True
+            verdict = self._after_failure(candidate, output, uploaded_so_far)
+            if isinstance(verdict, Outcome):
+                return verdict
+            if not verdict:
                 break
-            if code is None and any(marker in output for marker in _FATAL_TWINE):
-                break
-            if code in (400, 409):
-                # A duplicate answer (pypiserver's bare 400, PyPI's "File already exists") is
-                # decided by listing the index again now, never taken as final.
-                duplicate = self._listed_after(candidate, f"HTTP {code}: the index already held it")
-                if duplicate is not None:
-                    return duplicate
-                if "exist" not in output.lower():
-                    break
             if attempt < self.tries:
                 self._wait(attempt, last)
         msg = f"{candidate.filename}: upload failed ({last})"
         raise PublishError(msg)
+
+    def _after_interrupted(self, candidate: Candidate, present: Mapping[str, str | None]) -> Outcome | None:
+        """After a try that may have landed, the index listing `present` decides: the outcome when
+        the file is there (or conflicts), None to upload it again."""
+        status, note = self.judge(present, candidate)
+        if status == "unverified":
+            msg = f"{candidate.filename}: cannot confirm it after an interrupted try: {note}"
+            raise PublishError(msg)
+        if status == "skip":
+            return Outcome(candidate, "uploaded", "confirmed on the index after an interrupted try")
+        if status == "conflict":
+            return Outcome(candidate, "conflict", f"after an interrupted try: {note}")
+        return None
+
+    def _run_checked(self, cmd: Sequence[str], candidate: Candidate) -> tuple[int, str]:
+        """One twine upload, the file's bytes checked against its sha256 before and after."""
+        handoff.require_digest(candidate.path, candidate.sha256, f"{candidate.filename} before upload")
+        rc, output = self._run(cmd)
+        output = clean_output(self.credentials.redact(output))
+        handoff.require_digest(candidate.path, candidate.sha256, f"{candidate.filename} after upload")
+        return rc, output
+
+    def _after_failure(self, candidate: Candidate, output: str, uploaded_so_far: int) -> Outcome | bool:
+        """After twine failed: the outcome when the index turns out to hold the file, False when
+        another try cannot help, True to try again. Refused credentials raise at once."""
+        code = _http_status(output)
+        if code in (401, 403):
+            raise self._refused(code, uploaded_so_far)
+        if code is not None and 400 <= code < 500 and code not in (400, 408, 409, 429):
+            return False
+        if code is None and any(marker in output for marker in _FATAL_TWINE):
+            return False
+        if code in (400, 409):
+            # A duplicate answer (pypiserver's bare 400, PyPI's "File already exists") is
+            # decided by listing the index again now, never taken as final.
+            duplicate = self._listed_after(candidate, f"HTTP {code}: the index already held it")
+            if duplicate is not None:
+                return duplicate
+            if "exist" not in output.lower():
+                return False
+        return True
 
     def _listed_after(self, candidate: Candidate, why: str) -> Outcome | None:
         try:

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from release import settings
 from release.build.lock import build_lock
@@ -211,6 +212,31 @@ class Bind:
     read_only: bool = True
 
 
+class _Tools(NamedTuple):
+    """The paths of the tools a simulation script runs."""
+
+    mount: str
+    cp: str
+    mkdir: str
+    rm: str
+    ldconfig: str
+
+    @property
+    def copy(self) -> str:
+        return f"{self.cp} -a --no-preserve=ownership"  # a user namespace cannot give files to root
+
+
+def _overlay(tools: _Tools, stage: Path, lower: Path, target: Path, tag: str) -> list[str]:
+    """An overlay of `lower` at `target`, its upper and work directories in `stage`."""
+    q = shlex.quote
+    up, work = stage / f"{tag}-up", stage / f"{tag}-work"
+    options = f"lowerdir={lower},upperdir={up},workdir={work}"
+    return [
+        f"{tools.mkdir} -p {q(str(up))} {q(str(work))}",
+        f"{tools.mount} -t overlay release-sim -o {q(options)} {q(str(target))}",
+    ]
+
+
 class Sandbox:
     """Runs commands inside one simulated image; each command gets a fresh namespace."""
 
@@ -260,75 +286,95 @@ class Sandbox:
         user namespace, where an overlay cannot copy up the root file system's root-owned files)."""
         q = shlex.quote
         run_as = f"{_tool('setpriv')} --reuid={user[0]} --regid={user[1]} --init-groups " if user else ""
-        mount, cp, mkdir, rm, ldconfig = (_tool(t) for t in ("mount", "cp", "mkdir", "rm", "ldconfig"))
-        sim = self.simulation
-        lines = ["set -eu", f"{mount} -t tmpfs release-sim {q(str(stage))}"]
-
-        def overlay(lower: Path, target: Path, tag: str) -> None:
-            up, work = stage / f"{tag}-up", stage / f"{tag}-work"
-            lines.append(f"{mkdir} -p {q(str(up))} {q(str(work))}")
-            options = f"lowerdir={lower},upperdir={up},workdir={work}"
-            lines.append(f"{mount} -t overlay release-sim -o {q(options)} {q(str(target))}")
-
+        tools = _Tools(*(_tool(t) for t in ("mount", "cp", "mkdir", "rm", "ldconfig")))
+        lines = ["set -eu", f"{tools.mount} -t tmpfs release-sim {q(str(stage))}"]
         if self.rootfs is not None:
             root = stage / "root"
-            lines.append(f"{mkdir} -p {q(str(root))}")
-            if userns:
-                lines += self._assembled_root(self.rootfs, root)
-            else:
-                overlay(self.rootfs, root, "rootfs")
-            # Recursive binds: a user namespace may not mount a new proc, nor bind /dev without
-            # the mounts below it.
-            lines.append(f"{mount} --rbind /proc {q(str(root / 'proc'))}")
-            lines.append(f"{mount} --rbind /dev {q(str(root / 'dev'))}")
-            for bind in self.binds:
-                inside = root / bind.path.relative_to("/")
-                lines.append(f"{mkdir} -p {q(str(inside))}")
-                lines.append(f"{mount} --bind {q(str(bind.path))} {q(str(inside))}")
-                if bind.read_only:
-                    lines.append(f"{mount} -o remount,bind,ro {q(str(inside))}")
+            lines += self._rootfs_mounts(self.rootfs, root, stage, tools, userns=userns)
             lines.append(f'exec {_tool("chroot")} {q(str(root))} {run_as}"$@"')
-            return "\n".join(lines) + "\n"
+        else:
+            lines += self._runtime_mounts(stage, tools)
+            lines.append(f'exec {run_as}"$@"')
+        return "\n".join(lines) + "\n"
 
+    def _rootfs_mounts(
+        self, rootfs: Path, root: Path, stage: Path, tools: _Tools, *, userns: bool
+    ) -> list[str]:
+        """The image's root file system at `root`, with /proc, /dev and the binds mounted in it."""
+        q = shlex.quote
+        lines = [f"{tools.mkdir} -p {q(str(root))}"]
+        if userns:
+            lines += self._assembled_root(rootfs, root)
+        else:
+            lines += _overlay(tools, stage, rootfs, root, "rootfs")
+        # Recursive binds: a user namespace may not mount a new proc, nor bind /dev without
+        # the mounts below it.
+        lines.append(f"{tools.mount} --rbind /proc {q(str(root / 'proc'))}")
+        lines.append(f"{tools.mount} --rbind /dev {q(str(root / 'dev'))}")
+        for bind in self.binds:
+            inside = root / bind.path.relative_to("/")
+            lines.append(f"{tools.mkdir} -p {q(str(inside))}")
+            lines.append(f"{tools.mount} --bind {q(str(bind.path))} {q(str(inside))}")
+            if bind.read_only:
+                lines.append(f"{tools.mount} -o remount,bind,ro {q(str(inside))}")
+        return lines
+
+    def _runtime_mounts(self, stage: Path, tools: _Tools) -> list[str]:
+        """The host's own root, with the runtime moved to the simulated prefix or taken away, the
+        loader told where it is now, and LD_LIBRARY_PATH set where the image finds it that way."""
+        q = shlex.quote
+        sim = self.simulation
         files = [self.libdir / n for n in self.runtime]
-        copy = f"{cp} -a --no-preserve=ownership"  # a user namespace cannot give files to root
-        saved = stage / "runtime"
-        if sim.runtime == "prefix" and sim.prefix and files:
-            # A copy first: the prefix may be where the runtime lives (an AMD install under
-            # /opt/rocm-X/lib), which the mounts below then cover.
-            lines.append(f"{mkdir} -p {q(str(saved))}")
-            lines.append(f"{copy} {' '.join(q(str(f)) for f in files)} {q(str(saved))}/")
+        lines: list[str] = []
         if sim.runtime == "prefix" and sim.prefix:
-            prefix = Path(sim.prefix)
-            anchor = next(p for p in (prefix, *prefix.parents) if p.exists())
-            if anchor == Path("/"):
-                msg = f"image {self.name!r}: cannot simulate prefix {prefix} (no existing parent below /)"
-                raise SmokeError(msg)
-            if anchor != prefix:
-                overlay(anchor, anchor, "prefix")
-                lines.append(f"{mkdir} -p {q(str(prefix))}")
-            else:
-                lines.append(f"{mount} -t tmpfs release-sim {q(str(prefix))}")
-            lines.append(f"{copy} {q(str(saved))}/. {q(str(prefix))}/")
+            lines += self._prefix_mounts(Path(sim.prefix), stage, tools, files)
         if sim.runtime in ("prefix", "absent") and files:
-            overlay(self.libdir, self.libdir, "libdir")
-            lines.append(f"{rm} -f {' '.join(q(str(f)) for f in files)}")
-        if sim.runtime in ("prefix", "absent") and files:
-            confd = stage / "ld.so.conf.d"
-            cache = stage / "ld.so.cache"
-            lines.append(f"{mkdir} -p {q(str(confd))}")
-            if _LOADER_CONF_DIR.is_dir():
-                lines.append(f"{copy} {q(str(_LOADER_CONF_DIR))}/. {q(str(confd))}/")
-            if sim.runtime == "prefix" and sim.via == "ld.so.conf.d" and sim.prefix:
-                lines.append(f"echo {q(sim.prefix)} > {q(str(confd / _SIM_CONF_NAME))}")
-            lines.append(f"{mount} --bind {q(str(confd))} {q(str(_LOADER_CONF_DIR))}")
-            # -X: no link updates, so ldconfig writes nothing but the private cache.
-            lines.append(f"{ldconfig} -X -C {q(str(cache))}")
-            lines.append(f"{mount} --bind {q(str(cache))} {q(str(_LOADER_CACHE))}")
+            lines += _overlay(tools, stage, self.libdir, self.libdir, "libdir")
+            lines.append(f"{tools.rm} -f {' '.join(q(str(f)) for f in files)}")
+            lines += self._loader_mounts(stage, tools)
         if sim.runtime == "prefix" and sim.via == "LD_LIBRARY_PATH" and sim.prefix:
             lines.append(f'export LD_LIBRARY_PATH={q(sim.prefix)}"${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}"')
-        lines.append(f'exec {run_as}"$@"')
-        return "\n".join(lines) + "\n"
+        return lines
+
+    def _prefix_mounts(self, prefix: Path, stage: Path, tools: _Tools, files: list[Path]) -> list[str]:
+        """The runtime's files copied to a fresh `prefix`."""
+        q = shlex.quote
+        saved = stage / "runtime"
+        lines: list[str] = []
+        if files:
+            # A copy first: the prefix may be where the runtime lives (an AMD install under
+            # /opt/rocm-X/lib), which the mounts below then cover.
+            lines.append(f"{tools.mkdir} -p {q(str(saved))}")
+            lines.append(f"{tools.copy} {' '.join(q(str(f)) for f in files)} {q(str(saved))}/")
+        anchor = next(p for p in (prefix, *prefix.parents) if p.exists())
+        if anchor == Path("/"):
+            msg = f"image {self.name!r}: cannot simulate prefix {prefix} (no existing parent below /)"
+            raise SmokeError(msg)
+        if anchor != prefix:
+            lines += _overlay(tools, stage, anchor, anchor, "prefix")
+            lines.append(f"{tools.mkdir} -p {q(str(prefix))}")
+        else:
+            lines.append(f"{tools.mount} -t tmpfs release-sim {q(str(prefix))}")
+        lines.append(f"{tools.copy} {q(str(saved))}/. {q(str(prefix))}/")
+        return lines
+
+    def _loader_mounts(self, stage: Path, tools: _Tools) -> list[str]:
+        """A private ld.so.conf.d (naming the prefix where the image finds the runtime that way)
+        and the loader cache made from it, bound over the host's."""
+        q = shlex.quote
+        sim = self.simulation
+        confd = stage / "ld.so.conf.d"
+        cache = stage / "ld.so.cache"
+        lines = [f"{tools.mkdir} -p {q(str(confd))}"]
+        if _LOADER_CONF_DIR.is_dir():
+            lines.append(f"{tools.copy} {q(str(_LOADER_CONF_DIR))}/. {q(str(confd))}/")
+        if sim.runtime == "prefix" and sim.via == "ld.so.conf.d" and sim.prefix:
+            lines.append(f"echo {q(sim.prefix)} > {q(str(confd / _SIM_CONF_NAME))}")
+        lines.append(f"{tools.mount} --bind {q(str(confd))} {q(str(_LOADER_CONF_DIR))}")
+        # -X: no link updates, so ldconfig writes nothing but the private cache.
+        lines.append(f"{tools.ldconfig} -X -C {q(str(cache))}")
+        lines.append(f"{tools.mount} --bind {q(str(cache))} {q(str(_LOADER_CACHE))}")
+        return lines
 
     def _assembled_root(self, rootfs: Path, root: Path) -> list[str]:
         """The root file system for a user namespace: `root` (inside the stage's tmpfs) gets the

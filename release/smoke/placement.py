@@ -109,28 +109,75 @@ def place(
     `cannot_install`: why this host cannot install the wheel ('' when it can). With `pull`, a
     reference RELEASE_IMAGE_STANDINS maps to a local tag (the rehearsal's) runs that image."""
     if resolved is not None and pull and resolved.local is None and image.container:
-        # The release: the declared reference itself; a stand-in only where the rehearsal names one.
-        reference = image.container
-        standin = standins(settings.text(STANDINS_ENV)).get(reference)
-        if standin is not None and engine is not None:
-            named = f"stand-in for {reference}: {engine} container {standin} (no registry; {STANDINS_ENV})"
-            return Placement(image=image, container=standin, runner=named)
-        return Placement(image=image, container=reference, pull=reference)
+        return _declared_reference(image, image.container, engine)
     note = ""
     if resolved is not None and engine is not None:
-        own = resolved.local if resolved.local is not None else None if pull else resolved.standin
-        if own is not None and python in own.pythons:
-            if usable(own):
-                runner = None
-                if own is resolved.standin:
-                    runner = f"stand-in for {image.container}: {engine} container {own.tag}"
-                return Placement(image=image, container=own.tag, recipe=own, runner=runner)
-            # make-image.sh needs root (debootstrap, rootful podman)
-            note = f"{own.tag} is absent, only root makes it: simulated"
+        own = _own_image(image, resolved, python, engine=engine, pull=pull, usable=usable)
+        if isinstance(own, Placement):
+            return own
+        note = own
     if not cannot_install:
         return Placement(image=image, note=note)
-    # This host cannot install the wheel: its fresh venv (and a simulation on its root file
-    # system) moves into the variant's build image, which installs what it builds.
+    return _in_build_image(
+        image_name,
+        image,
+        python,
+        note=note,
+        engine=engine,
+        usable=usable,
+        cannot_install=cannot_install,
+        build_image=build_image,
+        variant_has_runtime=variant_has_runtime,
+    )
+
+
+def _declared_reference(image: Image, reference: str, engine: str | None) -> Placement:
+    """The release: the declared reference itself; a stand-in only where the rehearsal names one."""
+    standin = standins(settings.text(STANDINS_ENV)).get(reference)
+    if standin is not None and engine is not None:
+        named = f"stand-in for {reference}: {engine} container {standin} (no registry; {STANDINS_ENV})"
+        return Placement(image=image, container=standin, runner=named)
+    return Placement(image=image, container=reference, pull=reference)
+
+
+def _own_image(
+    image: Image,
+    resolved: ResolvedImage,
+    python: str,
+    *,
+    engine: str,
+    pull: bool,
+    usable: Callable[[LocalImage], bool],
+) -> Placement | str:
+    """The image's own local image (its recipe's, or without `pull` its stand-in) where it has
+    the Python and can run here; else the note why the leg is simulated ('' when it has none)."""
+    own = resolved.local if resolved.local is not None else None if pull else resolved.standin
+    if own is None or python not in own.pythons:
+        return ""
+    if usable(own):
+        runner = None
+        if own is resolved.standin:
+            runner = f"stand-in for {image.container}: {engine} container {own.tag}"
+        return Placement(image=image, container=own.tag, recipe=own, runner=runner)
+    # make-image.sh needs root (debootstrap, rootful podman)
+    return f"{own.tag} is absent, only root makes it: simulated"
+
+
+def _in_build_image(
+    image_name: str,
+    image: Image,
+    python: str,
+    *,
+    note: str,
+    engine: str | None,
+    usable: Callable[[LocalImage], bool],
+    cannot_install: str,
+    build_image: LocalImage | None,
+    variant_has_runtime: bool,
+) -> Placement:
+    """A leg this host cannot install the wheel for: its fresh venv (and a simulation on its root
+    file system) moves into the variant's build image, which installs what it builds; where it
+    cannot, the leg stays here with the reason as its install hint."""
     moved = image_name == HOST_IMAGE or _layout_of_build_image(image, variant_has_runtime)
     if engine is None:
         why = "no podman or docker answers to run it in the variant's build image"

@@ -70,6 +70,68 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
+@dataclass
+class _ProbeLines:
+    """The probe script's `key=value` lines, gathered by key."""
+
+    pythons: dict[str, str] = field(default_factory=dict)  # version -> executable (CPython, first found)
+    platforms: dict[str, str] = field(default_factory=dict)  # version -> sysconfig platform
+    glibc: str | None = None
+    ld_library_path: str = ""
+    cache: dict[str, str] = field(default_factory=dict)  # soname -> path (ldconfig -p)
+    on_path: dict[str, str] = field(default_factory=dict)  # soname -> LD_LIBRARY_PATH directory
+    in_prefix: dict[str, str] = field(default_factory=dict)  # soname -> prefix directory
+    versions: list[str] = field(default_factory=list)  # "<version file> <its first bytes>"
+
+    @classmethod
+    def read(cls, output: str) -> _ProbeLines:
+        lines = cls()
+        for line in output.splitlines():
+            key, _, value = line.partition("=")
+            if key == "glibc":
+                lines.glibc = value.strip() or None
+            elif key == "ld_library_path":
+                lines.ld_library_path = value.strip()
+            elif key == "python":
+                lines.add_python(value)
+            elif key in ("ldconfig", "ldpath", "prefix"):
+                name, _, where = value.partition(" ")
+                table = {"ldconfig": lines.cache, "ldpath": lines.on_path, "prefix": lines.in_prefix}[key]
+                table.setdefault(name, where.strip())
+            elif key == "version":
+                lines.versions.append(value.strip())
+        return lines
+
+    def add_python(self, value: str) -> None:
+        try:
+            version, implementation, path, platform = json.loads(value)
+        except (ValueError, TypeError):
+            return
+        if implementation == "cpython" and version not in self.pythons:
+            self.pythons[version], self.platforms[version] = str(path), str(platform)
+
+    def runtime(self, sonames: Sequence[str]) -> tuple[dict[str, str | None], Layout | None, list[str]]:
+        """Where each soname resolves (None: nowhere), the layout that makes, and notes on it."""
+        runtime: dict[str, str | None] = {}
+        layout: Layout | None = None
+        notes: list[str] = []
+        for soname in sonames:
+            if soname in self.on_path:  # LD_LIBRARY_PATH comes before the loader cache
+                directory, via = self.on_path[soname], "LD_LIBRARY_PATH"
+            elif soname in self.cache:
+                directory, via = str(self.cache[soname]).rsplit("/", 1)[0], "ld.so.conf.d"
+            else:
+                runtime[soname] = None
+                if soname in self.in_prefix:
+                    notes.append(f"{soname} is at {self.in_prefix[soname]} but not on the loader's path")
+                layout = layout or Layout(runtime="absent")
+                continue
+            runtime[soname] = f"{directory.rstrip('/')}/{soname}"
+            if layout is None or layout.runtime == "absent":
+                layout = _layout_of(directory, via)  # type: ignore[arg-type]
+        return runtime, layout, notes
+
+
 def parse(
     output: str,
     *,
@@ -78,62 +140,20 @@ def parse(
     sonames: Sequence[str],
 ) -> ImageFacts:
     """The facts in the probe script's output (unknown lines are ignored)."""
-    pythons: dict[str, str] = {}
-    platforms: dict[str, str] = {}
-    glibc = None
-    ld_library_path = ""
-    cache: dict[str, str] = {}
-    on_path: dict[str, str] = {}
-    in_prefix: dict[str, str] = {}
-    versions: list[str] = []
-    for line in output.splitlines():
-        key, _, value = line.partition("=")
-        if key == "glibc":
-            glibc = value.strip() or None
-        elif key == "ld_library_path":
-            ld_library_path = value.strip()
-        elif key == "python":
-            try:
-                version, implementation, path, platform = json.loads(value)
-            except (ValueError, TypeError):
-                continue
-            if implementation == "cpython" and version not in pythons:
-                pythons[version], platforms[version] = str(path), str(platform)
-        elif key in ("ldconfig", "ldpath", "prefix"):
-            name, _, where = value.partition(" ")
-            table = {"ldconfig": cache, "ldpath": on_path, "prefix": in_prefix}[key]
-            table.setdefault(name, where.strip())
-        elif key == "version":
-            versions.append(value.strip())
-    runtime: dict[str, str | None] = {}
-    layout: Layout | None = None
-    notes: list[str] = []
-    for soname in sonames:
-        if soname in on_path:  # LD_LIBRARY_PATH comes before the loader cache
-            directory, via = on_path[soname], "LD_LIBRARY_PATH"
-        elif soname in cache:
-            directory, via = str(cache[soname]).rsplit("/", 1)[0], "ld.so.conf.d"
-        else:
-            runtime[soname] = None
-            if soname in in_prefix:
-                notes.append(f"{soname} is at {in_prefix[soname]} but not on the loader's path")
-            layout = layout or Layout(runtime="absent")
-            continue
-        runtime[soname] = f"{directory.rstrip('/')}/{soname}"
-        if layout is None or layout.runtime == "absent":
-            layout = _layout_of(directory, via)  # type: ignore[arg-type]
-    if ld_library_path:
-        notes.append(f"LD_LIBRARY_PATH={ld_library_path}")
+    lines = _ProbeLines.read(output)
+    runtime, layout, notes = lines.runtime(sonames)
+    if lines.ld_library_path:
+        notes.append(f"LD_LIBRARY_PATH={lines.ld_library_path}")
     return ImageFacts(
         reference=reference,
         digest=digest,
         source="probe",
-        pythons=dict(sorted(pythons.items(), key=lambda kv: _version_key(kv[0]))),
-        platforms=platforms,
-        glibc=glibc,
+        pythons=dict(sorted(lines.pythons.items(), key=lambda kv: _version_key(kv[0]))),
+        platforms=lines.platforms,
+        glibc=lines.glibc,
         layout=layout if sonames else None,
         runtime=runtime,
-        toolkit_version=_toolkit_version(versions),
+        toolkit_version=_toolkit_version(lines.versions),
         notes=tuple(notes),
     )
 

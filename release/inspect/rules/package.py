@@ -4,6 +4,7 @@ two variants of one import package apart."""
 from __future__ import annotations
 
 import ast
+from dataclasses import dataclass, field
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -74,6 +75,52 @@ def non_executable_script(ctx: RuleContext) -> Finding:
     return Finding("pass", f"{len(checked)} scripts/executables carry the run bit")
 
 
+@dataclass
+class _MetadataNames:
+    """The local names a module binds, by its imports, to what the guard calls go through."""
+
+    modules: set[str] = field(default_factory=set)  # bound to importlib.metadata
+    functions: set[str] = field(default_factory=set)  # bound to one of the guard calls
+    importlib: set[str] = field(default_factory=set)  # bound to the importlib package
+
+    def add_import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.name in _METADATA_MODULES and alias.asname:
+                self.modules.add(alias.asname)
+            elif alias.name == "importlib_metadata":
+                self.modules.add("importlib_metadata")
+            elif alias.name.startswith("importlib"):
+                self.importlib.add(alias.asname or "importlib")
+
+    def add_import_from(self, node: ast.ImportFrom) -> None:
+        if node.level != 0:
+            return
+        if node.module in _METADATA_MODULES:
+            self.functions.update(a.asname or a.name for a in node.names if a.name in _GUARD_CALLS)
+        elif node.module == "importlib":
+            self.modules.update(a.asname or a.name for a in node.names if a.name == "metadata")
+
+    def is_metadata_module(self, expr: ast.expr) -> bool:
+        if isinstance(expr, ast.Name):
+            return expr.id in self.modules
+        return (
+            isinstance(expr, ast.Attribute)
+            and expr.attr == "metadata"
+            and isinstance(expr.value, ast.Name)
+            and expr.value.id in self.importlib
+        )
+
+    def is_guard_call(self, node: ast.Call) -> bool:
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in self.functions:
+            return True
+        return (
+            isinstance(func, ast.Attribute)
+            and func.attr in _GUARD_CALLS
+            and self.is_metadata_module(func.value)
+        )
+
+
 def has_metadata_guard(source: str) -> bool:
     """Whether Python source calls importlib.metadata's `distributions`, `packages_distributions`,
     `distribution` or `metadata` (however imported): the guard against a second variant."""
@@ -81,43 +128,13 @@ def has_metadata_guard(source: str) -> bool:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
-    modules: set[str] = set()  # local names bound to importlib.metadata
-    functions: set[str] = set()  # local names bound to one of the guard calls
-    importlib_names: set[str] = set()  # local names bound to the importlib package
+    names = _MetadataNames()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name in _METADATA_MODULES and alias.asname:
-                    modules.add(alias.asname)
-                elif alias.name == "importlib_metadata":
-                    modules.add("importlib_metadata")
-                elif alias.name.startswith("importlib"):
-                    importlib_names.add(alias.asname or "importlib")
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            if node.module in _METADATA_MODULES:
-                functions.update(a.asname or a.name for a in node.names if a.name in _GUARD_CALLS)
-            elif node.module == "importlib":
-                modules.update(a.asname or a.name for a in node.names if a.name == "metadata")
-
-    def is_metadata_module(expr: ast.expr) -> bool:
-        if isinstance(expr, ast.Name):
-            return expr.id in modules
-        return (
-            isinstance(expr, ast.Attribute)
-            and expr.attr == "metadata"
-            and isinstance(expr.value, ast.Name)
-            and expr.value.id in importlib_names
-        )
-
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        if isinstance(func, ast.Name) and func.id in functions:
-            return True
-        if isinstance(func, ast.Attribute) and func.attr in _GUARD_CALLS and is_metadata_module(func.value):
-            return True
-    return False
+            names.add_import(node)
+        elif isinstance(node, ast.ImportFrom):
+            names.add_import_from(node)
+    return any(isinstance(node, ast.Call) and names.is_guard_call(node) for node in ast.walk(tree))
 
 
 @rule("variant-conflict")
