@@ -316,6 +316,7 @@ def test_plain_http_elsewhere_is_refused(project: tuple[Path, Path]) -> None:
     assert "refusing plain-HTTP repository http://example.org/legacy/" in result.stderr
 
 
+@pytest.mark.slow
 def test_end_to_end_with_built_wheels(
     host_wheelhouse: tuple[Path, Path], index_server: IndexServer, tmp_path: Path
 ) -> None:
