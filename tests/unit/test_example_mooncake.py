@@ -58,3 +58,11 @@ def test_the_driver_stub_path_is_the_toolkits_not_the_example_s(loaded: matrix.L
     assert "LIBRARY_PATH" not in loaded.matrix.variants["cuda"].env
     probe = loaded.backends["cuda"].toolkit
     assert probe is not None and probe.link_dirs == ("lib64/stubs",)
+
+
+def test_the_rocm_image_has_hipify_perl(loaded: matrix.LoadedMatrix) -> None:
+    """Mooncake's configure stops without hipify-perl (mooncake-common/common.cmake:440) once
+    USE_HIP is on; experimental's matches HIP 7.2 and needs only perl."""
+    image = loaded.matrix.variants["rocm"].build_image
+    assert image is not None and image.debian is not None
+    assert "hipify-perl/experimental" in image.debian.packages
