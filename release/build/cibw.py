@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import tomlkit
 
+from release.build.toolchain import link_env
 from release.config.sysdeps import packages_of, pkg_config_modules
 from release.errors import UsageError
 from release.plan.resolve import ResolvedVariant
@@ -142,6 +143,7 @@ def cibuildwheel_options(
     options["environment-pass"] = " ".join(passed)
     options["before-build"] = before_build or "python -m pip install --quiet {project}"
     settings, environment = variant.build.translate()
+    environment = {**container_link_env(variant), **environment}
     if steps[0].abi3:
         settings += variant.build.limited_api(steps[0].python_tag)
     if environment:
@@ -152,6 +154,16 @@ def cibuildwheel_options(
     options["repair-wheel-command"] = repair_command(variant)
     options["test-command"] = test_command(variant)
     return options
+
+
+def container_link_env(variant: ResolvedVariant) -> dict[str, str]:
+    """The toolkit's link-only directories (CUDA's driver stub) on `LIBRARY_PATH` in the
+    container, under the prefix the backend's install command uses for the declared toolkit; the
+    variant's own `env` wins over it."""
+    probe = variant.backend.toolkit
+    if probe is None or not probe.install_prefix or not variant.toolkit:
+        return {}
+    return link_env(probe.install_prefix.replace("{version}", variant.toolkit), probe)
 
 
 def env_name(option: str) -> str:

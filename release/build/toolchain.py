@@ -118,6 +118,7 @@ def find_toolchain(backend: Backend) -> Toolchain:
         if (prefix / probe.marker).exists():
             env = {var: str(prefix) for var in probe.env[:1]} if str(prefix) != "/usr" else {}
             env.update({var: str(prefix) for var in probe.export_env})
+            env.update(link_env(str(prefix), probe, os.environ.get("LIBRARY_PATH", "")))
             return Toolchain(
                 backend=backend.name,
                 prefix=prefix,
@@ -131,6 +132,16 @@ def find_toolchain(backend: Backend) -> Toolchain:
         f"install it with `{install_hint(backend)}`"
     )
     raise ToolchainError(msg)
+
+
+def link_env(prefix: str, probe: ToolkitProbe, inherited: str = "") -> dict[str, str]:
+    """`LIBRARY_PATH` with the toolkit's link-only directories (CUDA's `lib64/stubs`) first and
+    what was there after: what links `-lcuda` without CMake's `CUDA::cuda_driver` finds the stub
+    at link time, and the loader never sees it. Empty when the backend has no such directories."""
+    if not probe.link_dirs:
+        return {}
+    dirs = [f"{prefix.rstrip('/')}/{d}" for d in probe.link_dirs]
+    return {"LIBRARY_PATH": os.pathsep.join([*dirs, *([inherited] if inherited else [])])}
 
 
 def toolkit_scripts() -> Path:

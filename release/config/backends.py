@@ -41,6 +41,17 @@ class ToolkitProbe:
         "CUDAToolkit_ROOT); the first of `env` is always set, unless the prefix is /usr.",
         default=(),
     )
+    link_dirs: tuple[str, ...] = spec(
+        "Directories under the toolkit prefix put first on the linker's search path (`LIBRARY_PATH`) "
+        "for the engine's build, never on the loader's: CUDA's `lib64/stubs`, whose link stub "
+        "`libcuda.so` lets a plain `-lcuda` link the driver API.",
+        default=(),
+    )
+    install_prefix: str | None = spec(
+        "Where `install` puts the toolkit of a version (`{version}`: the variant's `toolkit`): the "
+        "prefix of `link_dirs` in container builds, whose toolkit is installed there, not probed.",
+        default=None,
+    )
     install: str = spec("The command that installs the toolkit; it takes the declared toolkit version.")
     install_env: tuple[str, ...] = spec(
         "Environment variables the install command reads (an installer's location), passed into "

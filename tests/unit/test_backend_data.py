@@ -226,3 +226,29 @@ def test_the_install_scripts_read_the_version_as_the_data_says(name: str) -> Non
     assert call is not None, name
     places = ",".join(str(p) for p in probe.version_places) or "-"
     assert call.groups() == (probe.version_header, probe.version_define, places)
+
+
+def test_a_cuda_host_build_links_the_driver_stub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engines that link a bare `-lcuda` (no CMake `CUDA::cuda_driver`) find the toolkit's stub
+    through LIBRARY_PATH, ahead of what the caller had there; LD_LIBRARY_PATH is left alone."""
+    prefix = tmp_path / "cuda-13.0"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "nvcc").write_text("", encoding="utf-8")
+    monkeypatch.setenv("CUDA_HOME", str(prefix))
+    monkeypatch.setenv("LIBRARY_PATH", "/opt/other/lib")
+    found = find_toolchain(load_backends(BACKENDS)["cuda"])
+    assert found.env["LIBRARY_PATH"] == f"{prefix}/lib64/stubs:/opt/other/lib"
+    assert "LD_LIBRARY_PATH" not in found.env
+    monkeypatch.delenv("LIBRARY_PATH")
+    assert find_toolchain(load_backends(BACKENDS)["cuda"]).env["LIBRARY_PATH"] == f"{prefix}/lib64/stubs"
+
+
+def test_backends_without_link_dirs_leave_library_path_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prefix = tmp_path / "npu-8.3"
+    (prefix / "include").mkdir(parents=True)
+    (prefix / "include" / "npurt.h").write_text("#define NPURT_VERSION 80302\n", encoding="utf-8")
+    monkeypatch.setenv("NPU_HOME", str(prefix))
+    backend = load_backends(_write(tmp_path / "data", NPU).parent)["npu"]
+    assert "LIBRARY_PATH" not in find_toolchain(backend).env

@@ -294,3 +294,26 @@ def test_the_import_test_of_a_driver_backend_takes_the_guards_refusal(
         exec(code, {})
     # the rocm backend has no driver library: a plain import
     assert _import_test(loaded, "rocm") == "import xfer"
+
+
+def test_a_cuda_container_build_links_the_driver_stub(loaded: LoadedMatrix) -> None:
+    """The container's toolkit is where the install command puts the declared version; its
+    driver stub is on the linker's path there (a bare `-lcuda` links), as on the host."""
+    environment = pytest.importorskip("cibuildwheel.environment")
+    opts = _opts(loaded, "cuda", ("3.12",))
+    parsed = environment.parse_environment(opts["environment"]).as_dictionary({})
+    assert parsed["LIBRARY_PATH"] == "/usr/local/cuda-13.0/lib64/stubs"
+    rocm = environment.parse_environment(_opts(loaded, "rocm", ("3.12",))["environment"])
+    assert "LIBRARY_PATH" not in rocm.as_dictionary({})
+
+
+def test_a_variants_own_library_path_wins_in_the_container(tmp_path: Path) -> None:
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    text = text.replace(
+        "    cmake_defines: {XFER_BACKEND: cuda}\n",
+        "    cmake_defines: {XFER_BACKEND: cuda}\n    env: {LIBRARY_PATH: /mine}\n",
+        1,
+    )
+    text = text.replace("source: engine", f"source: {ROOT / 'engine'}", 1)
+    loaded = loads(text, path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
+    assert "LIBRARY_PATH=/mine" in _opts(loaded, "cuda", ("3.12",))["environment"].split()

@@ -50,3 +50,19 @@ def test_system_packages_cover_what_the_transfer_engine_links(loaded: matrix.Loa
     for name in ("glog", "gflags", "jsoncpp", "yaml-cpp", "curl", "ibverbs", "numa", "asio"):
         assert name in packages, name
         assert packages[name].apt, name
+
+
+def test_the_driver_stub_path_is_the_toolkits_not_the_example_s(loaded: matrix.LoadedMatrix) -> None:
+    """Mooncake's nvlink allocator links a bare `-lcuda`; the toolkit's cuda data puts the stub
+    directory on LIBRARY_PATH (tests/unit/test_cibw.py), so the example sets none of its own."""
+    assert "LIBRARY_PATH" not in loaded.matrix.variants["cuda"].env
+    probe = loaded.backends["cuda"].toolkit
+    assert probe is not None and probe.link_dirs == ("lib64/stubs",)
+
+
+def test_the_rocm_image_has_hipify_perl(loaded: matrix.LoadedMatrix) -> None:
+    """Mooncake's configure stops without hipify-perl (mooncake-common/common.cmake:440) once
+    USE_HIP is on; experimental's matches HIP 7.2 and needs only perl."""
+    image = loaded.matrix.variants["rocm"].build_image
+    assert image is not None and image.debian is not None
+    assert "hipify-perl/experimental" in image.debian.packages
