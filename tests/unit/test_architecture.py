@@ -13,7 +13,7 @@ RELEASE = Path(__file__).resolve().parents[2] / "release"
 # A package may import from its own layer and the layers after it, never from one before it.
 LAYERS = (
     ("cli", "commands", "rehearse"),
-    ("build", "smoke", "publish", "init"),
+    ("build", "smoke", "publish", "init", "reproduce"),
     ("inspect",),
     ("plan",),
     ("config",),
