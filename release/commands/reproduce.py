@@ -22,6 +22,7 @@ from release.build.host import build_variant
 from release.build.toolchain import find_toolchain
 from release.commands.build import check_toolkit, require_engine
 from release.config.matrix import LoadedMatrix
+from release.environment import in_github_actions
 from release.errors import ReproduceError, ToolchainError, UsageError
 from release.plan.steps import BuildStep, make_plan
 from release.reproduce import inputs, rebuild
@@ -47,8 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--container", action="store_true",
         help="rebuild through cibuildwheel in the variant's build image")  # fmt: skip
     add("--image", help="with --container: this build image instead of the matrix's")
-    add("--release-image", action="store_true",
-        help="with --container: the release image (manylinux + toolkit), as release.yml")  # fmt: skip
+    add("--release-image", action="store_true", default=in_github_actions(),
+        help="with --container: the release image, as release.yml (default in GitHub Actions)")  # fmt: skip
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:

@@ -105,6 +105,11 @@ def check_checkout(release: RecordedRelease, root: Path, engine_dirs: Sequence[P
     source = _source(release)
     commit, engine = source.get("commit"), source.get("engine_commit")
     if not commit and not engine:
+        if inputs.git_head(root) is None:
+            # A checkout without git (a rehearsal's jobs get a copy of the tree): no commit on
+            # either side to compare.
+            name = release.path.name
+            return [f"note: neither {name} nor this checkout names a git commit: the source is not checked"]
         msg = f"{release.path}: records no source commit: it cannot say which checkout rebuilds it"
         raise ReproduceError(msg)
     checks = [(str(commit), root, "this checkout")] if commit else []

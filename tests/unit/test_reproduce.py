@@ -191,6 +191,24 @@ def test_another_head_is_refused_in_one_line(tmp_path: Path, monkeypatch: pytest
     assert rebuild.check_checkout(release, tmp_path, []) == []
 
 
+def test_no_commit_on_either_side_is_a_note_and_one_recorded_side_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lib = _library()
+    published, _ = _wheels(tmp_path, lib, lib)
+    path = _release(tmp_path, published)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["inputs"]["source"] = {"commit": None, "engine_commit": None}
+    path.write_text(json.dumps(document), encoding="utf-8")
+    release = rebuild.read(path)
+    monkeypatch.setattr(inputs, "git_head", lambda _d: None)
+    monkeypatch.setattr(inputs, "git_changes", lambda _d: [])
+    assert "the source is not checked" in rebuild.check_checkout(release, tmp_path, [])[0]
+    monkeypatch.setattr(inputs, "git_head", lambda _d: COMMIT)
+    with pytest.raises(ReproduceError, match="records no source commit"):
+        rebuild.check_checkout(release, tmp_path, [])
+
+
 def test_an_unknown_identifier_names_the_ones_the_manifest_has(tmp_path: Path) -> None:
     lib = _library()
     published, _ = _wheels(tmp_path, lib, lib)
