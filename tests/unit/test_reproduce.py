@@ -241,3 +241,14 @@ def test_a_rebuild_is_compared_with_the_manifest_and_the_published_wheel(tmp_pat
         release, {"cpu": ()}, release.wheels, rebuild=fake, out=tmp_path / "out", published=None
     )
     assert same or "pass --published DIR" in unpublished[0].report
+
+
+def test_the_release_plan_names_one_second_build_per_variant_its_newest_python() -> None:
+    from release.commands.plan import github_outputs
+
+    plan = make_plan(matrix.load(ROOT / "matrix.yaml"))
+    chosen = json.loads(github_outputs(plan, "release", tag="v0.1.0")["second-build"])["include"]
+    assert sorted(c["variant"] for c in chosen) == sorted(plan.variants)
+    newest = max(plan.loaded.matrix.python, key=lambda v: tuple(int(p) for p in v.split(".")))
+    assert {c["python"] for c in chosen} == {newest}
+    assert {c["identifier"] for c in chosen} <= {s.identifier for s in plan.builds}
