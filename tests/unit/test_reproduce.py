@@ -252,3 +252,20 @@ def test_the_release_plan_names_one_second_build_per_variant_its_newest_python()
     newest = max(plan.loaded.matrix.python, key=lambda v: tuple(int(p) for p in v.split(".")))
     assert {c["python"] for c in chosen} == {newest}
     assert {c["identifier"] for c in chosen} <= {s.identifier for s in plan.builds}
+
+
+def test_inputs_that_differ_here_are_noted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lib = _library()
+    published, _ = _wheels(tmp_path, lib, lib)
+    path = _release(tmp_path, published)
+    document = json.loads(path.read_text(encoding="utf-8"))
+    document["inputs"]["tools"] = {"auditwheel": "6.5.0", "cibuildwheel": "4.3.5"}
+    document["inputs"]["variants"] = {"cpu": {"toolkit": None, "excludes": ["libx.so.*"]}}
+    path.write_text(json.dumps(document), encoding="utf-8")
+    release = rebuild.read(path)
+    monkeypatch.setattr(inputs, "tool_versions", lambda: {"auditwheel": "6.8.2", "cibuildwheel": "4.3.5"})
+    notes = rebuild.input_notes(release, {"cpu": {"toolkit": None, "excludes": ("libx.so.*",)}})
+    assert "note: auditwheel 6.5.0 built the release, 6.8.2 is here" in notes
+    assert not [n for n in notes if "cibuildwheel" in n or "cpu:" in n]  # a tuple is the JSON list
+    notes = rebuild.input_notes(release, {"cpu": {"toolkit": "7.2", "excludes": ("libx.so.*",)}})
+    assert "note: cpu: the matrix here resolves toolkit otherwise than recorded" in notes
