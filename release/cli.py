@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check-resolution": ("check_resolution", "serve the release set locally; check what pip and uv install"),
     "release-checks": ("release_checks", "release-day checks: tag, files, sizes, index names, publishers"),
     "verify-release": ("verify_release", "re-check a release (a directory, the index) against its manifest"),
+    "reproduce": ("reproduce", "rebuild wheels from a release manifest; compare them byte for byte"),
     "images": ("images", "read the serving images' facts (Python, glibc, runtime) and check the matrix"),
     "ready": ("ready", "what a tag push needs from outside the code (variables, environments, pins)"),
     "rehearse": ("rehearse", "run what the release workflow runs for a tag, here, in order"),

@@ -18,6 +18,7 @@ EXIT_CODES = (
     (6, "verification"),
     (7, "smoke"),
     (8, "publish"),
+    (9, "not reproducible"),
 )
 """Every exit code the CLI uses, for `--help` (each class below carries its own)."""
 
@@ -87,6 +88,13 @@ class PublishError(ReleaseError):
     """Preflight or upload failed; nothing more was uploaded."""
 
     exit_code = 8
+
+
+class ReproduceError(ReleaseError):
+    """A rebuild from a release manifest did not give the manifest's bytes, or cannot be made from
+    this checkout."""
+
+    exit_code = 9
 
 
 _OS_HINTS = {

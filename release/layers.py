@@ -15,7 +15,7 @@ from release.errors import ReleaseError
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("commands", ("__main__", "cli", "nox_sessions", "commands", "rehearse")),
-    ("stages", ("build", "smoke", "hardware", "publish", "init")),
+    ("stages", ("build", "smoke", "hardware", "publish", "init", "reproduce")),
     ("inspection", ("inspect",)),
     ("variant wheels", ("variants",)),
     ("plan", ("plan",)),

@@ -21,7 +21,7 @@ from release.config.shapes import build_requires_problems
 from release.errors import MatrixError, Problem, UsageError
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
-from release.plan.steps import Plan, make_plan, select
+from release.plan.steps import BuildStep, Plan, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 from release.variants.make import variant_set
 
@@ -68,6 +68,7 @@ def _release_outputs(plan: Plan, tag: str | None) -> dict[str, str]:
     return {
         "version": version,
         "build": _line({"include": [s.to_json() for s in plan.builds]}),
+        "second-build": _line({"include": [s.to_json() for s in second_builds(plan)]}),
         "pythons": _line({"include": [{"python": p} for p in pythons]}),
         "variant-wheels": str(_makes_variant_wheels(plan)).lower(),
         "images": _line({"include": [s.to_json() for s in plan.images]}),
@@ -104,6 +105,17 @@ def _hardware_outputs(plan: Plan) -> dict[str, str]:
         "import-name": matrix.engine.import_name,
         "scripts": " ".join(matrix.engine.scripts),
     }
+
+
+def second_builds(plan: Plan) -> list[BuildStep]:
+    """One build step per variant, its newest Python's: what release.yml's second-build job
+    rebuilds from the manifest before anything is uploaded (`release reproduce`)."""
+    newest: dict[str, BuildStep] = {}
+    for step in plan.builds:
+        known = newest.get(step.variant.name)
+        if known is None or Version(step.python) > Version(known.python):
+            newest[step.variant.name] = step
+    return list(newest.values())
 
 
 def _makes_variant_wheels(plan: Plan) -> bool:

@@ -20,12 +20,13 @@ from release import atomic, table
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, UsageError
 from release.plan.inputs import environment
-from release.plan.steps import make_plan
+from release.plan.steps import BuildStep, make_plan
 from release.plan.version import route, tag_from_env, version_from_tag
 from release.publish import handoff, index, manifest
 from release.publish.preflight import reverify
 from release.publish.release_day import Publisher, run_checks
 from release.publish.upload import Candidate
+from release.reproduce import inputs
 from release.wheel.files import not_regular, open_regular
 
 
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         msg = f"{len(problems)} release-day problem(s) for {tag}:\n" + "\n".join(problems)
         raise PublishError(msg)
     wheels = [w for name in names for w in sorted((args.wheelhouse / name).glob("*.whl"))]
-    entries = [_entry(wheel) for wheel in wheels]
+    entries = [_entry(wheel, plan.builds) for wheel in wheels]
     # A report is never trusted alone: the exact bytes are verified again, as one release, before
     # anything is copied or listed (a forged, self-consistent report stops here).
     candidates = [
@@ -132,7 +133,10 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             name: {"distribution": loaded.matrix.variants[name].distribution, "reason": why}
             for name, why in plan.held_back.items()
         }
-        document = manifest.assemble(entries, plan.variants, tag=tag, version=version, held_back=held)
+        document = manifest.assemble(
+            entries, plan.variants, tag=tag, version=version, held_back=held,
+            inputs=inputs.collect(loaded.root, plan.variants),
+        )  # fmt: skip
         manifest.write(args.manifest, document)
         print(f"release manifest of {len(entries)} wheel(s): {args.manifest}")
     return 0
@@ -145,14 +149,19 @@ def _timeout(seconds: float) -> float:
     return seconds
 
 
-def _entry(wheel: Path) -> manifest.Entry:
-    """The manifest entry of a checked wheel: its bytes and its report hashed once more."""
+def _entry(wheel: Path, steps: tuple[BuildStep, ...]) -> manifest.Entry:
+    """The manifest entry of a checked wheel: its bytes and its report hashed once more, the build
+    step that made it and the compilers its report found."""
     report, report_digest, problems = handoff.check_wheel(wheel)
     if report is None or problems:
         raise handoff.DigestMismatch("; ".join(problems))
+    step = inputs.step_of(wheel.name, wheel.parent.name, steps)
+    compilers = report.get("compilers")
     return manifest.Entry(
         name=wheel.name, variant=wheel.parent.name, distribution=str(report.get("distribution")),
         size=wheel.stat().st_size, sha256=str(report["sha256"]), report_sha256=report_digest,
+        identifier=step.identifier if step else "",
+        compilers=tuple(str(c) for c in compilers) if isinstance(compilers, list) else (),
     )  # fmt: skip
 
 

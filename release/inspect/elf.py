@@ -438,3 +438,27 @@ def inspect_elf(
         file_digest=hashlib.sha256(data).digest(),
         architectures=architectures,
     )
+
+
+def file_regions(data: bytes, path: str = "ELF file") -> list[tuple[str, int, int]]:
+    """(name, offset, size) of the parts of an ELF file held whole in memory: the ELF header, the
+    program and section header tables and every section with bytes in the file, in file order, so
+    that two builds of one library can be compared part by part (`release reproduce`).
+    `ElfReadError` when it is malformed."""
+    try:
+        header = read_header(data[:64], len(data))
+        image = Image.whole(data)
+        sections = read_sections(header, image)
+        table = section_bytes(image, sections[header.shstrndx]) if sections and header.shstrndx else b""
+        regions = [("ELF header", 0, header.ehsize)]
+        if header.phnum:
+            regions.append(("program headers", header.phoff, header.phnum * header.phentsize))
+        if header.shnum:
+            regions.append(("section headers", header.shoff, header.shnum * header.shentsize))
+        for s in sections:
+            if s.in_file:
+                name = string_at(table, s.name_offset, "section name") if table else f"section {s.index}"
+                regions.append((name or f"section {s.index}", s.offset, s.size))
+    except (ElfFormatError, MissingRange, struct.error) as exc:
+        raise _unreadable(path, exc) from None
+    return sorted(regions, key=lambda r: (r[1], r[0]))

@@ -33,10 +33,14 @@ from release.plan.imagefacts import pinned_without_facts
 from release.plan.steps import Plan
 from release.plan.version import is_prerelease
 
-VARIABLE_JOBS: Mapping[str, tuple[str, ...]] = {"release.yml": ("build", "smoke"), "ci.yml": ("ready",)}
+VARIABLE_JOBS: Mapping[str, tuple[str, ...]] = {
+    "release.yml": ("build", "second-build", "smoke"),
+    "ci.yml": ("ready",),
+}
 """The jobs of each workflow that receive the declared variables: release.yml's build job runs the
-toolkit install (cibuildwheel passes the names into the container), its smoke job installs the
-runtime; ci.yml's readiness job only learns whether each is set."""
+toolkit install (cibuildwheel passes the names into the container), and so does its second-build
+job (`release reproduce`), its smoke job installs the runtime; ci.yml's readiness job only learns
+whether each is set."""
 
 Status = Literal["ok", "missing", "fail", "by hand", "held back"]
 BLOCKING: tuple[Status, ...] = ("missing", "fail")

@@ -2,7 +2,10 @@
 
 It lists each wheel's name, variant, size and sha256, the sha256 of its verify report, the
 toolkit version that checked it, and what is known of the toolkits and images that built and
-smoke-tested it. `release release-checks --manifest` writes it, before anything is published;
+smoke-tested it; `inputs` records what a rebuild needs (the source commit, `SOURCE_DATE_EPOCH`,
+tool versions, each variant's image, toolkit, settings and environment), and each wheel its build
+identifier and compilers, so that `release reproduce` can rebuild it and compare the bytes.
+`release release-checks --manifest` writes it, before anything is published;
 every later hand-off (preflight, `dist/`, the index listing, a downloaded GitHub Release)
 compares what it holds against it (`release verify-release`). It is attached to the GitHub
 Release and attested there, never uploaded to the index.
@@ -38,6 +41,11 @@ class Entry:
     size: int
     sha256: str
     report_sha256: str
+    identifier: str = ""
+    """The build step that made it (`cp312-cpu-manylinux_x86_64`): what `release reproduce
+    --identifier` names."""
+    compilers: tuple[str, ...] = ()
+    """The compilers its verify report found in its ELF files' `.comment` sections."""
 
     @property
     def path(self) -> str:
@@ -60,9 +68,11 @@ def assemble(
     tag: str,
     version: str,
     held_back: Mapping[str, Mapping[str, str]] | None = None,
+    inputs: Mapping[str, object] | None = None,
 ) -> dict[str, object]:
     """The manifest; `held_back` names the matrix's variants left out on purpose
-    (`{name: {"distribution": ..., "reason": ...}}`), so the set says what it is not."""
+    (`{name: {"distribution": ..., "reason": ...}}`), so the set says what it is not; `inputs`
+    is what a rebuild needs (`release.reproduce.inputs.collect`)."""
     return {
         "manifest_version": MANIFEST_VERSION,
         "tag": tag,
@@ -77,11 +87,14 @@ def assemble(
                 "size": e.size,
                 "sha256": e.sha256,
                 "report_sha256": e.report_sha256,
+                **({"identifier": e.identifier} if e.identifier else {}),
+                **({"compilers": list(e.compilers)} if e.compilers else {}),
                 **(_variant_facts(variants[e.variant]) if e.variant in variants else {}),
             }
             for e in sorted(entries, key=lambda e: e.name)
         ],
         "held_back": {name: dict(facts) for name, facts in sorted((held_back or {}).items())},
+        **({"inputs": dict(inputs)} if inputs is not None else {}),
     }
 
 
@@ -102,6 +115,12 @@ def write(path: Path, manifest: Mapping[str, object]) -> Path:
 
 def load(path: Path) -> dict[str, dict[str, object]]:
     """The manifest's wheels by file name; `PublishError` for anything that is not a manifest."""
+    return load_document(path)[1]
+
+
+def load_document(path: Path) -> tuple[dict[str, object], dict[str, dict[str, object]]]:
+    """(the whole manifest, its wheels by file name); `PublishError` for anything that is not a
+    manifest."""
     try:
         with path.open("rb") as fh:
             data = fh.read(MANIFEST_LIMIT + 1)
@@ -146,7 +165,7 @@ def load(path: Path) -> dict[str, dict[str, object]]:
             raise PublishError(msg)
         found[name] = {**wheel, "path": rel}
         paths.add(rel)
-    return found
+    return document, found
 
 
 def _relative_path(wheel: Mapping[str, object], name: str) -> str | None:

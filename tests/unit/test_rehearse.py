@@ -31,12 +31,13 @@ def _toolkit_commands(flow: workflow.Workflow) -> dict[str, list[str]]:
 def test_every_step_of_release_yml_maps_to_something_the_rehearsal_runs() -> None:
     flow = _load()
     assert [j.id for j in flow.order()] == [
-        "plan", "build", "smoke", "smoke-image", "check-resolution", "publish-pypi", "github-release",
-        "hardware",
+        "plan", "build", "second-build", "smoke", "smoke-image", "check-resolution", "publish-pypi",
+        "github-release", "hardware",
     ]  # fmt: skip
     assert _toolkit_commands(flow) == {
         "plan": ["plan"],
         "build": ["cibuildwheel-config", "toolchain", "build", "verify"],
+        "second-build": ["release-checks", "cibuildwheel-config", "toolchain", "reproduce"],
         "smoke": ["toolchain", "smoke"],
         "smoke-image": ["toolchain", "smoke"],
         "check-resolution": ["variants", "check-resolution"],

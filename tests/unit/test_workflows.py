@@ -291,6 +291,16 @@ def test_no_python_lives_in_the_workflows(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_every_plan_output_a_job_reads_is_an_output_of_the_plan_job(name: str) -> None:
+    """`needs.plan.outputs.X` is empty unless the plan job maps X from its step (a job matrix read
+    from an unmapped output is `fromJSON('')`: the job never runs)."""
+    doc = read(name)
+    mapped = set(doc["jobs"]["plan"].get("outputs", {}))
+    read_outputs = set(re.findall(r"needs\.plan\.outputs\.([A-Za-z0-9_-]+)", (WORKFLOWS / name).read_text()))
+    assert read_outputs <= mapped
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_every_output_the_jobs_read_is_planned(name: str) -> None:
     """The plan job's outputs are exactly what `release plan --github` prints."""
     from release.commands.plan import github_outputs

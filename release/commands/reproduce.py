@@ -1,0 +1,121 @@
+"""`release reproduce`: rebuild wheels of a release from its manifest and compare the bytes.
+
+    release reproduce release-manifest.json [--identifier 'cp312-cpu-*'] [--published DIR]
+
+It checks out nothing: run it in a checkout of the recorded commit (the tag). The wheels are built
+with the recorded `SOURCE_DATE_EPOCH` and version into `--out` (default `build/reproduce/`, a
+build root of its own: nothing is reused from an earlier build), on the host or, with
+`--container`, in the variant's build image, exactly as `release build` builds them. Every wheel's
+sha256 is compared with the manifest's; with `--published DIR` (the release's wheels, flat or in
+`<variant>/`) a wheel that differs is unpacked beside the published one and its first differing
+members named, with the ELF sections that differ in a library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+from release import table
+from release.build.host import build_variant
+from release.build.toolchain import find_toolchain
+from release.commands.build import check_toolkit, require_engine
+from release.config.matrix import LoadedMatrix
+from release.environment import in_github_actions
+from release.errors import ReproduceError, ToolchainError, UsageError
+from release.plan.steps import BuildStep, make_plan
+from release.reproduce import inputs, rebuild
+
+MARKER = ".release-reproduce"
+"""Marks `--out` as ours: only such a directory (or an empty one) is cleared before a rebuild."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("manifest", type=Path, help="the release manifest (release-manifest.json of the GitHub Release)")
+    add("--identifier", action="append", metavar="ID",
+        help="only the wheels of this build identifier (repeatable, patterns; default: all)")  # fmt: skip
+    add("--published", type=Path, metavar="DIR",
+        help="the published wheels (flat or <variant>/): a differing wheel is compared with")  # fmt: skip
+    add(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="build root of the rebuild (default: build/reproduce beside the matrix)",
+    )
+    add("--jobs", type=int, default=1, help="wheels built at once on the host (default: %(default)s)")
+    add("--container", action="store_true",
+        help="rebuild through cibuildwheel in the variant's build image")  # fmt: skip
+    add("--image", help="with --container: this build image instead of the matrix's")
+    add("--release-image", action="store_true", default=in_github_actions(),
+        help="with --container: the release image, as release.yml (default in GitHub Actions)")  # fmt: skip
+
+
+def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
+    release = rebuild.read(args.manifest)
+    plan = make_plan(loaded, include_held_back=True)
+    notes = rebuild.check_checkout(release, loaded.root, [v.engine_dir for v in plan.variants.values()])
+    chosen = rebuild.choose(release, args.identifier)
+    grouped = rebuild.steps_for(chosen, plan.builds)
+    notes += rebuild.input_notes(release, {n: inputs.variant_inputs(plan.variants[n]) for n in grouped})
+    for note in notes:
+        print(note)
+    out = _fresh(args.out or loaded.root / "build" / "reproduce")
+    where = "in the build image" if args.container else "on the host"
+    print(f"rebuilding {len(chosen)} wheel(s) of {release.tag} {where} into {out} "
+          f"(SOURCE_DATE_EPOCH={release.inputs.get('source_date_epoch')})", flush=True)  # fmt: skip
+    outcomes = rebuild.reproduce(
+        release, grouped, chosen, rebuild=_builder(args, out), out=out, published=args.published
+    )
+    rows = [
+        (o.recorded.identifier, o.recorded.name, o.recorded.sha256[:16], (o.sha256 or "-")[:16],
+         "identical" if o.identical else "DIFFERS")
+        for o in outcomes
+    ]  # fmt: skip
+    print(table.render(("identifier", "wheel", "manifest sha256", "rebuilt sha256", "result"), rows))
+    differing = [o for o in outcomes if not o.identical]
+    if differing:
+        msg = f"{len(differing)} of {len(outcomes)} wheel(s) did not rebuild the same:\n" + "\n".join(
+            o.report for o in differing
+        )
+        raise ReproduceError(msg)
+    print(f"{len(outcomes)} wheel(s) rebuilt from {args.manifest.name}: identical, byte for byte")
+    return 0
+
+
+def _fresh(out: Path) -> Path:
+    """`out`, emptied when it is ours (or absent); another non-empty directory is refused."""
+    if out.exists() and any(out.iterdir()) and not (out / MARKER).exists():
+        msg = f"{out}: not empty and not a rebuild's directory: name another with --out"
+        raise UsageError(msg)
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    (out / MARKER).touch()
+    return out
+
+
+def _builder(args: argparse.Namespace, out: Path) -> rebuild.Rebuild:
+    """The build path `release build` would take: the host (its toolkit must be the declared one),
+    or with --container cibuildwheel in the variant's build image."""
+
+    def on_host(steps: tuple[BuildStep, ...], wheelhouse: Path, version: str) -> list[Path]:
+        check_toolkit(steps[0].variant, find_toolchain(steps[0].variant.backend), allow=False)
+        results = build_variant(
+            steps, wheelhouse=wheelhouse, version=version, jobs=args.jobs, work_root=out / "work"
+        )
+        return [r.wheel for r in results]
+
+    def in_container(steps: tuple[BuildStep, ...], wheelhouse: Path, version: str) -> list[Path]:
+        from release.build.container import run_cibuildwheel  # noqa: PLC0415
+
+        results, lacking = run_cibuildwheel(
+            steps, wheelhouse=wheelhouse, version=version, engine=require_engine(),
+            image=args.image, release_image=args.release_image,
+        )  # fmt: skip
+        if lacking:
+            msg = f"the build image lacks CPython {', '.join(lacking)}: cannot rebuild those wheels"
+            raise ToolchainError(msg)
+        return [r.wheel for r in results]
+
+    return in_container if args.container else on_host
