@@ -11,6 +11,7 @@ a container that dies mid-build leaves nothing half-made behind.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from release import atomic, interrupts
 from release.build import images
@@ -68,28 +70,48 @@ def toolkit_requirement() -> str:
         return "gpu-wheel-release"
 
 
+def toolkit_wheel() -> Path | None:
+    """The wheel file this toolkit was installed from (`pip install ./gpu_wheel_release-....whl`,
+    recorded in its direct_url.json, PEP 610) while it still exists: a toolkit the index does not
+    hold (an adopter's rehearsal of a toolkit wheel) installs the same bytes in the container."""
+    try:
+        text = metadata.distribution("gpu-wheel-release").read_text("direct_url.json")
+        url = str(json.loads(text or "{}").get("url", ""))
+    except (metadata.PackageNotFoundError, ValueError, AttributeError):
+        return None
+    if not url.startswith("file://") or not url.endswith(".whl"):
+        return None
+    path = Path(unquote(urlsplit(url).path))
+    return path if path.is_file() else None
+
+
 def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) -> tuple[Path, str]:
     """The directory cibuildwheel copies into the container, and how `before-build` installs
-    the toolkit there."""
+    the toolkit there: from the source tree, the wheel it was installed from, or the index."""
     variant = one_variant(steps)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     stage_project(variant, version, work / "src")
     source = toolkit_source()
-    if source is None:
-        return work, f"python -m pip install --quiet {toolkit_requirement()}"
-    for part in TOOLKIT_PARTS:
-        if (source / part).is_dir():
-            shutil.copytree(source / part, work / part, ignore=_IGNORE)
-        elif (source / part).is_file():
-            shutil.copy2(source / part, work / part)
+    install = "python -m pip install --quiet"
     constraint = os.environ.get("PIP_CONSTRAINT", "")
     if constraint and Path(constraint).is_file():
         # The toolkit's dependencies in the container are the ones pinned outside it (a rehearsal
         # at the lowest allowed versions repairs with that auditwheel, as the host would).
         shutil.copy2(constraint, work / "pip-constraints.txt")
-        return work, "python -m pip install --quiet --constraint {project}/pip-constraints.txt {project}"
-    return work, "python -m pip install --quiet {project}"
+        install += " --constraint {project}/pip-constraints.txt"
+    if source is None:
+        wheel = toolkit_wheel()
+        if wheel is None:
+            return work, f"{install} {toolkit_requirement()}"
+        shutil.copy2(wheel, work / wheel.name)
+        return work, f"{install} {{project}}/{wheel.name}"
+    for part in TOOLKIT_PARTS:
+        if (source / part).is_dir():
+            shutil.copytree(source / part, work / part, ignore=_IGNORE)
+        elif (source / part).is_file():
+            shutil.copy2(source / part, work / part)
+    return work, f"{install} {{project}}"
 
 
 def _verified(

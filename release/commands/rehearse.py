@@ -11,6 +11,9 @@ dependencies at their lowest allowed versions (`--latest`: the newest, as pip pi
 machine stands in for the self-hosted GPU runners, `--release-assets` for the tag's GitHub
 Release, the local stand-in images for the serving images (RELEASE_IMAGE_STANDINS), and jobs that
 meet while running (prefill and decode of one pair) run at the same time, as on GitHub.
+
+An adopter's workflows install the toolkit pinned (`pip install "$TOOLKIT"`, from the index);
+`--toolkit WHEEL` installs that wheel in their place (and in the container builds' environment).
 """
 
 from __future__ import annotations
@@ -79,6 +82,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "built in local Debian trixie images where the matrix's floor image is in a registry",
     )
     add(
+        "--toolkit",
+        type=Path,
+        metavar="WHEEL",
+        help="the toolkit wheel every 'Install the toolkit' step installs, in place of the checkout "
+        '(`pip install .`) or the pinned "$TOOLKIT" (which it must satisfy): an adopter rehearsing a '
+        "toolkit that is not on the index yet",
+    )
+    add(
         "--repository", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs"
     )
 
@@ -121,7 +132,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         inputs=_env(args.input, "--input"),
         release_assets=args.release_assets.resolve() if args.release_assets else None,
         checkout_files=checkout_files,
+        toolkit=args.toolkit.resolve() if args.toolkit else None,
     )
+    if options.toolkit is not None and (options.toolkit.suffix != ".whl" or not options.toolkit.is_file()):
+        msg = f"--toolkit {args.toolkit}: not a wheel file (python -m pip wheel --no-deps -w dist SOURCE)"
+        raise UsageError(msg)
     if options.release_assets is not None and not options.release_assets.is_dir():
         msg = f"--release-assets {args.release_assets}: not a directory"
         raise UsageError(msg)

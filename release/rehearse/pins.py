@@ -1,8 +1,13 @@
 """The toolkit's dependencies at their lowest allowed versions: `auditwheel>=6.1.0` becomes
-`auditwheel==6.1.0`, so a lower bound that lets a broken version in fails the rehearsal."""
+`auditwheel==6.1.0`, so a lower bound that lets a broken version in fails the rehearsal.
+
+The dependencies come from the checkout's `pyproject.toml` (the toolkit's own repository) or from
+the toolkit wheel's METADATA (an adopter's `pip install "$TOOLKIT"`, or `release rehearse --toolkit`)."""
 
 from __future__ import annotations
 
+import zipfile
+from email.parser import HeaderParser
 from pathlib import Path
 
 import tomlkit
@@ -14,27 +19,50 @@ from release.errors import UsageError
 
 
 def lowest_pins(pyproject: Path) -> list[str]:
-    """`name==X` for every `[project] dependencies` entry with a `>=X` (or `==X`, `~=X`) bound.
-
-    A dependency without a lower bound is an error naming it: the lowest version it allows is
-    whatever the index's oldest release is, which no one has tested."""
+    """`name==X` for every `[project] dependencies` entry of `pyproject` (see `pins_of`)."""
     try:
         data = tomlkit.parse(pyproject.read_text(encoding="utf-8")).unwrap()
     except (OSError, TOMLKitError) as exc:
         msg = f"{pyproject}: cannot read the toolkit's dependencies ({exc})"
         raise UsageError(msg) from None
-    dependencies = data.get("project", {}).get("dependencies", [])
+    return pins_of(data.get("project", {}).get("dependencies", []), f"{pyproject}: project.dependencies")
+
+
+def wheel_lowest_pins(wheel: Path) -> list[str]:
+    """`name==X` for every `Requires-Dist` of the wheel's METADATA outside an extra (see `pins_of`)."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = archive.namelist()
+            name = next(n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
+            text = archive.read(name).decode("utf-8")
+    except (OSError, zipfile.BadZipFile, StopIteration, UnicodeDecodeError) as exc:
+        msg = f"{wheel}: cannot read the toolkit's dependencies from its METADATA ({exc or 'none in it'})"
+        raise UsageError(msg) from None
+    requirements = HeaderParser().parsestr(text).get_all("Requires-Dist") or []
+    core = [r for r in requirements if "extra" not in str(_parse(r, wheel.name).marker or "")]
+    return pins_of(core, f"{wheel.name}: Requires-Dist")
+
+
+def _parse(text: str, where: str) -> Requirement:
+    try:
+        return Requirement(text)
+    except InvalidRequirement as exc:
+        msg = f"{where}: {text!r} is not a requirement ({exc})"
+        raise UsageError(msg) from None
+
+
+def pins_of(requirements: list[str], where: str) -> list[str]:
+    """`name==X` for every requirement with a `>=X` (or `==X`, `~=X`) bound.
+
+    A dependency without a lower bound is an error naming it: the lowest version it allows is
+    whatever the index's oldest release is, which no one has tested."""
     pins = []
-    for text in dependencies:
-        try:
-            requirement = Requirement(text)
-        except InvalidRequirement as exc:
-            msg = f"{pyproject}: project.dependencies: {text!r} is not a requirement ({exc})"
-            raise UsageError(msg) from None
+    for text in requirements:
+        requirement = _parse(text, where)
         bounds = [s.version for s in requirement.specifier if s.operator in (">=", "==", "~=")]
         if not bounds:
             msg = (
-                f"{pyproject}: project.dependencies: {text!r} has no lower bound; "
+                f"{where}: {text!r} has no lower bound; "
                 f"write {requirement.name}>=X (the oldest version the toolkit works with)"
             )
             raise UsageError(msg)

@@ -58,6 +58,8 @@ class Options:
     checkout_files: dict[str, str] = field(default_factory=dict)
     """Files (path relative to the repository: text) the jobs' checkout holds in place of the
     repository's own: a narrowed matrix.yaml (`release rehearse --python/--floor`)."""
+    toolkit: Path | None = None
+    """The toolkit wheel every install step installs in place of `.` or the pinned `$TOOLKIT`."""
 
 
 @dataclass
@@ -98,6 +100,13 @@ class Rehearsal:
         wrapper.chmod(0o755)
         give(store, user)
         index = services.start_index()
+        wheel = None
+        if self.o.toolkit is not None:
+            # Where the runner user reads it (a test's or a user's directory may be private).
+            wheel = work / "toolkit" / self.o.toolkit.name
+            wheel.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.o.toolkit, wheel)
+            give(wheel.parent, user)
         return Setup(
             repo=self.o.repo,
             work=work,
@@ -110,6 +119,7 @@ class Rehearsal:
             container_host=services.start_container_service(user),
             log=self.o.log,
             checkout_files=self.o.checkout_files,
+            toolkit_wheel=wheel,
         )
 
     def contexts(self) -> dict[str, Any]:

@@ -14,12 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from release.errors import ReleaseError
 from release.rehearse import expressions
-from release.rehearse.pins import lowest_pins
+from release.rehearse.pins import lowest_pins, wheel_lowest_pins
 from release.rehearse.services import User, give, setup_python
 from release.rehearse.workflow import Step, shell_argv
 from release.wheel.files import file_sha256
+from release.wheel.names import parse_wheel_name
 
 _ANYWHERE = shutil.ignore_patterns("__pycache__", "*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache")
 _TOP = {".git", ".venv", ".nox", "build", "wheelhouse", "dist"}
@@ -60,6 +64,8 @@ class Setup:
     log: Callable[[str], None]
     checkout_files: Mapping[str, str] = field(default_factory=dict)
     """Written over the checkout's copies (path relative to the repository: text)."""
+    toolkit_wheel: Path | None = None
+    """`--toolkit WHEEL`, copied where the job's user reads it: installed in place of `.` or `$TOOLKIT`."""
 
 
 @dataclass
@@ -243,27 +249,78 @@ def run_step(instance: Instance, step: Step, status: expressions.Status) -> str:
 
 
 def _install(instance: Instance, step: Step, env: dict[str, str]) -> str:
-    """`python -m pip install .`: a fresh venv of that python, the checkout installed into it
-    (at the lowest allowed versions of its dependencies unless --latest), first on PATH."""
+    """The toolkit's installation (`pip install .` or `pip install "$TOOLKIT"`): a fresh venv of
+    that python, first on PATH, holding the checkout, the pinned requirement from the index, or
+    `--toolkit WHEEL` in place of either; at the lowest allowed versions of the toolkit's
+    dependencies unless --latest (read from the checkout's pyproject.toml, else the wheel's METADATA)."""
     words = shlex.split(step.run.strip())
     python = os.path.expandvars(words[0]) if instance.container is None else words[0]
     venv = instance.home / "toolkit-venv"
+    files = instance.home / "files"
+    venv_python = shlex.quote(str(venv / "bin" / "python"))
+    run_script(instance, f"{shlex.quote(_expand(python, env))} -m venv {shlex.quote(str(venv))}", env)
+    wheel = instance.setup.toolkit_wheel
+    said = "pip install ."
+    if words[-1] != ".":
+        pinned = env.get("TOOLKIT", "")
+        if not pinned:
+            msg = "the workflow's env sets no TOOLKIT (the pinned toolkit this step installs)"
+            raise StepFailed(msg)
+        if wheel is None:
+            wheel = _download_pinned(instance, venv_python, pinned, env)
+            said = f"pip install {pinned} (from the index)"
+        else:
+            _check_pin(wheel, pinned)
+            said = f"pip install {wheel.name} (--toolkit, in place of {pinned})"
+    elif wheel is not None:
+        said = f"pip install {wheel.name} (--toolkit, in place of .)"
+    pip = f"{venv_python} -m pip install --quiet"
     pins: list[str] = []
-    lines = [f"{shlex.quote(_expand(python, env))} -m venv {shlex.quote(str(venv))}"]
-    pip = f"{shlex.quote(str(venv / 'bin' / 'python'))} -m pip install --quiet"
     if instance.setup.lowest:
-        pins = lowest_pins(instance.workspace / "pyproject.toml")
-        constraints = instance.home / "files" / "lowest-pins.txt"
+        pyproject = instance.workspace / "pyproject.toml"
+        pins = wheel_lowest_pins(wheel) if wheel is not None else lowest_pins(pyproject)
+        constraints = files / "lowest-pins.txt"
         constraints.write_text("\n".join(pins) + "\n", encoding="utf-8")
         give(constraints, instance.user)
         pip += f" --constraint {shlex.quote(str(constraints))}"
         instance.env["PIP_CONSTRAINT"] = str(constraints)
-    lines.append(f"{pip} .")
-    run_script(instance, "\n".join(lines), env)
+    run_script(instance, f"{pip} {shlex.quote(str(wheel)) if wheel is not None else '.'}", env)
     instance.path.insert(0, str(venv / "bin"))
-    return "fresh venv, pip install ." + (
-        f" with {len(pins)} lowest pins ({', '.join(pins)})" if pins else ""
-    )
+    return f"fresh venv, {said}" + (f" with {len(pins)} lowest pins ({', '.join(pins)})" if pins else "")
+
+
+def _download_pinned(instance: Instance, pip_python: str, pinned: str, env: dict[str, str]) -> Path:
+    """The pinned toolkit's wheel from the index (its METADATA gives the lowest pins)."""
+    into = instance.home / "files" / "toolkit"
+    into.mkdir(parents=True, exist_ok=True)
+    give(into, instance.user)
+    dest = shlex.quote(str(into))
+    script = f"{pip_python} -m pip download --quiet --no-deps --dest {dest} {shlex.quote(pinned)}"
+    run_script(instance, script, env)
+    found = sorted(into.glob("*.whl"))
+    if len(found) != 1:
+        msg = f"pip download {pinned}: expected one wheel, got {', '.join(p.name for p in found) or 'none'}"
+        raise StepFailed(msg)
+    return found[0]
+
+
+def _check_pin(wheel: Path, pinned: str) -> None:
+    """`--toolkit WHEEL` stands in for the workflow's pinned toolkit only where the pin admits it."""
+    try:
+        requirement = Requirement(pinned)
+        name = parse_wheel_name(wheel.name)
+    except (InvalidRequirement, ValueError, ReleaseError) as exc:
+        msg = f"--toolkit {wheel.name} in place of TOOLKIT={pinned!r}: {exc}"
+        raise StepFailed(msg) from None
+    if canonicalize_name(requirement.name) != name.distribution or not requirement.specifier.contains(
+        name.version, prereleases=True
+    ):
+        msg = (
+            f"--toolkit {wheel.name} is {name.distribution} {name.version}, which the workflow's "
+            f"TOOLKIT={pinned} does not admit: build the toolkit wheel of that version, or run "
+            "`release init --ci github --force` with this toolkit to pin it"
+        )
+        raise StepFailed(msg)
 
 
 def _flag(with_: Mapping[str, str], key: str) -> bool:

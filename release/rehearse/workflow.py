@@ -82,7 +82,8 @@ class Step:
             return "GitHub-only, here: " + LOCAL_ACTIONS[uses][1]
         return {
             "toolkit": "release " + " ".join(self.words[:1]),
-            "install": "a fresh venv, pip install . (lowest allowed pins unless --latest)",
+            "install": 'a fresh venv, pip install . or "$TOOLKIT" (--toolkit: that wheel), lowest pins'
+            " unless --latest",
             "gh": "gh against the local GitHub stand-in",
             "sudo": "runner setup, as root (the runner's sudo)",
         }[self.kind]

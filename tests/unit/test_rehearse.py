@@ -6,6 +6,7 @@ Running jobs starts processes: tests/integration/test_rehearse.py does that for 
 from __future__ import annotations
 
 import re
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 from release.errors import UsageError
 from release.init import workflows as templates
 from release.rehearse import expressions, workflow
-from release.rehearse.pins import lowest_pins
+from release.rehearse.pins import lowest_pins, wheel_lowest_pins
+from release.rehearse.steps import StepFailed, _check_pin
 
 ROOT = Path(__file__).resolve().parents[2]
 RELEASE_YML = ROOT / ".github" / "workflows" / "release.yml"
@@ -231,6 +233,35 @@ def test_lowest_pins_come_from_the_lower_bounds(tmp_path: Path) -> None:
     pyproject.write_text('[project]\nname = "x"\ndependencies = ["auditwheel"]\n', encoding="utf-8")
     with pytest.raises(UsageError, match="'auditwheel' has no lower bound"):
         lowest_pins(pyproject)
+
+
+def test_a_toolkit_wheel_gives_its_lowest_pins_from_its_metadata(tmp_path: Path) -> None:
+    """An adopter's checkout holds its own project: the pinned toolkit's dependencies come from
+    the toolkit wheel's Requires-Dist, extras left out."""
+    wheel = tmp_path / "gpu_wheel_release-1.2.0-py3-none-any.whl"
+    metadata = (
+        "Metadata-Version: 2.4\nName: gpu-wheel-release\nVersion: 1.2.0\n"
+        "Requires-Dist: auditwheel>=6.5.0\nRequires-Dist: cibuildwheel==2.23.3; python_version < '3.11'\n"
+        'Requires-Dist: pytest>=8; extra == "test"\n'
+    )
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("gpu_wheel_release-1.2.0.dist-info/METADATA", metadata)
+    assert wheel_lowest_pins(wheel) == ["auditwheel==6.5.0", 'cibuildwheel==2.23.3; python_version < "3.11"']
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("gpu_wheel_release-1.2.0.dist-info/METADATA", metadata + "Requires-Dist: twine\n")
+    with pytest.raises(UsageError, match="Requires-Dist: 'twine' has no lower bound"):
+        wheel_lowest_pins(wheel)
+
+
+def test_a_toolkit_wheel_stands_in_only_for_the_pin_it_meets() -> None:
+    wheel = Path("/dist/gpu_wheel_release-1.2.0-py3-none-any.whl")
+    _check_pin(wheel, "gpu-wheel-release==1.2.0")
+    _check_pin(wheel, "gpu_wheel_release>=1.0")
+    refused = re.escape("1.2.0, which the workflow's TOOLKIT=gpu-wheel-release==1.1.0 does not admit")
+    with pytest.raises(StepFailed, match=refused):
+        _check_pin(wheel, "gpu-wheel-release==1.1.0")
+    with pytest.raises(StepFailed, match="does not admit"):
+        _check_pin(wheel, "other-toolkit==1.2.0")
 
 
 def test_the_toolkit_pins_every_dependency_from_below() -> None:
