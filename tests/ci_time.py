@@ -30,6 +30,7 @@ SHARED_SCOPES = frozenset({"session", "package", "module", "class"})
 
 LONG_FILES = {
     "tests/integration/test_rehearse.py": 1440,
+    "tests/integration/test_adoption_rehearse.py": 550,
     "tests/integration/test_smoke_standin.py": 510,
     "tests/integration/test_readme.py": 273,
     "tests/integration/test_rehearse_hardware.py": 222,
@@ -37,6 +38,7 @@ LONG_FILES = {
     "tests/integration/test_standins.py": 180,
     "tests/integration/test_nox_sessions.py": 150,
     "tests/integration/test_adoption.py": 120,
+    "tests/integration/test_reproduce.py": 90,
 }
 """Test files whose wall time (with the images and wheels they happen to make) was longest in a
 fresh run, in seconds. They are handed to the xdist workers first (`--dist loadfile
