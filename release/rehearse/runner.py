@@ -181,7 +181,9 @@ class Rehearsal:
                 together = [j for j in self.o.workflow.concurrent(job) if j.id not in done] or [job]
                 threads = [
                     threading.Thread(
-                        target=self._job, args=(j, jobs.index(j) + 1, len(jobs), setup, base), daemon=True
+                        target=self._job_or_failure,
+                        args=(j, jobs.index(j) + 1, len(jobs), setup, base),
+                        daemon=True,
                     )
                     for j in together
                 ]
@@ -256,6 +258,18 @@ class Rehearsal:
                     recipes[image.made_here.tag] = image.made_here
         for recipe in recipes.values():
             images.ensure(engine, recipe, log=lambda line: self.o.log(f"[images] {line}"))
+
+    def _job_or_failure(self, job: Job, number: int, total: int, setup: Setup, base: dict[str, Any]) -> None:
+        """`_job`, where a job that cannot even be set up (its `if` or `strategy.matrix` does not
+        evaluate: `fromJSON('')` of an output its plan job never set) is a failed job, said in one
+        line, as on GitHub: the jobs that need it are skipped and the rehearsal fails."""
+        try:
+            self._job(job, number, total, setup, base)
+        except Exception as exc:  # any error of one job is that job's failure
+            reason = f"{type(exc).__name__}: {exc}"
+            self.o.log(f"[{number}/{total}] {job.id}: failed before its steps ({reason})")
+            self.results.append(Result(job.id, str(job.raw.get("name", job.id)), "failure", reason=reason))
+            self.jobs[job.id] = {"result": "failure", "outputs": {}}
 
     def _job(self, job: Job, number: int, total: int, setup: Setup, base: dict[str, Any]) -> None:
         needs = {n: self.jobs[n] for n in job.needs}

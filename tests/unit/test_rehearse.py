@@ -268,3 +268,29 @@ def test_the_toolkit_pins_every_dependency_from_below() -> None:
     pins = lowest_pins(ROOT / "pyproject.toml")
     assert any(p.startswith("auditwheel==") for p in pins)
     assert all("==" in p for p in pins)
+
+
+def test_a_job_whose_matrix_does_not_evaluate_fails_in_one_line(tmp_path: Path) -> None:
+    """A `strategy.matrix` of `fromJSON('')` (an output its plan job never set) used to end the
+    job's thread with a traceback, leaving no result: the rehearsal then said it passed. Now the
+    job fails, says why in one line, and the jobs that need it see a failure."""
+    from release.rehearse.runner import Options, Rehearsal
+
+    text = (
+        "name: r\non: {push: {tags: ['v*']}}\njobs:\n"
+        "  plan:\n    runs-on: ubuntu-latest\n    steps: [{run: 'python -m release plan'}]\n"
+        "  build:\n    needs: plan\n    runs-on: ubuntu-latest\n"
+        "    strategy: {matrix: '${{ fromJSON(needs.plan.outputs.missing) }}'}\n"
+        "    steps: [{run: 'python -m release plan'}]\n"
+    )
+    flow = workflow.parse(text, tmp_path / "r.yml")
+    said: list[str] = []
+    rehearsal = Rehearsal(
+        Options(repo=tmp_path, workflow=flow, tag="v1.0.0", work=tmp_path / "w", log=said.append)
+    )
+    rehearsal.jobs["plan"] = {"result": "success", "outputs": {}}
+    build = next(job for job in flow.order() if job.id == "build")
+    rehearsal._job_or_failure(build, 2, 2, None, rehearsal.contexts())  # type: ignore[arg-type]
+    assert [(r.job, r.status) for r in rehearsal.results] == [("build", "failure")]
+    assert rehearsal.jobs["build"]["result"] == "failure"
+    assert len(said) == 1 and said[0].startswith("[2/2] build: failed before its steps ("), said
