@@ -186,6 +186,7 @@ def _debootstrap_minbase(target: Path, log: Callable[[str], None]) -> Path:
     for stale in target.parent.glob(f"{target.name}.partial*"):  # an interrupted build's (the lock is ours)
         shutil.rmtree(stale, ignore_errors=True)
     partial = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial.", dir=target.parent))
+    partial.chmod(0o755)  # mkdtemp's 0700 would make the tree's root unreadable to any other user
     log(f"building {target} (debootstrap --variant=minbase {MINBASE_SUITE} from {mirror})")
     started = time.monotonic()
     proc = subprocess.run(

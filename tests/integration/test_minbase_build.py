@@ -51,6 +51,7 @@ def test_parallel_builders_run_debootstrap_once(tmp_path: Path, monkeypatch: pyt
     assert results == [str(target)] * 4
     assert len(calls.read_text().split()) == 1, "debootstrap ran more than once"
     assert (target / "usr/bin/ldd").exists()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755, "a non-root smoke user must be able to read it"
     assert sorted(p.name for p in target.parent.iterdir()) == [".minbase-bookworm.lock", "minbase-bookworm"]
 
 
