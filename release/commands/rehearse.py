@@ -23,9 +23,7 @@ from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError
-from release.plan.version import version_from_tag
-from release.rehearse import runner, workflow
-from release.rehearse.narrow import narrowed
+from release.rehearse import runner, session
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,53 +104,16 @@ def _env(pairs: list[str], flag: str = "--env") -> dict[str, str]:
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
-    version_from_tag(args.tag, loaded.matrix.publish.tag_pattern)  # a wrong tag stops here, in one line
-    root = loaded.root
-    path = args.workflow or root / ".github" / "workflows" / "release.yml"
-    flow = workflow.load(path)
-    narrow = narrowed(loaded, args.python, args.floor)
-    checkout_files = {}
-    if narrow is not None:
-        text, said = narrow
-        checkout_files[loaded.path.resolve().relative_to(root.resolve()).as_posix()] = text
-        for line in said:
-            print(f"the jobs' checkout of {loaded.path.name}: {line}", flush=True)
-    options = runner.Options(
-        repo=root,
-        workflow=flow,
-        tag=args.tag,
-        work=(args.work or root / "build" / "rehearse").resolve(),
-        lowest=not args.latest,
-        variant=args.variant,
-        user=args.user,
-        repository=args.repository,
-        log=lambda line: print(line, flush=True),
-        loaded=loaded,
-        env=_env(args.env),
-        inputs=_env(args.input, "--input"),
-        release_assets=args.release_assets.resolve() if args.release_assets else None,
-        checkout_files=checkout_files,
-        toolkit=args.toolkit.resolve() if args.toolkit else None,
-    )
-    if options.toolkit is not None and (options.toolkit.suffix != ".whl" or not options.toolkit.is_file()):
-        msg = f"--toolkit {args.toolkit}: not a wheel file (python -m pip wheel --no-deps -w dist SOURCE)"
-        raise UsageError(msg)
-    if options.release_assets is not None and not options.release_assets.is_dir():
-        msg = f"--release-assets {args.release_assets}: not a directory"
-        raise UsageError(msg)
-    pins = "lowest allowed dependency versions" if options.lowest else "newest dependency versions"
-    print(f"rehearsing {path.name} for {args.tag} in {options.work} ({pins})", flush=True)
-    results = runner.Rehearsal(options).run()
+    rehearsed = session.rehearse(
+        loaded, tag=args.tag, workflow_path=args.workflow, work=args.work, lowest=not args.latest,
+        variant=args.variant, user=args.user, repository=args.repository, env=_env(args.env),
+        inputs=_env(args.input, "--input"), release_assets=args.release_assets, pythons=args.python,
+        floor=args.floor, toolkit=args.toolkit, log=lambda line: print(line, flush=True),
+    )  # fmt: skip
     print()
-    print(runner.render(results))
-    mapped = sorted(
-        {f"{s.label}: {s.local}" for j in flow.jobs.values() for s in j.steps if s.kind not in ("toolkit",)}
-    )
+    print(runner.render(rehearsed.results))
+    mapped = session.local_equivalents(rehearsed.workflow)
     print("\nsteps run by local equivalents:\n" + "\n".join(f"  {line}" for line in mapped))
-    failed = runner.failures(results)
-    if failed:
-        lines = "\n".join(f"  {r.name}: {r.reason}" for r in failed)
-        msg = f"the workflow {path.name} would fail: {len(failed)} job(s) failed:\n{lines}"
-        raise runner.RehearsalFailed(msg)
-    print(f"\nrehearsal passed: {len(results)} job(s)")
+    session.require_success(rehearsed)
+    print(f"\nrehearsal passed: {len(rehearsed.results)} job(s)")
     return 0

@@ -195,6 +195,22 @@ def check_directory(
     """
     if not directory.is_dir():
         return [f"{directory}: no such directory"]
+    problems, seen, reports = _sort_directory(wheels, directory, ignore)
+    problems += [
+        f"{e['path']}: in the manifest, not in {directory}"
+        for n, e in sorted(wheels.items())
+        if n not in seen
+    ]
+    problems += _check_wheel_bytes(wheels, seen)
+    problems += _check_reports(wheels, seen, reports)
+    return problems
+
+
+def _sort_directory(
+    wheels: Mapping[str, Mapping[str, object]], directory: Path, ignore: Sequence[Path]
+) -> tuple[list[str], dict[str, Path], list[tuple[Path, str]]]:
+    """Walk `directory`: the files refused, each manifest wheel found ({name: path}) and each
+    verify report found beside a manifest place ([(report, wheel name)])."""
     skipped = {p.resolve() for p in ignore}
     by_place = {str(e["path"]): n for n, e in wheels.items()} | {n: n for n in wheels}
     problems: list[str] = []
@@ -222,11 +238,12 @@ def check_directory(
             problems.append(f"{directory}/{rel}: a second copy of {name} (also {seen[name]}): refused")
             continue
         seen[name] = path
-    problems += [
-        f"{e['path']}: in the manifest, not in {directory}"
-        for n, e in sorted(wheels.items())
-        if n not in seen
-    ]
+    return problems, seen, reports
+
+
+def _check_wheel_bytes(wheels: Mapping[str, Mapping[str, object]], seen: Mapping[str, Path]) -> list[str]:
+    """Each wheel found has the manifest's sha256 and size."""
+    problems = []
     for name, path in sorted(seen.items()):
         entry = wheels[name]
         found = handoff.sha256_of(path)
@@ -234,6 +251,14 @@ def check_directory(
             problems.append(handoff.mismatch(str(path), str(entry["sha256"]), found))
         elif path.stat().st_size != entry["size"]:
             problems.append(f"{path}: {path.stat().st_size} bytes, the manifest says {entry['size']}")
+    return problems
+
+
+def _check_reports(
+    wheels: Mapping[str, Mapping[str, object]], seen: Mapping[str, Path], reports: Sequence[tuple[Path, str]]
+) -> list[str]:
+    """Each verify report lies beside its wheel and has the sha256 the manifest names."""
+    problems = []
     for report, name in reports:
         expected = wheels[name].get("report_sha256")
         if name in seen and report.parent != seen[name].parent:

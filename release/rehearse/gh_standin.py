@@ -98,44 +98,71 @@ def release(store: Path, words: list[str], values: dict[str, list[str]], flags: 
     action, tag, files = words[0], words[1], words[2:]
     place = store / "releases" / values["--repo"][0] / tag
     if action == "view":
-        if not place.is_dir():
-            return _fail("release not found")
-        assets = [
-            {"name": p.name, "size": p.stat().st_size, "digest": f"sha256:{_sha256(p)}"}
-            for p in sorted(place.iterdir())
-            if p.name != "release.json"
-        ]
-        print(json.dumps({"assets": assets}))
-        return 0
+        return _release_view(place)
     if action == "create":
-        if place.is_dir():
-            return _fail(f"a release with the same tag name already exists: {tag}")
-        place.mkdir(parents=True)
-        about = {"tag": tag, "prerelease": "--prerelease" in flags, "title": values.get("--title", [tag])[0]}
-        (place / "release.json").write_text(json.dumps(about), encoding="utf-8")
-    elif action == "upload":
-        if not place.is_dir():
-            return _fail("release not found")
-        taken = [Path(f).name for f in files if (place / Path(f).name).exists()]
-        if taken:
-            return _fail(f"asset under the same name already exists: {taken}")
-    elif action == "download":
-        if not place.is_dir():
-            return _fail("release not found")
-        patterns, target = values.get("--pattern", ["*"]), Path(values.get("--dir", ["."])[0])
-        files_here = [p for p in sorted(place.iterdir()) if p.name != "release.json"]
-        matched = [p for p in files_here if any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)]
-        if not matched:
-            return _fail(f"no assets match the file pattern: {', '.join(patterns)}")
-        target.mkdir(parents=True, exist_ok=True)
-        for path in matched:
-            shutil.copyfile(path, target / path.name)
-        return 0
-    else:
-        return _fail(f"gh stand-in: release {action} is not one of view, create, upload, download", 2)
+        return _release_create(place, tag, files, values, flags)
+    if action == "upload":
+        return _release_upload(place, files)
+    if action == "download":
+        return _release_download(place, values)
+    return _fail(f"gh stand-in: release {action} is not one of view, create, upload, download", 2)
+
+
+def _release_view(place: Path) -> int:
+    """`gh release view TAG --json assets`: the release's assets with their sha256 digests."""
+    if not place.is_dir():
+        return _fail("release not found")
+    assets = [
+        {"name": p.name, "size": p.stat().st_size, "digest": f"sha256:{_sha256(p)}"}
+        for p in sorted(place.iterdir())
+        if p.name != "release.json"
+    ]
+    print(json.dumps({"assets": assets}))
+    return 0
+
+
+def _release_create(
+    place: Path, tag: str, files: list[str], values: dict[str, list[str]], flags: set[str]
+) -> int:
+    """`gh release create TAG FILES...`: a new release (refused when the tag has one) with its files."""
+    if place.is_dir():
+        return _fail(f"a release with the same tag name already exists: {tag}")
+    place.mkdir(parents=True)
+    about = {"tag": tag, "prerelease": "--prerelease" in flags, "title": values.get("--title", [tag])[0]}
+    (place / "release.json").write_text(json.dumps(about), encoding="utf-8")
+    _add_assets(place, files)
+    return 0
+
+
+def _release_upload(place: Path, files: list[str]) -> int:
+    """`gh release upload TAG FILES...`: files added to a release, refused when a name is taken."""
+    if not place.is_dir():
+        return _fail("release not found")
+    taken = [Path(f).name for f in files if (place / Path(f).name).exists()]
+    if taken:
+        return _fail(f"asset under the same name already exists: {taken}")
+    _add_assets(place, files)
+    return 0
+
+
+def _release_download(place: Path, values: dict[str, list[str]]) -> int:
+    """`gh release download TAG --pattern P --dir D`: the assets matching a pattern."""
+    if not place.is_dir():
+        return _fail("release not found")
+    patterns, target = values.get("--pattern", ["*"]), Path(values.get("--dir", ["."])[0])
+    files_here = [p for p in sorted(place.iterdir()) if p.name != "release.json"]
+    matched = [p for p in files_here if any(fnmatch.fnmatchcase(p.name, pat) for pat in patterns)]
+    if not matched:
+        return _fail(f"no assets match the file pattern: {', '.join(patterns)}")
+    target.mkdir(parents=True, exist_ok=True)
+    for path in matched:
+        shutil.copyfile(path, target / path.name)
+    return 0
+
+
+def _add_assets(place: Path, files: list[str]) -> None:
     for name in files:
         shutil.copyfile(name, place / Path(name).name)
-    return 0
 
 
 def main(argv: list[str]) -> int:

@@ -327,26 +327,7 @@ class Rehearsal:
         try:
             if container:
                 self._start_container(instance, image)
-            for step in job.steps:
-                # success() in a step's if: means every earlier step succeeded; after a failure only
-                # steps whose if: says always() or failure() run, as on GitHub.
-                failed = result.status == "failure"
-                steps_so_far = expressions.Status(needs_results=("failure",) if failed else ())
-                condition = step.raw.get("if", "success()")
-                if not expressions.condition(condition, instance.context(steps_so_far)):
-                    result.notes.append(f"{step.label}: skipped (if)")
-                    continue
-                try:
-                    note = run_step(instance, step, status)
-                except (StepFailed, ReleaseError, OSError) as exc:
-                    if not failed:
-                        result.status = "failure"
-                        result.reason = f"step {step.label!r}: {exc}"
-                    else:
-                        result.notes.append(f"{step.label}: failed too ({exc})")
-                    continue
-                if note:
-                    result.notes.append(f"{step.label}: {note}")
+            self._run_steps(job, instance, status, result)
         finally:
             if instance.container is not None:
                 subprocess.run(["podman", "rm", "-f", instance.container], capture_output=True, check=False)
@@ -360,6 +341,29 @@ class Rehearsal:
             self._tail(instance.logfile)
         self.results.append(result)
         return result
+
+    def _run_steps(self, job: Job, instance: Instance, status: expressions.Status, result: Result) -> None:
+        """Run the job's steps in order into `result`: the first failure fails it, later ones are
+        notes. success() in a step's if: means every earlier step succeeded; after a failure only
+        steps whose if: says always() or failure() run, as on GitHub."""
+        for step in job.steps:
+            failed = result.status == "failure"
+            steps_so_far = expressions.Status(needs_results=("failure",) if failed else ())
+            condition = step.raw.get("if", "success()")
+            if not expressions.condition(condition, instance.context(steps_so_far)):
+                result.notes.append(f"{step.label}: skipped (if)")
+                continue
+            try:
+                note = run_step(instance, step, status)
+            except (StepFailed, ReleaseError, OSError) as exc:
+                if not failed:
+                    result.status = "failure"
+                    result.reason = f"step {step.label!r}: {exc}"
+                else:
+                    result.notes.append(f"{step.label}: failed too ({exc})")
+                continue
+            if note:
+                result.notes.append(f"{step.label}: {note}")
 
     def _start_container(self, instance: Instance, image: str) -> None:
         """A `container:` job: its steps run as root in the image, the workspace bind-mounted."""

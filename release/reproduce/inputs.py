@@ -14,15 +14,14 @@ import json
 import platform
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from importlib import metadata, resources
 from pathlib import Path
 
 from release import DISTRIBUTION, __version__
 from release.build.prebuild import source_date_epoch
 from release.plan.resolve import ResolvedBuildImage, ResolvedVariant
-from release.plan.steps import BuildStep
-from release.wheel.names import InvalidWheelName, parse_platform_tag, parse_wheel_name
+from release.wheel.names import parse_platform_tag
 
 TOOLS = ("cibuildwheel", "auditwheel", "build", "packaging")
 """The Python tools whose versions shape a wheel: cibuildwheel (and the image it pins),
@@ -132,15 +131,6 @@ def collect(root: Path, variants: Mapping[str, ResolvedVariant]) -> dict[str, ob
         "tools": tool_versions(),
         "variants": {name: variant_inputs(v) for name, v in sorted(variants.items())},
     }
-
-
-def step_of(wheel_name: str, variant: str, steps: Sequence[BuildStep]) -> BuildStep | None:
-    """The build step of the plan that makes this wheel (same variant, its interpreter tag)."""
-    try:
-        interpreters = set(parse_wheel_name(wheel_name).interpreters)
-    except InvalidWheelName:
-        return None
-    return next((s for s in steps if s.variant.name == variant and s.python_tag in interpreters), None)
 
 
 def _digest(value: object) -> str:
