@@ -6,8 +6,6 @@ the toolkit wheel's METADATA (an adopter's `pip install "$TOOLKIT"`, or `release
 
 from __future__ import annotations
 
-import zipfile
-from email.parser import HeaderParser
 from pathlib import Path
 
 import tomlkit
@@ -16,6 +14,7 @@ from packaging.version import Version
 from tomlkit.exceptions import TOMLKitError
 
 from release.errors import UsageError
+from release.wheel.archive import WheelReadError, read_metadata
 
 
 def lowest_pins(pyproject: Path) -> list[str]:
@@ -31,14 +30,11 @@ def lowest_pins(pyproject: Path) -> list[str]:
 def wheel_lowest_pins(wheel: Path) -> list[str]:
     """`name==X` for every `Requires-Dist` of the wheel's METADATA outside an extra (see `pins_of`)."""
     try:
-        with zipfile.ZipFile(wheel) as archive:
-            names = archive.namelist()
-            name = next(n for n in names if n.count("/") == 1 and n.endswith(".dist-info/METADATA"))
-            text = archive.read(name).decode("utf-8")
-    except (OSError, zipfile.BadZipFile, StopIteration, UnicodeDecodeError) as exc:
-        msg = f"{wheel}: cannot read the toolkit's dependencies from its METADATA ({exc or 'none in it'})"
+        metadata = read_metadata(wheel)
+    except WheelReadError as exc:
+        msg = f"{wheel}: cannot read the toolkit's dependencies from its METADATA ({exc})"
         raise UsageError(msg) from None
-    requirements = HeaderParser().parsestr(text).get_all("Requires-Dist") or []
+    requirements = metadata.get_all("Requires-Dist") or []
     core = [r for r in requirements if "extra" not in str(_parse(r, wheel.name).marker or "")]
     return pins_of(core, f"{wheel.name}: Requires-Dist")
 
