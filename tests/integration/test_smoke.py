@@ -189,6 +189,7 @@ def test_minbase_image_with_the_fake_cpu_wheel(tmp_path: Path) -> None:
 
 
 @needs_hip
+@pytest.mark.slow
 def test_rocm_wheel_passes_in_distro_and_prefix_layouts_and_refuses_without_runtime(
     host_wheelhouse: tuple[Path, Path],
 ) -> None:
