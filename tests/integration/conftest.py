@@ -7,8 +7,10 @@ import contextlib
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -222,6 +224,16 @@ def local_images() -> LocalImages:
     if engine is None:
         pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)")
     return LocalImages(engine)
+
+
+@pytest.fixture
+def work(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """Where a rehearsal's jobs run: outside root's private /tmp/pytest-of-root, so the unprivileged
+    runner user gets in (`rehearse-<test module>-XXXX/work`, removed afterwards)."""
+    path = Path(tempfile.mkdtemp(prefix=f"rehearse-{request.module.__name__.rsplit('.', 1)[-1]}-"))
+    path.chmod(0o755)
+    yield path / "work"
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def write_wheel(path: Path, files: dict[str, str]) -> Path:

@@ -15,10 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,15 +44,6 @@ def standin_recipe() -> LocalImage:
     image = next(i for i in make_plan(load(ROOT / "matrix.yaml")).variant("rocm").images if i.name == IMAGE)
     assert image.standin is not None
     return image.standin
-
-
-@pytest.fixture
-def work() -> Iterator[Path]:
-    """Where the jobs run: outside root's private /tmp/pytest-of-root, so the runner user gets in."""
-    path = Path(tempfile.mkdtemp(prefix="rehearse-adopter-"))
-    path.chmod(0o755)
-    yield path / "work"
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def fill_in(repo: Path, declared: dict[str, str]) -> None:

@@ -15,8 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,15 +78,6 @@ def make_repo(
 def cpu(**extra: Any) -> dict[str, Any]:
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["cpu"]
     return {**data, "images": [], "build_image": BUILD_IMAGE, **extra}
-
-
-@pytest.fixture
-def work() -> Iterator[Path]:
-    """Where the jobs run: outside root's private /tmp/pytest-of-root, so the runner user gets in."""
-    path = Path(tempfile.mkdtemp(prefix="rehearse-"))
-    path.chmod(0o755)
-    yield path / "work"
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def rehearse(repo: Path, work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:

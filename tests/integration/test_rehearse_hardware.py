@@ -17,8 +17,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -85,15 +83,6 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     toolkit("--matrix", matrix, "build", "--variant", "cpu", "--tag", "v0.2.0", "--wheelhouse", wheelhouse,
             timeout=900)  # fmt: skip
     return directory
-
-
-@pytest.fixture
-def work() -> Iterator[Path]:
-    """Outside root's private /tmp/pytest-of-root, so the runner user gets in."""
-    path = Path(tempfile.mkdtemp(prefix="rehearse-hw-"))
-    path.chmod(0o755)
-    yield path / "work"
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def rehearse(repo: Path, work: Path, assets: Path, standin: str) -> subprocess.CompletedProcess[str]:
