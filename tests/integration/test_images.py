@@ -68,11 +68,13 @@ def hip_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _host_state() -> tuple[str, str, tuple[str, ...], bool]:
     cache = hashlib.sha256(Path("/etc/ld.so.cache").read_bytes()).hexdigest()
-    # Containers that other work on this machine starts or stops (podman's storage) are not ours.
+    # Containers that other work on this machine starts or stops are not ours: podman's storage,
+    # and the network namespaces it binds under /run/netns (mountinfo's fifth field is the mount point).
+    others = ("/var/lib/containers/storage/", "/run/containers/storage/", "/run/netns")
     mounts = "".join(
         line
         for line in Path("/proc/self/mountinfo").read_text().splitlines(keepends=True)
-        if "/var/lib/containers/storage/" not in line and "/run/containers/storage/" not in line
+        if not line.split()[4].startswith(others)
     )
     hip = tuple(sorted(p.name for p in LIBDIR.glob("libamdhip64*")))
     return cache, mounts, hip, Path("/opt/rocm").exists()
