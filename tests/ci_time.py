@@ -29,12 +29,13 @@ SHARED_SCOPES = frozenset({"session", "package", "module", "class"})
 
 
 LONG_FILES = {
-    "tests/integration/test_rehearse.py": 1440,
-    "tests/integration/test_adoption_rehearse.py": 550,
+    "tests/integration/test_rehearse.py": 2040,
+    "tests/integration/test_rehearse_hardware.py": 750,
+    "tests/integration/test_adoption_rehearse.py": 710,
+    "tests/integration/test_rehearse_failures.py": 690,
+    "tests/integration/test_readme.py": 600,
     "tests/integration/test_smoke_standin.py": 510,
-    "tests/integration/test_readme.py": 273,
-    "tests/integration/test_rehearse_hardware.py": 222,
-    "tests/integration/test_container.py": 200,
+    "tests/integration/test_container.py": 300,
     "tests/integration/test_standins.py": 180,
     "tests/integration/test_nox_sessions.py": 150,
     "tests/integration/test_adoption.py": 120,

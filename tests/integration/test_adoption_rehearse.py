@@ -29,8 +29,8 @@ from release.plan.steps import make_plan
 from release.smoke.container import STANDINS_ENV
 
 from .conftest import ROOT, LocalImages, local_images
+from .rehearsal import table
 from .test_adoption import PY, TAG, adopted_repository, needs_tools
-from .test_rehearse import table
 from .test_toolkit_install import InstalledToolkit, installed_toolkit, toolkit_wheel, user_env
 
 pytestmark = pytest.mark.integration

@@ -1,10 +1,8 @@
-"""`release rehearse` for real: release.yml's jobs run here in order, build/smoke/publish as the
-unprivileged `runner` user, cibuildwheel under podman in a local build image, the upload to a
-pypiserver on 127.0.0.1 and the GitHub Release to the `gh` stand-in.
+"""`release rehearse` for real on matrix.yaml as it is: release.yml's jobs run here in order,
+build/smoke/publish as the unprivileged `runner` user, cibuildwheel under podman in the local build
+images, the upload to a pypiserver on 127.0.0.1 and the GitHub Release to the `gh` stand-in.
 
-One Python (3.12) and the cpu variant keep the passing rehearsal to a few minutes once the local
-build image exists (the first run makes it from Debian packages). The failing rehearsals stop
-early: a broken before-all fails the build job, and the jobs after it are skipped.
+The rehearsals that must fail are in test_rehearse_failures.py (another xdist worker takes them).
 """
 
 from __future__ import annotations
@@ -12,93 +10,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from release.build.toolchain import container_engine
-from release.environment import in_ci
-
 from .conftest import LocalImages
-
-ROOT = Path(__file__).resolve().parents[2]
-PYTHON = "3.12"
-FLOOR = "manylinux_2_35_x86_64"  # what the Debian 12 build image honestly allows (GLIBCXX_3.4.30)
-LOCAL_FLOOR = "manylinux_2_39_x86_64"  # what matrix.yaml's Debian trixie build images allow
-BUILD_IMAGE = {"local": "localhost/rehearse-build-cpu", "debian": {"suite": "bookworm", "gcc": "suite"}}
-"""Debian 12 (glibc 2.36) with its own GCC 12: bookworm carries no gcc-14."""
-PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts", "engine", ".github")
+from .rehearsal import LOCAL_FLOOR, NARROW, PYTHON, ROOT, need_podman, real_repo, rehearse, table
 
 pytestmark = pytest.mark.integration
-if container_engine() is None:
-    if in_ci():
-        pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
-    pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
-
-
-def real_repo(directory: Path) -> Path:
-    """This repository as it is, matrix.yaml included."""
-    for part in (*PARTS, "matrix.yaml"):
-        source = ROOT / part
-        if source.is_dir():
-            shutil.copytree(
-                source, directory / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-            )
-        else:
-            directory.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, directory / part)
-    return directory
-
-
-def make_repo(
-    directory: Path,
-    variants: dict[str, dict[str, Any]],
-    images: dict[str, Any] | None = None,
-    floor: str = FLOOR,
-) -> Path:
-    """A repository like ours (toolkit, engine, workflows) whose matrix holds `variants`."""
-    real_repo(directory)
-    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
-    data["python"] = [PYTHON]
-    data["platform"]["floor"] = floor
-    data["variants"] = variants
-    if not set((data.get("variant_wheels") or {}).get("variants", ())) <= set(variants):
-        data.pop("variant_wheels")  # a variant set is made of each of its variants
-    data["images"] = images or {}
-    data["hardware"] = {}
-    (directory / "matrix.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return directory
-
-
-def cpu(**extra: Any) -> dict[str, Any]:
-    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["cpu"]
-    return {**data, "images": [], "build_image": BUILD_IMAGE, **extra}
-
-
-def rehearse(repo: Path, work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "release", "--matrix", str(repo / "matrix.yaml"), "rehearse",
-         "--tag", "v0.2.0", "--work", str(work), *args],
-        cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, text=True, capture_output=True,
-        timeout=timeout, check=False,
-    )  # fmt: skip
-    print(proc.stdout[-6000:], proc.stderr[-3000:])
-    return proc
-
-
-def table(stdout: str) -> dict[str, tuple[str, str, int]]:
-    """job -> (runs as, status, seconds), from the job table."""
-    rows = {}
-    for line in stdout.splitlines():
-        match = re.fullmatch(r"(\S.*?)\s{2,}(\S.*?)\s{2,}(success|failure|skipped)\s+(\d+)", line.rstrip())
-        if match:
-            rows[match.group(1)] = (match.group(2), match.group(3), int(match.group(4)))
-    return rows
+need_podman()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the local build images are made as root")
@@ -123,7 +44,7 @@ def test_the_real_matrix_rehearses_through_publish(
     # none): made here first, three side by side, the jobs find them up to date (the same recipes).
     local_images.make_all(local_images.matrix_recipes())
     repo = real_repo(tmp_path / "repo")
-    proc = rehearse(repo, work, "--python", PYTHON, "--floor", LOCAL_FLOOR, timeout=3000)
+    proc = rehearse(repo, work, *NARROW, timeout=3000)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     assert f"the jobs' checkout of matrix.yaml: python [{PYTHON}] (--python;" in proc.stdout
     assert f"the jobs' checkout of matrix.yaml: platform.floor {LOCAL_FLOOR} (--floor;" in proc.stdout
@@ -142,8 +63,15 @@ def test_the_real_matrix_rehearses_through_publish(
     jobs += [f"smoke cp{py}-rocm-{name}" for name in registry]
     assert not [job for job in rows if any(name in job for name in elsewhere)]
     jobs += [f"resolution {PYTHON}"]
+    # The second build: one identifier per variant rebuilt from the manifest in a build root and a
+    # container of its own, before publishing; cpu, cuda and rocm come out the same, byte for byte.
+    jobs += [f"second build cp{py}-{variant}-manylinux_x86_64" for variant in ("cpu", "cuda", "rocm")]
     for job in jobs:
         assert rows[job][1] == "success", (job, rows)
+    for variant in ("cpu", "cuda", "rocm"):
+        second = work / "logs" / f"second-build-cp{py}-{variant}-manylinux_x86_64.log"
+        log = second.read_text(encoding="utf-8")
+        assert "1 wheel(s) rebuilt from second-build-manifest.json: identical, byte for byte" in log, variant
     # The images made here ran in the rocm smoke job; each registry image ran as its stand-in, named.
     smoke_log = (work / "logs" / f"smoke-cp{py}-rocm-manylinux_x86_64.log").read_text(encoding="utf-8")
     for name in data["variants"]["rocm"]["images"]:
@@ -203,78 +131,3 @@ def test_the_real_matrix_rehearses_through_publish(
     summary = (work / "summary.md").read_text(encoding="utf-8")
     assert "## plan" in summary and "#### Held back: not released" in summary
     assert "#### Release-day checks of v0.2.0" in summary and "| --- |" in summary
-
-
-@pytest.mark.slow
-def test_a_broken_before_all_fails_the_build_job_and_skips_the_rest(tmp_path: Path, work: Path) -> None:
-    """A MUSA variant whose before-all (install-musa.sh with the declared toolkit) cannot install
-    anything in the build image: the build job fails, as on GitHub, and publishing never starts."""
-    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["musa"]
-    data.pop("held_back")  # matrix.yaml holds musa back; here its build runs, as it would on GitHub
-    musa = {**data, "build_image": {"local": BUILD_IMAGE["local"]}}
-    repo = make_repo(tmp_path / "repo", {"musa": musa})
-    proc = rehearse(repo, work, "--latest")
-    assert proc.returncode != 0
-    build = f"build cp{PYTHON.replace('.', '')}-musa-manylinux_x86_64"
-    rows = table(proc.stdout)
-    assert rows[build][1] == "failure"
-    assert rows["publish to PyPI"][1] == "skipped"
-    assert f"{build}: step 'Build in the manylinux image" in proc.stderr
-    log = (work / "logs" / f"{build.replace(' ', '-')}.log").read_text(encoding="utf-8")
-    assert "install-musa.sh" in log
-    assert "Traceback" not in proc.stderr
-
-
-@pytest.mark.slow
-def test_smoke_that_needs_root_fails_as_the_runner_user(tmp_path: Path, work: Path) -> None:
-    """The cpu wheel's clean-minbase image is a simulation (mount namespaces, chroot). As the runner
-    user, with user namespaces switched off (RELEASE_SMOKE_NO_USERNS=1, as on a runner that
-    restricts them) and no sudo, it cannot run: the smoke job fails, as it would on GitHub, and
-    nothing is published."""
-    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
-    minbase = {k: v for k, v in data["images"]["clean-minbase"].items() if k != "debian"}  # simulated
-    images = {"clean-minbase": minbase}
-    repo = make_repo(tmp_path / "repo", {"cpu": cpu(images=["clean-minbase"])}, images)
-    proc = rehearse(repo, work, "--latest", "--env", "RELEASE_SMOKE_NO_USERNS=1")
-    assert proc.returncode != 0
-    rows = table(proc.stdout)
-    smoke = f"smoke cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"
-    assert rows[f"build cp{PYTHON.replace('.', '')}-cpu-manylinux_x86_64"][1] == "success"
-    assert rows[smoke][1] == "failure"
-    assert rows["publish to PyPI"][1] == "skipped"
-    assert f"{smoke}: step 'Fresh venv, import, master binary" in proc.stderr
-    log = (work / "logs" / f"{smoke.replace(' ', '-')}.log").read_text(encoding="utf-8")
-    assert "root" in log
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="the local ROCm build image is made as root")
-@pytest.mark.slow
-def test_a_too_low_auditwheel_bound_fails_the_rehearsal(tmp_path: Path, work: Path) -> None:
-    """auditwheel 6.1.0 takes `--exclude` literally (no wildcards): with the toolkit's lower bound
-    at 6.1.0 the lowest-pins install repairs with it, the ROCm runtime is vendored, and verify's
-    vendored-runtime rule fails the build job."""
-    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["rocm"]
-    # Debian 12's HIP 5.2 (auditwheel 6.1.0 knows no policy past manylinux_2_39, so a trixie image,
-    # glibc 2.41, would be refused before the repair): Debian 12 meets manylinux_2_36, and the
-    # repair takes that floor at once.
-    recipe = {"suite": "bookworm", "gcc": "suite", "packages": ["libamdhip64-dev"]}
-    rocm = {
-        **data,
-        "toolkit": "5.2",
-        "images": [],
-        "hardware": [],
-        "build_image": {"local": "localhost/rehearse-build-rocm", "debian": recipe},
-    }
-    repo = make_repo(tmp_path / "repo", {"rocm": rocm}, floor="manylinux_2_36_x86_64")
-    pyproject = repo / "pyproject.toml"
-    text = re.sub(r'"auditwheel>=[^"]*"', '"auditwheel>=6.1.0"', pyproject.read_text(encoding="utf-8"))
-    pyproject.write_text(text, encoding="utf-8")
-    proc = rehearse(repo, work)
-    assert proc.returncode != 0
-    build = f"build cp{PYTHON.replace('.', '')}-rocm-manylinux_x86_64"
-    assert table(proc.stdout)[build][1] == "failure"
-    log = (work / "logs" / f"{build.replace(' ', '-')}.log").read_text(encoding="utf-8")
-    assert "auditwheel==6.1.0" in (
-        work / "jobs" / build.replace(" ", "-") / "files" / "lowest-pins.txt"
-    ).read_text(encoding="utf-8")
-    assert "vendored-runtime" in log

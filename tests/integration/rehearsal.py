@@ -1,0 +1,120 @@
+"""What the `release rehearse` tests share: a copy of this repository (its matrix as it is, or one
+holding only the variants a test names), the toolkit's `rehearse` run against it, and the job
+table it prints. The tests are test_rehearse.py (the real matrix through publish) and
+test_rehearse_failures.py (rehearsals that must fail, and where), in files of their own so that
+xdist hands them to different workers."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from release.build.toolchain import container_engine
+from release.config.matrix import load
+from release.environment import in_ci
+from release.plan.steps import make_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = "3.12"
+LOCAL_FLOOR = "manylinux_2_39_x86_64"  # what matrix.yaml's Debian trixie build images allow
+NARROW = ("--python", PYTHON, "--floor", LOCAL_FLOOR)
+"""The jobs' checkout: one Python (CI time) and the floor the local trixie build images honestly
+allow (glibc 2.41, GCC 14) in place of manylinux_2_28, whose image is in a registry."""
+PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts", "engine", ".github")
+
+
+def need_podman() -> None:
+    """Skip the calling test module where no container engine answers (fail under CI, which must
+    have installed podman)."""
+    if container_engine() is None:
+        if in_ci():
+            pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
+        pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
+
+
+def matrix_data() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
+    return data
+
+
+def real_repo(directory: Path) -> Path:
+    """This repository as it is, matrix.yaml included."""
+    for part in (*PARTS, "matrix.yaml"):
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(
+                source, directory / part, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+            )
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, directory / part)
+    return directory
+
+
+def make_repo(
+    directory: Path,
+    variants: dict[str, dict[str, Any]],
+    images: dict[str, Any] | None = None,
+    *,
+    pythons: list[str] | None = None,
+    floor: str | None = None,
+) -> Path:
+    """A repository like ours (toolkit, engine, workflows) whose matrix holds `variants`. Its
+    Pythons and floor stay matrix.yaml's unless given: a rehearsal narrows them for its jobs with
+    `NARROW`, and the local images stay the ones the real matrix makes."""
+    real_repo(directory)
+    data = matrix_data()
+    if pythons is not None:
+        data["python"] = pythons
+    if floor is not None:
+        data["platform"]["floor"] = floor
+    data["variants"] = variants
+    if not set((data.get("variant_wheels") or {}).get("variants", ())) <= set(variants):
+        data.pop("variant_wheels")  # a variant set is made of each of its variants
+    data["images"] = images or {}
+    data["hardware"] = {}
+    # Lists of scalars in flow style (`python: ["3.10", ...]` on one line, which --python narrows).
+    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=1000)
+    (directory / "matrix.yaml").write_text(text, encoding="utf-8")
+    return directory
+
+
+def cpu_build_image() -> dict[str, Any]:
+    """matrix.yaml's cpu build image under the tag it gets there (`localhost/xfer-build-cpu`): the
+    real matrix's rehearsal and the adopter's use the same image, so a run makes it once."""
+    declared: dict[str, Any] = matrix_data()["variants"]["cpu"]["build_image"]
+    return {"local": make_plan(load(ROOT / "matrix.yaml")).variant("cpu").build_image.local, **declared}
+
+
+def cpu(**extra: Any) -> dict[str, Any]:
+    data = matrix_data()["variants"]["cpu"]
+    return {**data, "images": [], "build_image": cpu_build_image(), **extra}
+
+
+def rehearse(repo: Path, work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "release", "--matrix", str(repo / "matrix.yaml"), "rehearse",
+         "--tag", "v0.2.0", "--work", str(work), *args],
+        cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, text=True, capture_output=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+    print(proc.stdout[-6000:], proc.stderr[-3000:])
+    return proc
+
+
+def table(stdout: str) -> dict[str, tuple[str, str, int]]:
+    """job -> (runs as, status, seconds), from the job table."""
+    rows = {}
+    for line in stdout.splitlines():
+        match = re.fullmatch(r"(\S.*?)\s{2,}(\S.*?)\s{2,}(success|failure|skipped)\s+(\d+)", line.rstrip())
+        if match:
+            rows[match.group(1)] = (match.group(2), match.group(3), int(match.group(4)))
+    return rows
