@@ -40,13 +40,16 @@
 #                         the interpreters it finds); others are looked up under --python-root
 #   --workdir DIR         scratch space (default /var/tmp/xfer-images)
 #   --force               rebuild even when an image with the same inputs exists
-#   --refresh-base        redo debootstrap even when a cached result (< 1 day) exists
+#   --refresh-base        redo debootstrap and the interpreters' trees even when a cached result
+#                         (< 1 day) exists
 #
 # Interpreters: the host's pyenv builds are copied to the same absolute path inside the image
 # (their RUNPATH is /root/.pyenv/versions/X.Y.Z/lib and libpython is shared), and
-# /opt/python/cpXY-cpXY is a symlink to that directory. site-packages, test suites and tkinter are
-# left out; pip comes from ensurepip inside the image. The shared libraries their extension modules
-# need are installed from the suite (t64 names first, then the older names) and checked with ldd.
+# /opt/python/cpXY-cpXY is a symlink to that directory. site-packages, test suites, tkinter and the
+# static libpython are left out, and the shared libraries' debug sections; pip comes from ensurepip
+# inside the image. Each interpreter's tree with its pip is kept for a day in the workdir, so the
+# next image takes it as it is. The shared libraries their extension modules need are installed
+# from the suite (t64 names first, then the older names) and checked with ldd in every image.
 #
 # Cache: the image carries the label io.xfer.image.inputs = sha256 of this script, the options,
 # the interpreters' versions and the host CA certificates; an image with that tag and label is
@@ -257,21 +260,49 @@ if [ "${#all_py[@]}" -gt 0 ]; then
   in_root apt-get install -y -q "${libs[@]}" >>"$logs/apt.log" 2>&1 \
     || die "apt-get install ${libs[*]} failed (log: $logs/apt.log)"
 
+  # A current pip: pip >= 24.2 verifies TLS with the system store (truststore) on 3.10+, so pip in
+  # the image (and in build isolation) trusts the CA certificates copied in above; the pip that
+  # ensurepip brings (23.x in 3.10/3.11) trusts only its own certifi bundle.
+  pip_pkgs=(pip)
+  [ "$minbase_only" -eq 1 ] || pip_pkgs+=(build)
   for v in "${all_py[@]}"; do
     d="${py_dir[$v]}"; tagv="cp${v/./}-cp${v/./}"
-    step "CPython $(basename "$d") -> $d (same path as on the host), /opt/python/$tagv -> it"
     mkdir -p "$root$d" "$root/opt/python"
-    # Everything but site-packages, the test suites, tkinter/IDLE and console scripts of host tools.
-    members=()
-    for m in ./include ./lib "./bin/python$v" "./bin/python$v-config"; do [ -e "$d/$m" ] && members+=("$m"); done
-    tar -C "$d" -cf - \
-      --exclude="./lib/python$v/site-packages/*" --exclude="./lib/python$v/test" \
-      --exclude="./lib/python$v/idlelib" --exclude="./lib/python$v/tkinter" \
-      --exclude="./lib/python$v/turtledemo" --exclude="./lib/python$v/lib-dynload/_tkinter*" \
-      --exclude='__pycache__' "${members[@]}" | tar -C "$root$d" -xf - \
-      || die "copying $d failed"
-    ln -sfn "python$v" "$root$d/bin/python3"; ln -sfn "python$v" "$root$d/bin/python"
-    ln -sfn "python$v-config" "$root$d/bin/python3-config"
+    # The interpreter's tree as ensurepip and pip leave it is kept for a day (keyed on the host
+    # interpreter and what pip installs), like the debootstrap result: the images that share an
+    # interpreter skip ensurepip and pip (about 9 s of CPU each). ldd and the imports below still
+    # check it against each image's own libraries.
+    py_key="$(printf '%s %s %s %s\n' "$v" "$d" "${pip_pkgs[*]}" \
+      "$(stat -c '%n %s %Y' "$d/bin/python$v" "$d"/lib/libpython*.so* 2>/dev/null | tr '\n' ' ')" | sha256sum | cut -c1-16)"
+    py_tar="$workdir/python-$v-$py_key.tar"
+    exec {py_lock}>"$py_tar.lock"
+    flock "$py_lock"  # one maker of each interpreter's tree at a time; a second waits, then unpacks it
+    if [ "$refresh_base" -eq 0 ] && [ -f "$py_tar" ] && [ -n "$(find "$py_tar" -mmin -1440)" ]; then
+      step "CPython $(basename "$d") -> $d from $py_tar (pip in it; less than a day old), /opt/python/$tagv -> it"
+      tar --numeric-owner -C "$root$d" -xf "$py_tar" || die "unpacking $py_tar failed"
+      fresh=0
+    else
+      step "CPython $(basename "$d") -> $d (same path as on the host), /opt/python/$tagv -> it"
+      # Everything but site-packages, the test suites, tkinter/IDLE, console scripts of host tools
+      # and the static libpython (an extension links nothing of it; 60 MB per interpreter). The
+      # shared libraries lose their debug sections (about 40 MB per interpreter), not their symbols.
+      members=()
+      for m in ./include ./lib "./bin/python$v" "./bin/python$v-config"; do [ -e "$d/$m" ] && members+=("$m"); done
+      tar -C "$d" -cf - \
+        --exclude="./lib/python$v/site-packages/*" --exclude="./lib/python$v/test" \
+        --exclude="./lib/python$v/idlelib" --exclude="./lib/python$v/tkinter" \
+        --exclude="./lib/python$v/turtledemo" --exclude="./lib/python$v/lib-dynload/_tkinter*" \
+        --exclude="./lib/python$v/config-*/libpython*.a" \
+        --exclude='__pycache__' "${members[@]}" | tar -C "$root$d" -xf - \
+        || die "copying $d failed"
+      find "$root$d/lib" -maxdepth 1 -name 'libpython*.so*' -type f -exec strip --strip-debug {} + \
+        || die "strip --strip-debug of libpython in $d failed"
+      find "$root$d/lib/python$v/lib-dynload" -name '*.so' -type f -exec strip --strip-debug {} + \
+        || die "strip --strip-debug of $d/lib/python$v/lib-dynload failed"
+      ln -sfn "python$v" "$root$d/bin/python3"; ln -sfn "python$v" "$root$d/bin/python"
+      ln -sfn "python$v-config" "$root$d/bin/python3-config"
+      fresh=1
+    fi
     ln -sfn "$d" "$root/opt/python/$tagv"
     if [ "$v" = "$env_python" ] && [ "$tagv" != cp39-cp39 ]; then
       # cibuildwheel reads the container's environment with /opt/python/cp39-cp39/bin/python
@@ -280,17 +311,17 @@ if [ "${#all_py[@]}" -gt 0 ]; then
     fi
     missing="$(in_root sh -c "for f in $d/bin/python$v $d/lib/libpython*.so.1.0 $d/lib/python$v/lib-dynload/*.so; do ldd \"\$f\"; done" | grep 'not found' | sort -u || true)"
     [ -z "$missing" ] || die "CPython $v in the image lacks shared libraries: $(echo $missing | tr '\n' ' ')"
-    in_root "$d/bin/python$v" -m ensurepip --default-pip >/dev/null 2>&1 || die "ensurepip failed for CPython $v"
-    [ -x "$root$d/bin/pip" ] || ln -sfn "pip$v" "$root$d/bin/pip"
-    # A current pip: pip >= 24.2 verifies TLS with the system store (truststore) on 3.10+, so pip in
-    # the image (and in build isolation) trusts the CA certificates copied in above; the pip that
-    # ensurepip brings (23.x in 3.10/3.11) trusts only its own certifi bundle.
-    pip_pkgs=(pip)
-    [ "$minbase_only" -eq 1 ] || pip_pkgs+=(build)
-    in_root "$d/bin/python$v" -m pip install -q -U --root-user-action=ignore "${pip_pkgs[@]}" \
-      || die "pip install -U ${pip_pkgs[*]} failed for CPython $v"
-    in_root "$d/bin/python$v" -c 'import ssl, ctypes, sqlite3, bz2, lzma, zlib, venv, ensurepip' \
-      || die "CPython $v does not import its standard modules in the image"
+    if [ "$fresh" -eq 1 ]; then
+      in_root "$d/bin/python$v" -m ensurepip --default-pip >/dev/null 2>&1 || die "ensurepip failed for CPython $v"
+      [ -x "$root$d/bin/pip" ] || ln -sfn "pip$v" "$root$d/bin/pip"
+      in_root "$d/bin/python$v" -m pip install -q -U --root-user-action=ignore "${pip_pkgs[@]}" \
+        || die "pip install -U ${pip_pkgs[*]} failed for CPython $v"
+      py_tmp="$(mktemp "$py_tar.tmp.XXXXXX")"
+      tar --numeric-owner -C "$root$d" -cf "$py_tmp" . && mv "$py_tmp" "$py_tar" || rm -f "$py_tmp"
+    fi
+    exec {py_lock}>&-
+    in_root "$d/bin/python$v" -c 'import ssl, ctypes, sqlite3, bz2, lzma, zlib, venv, ensurepip, pip' \
+      || die "CPython $v does not import its standard modules (and pip) in the image"
   done
 fi
 
@@ -374,12 +405,15 @@ new_id="$(podman image inspect "$tag" --format '{{.Id}}')"
 if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then podman rmi "$old_id" >/dev/null 2>&1 || true; fi
 
 # ---- check in the image ---------------------------------------------------------------------------------
-for v in "${all_py[@]}"; do
-  tagv="cp${v/./}-cp${v/./}"
-  out="$(podman run --rm --network=host "$tag" /opt/python/$tagv/bin/python -c \
-    'import sys, ssl, venv; print(sys.version.split()[0])' 2>&1)" || die "/opt/python/$tagv/bin/python does not run in $tag: $out"
-  step "in $tag: /opt/python/$tagv/bin/python is $out"
-done
+if [ "${#all_py[@]}" -gt 0 ]; then  # one container for every interpreter's check
+  probe=""
+  for v in "${all_py[@]}"; do
+    probe+="printf '%s ' cp${v/./}-cp${v/./}; /opt/python/cp${v/./}-cp${v/./}/bin/python -c 'import sys, ssl, venv; print(sys.version.split()[0])' || exit 1; "
+  done
+  out="$(podman run --rm --network=none "$tag" sh -c "$probe" 2>&1)" \
+    || die "an interpreter under /opt/python does not run in $tag: $(echo $out | tail -c 300)"
+  while read -r tagv version; do step "in $tag: /opt/python/$tagv/bin/python is $version"; done <<<"$out"
+fi
 if [ -n "$gcc_major" ]; then
   out="$(podman run --rm --network=none "$tag" sh -c 'for c in cc c++ gcc g++; do $c -dumpversion; done' 2>&1)" \
     || die "the compilers do not run in $tag: $out"
