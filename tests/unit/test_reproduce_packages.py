@@ -10,6 +10,7 @@ import pytest
 
 from release.config import matrix
 from release.errors import SmokeError
+from release.plan.resolve import ResolvedBuildImage
 from release.plan.steps import make_plan
 from release.reproduce import inputs, rebuild
 
@@ -78,6 +79,15 @@ def test_an_absent_image_is_recorded_as_null_with_the_reason() -> None:
     assert isinstance(unread["build_image"], dict)
     assert unread["build_image"]["local_packages"] is None
     assert "not read" in str(unread["build_image"]["local_packages_reason"])
+
+
+def test_an_image_without_a_recipe_is_not_read() -> None:
+    standin = StandInImages({"quay.io/x/y:1": ("apt=3.0.4",)})
+    image = ResolvedBuildImage(release="manylinux_2_28", local="quay.io/x/y:1", local_recipe=None)
+    found = inputs.image_inputs(image, "manylinux_2_28_x86_64", standin)
+    assert found["local_packages"] is None
+    assert found["local_packages_reason"] == "not a local image made from a recipe"
+    assert standin.calls == {}
 
 
 def test_reading_packages_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
