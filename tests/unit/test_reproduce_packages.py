@@ -4,6 +4,7 @@ for the container run), and named by `release reproduce` where the rebuild's ima
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,15 @@ def test_reading_packages_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
     assert found.reason == "cannot probe localhost/x (podman run exited 127): sh: 1: dpkg-query: not found"
     monkeypatch.setattr(inputs, "run_probe", lambda *_a, **_k: "ii  apt=3.0.4\n")
     assert inputs.read_packages("podman", "localhost/x") == inputs.ImagePackages(("apt=3.0.4",))
+
+
+def test_an_engine_that_hangs_is_no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    def hangs() -> str:
+        raise subprocess.TimeoutExpired(["podman", "info"], 30)
+
+    monkeypatch.setattr(inputs, "container_engine", hangs)
+    found = inputs.package_reader()("localhost/x")
+    assert found == inputs.ImagePackages(None, "no container engine answers here (podman or docker)")
 
 
 def test_differences_name_changed_missing_and_extra_packages() -> None:
