@@ -9,6 +9,13 @@ build root of its own: nothing is reused from an earlier build), on the host or,
 sha256 is compared with the manifest's; with `--published DIR` (the release's wheels, flat or in
 `<variant>/`) a wheel that differs is unpacked beside the published one and its first differing
 members named, with the ELF sections that differ in a library.
+
+With `--container` in a local image (not `--release-image`), the Debian packages installed in the
+image are compared with the ones the manifest records, after the variant's build (the image is
+then the one the rebuild used, made or kept by make-image.sh): the differing ones are printed
+(`name: recorded -> here`) and the rebuild goes on; when a wheel then differs, the closing error
+names the package differences as the likely cause. A difference alone is not a refusal: it often
+leaves the bytes unchanged, and remaking the image cannot restore the old versions.
 """
 
 from __future__ import annotations
@@ -65,9 +72,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     where = "in the build image" if args.container else "on the host"
     print(f"rebuilding {len(chosen)} wheel(s) of {release.tag} {where} into {out} "
           f"(SOURCE_DATE_EPOCH={release.inputs.get('source_date_epoch')})", flush=True)  # fmt: skip
+    differing_packages: list[int] = []
     outcomes = rebuild.reproduce(
-        release, grouped, chosen, rebuild=_builder(args, out), out=out, published=args.published
-    )
+        release, grouped, chosen, rebuild=_builder(args, out, release, differing_packages), out=out,
+        published=args.published,
+    )  # fmt: skip
     rows = [
         (o.recorded.identifier, o.recorded.name, o.recorded.sha256[:16], (o.sha256 or "-")[:16],
          "identical" if o.identical else "DIFFERS")
@@ -79,6 +88,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         msg = f"{len(differing)} of {len(outcomes)} wheel(s) did not rebuild the same:\n" + "\n".join(
             o.report for o in differing
         )
+        if sum(differing_packages):
+            msg += (
+                f"\nthe likely cause: {sum(differing_packages)} package(s) of the build image are not "
+                "the recorded ones (listed above)"
+            )
         raise ReproduceError(msg)
     print(f"{len(outcomes)} wheel(s) rebuilt from {args.manifest.name}: identical, byte for byte")
     return 0
@@ -95,9 +109,14 @@ def _fresh(out: Path) -> Path:
     return out
 
 
-def _builder(args: argparse.Namespace, out: Path) -> rebuild.Rebuild:
+def _builder(
+    args: argparse.Namespace, out: Path, release: rebuild.RecordedRelease, differing_packages: list[int]
+) -> rebuild.Rebuild:
     """The build path `release build` would take: the host (its toolkit must be the declared one),
-    or with --container cibuildwheel in the variant's build image."""
+    or with --container cibuildwheel in the variant's build image (a local one's packages are then
+    compared with the recorded ones: the differences printed, their count kept in
+    `differing_packages`)."""
+    read_packages = inputs.package_reader()
 
     def on_host(steps: tuple[BuildStep, ...], wheelhouse: Path, version: str) -> list[Path]:
         check_toolkit(steps[0].variant, find_toolchain(steps[0].variant.backend), allow=False)
@@ -116,6 +135,14 @@ def _builder(args: argparse.Namespace, out: Path) -> rebuild.Rebuild:
         if lacking:
             msg = f"the build image lacks CPython {', '.join(lacking)}: cannot rebuild those wheels"
             raise ToolchainError(msg)
+        variant = steps[0].variant
+        if args.image or not args.release_image:  # a local image: the release image has a digest
+            notes, count = rebuild.image_notes(
+                release, variant.name, args.image or variant.build_image.local, read_packages
+            )
+            differing_packages.append(count)
+            for note in notes:
+                print(note, flush=True)
         return [r.wheel for r in results]
 
     return in_container if args.container else on_host

@@ -3,8 +3,9 @@
 It lists each wheel's name, variant, size and sha256, the sha256 of its verify report, the
 toolkit version that checked it, and what is known of the toolkits and images that built and
 smoke-tested it; `inputs` records what a rebuild needs (the source commit, `SOURCE_DATE_EPOCH`,
-tool versions, each variant's image, toolkit, settings and environment), and each wheel its build
-identifier and compilers, so that `release reproduce` can rebuild it and compare the bytes.
+tool versions, each variant's image (a local one with its installed packages), toolkit, settings
+and environment), and each wheel its build identifier and compilers, so that `release reproduce`
+can rebuild it and compare the bytes.
 `release release-checks --manifest` writes it, before anything is published;
 every later hand-off (preflight, `dist/`, the index listing, a downloaded GitHub Release)
 compares what it holds against it (`release verify-release`). It is attached to the GitHub

@@ -1,8 +1,17 @@
 """What a rebuild needs, as the release manifest records it (`inputs`) and `release reproduce`
 checks it: the source commit, `SOURCE_DATE_EPOCH`, the tools' versions, and per variant the
-build image (by digest where cibuildwheel pins it; a local image by its recipe), the declared
-toolkit and the build settings and environment the matrix sets. Each wheel of the manifest adds
-its build identifier and the compilers its verify report found.
+build image (by digest where cibuildwheel pins it; a local image by its recipe and the Debian
+packages installed in it), the declared toolkit and the build settings and environment the matrix
+sets. Each wheel of the manifest adds its build identifier and the compilers its verify report
+found.
+
+A local image is made here from Debian packages (scripts/make-image.sh), and its recipe names
+suites, not versions: the same recipe made a month later holds other packages (sid and
+experimental move). So the manifest records the image's installed packages too, read from the
+image (`dpkg-query`, one container per distinct image, no network), and `release reproduce`
+names the packages that differ when it rebuilds in that image. Where they cannot be read (no
+container engine answers, the image is absent here, as on a CI runner that builds in the release
+image), the manifest says null and why.
 """
 
 from __future__ import annotations
@@ -14,19 +23,126 @@ import json
 import platform
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 
 from release import DISTRIBUTION, __version__
+from release.build import images
 from release.build.prebuild import source_date_epoch
+from release.build.toolchain import container_engine
+from release.errors import ReleaseError
 from release.plan.resolve import ResolvedBuildImage, ResolvedVariant
+from release.smoke.probe import run_probe
 from release.wheel.names import parse_platform_tag
 
 TOOLS = ("cibuildwheel", "auditwheel", "build", "packaging")
 """The Python tools whose versions shape a wheel: cibuildwheel (and the image it pins),
 auditwheel (repair), build (the PEP 517 frontend) and packaging (tags)."""
 GIT_TIMEOUT = 60
+PACKAGES_TIMEOUT = 120.0
+"""The bound on the one container that lists a local image's packages (0.3 to 0.8 s here)."""
+DPKG_QUERY = "dpkg-query -W -f '${db:Status-Abbrev} ${binary:Package}=${Version}\\n'"
+"""Every package dpkg knows, with its state: only installed ones (`ii`) count; `binary:Package`
+keeps the architecture of a package installed for two (`libc6:i386`)."""
+PACKAGE_KEYS = ("local_packages", "local_packages_sha256", "local_packages_reason")
+"""The keys of a variant's `build_image` that hold its local image's packages."""
+
+
+@dataclass(frozen=True)
+class ImagePackages:
+    """The Debian packages installed in a local image, `name=version` sorted by name; or None and
+    the one line saying why they could not be read."""
+
+    packages: tuple[str, ...] | None
+    reason: str | None = None
+
+    def as_inputs(self) -> dict[str, object]:
+        found = list(self.packages) if self.packages is not None else None
+        return {
+            "local_packages": found,
+            "local_packages_sha256": _digest(found) if found is not None else None,
+            "local_packages_reason": self.reason,
+        }
+
+
+PackageQuery = Callable[[str], ImagePackages]
+"""(a local image's tag) -> its packages: `package_reader()` here, a stand-in in tests."""
+NOT_READ = ImagePackages(None, "not read (the variant's inputs were resolved without the image)")
+
+
+def parse_packages(output: str) -> tuple[str, ...]:
+    """The installed packages of `DPKG_QUERY`'s output, `name=version`, sorted by name."""
+    found = {}
+    for line in output.splitlines():
+        state, _, package = line.strip().partition(" ")
+        name, equals, _version = package.strip().partition("=")
+        if state == "ii" and name and equals:
+            found[name] = package.strip()
+    return tuple(found[name] for name in sorted(found))
+
+
+def read_packages(engine: str | None, tag: str, *, timeout: float = PACKAGES_TIMEOUT) -> ImagePackages:
+    """The packages installed in the local image `tag`, from one `--rm` container without network
+    (`release.smoke.probe.run_probe`); None with the reason where no engine answers, the image is
+    absent or does not run dpkg-query. Never raises for a missing image or engine."""
+    if engine is None:
+        return ImagePackages(None, "no container engine answers here (podman or docker)")
+    try:
+        if not images.exists(engine, tag):
+            return ImagePackages(None, f"image {tag} is not in {engine}'s store here")
+        found = parse_packages(run_probe(engine, tag, DPKG_QUERY, timeout=timeout))
+    except (ReleaseError, OSError, subprocess.SubprocessError) as exc:
+        return ImagePackages(None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    if not found:
+        return ImagePackages(None, f"image {tag}: dpkg-query lists no installed package")
+    return ImagePackages(found)
+
+
+def once(query: PackageQuery) -> PackageQuery:
+    """`query` asked once per image (variants share images: one container per distinct image)."""
+    seen: dict[str, ImagePackages] = {}
+
+    def remembered(tag: str) -> ImagePackages:
+        if tag not in seen:
+            seen[tag] = query(tag)
+        return seen[tag]
+
+    return remembered
+
+
+def package_reader() -> PackageQuery:
+    """`read_packages` with the container engine found once, on the first image asked about, and
+    each image read once."""
+    engines: list[str | None] = []
+
+    def query(tag: str) -> ImagePackages:
+        if not engines:
+            try:
+                engines.append(container_engine())
+            except (OSError, subprocess.SubprocessError):  # `podman info` hung past its deadline
+                engines.append(None)
+        return read_packages(engines[0], tag)
+
+    return once(query)
+
+
+def package_differences(recorded: object, found: Iterable[str]) -> list[str]:
+    """`name: recorded -> found` for each package whose version differs, is missing here
+    (`-> absent`) or was not recorded (`absent -> version`), sorted by name."""
+    then = _by_name(recorded if isinstance(recorded, list) else [])
+    now = _by_name(found)
+    return [
+        f"{name}: {then.get(name, 'absent')} -> {now.get(name, 'absent')}"
+        for name in sorted(set(then) | set(now))
+        if then.get(name) != now.get(name)
+    ]
+
+
+def _by_name(packages: Iterable[object]) -> dict[str, str]:
+    pairs = (str(p).partition("=") for p in packages)
+    return {name: version for name, _eq, version in pairs}
 
 
 def git_head(directory: Path) -> str | None:
@@ -91,22 +207,32 @@ def pinned_image(name: str, arch: str) -> str | None:
     return reference.split("#")[0].strip() if reference else None
 
 
-def image_inputs(image: ResolvedBuildImage, floor: str) -> dict[str, object]:
-    """The release image by digest (where cibuildwheel pins it), and the local image with its recipe
-    and the recipe's sha256 (what make-image.sh was asked for)."""
+def image_inputs(
+    image: ResolvedBuildImage, floor: str, packages: PackageQuery | None = None
+) -> dict[str, object]:
+    """The release image by digest (where cibuildwheel pins it), and the local image with its recipe,
+    the recipe's sha256 (what make-image.sh was asked for) and, read through `packages`, the
+    packages installed in it (what make-image.sh made of the recipe that day). Without `packages`
+    (or for an image without a recipe) the packages are null, with the reason."""
     recipe = dataclasses.asdict(image.local_recipe) if image.local_recipe is not None else None
     arch = parse_platform_tag(floor).arch
+    if recipe is None:
+        installed = ImagePackages(None, "not a local image made from a recipe")
+    else:
+        installed = packages(image.local) if packages is not None else NOT_READ
     return {
         "release": image.release,
         "release_pinned": pinned_image(image.release, arch),
         "local": image.local,
         "local_recipe": recipe,
         "local_recipe_sha256": _digest(recipe) if recipe is not None else None,
+        **installed.as_inputs(),
     }
 
 
-def variant_inputs(variant: ResolvedVariant) -> dict[str, object]:
-    """What the matrix decided for one variant's build: toolkit, image, repair, settings, env."""
+def variant_inputs(variant: ResolvedVariant, packages: PackageQuery | None = None) -> dict[str, object]:
+    """What the matrix decided for one variant's build: toolkit, image, repair, settings, env (the
+    local image's packages read through `packages`; null without it)."""
     settings, env = variant.build.translate()
     return {
         "distribution": variant.distribution,
@@ -114,7 +240,7 @@ def variant_inputs(variant: ResolvedVariant) -> dict[str, object]:
         "toolkit": variant.toolkit,
         "floor": variant.floor,
         "excludes": list(variant.excludes),
-        "build_image": image_inputs(variant.build_image, variant.floor),
+        "build_image": image_inputs(variant.build_image, variant.floor, packages),
         "build_backend": variant.build.backend,
         "config_settings": [list(pair) for pair in settings],
         "env": dict(sorted(env.items())),
@@ -122,14 +248,19 @@ def variant_inputs(variant: ResolvedVariant) -> dict[str, object]:
     }
 
 
-def collect(root: Path, variants: Mapping[str, ResolvedVariant]) -> dict[str, object]:
-    """The manifest's `inputs`: everything a rebuild of the set needs besides the checkout."""
+def collect(
+    root: Path, variants: Mapping[str, ResolvedVariant], *, packages: PackageQuery | None = None
+) -> dict[str, object]:
+    """The manifest's `inputs`: everything a rebuild of the set needs besides the checkout. The
+    local images' packages are read through `packages` (default `package_reader()`: one container
+    per distinct image)."""
+    query = once(packages) if packages is not None else package_reader()
     return {
         "source": source(root, variants.values()),
         "source_date_epoch": source_date_epoch(root),
         "toolkit": {"distribution": DISTRIBUTION, "version": __version__},
         "tools": tool_versions(),
-        "variants": {name: variant_inputs(v) for name, v in sorted(variants.items())},
+        "variants": {name: variant_inputs(v, query) for name, v in sorted(variants.items())},
     }
 
 

@@ -5,6 +5,13 @@ HEAD is refused), with the recorded `SOURCE_DATE_EPOCH` and version, through the
 caller hands in (`release reproduce` picks the host or the container build, as `release build`
 does). A wheel whose sha256 is not the manifest's is compared member by member with the published
 one, where the caller has it (`release.reproduce.compare`).
+
+A rebuild in a local image compares the image's installed packages with the recorded ones
+(`image_notes`) and names those that differ. That is a note, not a refusal: the rebuild goes on,
+because a newer package (tzdata, a fix in a library the build never links) often leaves the
+wheel's bytes unchanged, and remaking the image cannot bring the old versions back (make-image.sh
+takes the archives' current ones). Where a wheel then differs, `release reproduce` names the
+package differences as the likely cause.
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ from release.plan.steps import BuildStep
 from release.publish import handoff, manifest
 from release.reproduce import compare, inputs
 from release.wheel.zip import ZipError
+
+MAX_PACKAGES_NAMED = 10
+"""How many differing packages a note names; the rest are counted."""
 
 Rebuild = Callable[[tuple[BuildStep, ...], Path, str], list[Path]]
 """(one variant's steps, its output directory, the version) -> the wheels built there."""
@@ -148,12 +158,52 @@ def input_notes(release: RecordedRelease, variants: Mapping[str, Mapping[str, ob
         now = json.loads(json.dumps(resolved, default=str))  # as the manifest holds it
         then = recorded_variants.get(name) if isinstance(recorded_variants, dict) else None
         if isinstance(then, dict):
+            # the image's packages are compared where a rebuild runs in it (`image_notes`)
+            then, now = _without_packages(then), _without_packages(now)
             keys = sorted(k for k in set(then) | set(now) if then.get(k) != now.get(k))
             if keys:
                 notes.append(
                     f"note: {name}: the matrix here resolves {', '.join(keys)} otherwise than recorded"
                 )
     return notes
+
+
+def _without_packages(variant: Mapping[str, object]) -> dict[str, object]:
+    image = variant.get("build_image")
+    if not isinstance(image, dict):
+        return dict(variant)
+    return {**variant, "build_image": {k: v for k, v in image.items() if k not in inputs.PACKAGE_KEYS}}
+
+
+def image_notes(
+    release: RecordedRelease, variant: str, tag: str, query: inputs.PackageQuery
+) -> tuple[list[str], int]:
+    """(the notes, how many packages differ) for the packages installed in the local image `tag`
+    (read through `query`) against the ones the manifest records for `variant`'s local image: a
+    note naming the first `MAX_PACKAGES_NAMED` that differ (`name: recorded -> found`) and counting
+    the rest; one line where either side is unknown; nothing when they are the same."""
+    variants = release.inputs.get("variants")
+    recorded = variants.get(variant) if isinstance(variants, dict) else None
+    image = recorded.get("build_image") if isinstance(recorded, dict) else None
+    image = image if isinstance(image, dict) else {}
+    then = image.get("local_packages")
+    if not isinstance(then, list):
+        why = image.get("local_packages_reason") or "a manifest written before it recorded them"
+        return [f"note: {variant}: {release.path.name} records no packages of its local image ({why})"], 0
+    found = query(tag)
+    if found.packages is None:
+        return [f"note: {variant}: the packages of image {tag} cannot be read here: {found.reason}"], 0
+    differences = inputs.package_differences(then, found.packages)
+    if not differences:
+        return [], 0
+    shown = [f"  {d}" for d in differences[:MAX_PACKAGES_NAMED]]
+    if len(differences) > MAX_PACKAGES_NAMED:
+        shown.append(f"  and {len(differences) - MAX_PACKAGES_NAMED} more")
+    head = (
+        f"note: {variant}: image {tag} holds {len(differences)} package(s) other than "
+        f"{release.path.name} records (recorded -> here); a wheel may differ because of them:"
+    )
+    return [head, *shown], len(differences)
 
 
 def choose(release: RecordedRelease, patterns: Sequence[str] | None) -> tuple[Recorded, ...]:
