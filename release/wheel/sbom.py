@@ -81,7 +81,10 @@ class Sbom:
 def _load(data: bytes) -> Any:
     try:
         return json.loads(data)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except RecursionError:
+        msg = "not JSON this reader takes (nested too deep)"
+        raise SbomError(msg) from None
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         msg = f"not JSON ({exc})"
         raise SbomError(msg) from None
 

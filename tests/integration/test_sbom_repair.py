@@ -86,7 +86,7 @@ def test_repair_names_the_grafted_library_in_the_sbom_and_verify_passes(tmp_path
     result = next(r for r in verify_wheel(repaired, release=True).rules if r.id == RULE)
     assert (result.status, result.message) == (
         "pass",
-        "1 grafted libraries, each named in the SBOM with its package",
+        "the SBOM names the package of each grafted library (1)",
     )
 
     loaded = _loaded()

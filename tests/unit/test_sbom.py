@@ -66,7 +66,7 @@ def _unrecorded(f: Facts) -> None:
 
 
 CASES = [
-    Case("every grafted library named", lambda f: None, "pass", says="1 grafted libraries"),
+    Case("every grafted library named", lambda f: None, "pass", says="each grafted library (1)"),
     Case("two grafted, both named", _graft(NUMA), "pass"),
     Case("named under a path verify does not guess: still counted", _sbom("/opt/vendor/lib/libxfercore.so.0"),
          "pass"),
@@ -76,7 +76,7 @@ CASES = [
     Case("grafted, no SBOM: a warning for a local build", _no_sbom, "warn", (CORE,), says="carries no"),
     Case("grafted, no SBOM, --release", _no_sbom, "fail", (CORE,), release=True, says=CORE),
     Case("the SBOM misses one library", _then(_graft(NUMA), _sbom(CORE_AT)), "fail",
-         (NUMA,), release=True, says=f"1 of its 2 grafted libraries: {NUMA}"),
+         (NUMA,), release=True, says=f"1 of the 2 libraries it grafts: {NUMA} (auditwheel names"),
     Case("the SBOM misses one, another is under an unguessed path",
          _then(_graft(NUMA), _sbom(CORE_AT, "/opt/x/libnuma.so.1.0.0")), "pass"),
     Case("a stale file_name fails, release or not", _sbom(CORE_AT, file="old-0.1.0-x.whl"),
@@ -87,6 +87,8 @@ CASES = [
     Case("a name spelled another way is the same name", _sbom(CORE_AT, name="Xfer-Engine.Rocm"),
          "pass"),
     Case("not JSON", lambda f: setattr(f, "sbom", b"{not json"), "fail", says="not JSON"),
+    Case("nested too deep for the JSON reader", lambda f: setattr(f, "sbom", b"[" * 200_000), "fail",
+         says="nested too deep"),
     Case("CycloneDX without its component", lambda f: setattr(f, "sbom", b'{"bomFormat": "CycloneDX"}'),
          "fail", says="without metadata.component"),
     Case("an SPDX document names no library", lambda f: setattr(f, "sbom", b'{"spdxVersion": "SPDX-2.3"}'),

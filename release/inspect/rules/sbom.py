@@ -42,8 +42,8 @@ LIBRARY_DIRS = (
 the multiarch directories): the original paths tried for each grafted file."""
 FIX = (
     "auditwheel names a grafted library only when a distribution package owns it: install it with "
-    "the image's package manager (dnf, apt) rather than from source, or keep it out of the wheel "
-    "(the variant's exclude, or platform.system_libraries)"
+    "the image's package manager, dnf or apt, rather than from source, or keep it out of the wheel "
+    "with the variant's exclude or platform.system_libraries"
 )
 
 
@@ -137,19 +137,19 @@ def sbom_lists_grafted(ctx: RuleContext) -> Finding:
     if problems:
         return Finding(
             "fail",
-            f"{wheel.path.name}: its SBOM is not this wheel's: {listing(problems, 4)} (a rewrite that "
-            "renames the wheel must rename its SBOM's component too, as `release variants` does; "
-            "otherwise repair the wheel again)",
+            f"{wheel.path.name}: its SBOM is wrong: {listing(problems, 4)} (auditwheel repair writes "
+            "it; a rewrite that renames the wheel must rename the SBOM's component too, as `release "
+            "variants` does)",
             tuple(m.name for m in members),
         )
     if not libraries:
-        return Finding("pass", f"grafts no library; {len(members)} SBOM file(s) name this wheel")
+        return Finding("pass", "grafts no library; its SBOM names this wheel")
     status: Status = "fail" if ctx.release else "warn"
     if not sboms:
         return Finding(
             status,
-            f"{wheel.path.name} grafts {len(libraries)} libraries ({listing(libraries, 4)}) and carries no "
-            f"CycloneDX SBOM in its dist-info's sboms/ naming them ({FIX})",
+            f"{wheel.path.name} grafts {_count(libraries)} ({listing(libraries, 4)}) and carries no "
+            f"CycloneDX SBOM in its dist-info's sboms/ to name their packages ({FIX})",
             tuple(libraries),
         )
     left, short = unlisted(libraries, sboms)
@@ -157,8 +157,12 @@ def sbom_lists_grafted(ctx: RuleContext) -> Finding:
         which = "" if short == len(left) else f" ({short} of these)"
         return Finding(
             status,
-            f"{wheel.path.name}: its SBOM does not name the package of {short} of its {len(libraries)} "
-            f"grafted libraries: {listing(left, 4)}{which} ({FIX})",
+            f"{wheel.path.name}: its SBOM does not name the package of {short} of the "
+            f"{_count(libraries)} it grafts: {listing(left, 4)}{which} ({FIX})",
             tuple(left),
         )
-    return Finding("pass", f"{len(libraries)} grafted libraries, each named in the SBOM with its package")
+    return Finding("pass", f"the SBOM names the package of each grafted library ({len(libraries)})")
+
+
+def _count(libraries: Sequence[str]) -> str:
+    return f"{len(libraries)} {'library' if len(libraries) == 1 else 'libraries'}"
