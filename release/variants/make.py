@@ -39,7 +39,9 @@ from release.wheel.names import (
     variant_wheel_filename,
     version_field,
 )
+from release.wheel.own import member_names
 from release.wheel.rewrite import rewrite_wheel
+from release.wheel.sbom import is_sbom, renamed
 
 DEFAULT_OUT = "wheelhouse-variants"
 """Where `release variants` writes, beside the matrix (the wheelhouse holds only `<variant>/`)."""
@@ -133,18 +135,23 @@ def _set_name(distribution: str) -> Callable[[bytes], bytes]:
 
 
 def make_wheel(wheel: Path, out: Path, shared: VariantSet, desc: Description) -> Path:
-    """One variant wheel in `out` from the per-variant `wheel`."""
+    """One variant wheel in `out` from the per-variant `wheel`. Its SBOMs (auditwheel's, naming
+    the libraries repair grafted) move with the dist-info and name the variant wheel's file."""
     name = parse_wheel_name(wheel)
     stem = filename_stem(shared.distribution)
     version_part = version_field(wheel)
     info = f"{stem}-{version_part}.dist-info"
-    edit = _set_name(shared.distribution)
     target = out / variant_wheel_filename(name, shared.distribution, desc.label)
+    sboms = {
+        _rename_top(stem, member): renamed(stem, version_part, target.name)
+        for member in member_names(wheel)
+        if is_sbom(member)
+    }
     return rewrite_wheel(
         wheel,
         target,
         rename=lambda member: _rename_top(stem, member),
-        edit={f"{info}/METADATA": edit},
+        edit={f"{info}/METADATA": _set_name(shared.distribution), **sboms},
         add={f"{info}/{DIST_INFO_FILE}": render(dist_info_document(desc, shared.descriptions))},
     )
 

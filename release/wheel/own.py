@@ -21,6 +21,12 @@ def own_members(wheel: Path) -> Iterator[tuple[str, bytes]]:
             yield info.filename, archive.read(info)
 
 
+def member_names(wheel: Path) -> list[str]:
+    """The names of a wheel's members, directories included, in archive order."""
+    with zipfile.ZipFile(wheel) as archive:
+        return archive.namelist()
+
+
 def read_dist_info(wheel: Path, leaf: str) -> tuple[str, str]:
     """(member name, UTF-8 text) of a `.dist-info/<leaf>` file of a wheel we built."""
     with zipfile.ZipFile(wheel) as archive:

@@ -27,6 +27,7 @@ from release.inspect.verify import verify_wheel
 from release.plan.resolve import variant_for_distribution
 from release.plan.steps import make_plan
 from tests.unit.test_rules_abi import MATRIX as RULES_ABI_MATRIX
+from tests.unit.test_rules_good import cyclonedx, grafted_origins
 
 pytestmark = pytest.mark.integration
 
@@ -171,11 +172,18 @@ class WheelSpec:
     tag: str = "cp312-cp312-manylinux_2_28_x86_64"
     files: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     metadata_name: str | None = None
+    sbom: bool = True
+    """auditwheel's SBOM, naming the wheel and every grafted library (when it grafts any)."""
 
     def build(self, directory: Path) -> Path:
         dist_info = f"{self.distribution}-{self.version}.dist-info"
         name = self.metadata_name or self.distribution.replace("_", "-")
         files = dict(self.files)
+        path = directory / f"{self.distribution}-{self.version}-{self.tag}.whl"
+        origins = grafted_origins(list(files))
+        if self.sbom and origins:
+            sbom = cyclonedx(self.distribution, self.version, path.name, origins)
+            files[f"{dist_info}/sboms/auditwheel.cdx.json"] = (sbom, 0o644)
         files[f"{dist_info}/METADATA"] = (
             f"Metadata-Version: 2.1\nName: {name}\nVersion: {self.version}\n".encode(),
             0o644,
@@ -185,7 +193,6 @@ class WheelSpec:
             0o644,
         )
         record = []
-        path = directory / f"{self.distribution}-{self.version}-{self.tag}.whl"
         with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
             for member, (data, mode) in files.items():
                 info = zipfile.ZipInfo(member, date_time=(2024, 1, 1, 0, 0, 0))
@@ -389,6 +396,14 @@ CASES = [
         "fail",
     ),
     Case("no __init__.py at all", _drop("xfer/__init__.py"), "variant-conflict", "fail"),
+    Case(
+        "a grafted library and no SBOM, --release",
+        _set(sbom=False),
+        "sbom-lists-grafted",
+        "fail",
+        release=True,
+        paths=(f"{LIBS}/libxfercore-1a2b3c4d.so.0",),
+    ),
     # Must not fire:
     Case(
         "declared system library", _add("uses_declared", f"{LIBS}/libuses2.so"), "external-dependency", "pass"

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable
+import json
+import posixpath
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Literal
+from urllib.parse import quote
 
 import pytest
 
@@ -18,7 +22,7 @@ from release.config import matrix as matrix_mod
 from release.inspect.contents import Member, WheelContents
 from release.inspect.elf import ElfInfo
 from release.inspect.rules import RULE_IDS, RULES
-from release.inspect.rules.registry import RuleContext, RuleResult
+from release.inspect.rules.registry import RuleContext, RuleResult, is_grafted, original_name
 from release.inspect.verify import manylinux_policies
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
@@ -65,6 +69,35 @@ CORE = f"{LIBS}/libxfercore-1a2b3c4d.so.0"
 SCRIPT = "xfer_engine_rocm-0.1.0.data/scripts/xfer-run"
 
 
+def cyclonedx(name: str, version: str, file_name: str, libraries: Sequence[str]) -> bytes:
+    """An SBOM as auditwheel writes it: the wheel, and one library per original path of a grafted file."""
+    purl = f"pkg:pypi/{quote(name, safe='')}@{quote(version, safe='')}?file_name={quote(file_name, safe='')}"
+    own = {"type": "library", "bom-ref": purl, "name": name, "version": version, "purl": purl}
+    components: list[dict[str, str]] = [own]
+    for path in libraries:
+        package = posixpath.basename(path).split(".")[0].removeprefix("lib") + "-libs"
+        lib_purl = f"pkg:rpm/almalinux/{package}@1.0-1.el8"
+        ref = f"{lib_purl}#{hashlib.sha256(path.encode()).hexdigest()}"
+        components.append({"type": "library", "bom-ref": ref, "name": package, "version": "1.0-1.el8",
+                           "purl": lib_purl})
+    refs = [c["bom-ref"] for c in components[1:]]
+    return json.dumps({
+        "bomFormat": "CycloneDX", "specVersion": "1.4", "version": 1,
+        "metadata": {"component": own, "tools": [{"name": "auditwheel", "version": "6.8.2"}]},
+        "components": components,
+        "dependencies": [{"ref": purl, "dependsOn": refs}, *({"ref": r} for r in refs)],
+    }).encode()
+
+
+def grafted_origins(members: Sequence[str]) -> list[str]:
+    """Where auditwheel found each grafted member (`/lib64/<its name before grafting>`)."""
+    return [
+        f"/lib64/{original_name(posixpath.basename(m))}"
+        for m in members
+        if posixpath.dirname(m).endswith(".libs") and is_grafted(posixpath.basename(m))
+    ]
+
+
 @functools.cache
 def variants() -> dict[str, ResolvedVariant]:
     loaded = matrix_mod.loads(MATRIX, path=Path(MATRIX_FILE), backends_dir=ROOT / "packaging" / "backends")
@@ -109,6 +142,8 @@ class Facts:
     record_rows: Callable[[list[list[str]]], list[list[str]]] | None = None
     symlinks: set[str] = field(default_factory=set)
     size: int = 50_000_000
+    sbom: Literal["auto"] | bytes | None = "auto"
+    """auditwheel's SBOM: 'auto' names this wheel and every grafted library, None leaves it out."""
 
     def add_elf(self, info: ElfInfo, mode: int = 0o755) -> None:
         self.elves[info.path] = info
@@ -122,11 +157,29 @@ class Facts:
     def info_dir(self) -> str:
         return f"{self.distribution}-{self.version}.dist-info"
 
+    @property
+    def file_name(self) -> str:
+        return f"{self.distribution}-{self.version}-{self.tags[0]}.whl"
+
+    @property
+    def sbom_member(self) -> str:
+        return f"{self.info_dir}/sboms/auditwheel.cdx.json"
+
+    def sbom_bytes(self) -> bytes | None:
+        if self.sbom != "auto":
+            return self.sbom
+        origins = grafted_origins(list(self.modes))
+        return cyclonedx(self.distribution, self.version, self.file_name, origins) if origins else None
+
     def _data(self, name: str) -> bytes:
+        if name == self.sbom_member and (sbom := self.sbom_bytes()) is not None:
+            return sbom
         return self.texts.get(name, f"ELF bytes of {name}".encode())
 
     def _with_dist_info(self) -> tuple[dict[str, int], dict[str, str]]:
         modes = dict(self.modes)
+        if self.sbom_bytes() is not None:
+            modes[self.sbom_member] = 0o644
         texts: dict[str, str] = {}
         defaults = {
             "METADATA": f"Metadata-Version: 2.1\nName: {self.distribution}\nVersion: {self.version}\n",
@@ -168,13 +221,13 @@ class Facts:
         name = self.distribution.replace("_", "-")
         metadata = self.metadata if self.metadata is not None else {"Name": name, "Version": self.version}
         return WheelContents(
-            path=Path(f"/wheels/{self.distribution}-{self.version}-{self.tags[0]}.whl"),
+            path=Path(f"/wheels/{self.file_name}"),
             distribution=self.distribution,
             version=self.version,
             tags=self.tags,
             members=members,
             elf_files=list(self.elves.values()),
-            read=lambda member: self.texts[member],
+            read=lambda member: self._data(member) if member == self.sbom_member else self.texts[member],
             metadata=metadata,
             texts=texts,
             size=self.size,

@@ -140,6 +140,11 @@ def original_name(name: str) -> str:
     return match.group("stem") + match.group("suffix") if match else name
 
 
+def is_grafted(name: str) -> bool:
+    """Whether a file name carries the hash suffix auditwheel gives the libraries it grafts."""
+    return _GRAFT_HASH.match(name) is not None
+
+
 def matches(name: str, patterns: Iterable[str]) -> bool:
     """Whether a file name or soname matches one of the globs (case-sensitive, like the loader),
     also under the name it had before auditwheel grafted it with a hash suffix."""
