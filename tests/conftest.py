@@ -117,7 +117,15 @@ def _own_time(item: pytest.Item, report: pytest.TestReport) -> None:
     own = float(str(_run["setup_s"])) + call - float(str(_run["shared_s"]))
     if own >= 1.0:
         slow = item.get_closest_marker("slow") is not None
-        _note({"kind": "test", "test": item.nodeid, "own_s": round(own, 1), "slow": slow})
+        _note(
+            {
+                "kind": "test",
+                "test": item.nodeid,
+                "own_s": round(own, 1),
+                "slow": slow,
+                **ci_time.machine_load(),
+            }
+        )
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -141,10 +149,18 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     terminalreporter.section("where the time went (tests/ci_time.py)")
     for line in ci_time.account_lines(entries):
         terminalreporter.write_line(line)
+    near = ci_time.near_slow(entries)
+    if near:
+        terminalreporter.section(
+            f"unmarked tests over half of {ci_time.SLOW_S:.0f} s (a busier machine may tip them)"
+        )
+        for o in near:
+            terminalreporter.write_line(f"  {o.seconds:7.1f} s  {o.test}")
     offenders = ci_time.unmarked_slow(entries)
     if offenders:
         terminalreporter.section(f"tests over {ci_time.SLOW_S:.0f} s of their own, not marked slow")
         for o in offenders:
-            terminalreporter.write_line(f"  {o.seconds:7.1f} s  {o.test}: mark it @pytest.mark.slow")
+            busy = f" (load {o.load:.1f}: limit {o.limit:.0f} s)" if o.limit > ci_time.SLOW_S else ""
+            terminalreporter.write_line(f"  {o.seconds:7.1f} s  {o.test}{busy}: mark it @pytest.mark.slow")
         if in_ci() and settings.text("RELEASE_SLOW_CHECK") != "warn":
             terminalreporter.write_line("under CI this fails the run: the `slow` marker must tell the truth")

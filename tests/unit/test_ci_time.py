@@ -22,6 +22,52 @@ def test_an_unmarked_test_over_the_limit_is_named_and_a_marked_one_is_not(tmp_pa
     assert [o.test for o in offenders] == ["a.py::slower_unmarked", "a.py::slow_unmarked"]
 
 
+def test_the_limit_stretches_only_with_load_beyond_the_runs_own(tmp_path: Path) -> None:
+    # Two cores: the run's own three workers keep the load near 4 (BUSY_PER_CPU per core).
+    for entry in (
+        {"kind": "test", "test": "a.py::own_load", "own_s": 70.0, "slow": False, "load": 4.0, "cpus": 2},
+        {
+            "kind": "test",
+            "test": "a.py::twice_as_busy",
+            "own_s": 110.0,
+            "slow": False,
+            "load": 8.0,
+            "cpus": 2,
+        },
+        {
+            "kind": "test",
+            "test": "a.py::too_slow_even_so",
+            "own_s": 130.0,
+            "slow": False,
+            "load": 8.0,
+            "cpus": 2,
+        },
+        {"kind": "test", "test": "a.py::no_load_recorded", "own_s": 61.0, "slow": False},
+    ):
+        ci_time.record(tmp_path, entry)
+    offenders = ci_time.unmarked_slow(ci_time.read(tmp_path))
+    assert [(o.test, o.limit) for o in offenders] == [
+        ("a.py::too_slow_even_so", 120.0), ("a.py::own_load", 60.0), ("a.py::no_load_recorded", 60.0),
+    ]  # fmt: skip
+
+
+def test_unmarked_tests_over_half_the_limit_are_listed(tmp_path: Path) -> None:
+    for entry in (
+        {"kind": "test", "test": "a.py::near", "own_s": 45.0, "slow": False},
+        {"kind": "test", "test": "a.py::quick", "own_s": 29.0, "slow": False},
+        {"kind": "test", "test": "a.py::marked", "own_s": 45.0, "slow": True},
+        {"kind": "test", "test": "a.py::over", "own_s": 61.0, "slow": False},
+    ):
+        ci_time.record(tmp_path, entry)
+    assert [o.test for o in ci_time.near_slow(ci_time.read(tmp_path))] == ["a.py::near"]
+
+
+def test_a_test_entry_carries_the_machine_load() -> None:
+    found = ci_time.machine_load()
+    assert isinstance(found["load"], float) and found["load"] >= 0
+    assert isinstance(found["cpus"], int) and found["cpus"] >= 1
+
+
 def test_the_account_names_each_shared_fixture_and_image() -> None:
     entries = [
         {"kind": "fixture", "fixture": "host_wheelhouse", "scope": "session", "seconds": 300.0,
