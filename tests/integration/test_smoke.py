@@ -98,6 +98,7 @@ def fake_matrix(directory: Path, *, ok: bool = True) -> Path:
 
 
 @needs_hip
+@pytest.mark.slow  # 52 s of its own in the fresh run: every simulated layout, each a namespace
 def test_fake_rocm_wheel_in_every_simulated_layout(tmp_path: Path) -> None:
     loaded = load(fake_matrix(tmp_path))
     images = ["host", "rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent"]
