@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from release.errors import VerifyError
 from release.inspect.elf import ElfInfo
+from release.wheel.archive import dist_info_leaf
 
 
 class Member(NamedTuple):
@@ -61,3 +62,9 @@ class WheelContents:
     export: Callable[[str, Path], None] = field(default=_not_from_a_file)
     """Writes a member's bytes to a new file (streamed, within the wheel's inflation budget): for
     tools that read whole files, such as abi3audit."""
+
+    def dist_info_text(self, leaf: str) -> tuple[str, str] | None:
+        """(member name, text) of the one top-level dist-info file `leaf` (METADATA, WHEEL,
+        RECORD), or None where there is none or more than one."""
+        found = [(n, t) for n, t in self.texts.items() if dist_info_leaf(n) == leaf]
+        return found[0] if len(found) == 1 else None

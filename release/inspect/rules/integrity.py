@@ -24,7 +24,6 @@ from release.wheel.archive import (
     RecordEntry,
     WheelReadError,
     dist_info_dirs,
-    dist_info_leaf,
     parse_metadata,
     parse_record,
 )
@@ -92,14 +91,8 @@ def _same(a: str, b: str) -> bool:
         return a == b
 
 
-def _text(wheel: WheelContents, leaf: str) -> tuple[str, str] | None:
-    """(member name, text) of the one top-level dist-info file `leaf`."""
-    found = [(n, t) for n, t in wheel.texts.items() if dist_info_leaf(n) == leaf]
-    return found[0] if len(found) == 1 else None
-
-
 def _wheel_file(wheel: WheelContents) -> Iterator[str]:
-    found = _text(wheel, "WHEEL")
+    found = wheel.dist_info_text("WHEEL")
     if found is None:
         return
     name, text = found
@@ -115,7 +108,7 @@ def _wheel_file(wheel: WheelContents) -> Iterator[str]:
 
 
 def _record(wheel: WheelContents) -> Iterator[str]:
-    found = _text(wheel, "RECORD")
+    found = wheel.dist_info_text("RECORD")
     if found is None:
         return
     record_name, text = found

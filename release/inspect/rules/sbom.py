@@ -29,7 +29,7 @@ from release.inspect.rules.registry import (
     original_name,
     rule,
 )
-from release.wheel.archive import WheelReadError, dist_info_leaf, parse_record
+from release.wheel.archive import WheelReadError, parse_record
 from release.wheel.sbom import MAX_SBOM, Sbom, SbomError, is_sbom, parse_sbom
 
 LIBRARY_DIRS = (
@@ -98,11 +98,11 @@ def _names_the_wheel(sbom: Sbom, member: str, wheel: WheelContents) -> Iterator[
 
 def _recorded(wheel: WheelContents) -> set[str] | None:
     """The paths RECORD lists, or None when it cannot be read (wheel-integrity says why)."""
-    texts = [t for n, t in wheel.texts.items() if dist_info_leaf(n) == "RECORD"]
-    if len(texts) != 1:
+    found = wheel.dist_info_text("RECORD")
+    if found is None:
         return None
     try:
-        return {entry.path for entry in parse_record(texts[0])}
+        return {entry.path for entry in parse_record(found[1])}
     except WheelReadError:
         return None
 
