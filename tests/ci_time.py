@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,39 +108,33 @@ def busier(entry: Mapping[str, object]) -> float:
     return max(1.0, float(load) / (BUSY_PER_CPU * cpus))
 
 
+def _unmarked(entries: Iterable[Mapping[str, object]]) -> Iterator[tuple[Mapping[str, object], float]]:
+    """(entry, own seconds) of each test entry not marked `slow`."""
+    for e in entries:
+        if e.get("kind") == "test" and not e.get("slow"):
+            yield e, float(str(e.get("own_s", 0)))
+
+
 def unmarked_slow(entries: Iterable[Mapping[str, object]], limit: float = SLOW_S) -> list[Offender]:
     """Tests whose own time is over `limit` and that are not marked `slow`, slowest first. The limit
     stretches with the machine's load beyond what the run makes by itself (`busier`): a 50 s test
     that took 70 s because another job shared the machine is not slow, while one over the limit on
     a machine that held only this run is."""
     found = []
-    for e in entries:
-        if e.get("kind") != "test" or e.get("slow"):
-            continue
-        seconds, stretched = float(str(e.get("own_s", 0))), limit * busier(e)
+    for e, seconds in _unmarked(entries):
+        stretched = limit * busier(e)
         if seconds > stretched:
             load = e.get("load")
-            found.append(
-                Offender(
-                    str(e["test"]),
-                    seconds,
-                    stretched,
-                    float(load) if isinstance(load, (int, float)) else None,
-                )
-            )
+            said = float(load) if isinstance(load, (int, float)) else None
+            found.append(Offender(str(e["test"]), seconds, stretched, said))
     return sorted(found, key=lambda o: -o.seconds)
 
 
 def near_slow(entries: Iterable[Mapping[str, object]], limit: float = SLOW_S) -> list[Offender]:
     """Unmarked tests between half the limit and the limit: the ones a busier machine may tip over,
     named so a maintainer marks them (or makes them quicker) before they fail a run."""
-    found = [
-        Offender(str(e["test"]), float(str(e.get("own_s", 0))), limit)
-        for e in entries
-        if e.get("kind") == "test"
-        and not e.get("slow")
-        and limit / 2 < float(str(e.get("own_s", 0))) <= limit
-    ]
+    near = [(e, seconds) for e, seconds in _unmarked(entries) if limit / 2 < seconds <= limit]
+    found = [Offender(str(e["test"]), seconds, limit) for e, seconds in near]
     return sorted(found, key=lambda o: -o.seconds)
 
 
