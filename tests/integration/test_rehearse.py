@@ -13,10 +13,9 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from .conftest import LocalImages
-from .rehearsal import LOCAL_FLOOR, NARROW, PYTHON, ROOT, need_podman, real_repo, rehearse, table
+from .rehearsal import LOCAL_FLOOR, NARROW, PYTHON, matrix_data, need_podman, real_repo, rehearse, table
 
 pytestmark = pytest.mark.integration
 need_podman()
@@ -37,8 +36,8 @@ def test_the_real_matrix_rehearses_through_publish(
     the local Debian trixie build images honestly allow (glibc 2.41, GCC 14) in place of
     manylinux_2_28, whose image is in a registry. The local images are made from matrix.yaml as it
     is, so they are the ones the rest of the suite uses."""
-    musa = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]["musa"]
-    reason = musa["held_back"]
+    data = matrix_data()
+    reason = data["variants"]["musa"]["held_back"]
     assert "MUSA_INSTALLER" in reason
     # Its jobs would make their images one after another as each needs one (a fresh machine has
     # none): made here first, three side by side, the jobs find them up to date (the same recipes).
@@ -54,7 +53,6 @@ def test_the_real_matrix_rehearses_through_publish(
     jobs = ["plan", "publish to PyPI", "GitHub Release", "start the hardware tests"]
     for variant in ("cpu", "cuda", "rocm"):
         jobs += [f"build cp{py}-{variant}-manylinux_x86_64", f"smoke cp{py}-{variant}-manylinux_x86_64"]
-    data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     registry = [name for name in data["variants"]["rocm"]["images"] if data["images"][name].get("container")]
     # smoke-image: the registry images that hold this Python (SGLang's ROCm 7.2.0 image is 3.10 only)
     elsewhere = [name for name in registry if PYTHON not in data["images"][name].get("python", [PYTHON])]
