@@ -327,11 +327,13 @@ fi
 
 if [ "$minbase_only" -eq 0 ] && [ "${#py_list[@]}" -gt 0 ]; then
   tool_py="${py_dir[${py_list[-1]}]}/bin/python${py_list[-1]}"
-  step "auditwheel in /opt/_internal/tools (venv of $(basename "$(dirname "$(dirname "$tool_py")")")), on PATH as /usr/local/bin/auditwheel"
+  step "auditwheel and uv in /opt/_internal/tools (venv of $(basename "$(dirname "$(dirname "$tool_py")")")), on PATH as /usr/local/bin/{auditwheel,uv}"
   in_root "$tool_py" -m venv /opt/_internal/tools
-  in_root /opt/_internal/tools/bin/pip install -q --disable-pip-version-check "$auditwheel_req" \
-    || die "pip install '$auditwheel_req' failed"
+  # uv as manylinux images carry it: a build's before-build installs the toolkit with it.
+  in_root /opt/_internal/tools/bin/pip install -q --disable-pip-version-check "$auditwheel_req" uv \
+    || die "pip install '$auditwheel_req' uv failed"
   ln -sfn /opt/_internal/tools/bin/auditwheel "$root/usr/local/bin/auditwheel"
+  ln -sfn /opt/_internal/tools/bin/uv "$root/usr/local/bin/uv"
 fi
 
 # The compiler first: the toolkit install may compile (install-cuda.sh makes the driver's link stub).

@@ -20,13 +20,14 @@ from typing import Any
 
 from release import table
 from release.config.matrix import LoadedMatrix
-from release.errors import ReleaseError, ToolchainError
+from release.errors import ReleaseError, ToolchainError, UsageError
 from release.plan.steps import make_plan
 from release.rehearse import expressions, gh_standin
 from release.rehearse.services import Services, User, give, reachable, runner_user
 from release.rehearse.steps import Instance, Setup, StepFailed, run_step
 from release.rehearse.workflow import Job, Workflow
 from release.smoke.container import STANDINS_ENV
+from release.variants.resolution import uv_binary
 from release.wheel.names import is_report
 
 RUN_ID = "1"
@@ -60,6 +61,8 @@ class Options:
     repository's own: a narrowed matrix.yaml (`release rehearse --python/--floor`)."""
     toolkit: Path | None = None
     """The toolkit wheel every install step installs in place of `.` or the pinned `$TOOLKIT`."""
+    installer: str = "uv"
+    """What the install steps run on this machine: uv (venv --seed, pip install) or pip as written."""
 
 
 @dataclass
@@ -120,7 +123,24 @@ class Rehearsal:
             log=self.o.log,
             checkout_files=self.o.checkout_files,
             toolkit_wheel=wheel,
+            uv=self._uv(user),
         )
+
+    def _uv(self, user: User) -> Path | None:
+        """uv where the job's user runs it (this toolkit's own, copied: a venv may be private), with
+        an empty cache beside it that the jobs share; None for `--installer pip`."""
+        if self.o.installer != "uv":
+            return None
+        found = uv_binary()
+        if found is None:
+            msg = "--installer uv: no uv here (the toolkit depends on it: pip install uv), or --installer pip"
+            raise UsageError(msg)
+        home = self.o.work / "uv"
+        (home / "cache").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(found, home / "uv")
+        (home / "uv").chmod(0o755)
+        give(home, user)
+        return home / "uv"
 
     def contexts(self) -> dict[str, Any]:
         ref = f"refs/tags/{self.o.tag}"

@@ -39,6 +39,7 @@ def rehearse(
     pythons: Sequence[str] = (),
     floor: str | None = None,
     toolkit: Path | None = None,
+    installer: str = "uv",
     log: Callable[[str], None] = print,
 ) -> Rehearsed:
     """Rehearse `workflow_path` (default: release.yml beside the matrix) for `tag`, in `work`
@@ -64,6 +65,7 @@ def rehearse(
         release_assets=release_assets.resolve() if release_assets else None,
         checkout_files=_checkout_files(loaded, pythons, floor, log),
         toolkit=toolkit.resolve() if toolkit else None,
+        installer=installer,
     )
     if options.toolkit is not None and (options.toolkit.suffix != ".whl" or not options.toolkit.is_file()):
         msg = f"--toolkit {toolkit}: not a wheel file (python -m pip wheel --no-deps -w dist SOURCE)"
@@ -72,7 +74,7 @@ def rehearse(
         msg = f"--release-assets {release_assets}: not a directory"
         raise UsageError(msg)
     pins = "lowest allowed dependency versions" if options.lowest else "newest dependency versions"
-    log(f"rehearsing {path.name} for {tag} in {options.work} ({pins})")
+    log(f"rehearsing {path.name} for {tag} in {options.work} ({pins}, installed by {installer})")
     return Rehearsed(path, flow, runner.Rehearsal(options).run())
 
 

@@ -83,7 +83,7 @@ class Step:
         return {
             "toolkit": "release " + " ".join(self.words[:1]),
             "install": 'a fresh venv, pip install . or "$TOOLKIT" (--toolkit: that wheel), lowest pins'
-            " unless --latest",
+            " unless --latest; uv runs both unless --installer pip",
             "gh": "gh against the local GitHub stand-in",
             "sudo": "runner setup, as root (the runner's sudo)",
         }[self.kind]
