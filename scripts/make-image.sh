@@ -59,6 +59,8 @@ set -euo pipefail
 . "$(dirname "$0")/_common.sh"
 script_path="$(readlink -f "$0")"
 t_start=$(date +%s)
+args=("$@")
+step() { log "[$(( $(date +%s) - t_start ))s] $*"; }
 
 tag="" suite=sid mirror=http://deb.debian.org/debian include="" pythons="" env_python=3.9
 minbase_only=0 gcc_major="" runtime_prefix="" runtime_via=ld.so.conf.d force=0 refresh_base=0
@@ -135,24 +137,127 @@ for v in "${all_py[@]}"; do py_dir[$v]="$(resolve_python "$v")"; done
 # ---- cache key -------------------------------------------------------------------------------
 ca_files=(/usr/local/share/ca-certificates/*.crt)
 [ -e "${ca_files[0]}" ] || ca_files=()
-inputs="$( {
-  cat "$script_path" "$(dirname "$script_path")/_common.sh" | sha256sum  # content, not the path: any checkout reuses the image
-  printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
-    "$suite" "$mirror" "$include" "$minbase_only" "$runtime_prefix" "$runtime_via" "$runtime_libs" "$env_python"
-  printf 'env=%s\n' "${extra_env[@]:-}"
-  printf 'auditwheel=%s gcc=%s\n' "$auditwheel_req" "$gcc_major"
-  if [ -n "$toolkit_install" ]; then  # the command and every script it may run
-    printf 'toolkit-install=%s\n' "$toolkit_install"
-    cat "$(dirname "$script_path")"/install-*.sh "$(dirname "$script_path")"/hipcc-host.sh "$(dirname "$script_path")"/runtimes.tsv | sha256sum
-  fi
-  for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
-  [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"
-} | sha256sum | cut -c1-64 )"
+inputs_of() {  # the cache key of this recipe with the runtime layout given: prefix via libs [env...]
+  local prefix="$1" via="$2" libs="$3"; shift 3
+  {
+    cat "$script_path" "$(dirname "$script_path")/_common.sh" | sha256sum  # content, not the path: any checkout reuses the image
+    printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
+      "$suite" "$mirror" "$include" "$minbase_only" "$prefix" "$via" "$libs" "$env_python"
+    printf 'env=%s\n' "${@:-}"
+    printf 'auditwheel=%s gcc=%s\n' "$auditwheel_req" "$gcc_major"
+    if [ -n "$toolkit_install" ]; then  # the command and every script it may run
+      printf 'toolkit-install=%s\n' "$toolkit_install"
+      cat "$(dirname "$script_path")"/install-*.sh "$(dirname "$script_path")"/hipcc-host.sh "$(dirname "$script_path")"/runtimes.tsv | sha256sum
+    fi
+    for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
+    [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"
+  } | sha256sum | cut -c1-64
+}
+inputs="$(inputs_of "$runtime_prefix" "$runtime_via" "$runtime_libs" "${extra_env[@]}")"
 label=io.xfer.image.inputs
+
+# ---- check in the image ---------------------------------------------------------------------------------
+check_image() {  # every interpreter runs, the compilers are the asked GCC, a venv can be made
+  if [ "${#all_py[@]}" -gt 0 ]; then  # one container for every interpreter's check
+    probe=""
+    for v in "${all_py[@]}"; do
+      probe+="printf '%s ' cp${v/./}-cp${v/./}; /opt/python/cp${v/./}-cp${v/./}/bin/python -c 'import sys, ssl, venv; print(sys.version.split()[0])' || exit 1; "
+    done
+    out="$(podman run --rm --network=none "$tag" sh -c "$probe" 2>&1)" \
+      || die "an interpreter under /opt/python does not run in $tag: $(echo $out | tail -c 300)"
+    while read -r tagv version; do step "in $tag: /opt/python/$tagv/bin/python is $version"; done <<<"$out"
+  fi
+  if [ -n "$gcc_major" ]; then
+    out="$(podman run --rm --network=none "$tag" sh -c 'for c in cc c++ gcc g++; do $c -dumpversion; done' 2>&1)" \
+      || die "the compilers do not run in $tag: $out"
+    [ "$(printf '%s\n' "$out" | cut -d. -f1 | sort -u)" = "$gcc_major" ] \
+      || die "cc, c++, gcc, g++ in $tag report $(echo $out), not GCC $gcc_major"
+    step "in $tag: $(podman run --rm --network=none "$tag" c++ --version | sed -n 1p)"
+  fi
+  if [ "${#py_list[@]}" -gt 0 ]; then
+    v="${py_list[0]}"
+    podman run --rm "$tag" sh -c "/opt/python/cp${v/./}-cp${v/./}/bin/python -m venv /tmp/v && /tmp/v/bin/python -m pip --version" \
+      >/dev/null 2>&1 || die "a venv cannot be created with CPython $v in $tag"
+    step "in $tag: python -m venv works"
+  fi
+}
+
 if [ "$force" -eq 0 ] && have="$(podman image inspect "$tag" --format "{{index .Labels \"$label\"}}" 2>/dev/null)" \
    && [ "$have" = "$inputs" ]; then
   log "$tag is up to date (inputs ${inputs:0:12}): nothing to do"
   log "image size: $(podman image inspect "$tag" --format '{{.Size}}' | numfmt --to=iec)"
+  exit 0
+fi
+old_id="$(podman image inspect "$tag" --format '{{.Id}}' 2>/dev/null || true)"
+drop_old() {  # the image $tag named before, once nothing else names it
+  local new_id; new_id="$(podman image inspect "$tag" --format '{{.Id}}')"
+  if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then podman rmi "$old_id" >/dev/null 2>&1 || true; fi
+}
+with_inputs() {  # the newest image (any tag) whose label is $1
+  podman images --noheading --filter "label=$label=$1" --format '{{.Id}}' 2>/dev/null | sed -n 1p
+}
+
+# ---- the same recipe under another tag: that image is this one ----------------------------------
+if [ "$force" -eq 0 ] && same="$(with_inputs "$inputs")" && [ -n "$same" ]; then
+  podman tag "$same" "$tag" || die "podman tag $same $tag failed"
+  drop_old
+  log "done: $tag  the image made from the same inputs (${same:0:12}), tagged  build $(( $(date +%s) - t_start ))s"
+  exit 0
+fi
+
+# ---- a runtime layout (smoke images): one layer over the image of the same recipe without it -----
+# The layouts of one runtime (distribution, /opt prefix, LD_LIBRARY_PATH) differ only in where its
+# libraries lie and how the loader finds them: the rest is made once, and each layout is a commit
+# of the moves over it (seconds, where a whole image takes minutes).
+if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]}" -gt 0 ]; }; then
+  default_libs='libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
+  base_inputs="$(inputs_of "" ld.so.conf.d "$default_libs")"
+  base_tag="localhost/xfer-layout-base-${base_inputs:0:16}"
+  base="$(with_inputs "$base_inputs")"
+  if [ "$force" -eq 1 ] || [ -z "$base" ]; then
+    base_args=() skip=0
+    for a in "${args[@]}"; do  # this recipe without its layout, under the base's tag
+      if [ "$skip" -eq 1 ]; then skip=0; continue; fi
+      case "$a" in --tag|--runtime-prefix|--runtime-via|--runtime-libs|--env) skip=1 ;; *) base_args+=("$a") ;; esac
+    done
+    mkdir -p /var/tmp/release-make-image
+    exec {base_img_lock}>"/var/tmp/release-make-image/.make-${base_tag//[^A-Za-z0-9._-]/_}.lock"
+    flock "$base_img_lock"  # the toolkit's per-tag lock: one maker of the base
+    step "the image without the layout: $base_tag"
+    bash "$script_path" "${base_args[@]}" --tag "$base_tag" 2>&1 | sed 's/^/  /' \
+      || die "making the image without the layout ($base_tag) failed"
+    exec {base_img_lock}>&-
+    base="$(with_inputs "$base_inputs")"
+    [ -n "$base" ] || die "no image with the inputs of $base_tag after making it"
+  fi
+  step "runtime libraries ($runtime_libs) -> ${runtime_prefix:-where they are}, found through $runtime_via: a layer over ${base:0:12}"
+  move="set -e"
+  changes=(--change "LABEL $label=$inputs" --change "CMD [\"/bin/bash\"]")  # not the moves' command
+  if [ -n "$runtime_prefix" ]; then
+    move+="; mkdir -p '$runtime_prefix'; moved=0"
+    IFS=, read -r -a globs <<<"$runtime_libs"
+    for g in "${globs[@]}"; do
+      move+="; for f in /usr/lib/x86_64-linux-gnu/$g; do if [ -e \"\$f\" ] || [ -L \"\$f\" ]; then mv \"\$f\" '$runtime_prefix/'; moved=\$((moved + 1)); fi; done"
+    done
+    move+="; [ \"\$moved\" -gt 0 ] || { echo \"no file matching '$runtime_libs' in /usr/lib/x86_64-linux-gnu: include the runtime package (--include)\"; exit 3; }"
+    if [ "$runtime_via" = ld.so.conf.d ]; then
+      move+="; echo '$runtime_prefix' > /etc/ld.so.conf.d/xfer-runtime.conf"
+    else
+      changes+=(--change "ENV LD_LIBRARY_PATH=$runtime_prefix")
+    fi
+    move+="; ldconfig"
+  fi
+  for e in "${extra_env[@]}"; do changes+=(--change "ENV $e"); done
+  ctr="xfer-layout-$$-$RANDOM"
+  out="$(podman run --name "$ctr" --network=none "$base" /bin/sh -c "$move" 2>&1)" \
+    || { podman rm -f "$ctr" >/dev/null 2>&1; die "the runtime layout over $base_tag failed: $(echo $out | tail -c 300)"; }
+  podman commit --quiet "${changes[@]}" "$ctr" "$tag" >/dev/null \
+    || { podman rm -f "$ctr" >/dev/null 2>&1; die "podman commit of the layout failed"; }
+  podman rm -f "$ctr" >/dev/null 2>&1 || true
+  drop_old
+  check_image
+  size="$(podman image inspect "$tag" --format '{{.Size}}')"
+  log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"
   exit 0
 fi
 
@@ -169,7 +274,6 @@ cleanup() {
   rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
-step() { log "[$(( $(date +%s) - t_start ))s] $*"; }
 
 pkgs=(ca-certificates)
 if [ "$minbase_only" -eq 0 ]; then
@@ -399,36 +503,12 @@ step "podman import -> $tag"
 changes=(--change "LABEL $label=$inputs" --change "LABEL io.xfer.image.suite=$suite"
          --change "LABEL io.xfer.image.pythons=${pythons:-none}" --change "CMD [\"/bin/bash\"]")
 for e in "${image_env[@]}"; do changes+=(--change "ENV $e"); done
-old_id="$(podman image inspect "$tag" --format '{{.Id}}' 2>/dev/null || true)"
 # Streamed: no tarball of the whole tree is written to disk first.
 tar --numeric-owner --xattrs -C "$root" -cf - . | podman import "${changes[@]}" - "$tag" >/dev/null \
   || die "podman import failed"
-new_id="$(podman image inspect "$tag" --format '{{.Id}}')"
-if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then podman rmi "$old_id" >/dev/null 2>&1 || true; fi
+drop_old
 
-# ---- check in the image ---------------------------------------------------------------------------------
-if [ "${#all_py[@]}" -gt 0 ]; then  # one container for every interpreter's check
-  probe=""
-  for v in "${all_py[@]}"; do
-    probe+="printf '%s ' cp${v/./}-cp${v/./}; /opt/python/cp${v/./}-cp${v/./}/bin/python -c 'import sys, ssl, venv; print(sys.version.split()[0])' || exit 1; "
-  done
-  out="$(podman run --rm --network=none "$tag" sh -c "$probe" 2>&1)" \
-    || die "an interpreter under /opt/python does not run in $tag: $(echo $out | tail -c 300)"
-  while read -r tagv version; do step "in $tag: /opt/python/$tagv/bin/python is $version"; done <<<"$out"
-fi
-if [ -n "$gcc_major" ]; then
-  out="$(podman run --rm --network=none "$tag" sh -c 'for c in cc c++ gcc g++; do $c -dumpversion; done' 2>&1)" \
-    || die "the compilers do not run in $tag: $out"
-  [ "$(printf '%s\n' "$out" | cut -d. -f1 | sort -u)" = "$gcc_major" ] \
-    || die "cc, c++, gcc, g++ in $tag report $(echo $out), not GCC $gcc_major"
-  step "in $tag: $(podman run --rm --network=none "$tag" c++ --version | sed -n 1p)"
-fi
-if [ "${#py_list[@]}" -gt 0 ]; then
-  v="${py_list[0]}"
-  podman run --rm "$tag" sh -c "/opt/python/cp${v/./}-cp${v/./}/bin/python -m venv /tmp/v && /tmp/v/bin/python -m pip --version" \
-    >/dev/null 2>&1 || die "a venv cannot be created with CPython $v in $tag"
-  step "in $tag: python -m venv works"
-fi
+check_image
 
 size="$(podman image inspect "$tag" --format '{{.Size}}')"
 log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"

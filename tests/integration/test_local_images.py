@@ -4,6 +4,7 @@ needs it: a fresh machine (CI's) has no local images, and a test may run alone (
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
@@ -13,6 +14,7 @@ from .conftest import LocalImages
 
 THROWAWAY = "localhost/xfer-test-made-on-request"
 BESIDE = "localhost/xfer-test-made-beside"
+FORMAT = "{{.Id}} {{json .RootFS.Layers}} {{json .Config.Env}}"
 
 
 def test_a_missing_local_image_is_made_on_request(local_images: LocalImages) -> None:
@@ -51,3 +53,46 @@ def test_a_missing_local_image_is_made_on_request(local_images: LocalImages) -> 
         subprocess.run(
             [engine, "rmi", "--force", THROWAWAY, BESIDE], capture_output=True, check=False, timeout=120
         )
+
+
+def test_runtime_layouts_are_a_layer_over_one_image_and_a_repeated_recipe_is_a_tag(
+    local_images: LocalImages,
+) -> None:
+    """make-image.sh makes a recipe's Debian, interpreters and runtime once: the /opt prefix and
+    LD_LIBRARY_PATH layouts are one layer (the moved libraries) over the distribution layout's
+    image, and two names for one recipe (clean-minbase, rocm-absent) are two tags of one image."""
+    engine = local_images.engine
+    layouts = (("rocm-opt-prefix", "/opt/rocm-7.2.4/lib"), ("rocm-ld-library-path", "/opt/rocm/lib"))
+
+    def inspect(tag: str) -> tuple[str, list[str], list[str]]:
+        proc = subprocess.run(
+            [engine, "image", "inspect", tag, "--format", FORMAT],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        image_id, layers, env = proc.stdout.split(" ", 2)
+        return image_id, json.loads(layers), json.loads(env)
+
+    distro = inspect(local_images.make(local_images.smoke_recipe("rocm-distro")))
+    for name, prefix in layouts:
+        recipe = local_images.smoke_recipe(name)
+        assert recipe.runtime_prefix == prefix, recipe
+        _, layers, env = inspect(local_images.make(recipe))
+        assert layers[:-1] == distro[1] and len(layers) == len(distro[1]) + 1, (name, layers, distro[1])
+        assert (f"LD_LIBRARY_PATH={prefix}" in env) == (recipe.runtime_via == "LD_LIBRARY_PATH"), env
+        found = subprocess.run(
+            [engine, "run", "--rm", "--network=none", recipe.tag, "sh", "-c",
+             f"ls {prefix}/libamdhip64.so.7 && ! ls /usr/lib/x86_64-linux-gnu/libamdhip64.so.7"],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        assert found.returncode == 0, (name, found.stdout, found.stderr)
+    # Serving images' recipes that differ only in their tag are one image.
+    same: dict[tuple[str, ...], list[str]] = {}
+    served = {image.local for v in local_images.plan.variants.values() for image in v.images if image.local}
+    for recipe in sorted(served, key=lambda r: r.tag):
+        command = images.make_command(recipe)
+        key = tuple(command[:2] + command[4:])  # without --tag NAME
+        same.setdefault(key, []).append(local_images.make(recipe))
+    repeated = [tags for tags in same.values() if len(tags) > 1]
+    assert repeated, "matrix.yaml no longer names one recipe twice: this check needs another pair"
+    for tags in repeated:
+        assert len({inspect(tag)[0] for tag in tags}) == 1, tags
