@@ -58,7 +58,7 @@ def install(work: Path, wheel: Path, *, uv: Path | None) -> tuple[str, list[str]
     return note, sorted(line.split(" @ ")[0] for line in frozen)
 
 
-@pytest.mark.skipif(uv_binary() is None, reason="uv comes with the toolkit (pip install -e .[dev])")
+@pytest.mark.skipif(uv_binary() is None, reason="uv comes with the toolkit (pip install -e .[test])")
 def test_uv_and_pip_install_steps_leave_the_same_environment(toolkit_wheel: Path, tmp_path: Path) -> None:
     found = uv_binary()
     assert found is not None
