@@ -198,6 +198,11 @@ with_inputs() {  # the newest image (any tag) whose label is $1
 }
 
 # ---- the same recipe under another tag: that image is this one ----------------------------------
+# One maker per recipe, whatever its tag (the caller's lock is per tag): two tags of one recipe
+# asked for side by side are one image, the second a tag of the first. Held until this script ends.
+mkdir -p /var/tmp/release-make-image
+exec {inputs_lock}>"/var/tmp/release-make-image/.inputs-${inputs:0:32}.lock"
+flock "$inputs_lock"
 if [ "$force" -eq 0 ] && same="$(with_inputs "$inputs")" && [ -n "$same" ]; then
   podman tag "$same" "$tag" || die "podman tag $same $tag failed"
   drop_old
@@ -220,13 +225,9 @@ if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]
       if [ "$skip" -eq 1 ]; then skip=0; continue; fi
       case "$a" in --tag|--runtime-prefix|--runtime-via|--runtime-libs|--env) skip=1 ;; *) base_args+=("$a") ;; esac
     done
-    mkdir -p /var/tmp/release-make-image
-    exec {base_img_lock}>"/var/tmp/release-make-image/.make-${base_tag//[^A-Za-z0-9._-]/_}.lock"
-    flock "$base_img_lock"  # the toolkit's per-tag lock: one maker of the base
-    step "the image without the layout: $base_tag"
+    step "the image without the layout: $base_tag (one maker of it at a time: the recipe's lock)"
     bash "$script_path" "${base_args[@]}" --tag "$base_tag" 2>&1 | sed 's/^/  /' \
       || die "making the image without the layout ($base_tag) failed"
-    exec {base_img_lock}>&-
     base="$(with_inputs "$base_inputs")"
     [ -n "$base" ] || die "no image with the inputs of $base_tag after making it"
   fi
