@@ -32,6 +32,9 @@
 #                         LD_LIBRARY_PATH (set in the image's environment); default ld.so.conf.d
 #   --runtime-libs globs  default 'libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 #   --env K=V             extra image environment variable (repeatable)
+#   --base-pythons LIST   with a runtime layout: the image the layout is a layer over has these
+#                         interpreters (a superset of --pythons; the layer removes the others), so
+#                         images that differ in their interpreters share one (default: --pythons)
 #   --toolkit-install CMD build images: after the interpreters, run CMD (e.g. 'bash scripts/install-cuda.sh
 #                         13.0 --from-pypi') in the image from a copy of the scripts beside this one,
 #                         with the newest --pythons interpreter first on PATH
@@ -66,7 +69,7 @@ tag="" suite=sid mirror=http://deb.debian.org/debian include="" pythons="" env_p
 minbase_only=0 gcc_major="" runtime_prefix="" runtime_via=ld.so.conf.d force=0 refresh_base=0
 runtime_libs='libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 python_root=/root/.pyenv/versions workdir=/var/tmp/xfer-images
-extra_env=() auditwheel_req="" toolkit_install=""
+extra_env=() auditwheel_req="" toolkit_install="" base_pythons=""
 declare -A py_dir=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -83,6 +86,7 @@ while [ $# -gt 0 ]; do
     --runtime-via) runtime_via="$2"; shift 2 ;;
     --runtime-libs) runtime_libs="$2"; shift 2 ;;
     --env) extra_env+=("$2"); shift 2 ;;
+    --base-pythons) base_pythons="$2"; shift 2 ;;
     --toolkit-install) toolkit_install="$2"; shift 2 ;;
     --python-root) python_root="$2"; shift 2 ;;
     --python-dir) [[ "$2" == *=/* ]] || die "--python-dir takes V=DIR (e.g. 3.12=/root/.pyenv/versions/3.12.1)"
@@ -132,6 +136,16 @@ if [ "$env_python" != none ]; then
   case ",$pythons," in *",$env_python,"*) ;; *) all_py+=("$env_python") ;; esac
 fi
 for v in "${all_py[@]}"; do py_dir[$v]="$(resolve_python "$v")"; done
+IFS=, read -r -a base_py <<<"${base_pythons:-$pythons}"
+dropped=()  # the base's interpreters this image leaves out
+for v in "${base_py[@]}"; do
+  case ",$pythons," in *",$v,"*) ;; *) dropped+=("$v"); py_dir[$v]="$(resolve_python "$v")" ;; esac
+done
+for v in "${py_list[@]}"; do
+  case ",${base_pythons:-$pythons}," in *",$v,"*) ;; *) die "--base-pythons '$base_pythons' lacks $v (of --pythons)" ;; esac
+done
+[ "${#dropped[@]}" -eq 0 ] || [ -n "$runtime_prefix" ] || [ "${#extra_env[@]}" -gt 0 ] \
+  || die "--base-pythons is for a runtime layout (--runtime-prefix or --env), a layer over its base"
 [ "${#all_py[@]}" -gt 0 ] || log "no --pythons: the image gets no interpreter"
 
 # ---- cache key -------------------------------------------------------------------------------
@@ -144,6 +158,7 @@ inputs_of() {  # the cache key of this recipe with the runtime layout given: pre
     printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
       "$suite" "$mirror" "$include" "$minbase_only" "$prefix" "$via" "$libs" "$env_python"
     printf 'env=%s\n' "${@:-}"
+    [ "${#dropped[@]}" -eq 0 ] || printf 'base-pythons=%s\n' "$base_pythons"
     printf 'auditwheel=%s gcc=%s\n' "$auditwheel_req" "$gcc_major"
     if [ -n "$toolkit_install" ]; then  # the command and every script it may run
       printf 'toolkit-install=%s\n' "$toolkit_install"
@@ -215,24 +230,28 @@ fi
 # libraries lie and how the loader finds them: the rest is made once, and each layout is a commit
 # of the moves over it (seconds, where a whole image takes minutes).
 if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]}" -gt 0 ]; }; then
-  default_libs='libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
-  base_inputs="$(inputs_of "" ld.so.conf.d "$default_libs")"
-  base_tag="localhost/xfer-layout-base-${base_inputs:0:16}"
-  base="$(with_inputs "$base_inputs")"
-  if [ "$force" -eq 1 ] || [ -z "$base" ]; then
-    base_args=() skip=0
-    for a in "${args[@]}"; do  # this recipe without its layout, under the base's tag
-      if [ "$skip" -eq 1 ]; then skip=0; continue; fi
-      case "$a" in --tag|--runtime-prefix|--runtime-via|--runtime-libs|--env) skip=1 ;; *) base_args+=("$a") ;; esac
-    done
-    step "the image without the layout: $base_tag (one maker of it at a time: the recipe's lock)"
-    bash "$script_path" "${base_args[@]}" --tag "$base_tag" 2>&1 | sed 's/^/  /' \
-      || die "making the image without the layout ($base_tag) failed"
-    base="$(with_inputs "$base_inputs")"
-    [ -n "$base" ] || die "no image with the inputs of $base_tag after making it"
-  fi
-  step "runtime libraries ($runtime_libs) -> ${runtime_prefix:-where they are}, found through $runtime_via: a layer over ${base:0:12}"
+  base_args=() skip=0
+  for a in "${args[@]}"; do  # this recipe without its layout, with the base's interpreters
+    if [ "$skip" -eq 1 ]; then skip=0; continue; fi
+    case "$a" in
+      --tag|--runtime-prefix|--runtime-via|--runtime-libs|--env|--base-pythons|--pythons) skip=1 ;;
+      --force) ;;  # --force remakes the layer; the base is the recipe's, made or found by its label
+      *) base_args+=("$a") ;;
+    esac
+  done
+  base_args+=(--pythons "${base_pythons:-$pythons}")
+  base_tag="localhost/xfer-layout-base-$(printf '%s\n' "${base_args[@]}" | sha256sum | cut -c1-16)"
+  # Found by its label in a second, or made (one maker of a recipe at a time: its lock).
+  step "the image without the layout: $base_tag"
+  bash "$script_path" "${base_args[@]}" --tag "$base_tag" 2>&1 | sed 's/^/  /' \
+    || die "making the image without the layout ($base_tag) failed"
+  base="$(podman image inspect "$base_tag" --format '{{.Id}}' 2>/dev/null)" \
+    || die "no image $base_tag after making it"
+  step "runtime libraries ($runtime_libs) -> ${runtime_prefix:-where they are}, found through $runtime_via${dropped[*]:+, without CPython ${dropped[*]}}: a layer over ${base:0:12}"
   move="set -e"
+  for v in "${dropped[@]}"; do  # the base's interpreters this image does not have
+    move+="; rm -rf '/opt/python/cp${v/./}-cp${v/./}' '${py_dir[$v]}'; [ ! -e '${py_dir[$v]}' ]"
+  done
   changes=(--change "LABEL $label=$inputs" --change "CMD [\"/bin/bash\"]")  # not the moves' command
   if [ -n "$runtime_prefix" ]; then
     move+="; mkdir -p '$runtime_prefix'; moved=0"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from release.build.interpreters import self_contained_home
 from release.build.lock import build_lock
+from release.config.checks import SUPPORTED_PYTHONS
 from release.config.pins import requirement
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
@@ -47,6 +48,10 @@ def usable(engine: str, image: LocalImage) -> bool:
     return os.geteuid() == 0 or exists(engine, image.tag)
 
 
+def _version(python: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in python.split("."))
+
+
 def make_command(image: LocalImage) -> list[str]:
     """The make-image.sh invocation for a local image (its label caches the result), with the
     interpreters the toolkit finds here; one line naming the way out when there are none."""
@@ -77,6 +82,13 @@ def make_command(image: LocalImage) -> list[str]:
             cmd += ["--toolkit-install", image.toolkit_install]
     else:
         cmd.append("--minbase-only")
+    if image.runtime_prefix and not image.toolchain:
+        # A layout is a layer over the image of its packages with every supported interpreter found
+        # here: stand-ins of one Python and the four-Python smoke images share that one image.
+        extra, _ = image_interpreters(tuple(v for v in SUPPORTED_PYTHONS if v not in found))
+        if extra:
+            cmd += ["--base-pythons", ",".join(sorted({*found, *extra}, key=_version))]
+            cmd += [arg for v, home in extra.items() for arg in ("--python-dir", f"{v}={home}")]
     if image.runtime_prefix:
         cmd += [
             "--runtime-prefix",

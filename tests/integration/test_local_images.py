@@ -60,7 +60,8 @@ def test_runtime_layouts_are_a_layer_over_one_image_and_a_repeated_recipe_is_a_t
 ) -> None:
     """make-image.sh makes a recipe's Debian, interpreters and runtime once: the /opt prefix and
     LD_LIBRARY_PATH layouts are one layer (the moved libraries) over the distribution layout's
-    image, also when all three are asked for at once, and two names for one recipe (clean-minbase,
+    image, also when all three are asked for at once, as are the registry images' one-Python
+    stand-ins (the other interpreters removed in their layer), and two names for one recipe (clean-minbase,
     rocm-absent) are two tags of one image."""
     engine = local_images.engine
     layouts = (("rocm-opt-prefix", "/opt/rocm-7.2.4/lib"), ("rocm-ld-library-path", "/opt/rocm/lib"))
@@ -89,6 +90,20 @@ def test_runtime_layouts_are_a_layer_over_one_image_and_a_repeated_recipe_is_a_t
             capture_output=True, text=True, check=False, timeout=120,
         )  # fmt: skip
         assert found.returncode == 0, (name, found.stdout, found.stderr)
+    # The registry images' stand-ins (one Python each) are a layer over the same image too, the
+    # other interpreters removed in it.
+    variants = local_images.plan.variants.values()
+    standins = [image.standin for v in variants for image in v.images if image.standin]
+    assert standins, "matrix.yaml declares no registry serving image with a stand-in"
+    for recipe in standins:
+        _, layers, _ = inspect(local_images.make(recipe))
+        assert layers[:-1] == distro[1] and len(layers) == len(distro[1]) + 1, (recipe.tag, layers, distro[1])
+        listed = subprocess.run(
+            [engine, "run", "--rm", "--network=none", recipe.tag, "ls", "/opt/python"],
+            capture_output=True, text=True, check=True, timeout=120,
+        )  # fmt: skip
+        tags = [f"cp{v.replace('.', '')}-cp{v.replace('.', '')}" for v in recipe.pythons]
+        assert listed.stdout.split() == tags, (recipe.tag, listed.stdout)
     # Serving images' recipes that differ only in their tag are one image.
     same: dict[tuple[str, ...], list[str]] = {}
     served = {image.local for v in local_images.plan.variants.values() for image in v.images if image.local}
