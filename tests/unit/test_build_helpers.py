@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,29 @@ def test_images_get_the_interpreters_the_toolkit_finds(monkeypatch: pytest.Monke
     homes.clear()
     with pytest.raises(ToolchainError, match=r"none is here .*release toolchain install python 3\.12"):
         images.make_command(build)
+
+
+def test_a_runtime_layout_of_one_python_names_every_supported_python_as_its_base(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A smoke image with a runtime layout is a layer over the image of its packages with every
+    supported interpreter found here (make-image.sh --base-pythons, each with its --python-dir),
+    so a one-Python stand-in and the four-Python smoke images share one; without a layout, or for a
+    build image, there is no such option."""
+    from release.build import images
+    from release.plan.resolve import LocalImage
+
+    homes = {"3.10": Path("/p/3.10.13"), "3.12": Path("/p/3.12.1"), "3.13": Path("/p/3.13.0")}
+    monkeypatch.setattr(images, "self_contained_home", homes.get)
+    standin = LocalImage(tag="localhost/s", suite="trixie", packages=("libamdhip64-7/experimental",),
+                         pythons=("3.12",), toolchain=False, runtime_prefix="/opt/rocm/lib",
+                         runtime_via="LD_LIBRARY_PATH", runtime_globs=("libamdhip64.so*",))  # fmt: skip
+    cmd = images.make_command(standin)
+    assert cmd[cmd.index("--pythons") + 1] == "3.12"
+    assert cmd[cmd.index("--base-pythons") + 1] == "3.10,3.12,3.13"  # 3.11 is not here
+    dirs = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--python-dir"]
+    assert sorted(dirs) == ["3.10=/p/3.10.13", "3.12=/p/3.12.1", "3.13=/p/3.13.0"]
+    plain = dataclasses.replace(standin, runtime_prefix=None, runtime_via=None)
+    assert "--base-pythons" not in images.make_command(plain)
+    build = dataclasses.replace(standin, toolchain=True)
+    assert "--base-pythons" not in images.make_command(build)
