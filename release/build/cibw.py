@@ -131,7 +131,9 @@ def cibuildwheel_options(
         "skip": f"*-{other}_*",
         "archs": floor.arch,
         f"{floor.family}-{floor.arch}-image": image or variant.build_image.release,
-        "build-frontend": "build",
+        # uv makes the isolated build environment and the test environment (manylinux images, and
+        # the local build images, carry it): pip's venv and ensurepip cost seconds of CPU each.
+        "build-frontend": "build[uv]",
     }
     probe = variant.backend.toolkit
     before_all = before_all_command(variant)

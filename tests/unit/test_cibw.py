@@ -59,7 +59,7 @@ def test_rocm_options_follow_the_matrix(loaded: LoadedMatrix) -> None:
     assert opts["build"] == "cp312-manylinux_x86_64"
     assert opts["archs"] == "x86_64"
     assert opts["manylinux-x86_64-image"] == "manylinux_2_28"
-    assert opts["build-frontend"] == "build"
+    assert opts["build-frontend"] == "build[uv]"
     assert opts["skip"] == "*-musllinux_*"
     assert opts["before-all"] == "bash scripts/install-rocm.sh 7.2"
     assert opts["repair-wheel-command"] == (

@@ -41,7 +41,7 @@ FEATURES: dict[str, list[tuple[str, str]]] = {
         ("[project] license = 'Apache-2.0', an SPDX expression (PEP 639; NEWS v77.0.0, #4706)", "77.0.0"),
     ],
     "cibuildwheel": [
-        ("build-frontend = build (v2.0.0)", "2.0.0"),
+        ("build-frontend = build[uv]: uv makes the build and test environments (v2.19.0, #1856)", "2.19.0"),
         ("environment-pass: SOURCE_DATE_EPOCH, MUSA_INSTALLER (v2.3.0, #914)", "2.3.0"),
         ("manylinux_2_28 images (v2.8.0, #1026)", "2.8.0"),
         ("config-settings (v2.10.0, #1244)", "2.10.0"),
