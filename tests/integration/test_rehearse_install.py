@@ -59,6 +59,7 @@ def install(work: Path, wheel: Path, *, uv: Path | None) -> tuple[str, list[str]
 
 
 @pytest.mark.skipif(uv_binary() is None, reason="uv comes with the toolkit (pip install -e .[test])")
+@pytest.mark.slow  # 44 and 50 s in two fresh runs: pip's install without a cache is most of it
 def test_uv_and_pip_install_steps_leave_the_same_environment(toolkit_wheel: Path, tmp_path: Path) -> None:
     found = uv_binary()
     assert found is not None
