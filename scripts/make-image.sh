@@ -151,24 +151,20 @@ done
 # ---- cache key -------------------------------------------------------------------------------
 ca_files=(/usr/local/share/ca-certificates/*.crt)
 [ -e "${ca_files[0]}" ] || ca_files=()
-inputs_of() {  # the cache key of this recipe with the runtime layout given: prefix via libs [env...]
-  local prefix="$1" via="$2" libs="$3"; shift 3
-  {
-    cat "$script_path" "$(dirname "$script_path")/_common.sh" | sha256sum  # content, not the path: any checkout reuses the image
-    printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
-      "$suite" "$mirror" "$include" "$minbase_only" "$prefix" "$via" "$libs" "$env_python"
-    printf 'env=%s\n' "${@:-}"
-    [ "${#dropped[@]}" -eq 0 ] || printf 'base-pythons=%s\n' "$base_pythons"
-    printf 'auditwheel=%s gcc=%s\n' "$auditwheel_req" "$gcc_major"
-    if [ -n "$toolkit_install" ]; then  # the command and every script it may run
-      printf 'toolkit-install=%s\n' "$toolkit_install"
-      cat "$(dirname "$script_path")"/install-*.sh "$(dirname "$script_path")"/hipcc-host.sh "$(dirname "$script_path")"/runtimes.tsv | sha256sum
-    fi
-    for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
-    [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"
-  } | sha256sum | cut -c1-64
-}
-inputs="$(inputs_of "$runtime_prefix" "$runtime_via" "$runtime_libs" "${extra_env[@]}")"
+inputs="$( {
+  cat "$script_path" "$(dirname "$script_path")/_common.sh" | sha256sum  # content, not the path: any checkout reuses the image
+  printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
+    "$suite" "$mirror" "$include" "$minbase_only" "$runtime_prefix" "$runtime_via" "$runtime_libs" "$env_python"
+  printf 'env=%s\n' "${extra_env[@]:-}"
+  [ "${#dropped[@]}" -eq 0 ] || printf 'base-pythons=%s\n' "$base_pythons"
+  printf 'auditwheel=%s gcc=%s\n' "$auditwheel_req" "$gcc_major"
+  if [ -n "$toolkit_install" ]; then  # the command and every script it may run
+    printf 'toolkit-install=%s\n' "$toolkit_install"
+    cat "$(dirname "$script_path")"/install-*.sh "$(dirname "$script_path")"/hipcc-host.sh "$(dirname "$script_path")"/runtimes.tsv | sha256sum
+  fi
+  for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
+  [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"
+} | sha256sum | cut -c1-64 )"
 label=io.xfer.image.inputs
 
 # ---- check in the image ---------------------------------------------------------------------------------
