@@ -22,6 +22,7 @@ from release.build.interpreters import require_interpreter
 from release.wheel.names import python_tag
 from release.build.reuse import ccache_env, ccache_missing_note, tree_digest
 from release.build.toolchain import Toolchain, require_tool
+from release.build.venv import fresh_venv_argv, pip_argv
 from release.errors import BuildError
 from release.plan.resolve import ResolvedVariant
 from release import settings
@@ -250,11 +251,10 @@ def builder_python(python: str, staged: Path, venvs: Path, env: Mapping[str, str
     shutil.rmtree(venv, ignore_errors=True)
     log = venvs / f"{python_tag(python)}.log"
     log.unlink(missing_ok=True)
-    run_logged([str(interpreter), "-m", "venv", str(venv)], log=log, env=env)
-    run_logged(
-        [str(exe), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *wanted],
-        log=log,
-        env=env,
-    )
+    # The venv `python -m venv` makes; the interpreter's own pip fills it where it can (no
+    # ensurepip: release.build.venv), under the venv's interpreter.
+    run_logged(fresh_venv_argv(interpreter, venv), log=log, env=env)
+    pip = pip_argv(interpreter, venv, seeded=(venv / "bin" / "pip").exists())
+    run_logged([*pip, "install", "--quiet", "--disable-pip-version-check", *wanted], log=log, env=env)
     stamp.write_text(json.dumps(identity), encoding="utf-8")
     return exe

@@ -9,7 +9,7 @@ line naming the requirements and the keys to set.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from release.plan.resolve import RequirementSource
@@ -32,9 +32,12 @@ def network_env(source: RequirementSource, environ: Mapping[str, str] | None = N
     return {k: environ[k] for k in NETWORK_VARIABLES if environ.get(k)}
 
 
-def install_argv(python: Path, wheel: Path, requires: list[str], source: RequirementSource) -> list[str]:
-    """pip's command line that installs `wheel` and its requirements from `source` only."""
-    argv = [str(python), "-m", "pip", "install"]
+def install_argv(
+    pip: Sequence[str], wheel: Path, requires: list[str], source: RequirementSource
+) -> list[str]:
+    """pip's command line that installs `wheel` and its requirements from `source` only; `pip` is
+    how pip runs (`python -m pip`, or an interpreter's pip with `--python` naming the venv's)."""
+    argv = [*pip, "install"]
     argv += ["--index-url", source.index_url] if source.index_url else ["--no-index"]
     links = []
     if requires:

@@ -21,6 +21,7 @@ from release.build.images import ensure as ensure_image
 from release.build.images import usable as local_image_usable
 from release.build.interpreters import require_interpreter
 from release.build.toolchain import container_engine
+from release.build.venv import fresh_venv_argv, interpreter_installs, pip_argv, runs_pip
 from release.config.matrix import Image
 from release.errors import SmokeError, ToolchainError, UsageError, VerifyError
 from release.inspect.rules.runtime import vendored_runtime as vendored_runtime_rule
@@ -128,6 +129,7 @@ class Smoke:
             expect=image.expect,
         )
         self.venv = workdir / "venv"
+        self.pip: list[str] = [str(self.venv / "bin" / "python"), "-m", "pip"]
         self.env = {
             "PATH": f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "HOME": str(workdir / "home"),
@@ -253,8 +255,15 @@ class Smoke:
         self._step("runtime not vendored", None, not vendored, detail)
 
     def create_venv(self, interpreter: Path) -> None:
-        result = self._run([str(interpreter), "-m", "venv", str(self.venv)])
-        self._step(f"venv (python {self.python})", result, result.returncode == 0)
+        """The fresh venv `python -m venv` makes. pip is put in it only where the interpreter's
+        own pip cannot install into it or a smoke command runs pip; otherwise that pip installs,
+        running under the venv's interpreter (`--python`, release.build.venv)."""
+        seed = any(runs_pip(command) for command in self.variant.smoke_commands)
+        result = self._run(fresh_venv_argv(interpreter, self.venv, seed=seed))
+        ok, shared = result.returncode == 0, interpreter_installs(result.stdout)
+        self.pip = pip_argv(interpreter, self.venv, seeded=not shared)
+        detail = f"installs with the interpreter's {result.stdout.strip()}" if ok and shared else ""
+        self._step(f"venv (python {self.python})", result, ok, detail)
 
     def install(self) -> None:
         try:
@@ -262,7 +271,7 @@ class Smoke:
         except WheelReadError:
             requires = []
         source = self.variant.smoke_requirements
-        result = self._run(install_argv(self.venv / "bin" / "python", self.wheel, requires, source))
+        result = self._run(install_argv(self.pip, self.wheel, requires, source))
         ok = result.returncode == 0
         why = (missing_source_line(requires, source), self.install_hint)
         detail = "" if ok else "; ".join(d for d in why if d)

@@ -303,3 +303,27 @@ CONFLICT_MESSAGE = (
     "`pip uninstall xfer-engine-cpu xfer-engine-rocm` and then reinstall the one for your hardware "
     "(xfer-engine-cpu: no GPU, xfer-engine: CUDA, xfer-engine-rocm: ROCm, xfer-engine-musa: MUSA)."
 )
+
+
+NO_PIP_IN_VENV = "import importlib.util, sys; sys.exit(importlib.util.find_spec('pip') is not None)"
+
+
+@pytest.mark.parametrize("runs_pip", [False, True], ids=["interpreter-pip", "pip-in-venv"])
+def test_the_fresh_venv_gets_pip_only_when_a_smoke_command_runs_it(tmp_path: Path, runs_pip: bool) -> None:
+    """The host leg's venv is `python -m venv`'s; the interpreter's own pip installs into it
+    (`--python`, no ensurepip) unless a smoke command runs pip, which then finds the venv's."""
+    matrix = fake_matrix(tmp_path)
+    data = yaml.safe_load(matrix.read_text(encoding="utf-8"))
+    check = ["pip", "show", "fake-engine-cpu"] if runs_pip else ["{python}", "-c", NO_PIP_IN_VENV]
+    data["engine"]["smoke"]["commands"] = [check]
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    proc = toolkit("--matrix", str(matrix), "smoke", "--variant", "cpu", "--image", "host", "--json")
+    (result,) = json.loads(proc.stdout)["results"]
+    steps = {s["name"]: s for s in result["steps"]}
+    assert all(s["ok"] for s in result["steps"]), proc.stderr
+    venv_step = steps[f"venv (python {PY})"]
+    if runs_pip:
+        assert venv_step["detail"] == ""  # pip is the venv's own: `pip show` found the install there
+    else:
+        assert venv_step["detail"].startswith("installs with the interpreter's pip "), venv_step
+    assert steps["import fakexfer"]["ok"]

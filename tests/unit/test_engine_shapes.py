@@ -14,6 +14,7 @@ from release.build import cibw, host
 from release.build.host import venv_first_path
 from release.build.stage import rewrite_pyproject
 from release.build.toolchain import Toolchain
+from release.build.venv import runs_pip
 from release.commands.plan import check_engine_source
 from release.config.matrix import LoadedMatrix, Metadata, loads
 from release.errors import BuildError, MatrixError
@@ -152,7 +153,7 @@ def test_a_bad_requirement_source_is_one_located_line(tmp_path: Path) -> None:
 
 
 def test_smoke_installs_requirements_from_the_declared_source_only(tmp_path: Path) -> None:
-    python, wheel = Path("/v/bin/python"), tmp_path / "wh" / "w.whl"
+    python, wheel = ["/v/bin/python", "-m", "pip"], tmp_path / "wh" / "w.whl"
     index = install_argv(python, wheel, ["numpy"], RequirementSource(index_url="https://pypi.org/simple"))
     assert index[3:6] == ["install", "--index-url", "https://pypi.org/simple"] and "--no-index" not in index
     links = install_argv(python, wheel, ["numpy"], RequirementSource(find_links=tmp_path / "deps"))
@@ -269,3 +270,10 @@ def test_the_pep517_build_runs_with_that_path(tmp_path: Path, monkeypatch: pytes
     with pytest.raises(Stop):
         host.build_one(ctx, step, tmp_path / "wheelhouse", "[1/1]", tmp_path / "venvs/cp312/bin/python")
     assert seen[0]["PATH"] == f"{tmp_path / 'venvs/cp312/bin'}:/usr/bin:/bin"
+
+
+def test_a_smoke_command_that_runs_pip_is_recognised() -> None:
+    assert runs_pip(["pip", "check"]) and runs_pip(["{python}", "-m", "pip", "list"])
+    assert runs_pip(["pip3.12", "x"])
+    assert not runs_pip(["{python}", "-m", "xfer", "selftest"])
+    assert not runs_pip(["xfer-master", "--pipeline"])
