@@ -49,8 +49,8 @@
 # Interpreters: the host's pyenv builds are copied to the same absolute path inside the image
 # (their RUNPATH is /root/.pyenv/versions/X.Y.Z/lib and libpython is shared), and
 # /opt/python/cpXY-cpXY is a symlink to that directory. site-packages, test suites, tkinter and the
-# static libpython are left out, and the shared libraries' debug sections; pip comes from ensurepip
-# inside the image. Each interpreter's tree with its pip is kept for a day in the workdir, so the
+# static libpython are left out, and the shared libraries' debug sections; pip is installed inside
+# the image by the pip wheel ensurepip bundles. Each interpreter's tree with its pip is kept for a day in the workdir, so the
 # next image takes it as it is. The shared libraries their extension modules need are installed
 # from the suite (t64 names first, then the older names) and checked with ldd in every image.
 #
@@ -187,9 +187,11 @@ check_image() {  # every interpreter runs, the compilers are the asked GCC, a ve
   fi
   if [ "${#py_list[@]}" -gt 0 ]; then
     v="${py_list[0]}"
-    podman run --rm "$tag" sh -c "/opt/python/cp${v/./}-cp${v/./}/bin/python -m venv /tmp/v && /tmp/v/bin/python -m pip --version" \
-      >/dev/null 2>&1 || die "a venv cannot be created with CPython $v in $tag"
-    step "in $tag: python -m venv works"
+    # The venv a smoke leg makes: no ensurepip, the interpreter's pip aimed at it (release/build/venv.py)
+    py="/opt/python/cp${v/./}-cp${v/./}/bin/python"
+    podman run --rm "$tag" sh -c "$py -m venv --without-pip /tmp/v && $py -m pip --python /tmp/v/bin/python --version" \
+      >/dev/null 2>&1 || die "a venv cannot be created and filled by pip --python with CPython $v in $tag"
+    step "in $tag: python -m venv works, and its pip installs into one (--python)"
   fi
 }
 
@@ -388,9 +390,9 @@ if [ "${#all_py[@]}" -gt 0 ]; then
   for v in "${all_py[@]}"; do
     d="${py_dir[$v]}"; tagv="cp${v/./}-cp${v/./}"
     mkdir -p "$root$d" "$root/opt/python"
-    # The interpreter's tree as ensurepip and pip leave it is kept for a day (keyed on the host
-    # interpreter and what pip installs), like the debootstrap result: the images that share an
-    # interpreter skip ensurepip and pip (about 9 s of CPU each). ldd and the imports below still
+    # The interpreter's tree as pip leaves it is kept for a day (keyed on the host interpreter and
+    # what pip installs), like the debootstrap result: the images that share an interpreter skip
+    # the install (about 5 s of CPU each). ldd and the imports below still
     # check it against each image's own libraries.
     py_key="$(printf '%s %s %s %s\n' "$v" "$d" "${pip_pkgs[*]}" \
       "$(stat -c '%n %s %Y' "$d/bin/python$v" "$d"/lib/libpython*.so* 2>/dev/null | tr '\n' ' ')" | sha256sum | cut -c1-16)"
@@ -432,10 +434,14 @@ if [ "${#all_py[@]}" -gt 0 ]; then
     missing="$(in_root sh -c "for f in $d/bin/python$v $d/lib/libpython*.so.1.0 $d/lib/python$v/lib-dynload/*.so; do ldd \"\$f\"; done" | grep 'not found' | sort -u || true)"
     [ -z "$missing" ] || die "CPython $v in the image lacks shared libraries: $(echo $missing | tr '\n' ' ')"
     if [ "$fresh" -eq 1 ]; then
-      in_root "$d/bin/python$v" -m ensurepip --default-pip >/dev/null 2>&1 || die "ensurepip failed for CPython $v"
+      # The pip wheel ensurepip bundles, run from the wheel itself (an importable zip), installs the
+      # current pip (and build) once: ensurepip would install the bundled pip first, compiled, for pip
+      # to replace it (about 4 s of CPU less per interpreter).
+      bundled=("$root$d/lib/python$v/ensurepip/_bundled"/pip-*.whl)
+      [ -f "${bundled[0]}" ] || die "CPython $v has no bundled pip wheel (lib/python$v/ensurepip/_bundled)"
+      in_root "$d/bin/python$v" "${bundled[0]#"$root"}/pip" install -q --root-user-action=ignore "${pip_pkgs[@]}" \
+        || die "pip install ${pip_pkgs[*]} (with the bundled pip) failed for CPython $v"
       [ -x "$root$d/bin/pip" ] || ln -sfn "pip$v" "$root$d/bin/pip"
-      in_root "$d/bin/python$v" -m pip install -q -U --root-user-action=ignore "${pip_pkgs[@]}" \
-        || die "pip install -U ${pip_pkgs[*]} failed for CPython $v"
       py_tmp="$(mktemp "$py_tar.tmp.XXXXXX")"
       tar --numeric-owner -C "$root$d" -cf "$py_tmp" . && mv "$py_tmp" "$py_tar" || rm -f "$py_tmp"
     fi
