@@ -30,10 +30,9 @@ import pytest
 from release import settings
 from release.build.interpreters import find_interpreter
 
-from .test_toolkit_install import InstalledToolkit, installed_toolkit, toolkit_wheel
+from .toolkit_install import InstalledToolkit
 
 pytestmark = pytest.mark.integration
-__all__ = ["installed_toolkit", "toolkit_wheel"]  # fixtures, imported so pytest sees them
 
 # One Python keeps this to one build: 3.12 where present (the Python of the vLLM serving image
 # test_adoption_rehearse.py's hardware legs run in), else the first found.

@@ -28,13 +28,12 @@ from release.plan.resolve import LocalImage
 from release.plan.steps import make_plan
 from release.smoke.container import STANDINS_ENV
 
-from .conftest import ROOT, LocalImages, local_images
+from .conftest import ROOT, LocalImages, fresh_venv
 from .rehearsal import table
 from .test_adoption import PY, TAG, adopted_repository, needs_tools
-from .test_toolkit_install import InstalledToolkit, installed_toolkit, toolkit_wheel, user_env
+from .toolkit_install import InstalledToolkit, user_env
 
 pytestmark = pytest.mark.integration
-__all__ = ["installed_toolkit", "local_images", "toolkit_wheel"]  # fixtures, imported so pytest sees them
 CP = f"cp{PY.replace('.', '')}"
 IMAGE, TIER = "vllm-rocm", "mi300x"
 
@@ -130,7 +129,9 @@ def test_the_adopters_release_yml_rehearses_through_publish_and_hardware_yml_to_
     release = work / "github" / "releases" / "local" / "rehearsal" / TAG
     assert {wheel, f"{wheel}.verify.json"} <= {p.name for p in release.iterdir()}
     user = tmp_path / "user-venv"
-    subprocess.run([str(find_interpreter(PY)), "-m", "venv", str(user)], check=True, env=user_env())
+    interpreter = find_interpreter(PY)
+    assert interpreter is not None
+    fresh_venv(interpreter, user)
     subprocess.run(
         [str(user / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index", "--find-links",
          str(packages), "ringlet-cpu==0.1.0"],

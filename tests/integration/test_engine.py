@@ -10,10 +10,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import venv
 from pathlib import Path
 
 import pytest
+
+from .conftest import fresh_venv
 
 pytestmark = pytest.mark.integration
 
@@ -127,9 +128,7 @@ def cpu_wheel(cpu_core, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def venv_python(cpu_wheel, tmp_path_factory) -> Path:
     """A fresh venv with only the CPU wheel installed."""
-    root = tmp_path_factory.mktemp("venv")
-    venv.EnvBuilder(with_pip=True, clear=True).create(root)
-    py = root / "bin" / "python"
+    py = fresh_venv(sys.executable, tmp_path_factory.mktemp("venv") / "venv")
     env = dict(os.environ, PIP_CONFIG_FILE="/dev/null", PIP_DISABLE_PIP_VERSION_CHECK="1")
     _run([py, "-m", "pip", "install", "--no-index", "--no-deps", cpu_wheel], env=env)
     return py

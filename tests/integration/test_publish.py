@@ -22,7 +22,7 @@ import pytest
 from release.errors import PublishError
 from release.publish import index
 from release.publish.upload import Credentials, Uploader
-from tests.integration.conftest import processes_naming
+from tests.integration.conftest import fresh_venv, processes_naming
 from tests.integration.publish_support import (
     USER,
     FaultProxy,
@@ -347,7 +347,7 @@ def test_end_to_end_with_built_wheels(
     for name, variant in loaded.matrix.variants.items():
         for py in loaded.matrix.python:
             venv = tmp_path / f"venv-{name}-{py}"
-            subprocess.run([str(require_interpreter(py)), "-m", "venv", str(venv)], check=True, env=env)
+            fresh_venv(require_interpreter(py), venv)
             python = str(venv / "bin" / "python")
             install = subprocess.run(
                 [python, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check",

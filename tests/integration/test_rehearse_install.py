@@ -20,10 +20,8 @@ from release.rehearse.workflow import Step
 from release.variants.resolution import uv_binary
 
 from .conftest import ROOT
-from .test_toolkit_install import toolkit_wheel
 
 pytestmark = pytest.mark.integration
-__all__ = ["toolkit_wheel"]  # the fixture, imported so pytest sees it
 PY = "3.12"
 
 

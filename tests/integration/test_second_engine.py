@@ -35,7 +35,7 @@ from elftools.elf.elffile import ELFFile
 from release.build.interpreters import find_interpreter
 from release.smoke.image import distribution_libdir
 
-from .conftest import ROOT, toolkit
+from .conftest import ROOT, fresh_venv, toolkit
 from .publish_support import PASSWORD, USER, IndexServer, index_server
 
 pytestmark = pytest.mark.integration
@@ -478,7 +478,7 @@ def test_setuptools_engine_with_excluded_runtime_and_system_library(
     venv = tmp_path / "venv-from-index"
     interpreter = find_interpreter(PY)
     assert interpreter is not None
-    subprocess.run([str(interpreter), "-m", "venv", str(venv)], check=True, env=env)
+    fresh_venv(interpreter, venv)
     install = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-cache-dir",
          "--disable-pip-version-check", "--index-url", index_server.simple, f"kvmove-standin=={VERSION}"],

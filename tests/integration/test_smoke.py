@@ -23,7 +23,7 @@ from release.plan.steps import make_plan
 from release.smoke.image import distribution_libdir
 from release.smoke.runner import smoke_variant
 
-from .conftest import HOST_HIP, HOST_PYTHONS, NEWEST, ROOT, tag, toolkit, write_wheel
+from .conftest import HOST_HIP, HOST_PYTHONS, NEWEST, ROOT, fresh_venv, tag, toolkit, write_wheel
 
 pytestmark = [
     pytest.mark.integration,
@@ -274,7 +274,7 @@ def test_second_variant_in_one_venv_is_refused_naming_both(
         "PIP_NO_INPUT": "1",
         "HOME": str(tmp_path),
     }
-    subprocess.run([str(interpreter), "-m", "venv", str(venv)], check=True)
+    fresh_venv(interpreter, venv)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index"]
     subprocess.run([*pip, str(cpu)], check=True, env=env)
     subprocess.run([*pip, str(rocm)], check=True, env=env)

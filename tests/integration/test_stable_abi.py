@@ -26,7 +26,7 @@ import pytest
 
 from release.build.interpreters import find_interpreter
 
-from .conftest import toolkit
+from .conftest import fresh_venv, toolkit
 from .publish_support import PASSWORD, USER, IndexServer, index_server
 
 pytestmark = pytest.mark.integration
@@ -297,7 +297,7 @@ def test_one_abi3_wheel_from_build_to_index(tmp_path: Path, index_server: IndexS
     venv = tmp_path / "venv-313"
     interpreter = find_interpreter("3.13")
     assert interpreter is not None
-    subprocess.run([str(interpreter), "-m", "venv", str(venv)], check=True, env=clean)
+    fresh_venv(interpreter, venv)
     install = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "--no-cache-dir",
          "--disable-pip-version-check", "--index-url", index_server.simple, f"limapi-engine-cpu=={VERSION}"],
