@@ -33,10 +33,12 @@ from release.build.host import (
     verify_summary,
 )
 from release.build.prebuild import say, source_date_epoch
+from release.build.reuse import tree_digest, wheel_key
 from release.build.stage import check_wheel_identity, stage_project
 from release.errors import BuildError, ToolchainError
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.steps import BuildStep
+from release.wheel.files import file_sha256
 from release.wheel.names import parse_wheel_name, report_path
 
 TOOLKIT_PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts")
@@ -126,7 +128,13 @@ def install_command(args: str) -> str:
 
 
 def _verified(
-    wheels: list[Path], steps: tuple[BuildStep, ...], version: str, *, release: bool, where: str, seconds: float
+    wheels: list[Path],
+    steps: tuple[BuildStep, ...],
+    version: str,
+    *,
+    release: bool,
+    where: str,
+    seconds: float,
 ) -> list[WheelResult]:
     """Verify the wheels cibuildwheel made, as a host build does, and describe each for the summary."""
     variant = one_variant(steps)
@@ -173,9 +181,14 @@ def run_cibuildwheel(
     release_image: bool = False,
     skip_absent_pythons: bool = False,
     lock_wait_s: float = DEFAULT_WAIT_S,
+    reuse: bool = False,
 ) -> tuple[list[WheelResult], list[str]]:
     """Build the steps' wheels in the variant's build image: (the wheels, verified as a host build
     verifies them; the Pythons skipped because the image lacks them).
+
+    With `reuse` (`release build`; never `reproduce`, which must compile again), a step whose
+    inputs are all unchanged since the last container build of it takes that build's wheel, as a
+    host build does (`container_key`).
 
     `image` overrides the matrix's image; `release_image` picks the release image (what GitHub
     Actions uses) instead of the local one. Release-mode verification applies to the release image.
@@ -196,19 +209,32 @@ def run_cibuildwheel(
             raise ToolchainError(msg)
         images.require_interpreters(engine, chosen, tuple(s.python for s in steps))
     root = variant.matrix_root
-    with build_lock(root / "build" / variant.name, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say):
+    with build_lock(
+        root / "build" / variant.name, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say
+    ):
         scratch = root / "build" / variant.name / "container-out"
         try:
-            return _run_locked(steps, wheelhouse=wheelhouse, version=version, engine=engine, chosen=chosen, local=local), lacking
+            built = _run_locked(
+                steps, wheelhouse=wheelhouse, version=version, engine=engine, chosen=chosen, local=local, reuse=reuse
+            )  # fmt: skip
+            return built, lacking
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run_locked(
-    steps: tuple[BuildStep, ...], *, wheelhouse: Path, version: str, engine: str, chosen: str, local: bool
+def _run_locked(  # noqa: PLR0913 (run_cibuildwheel's resolved pieces)
+    steps: tuple[BuildStep, ...],
+    *,
+    wheelhouse: Path,
+    version: str,
+    engine: str,
+    chosen: str,
+    local: bool,
+    reuse: bool,
 ) -> list[WheelResult]:
     """cibuildwheel into a scratch directory, verify there, then move each wheel (its report
-    first) into the wheelhouse."""
+    first) into the wheelhouse. With `reuse`, the steps whose last container build is up to date
+    take its wheel instead, and only the others are built."""
     variant = one_variant(steps)
     root = variant.matrix_root
     work = root / "build" / variant.name / "container"
@@ -216,16 +242,32 @@ def _run_locked(
     shutil.rmtree(scratch, ignore_errors=True)
     project, before_build = container_project(steps, version, work)
     started = time.monotonic()
+    epoch = source_date_epoch(root)
+    keys = container_keys(steps, project, engine=engine, image=chosen, before_build=before_build, epoch=epoch)
+    stamps = root / "build" / variant.name / "stamps"
+    previous = {s.identifier: container_up_to_date(stamps, s, keys, root) for s in steps} if reuse else {}
+    results: list[WheelResult] = []
+    if any(previous.values()):
+        kept = [(s, w) for s, w in ((s, previous.get(s.identifier)) for s in steps) if w is not None]
+        results = _reused(kept, wheelhouse, version, release=not local, where=chosen)
+        for step, wheel in kept:  # a copy in the checkout's own wheelhouse outlives a scratch one
+            if not _inside(wheel, root) and _inside(wheelhouse / wheel.name, root):
+                _remember(stamps, step, keys[step.identifier], wheelhouse / wheel.name, root)
+        steps = tuple(s for s in steps if previous.get(s.identifier) is None)
+        if not steps:
+            return results
     # abi3 steps take other config settings: one cibuildwheel run per kind.
     for group in ([s for s in steps if not s.abi3], [s for s in steps if s.abi3]):
         if not group:
             continue
         env = {**os.environ, **cibuildwheel_env(tuple(group), image=chosen, before_build=before_build)}
         env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
-        env["SOURCE_DATE_EPOCH"] = source_date_epoch(root)
+        env["SOURCE_DATE_EPOCH"] = epoch
         pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
         say(f"[{variant.name}] cibuildwheel in {chosen} through {engine} for Python {pythons}")
-        proc = subprocess.Popen(cibuildwheel_command("src", scratch), cwd=project, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            cibuildwheel_command("src", scratch), cwd=project, env=env, start_new_session=True
+        )
         with interrupts.tracked(proc):
             proc.wait()
         if proc.returncode != 0:
@@ -239,7 +281,7 @@ def _run_locked(
     if len(built) != len(steps):
         msg = f"cibuildwheel left {len(built)} wheel(s) in {scratch}, expected {len(steps)}"
         raise BuildError(msg)
-    results = _verified(
+    fresh = _verified(
         built, steps, version, release=not local, where=chosen, seconds=time.monotonic() - started
     )
     wheelhouse.mkdir(parents=True, exist_ok=True)
@@ -247,4 +289,110 @@ def _run_locked(
     for wheel in built:
         atomic.move_file(report_path(wheel), report_path(wheelhouse / wheel.name))
         atomic.move_file(wheel, wheelhouse / wheel.name)
-    return [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in results]
+    fresh = [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in fresh]
+    for result in fresh:
+        key = keys.get(result.step.identifier)
+        if key is not None:
+            _remember(stamps, result.step, key, result.wheel, root)
+    return results + fresh
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path.resolve().is_relative_to(root.resolve())
+
+
+def _remember(stamps: Path, step: BuildStep, key: str, wheel: Path, root: Path) -> None:
+    stamps.mkdir(parents=True, exist_ok=True)
+    record = {"key": key, "wheel": recorded_path(wheel, root), "sha256": file_sha256(wheel)}
+    atomic.write_text(_stamp(stamps, step), json.dumps(record) + "\n")
+
+
+def recorded_path(wheel: Path, root: Path) -> str:
+    """Where a stamp says its wheel is: relative to the matrix's directory when it is inside it
+    (a checkout copied elsewhere with its build/ and wheelhouse/ keeps its up-to-date state),
+    else absolute."""
+    return str(wheel.resolve().relative_to(root.resolve())) if _inside(wheel, root) else str(wheel.resolve())
+
+
+def _stamp(stamps: Path, step: BuildStep) -> Path:
+    return stamps / f"container-{step.identifier}.json"
+
+
+def container_keys(
+    steps: tuple[BuildStep, ...], project: Path, *, engine: str, image: str, before_build: str, epoch: str
+) -> dict[str, str]:
+    """Each step's key (by identifier): everything its wheel depends on. The project cibuildwheel
+    copies in (the staged engine and the toolkit that repairs and verifies it), the image by its
+    ID, cibuildwheel's version and settings for that one identifier (the matrix's, and any CIBW_*
+    of the environment) and the timestamp. Empty when the image has no ID to read (not pulled yet):
+    nothing is reused then."""
+    try:
+        proc = subprocess.run(
+            [engine, "image", "inspect", image, "--format", "{{.Id}}"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    image_id = proc.stdout.strip()
+    if proc.returncode != 0 or not image_id:
+        return {}
+    try:
+        cibw = metadata.version("cibuildwheel")
+    except metadata.PackageNotFoundError:
+        cibw = "?"
+    shared = {
+        "project": tree_digest(project),
+        "image": image_id,
+        "engine": engine,
+        "cibuildwheel": cibw,
+        "environ": sorted((k, v) for k, v in os.environ.items() if k.startswith("CIBW_")),
+        "epoch": epoch,
+    }
+    return {
+        step.identifier: wheel_key(
+            {**shared, "options": cibuildwheel_env((step,), image=image, before_build=before_build)}
+        )
+        for step in steps
+    }
+
+
+def container_up_to_date(stamps: Path, step: BuildStep, keys: dict[str, str], root: Path) -> Path | None:
+    """The wheel the last container build of `step` made from exactly these inputs, still where
+    it was put, unchanged (its SHA-256) and beside its report; None when it must be built."""
+    key = keys.get(step.identifier)
+    if key is None:
+        return None
+    try:
+        data = json.loads(_stamp(stamps, step).read_text(encoding="utf-8"))
+        if data.get("key") != key:
+            return None
+        wheel, sha256 = root / str(data["wheel"]), str(data["sha256"])  # an absolute path stays so
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    if not wheel.is_file() or not report_path(wheel).is_file() or file_sha256(wheel) != sha256:
+        return None
+    return wheel
+
+
+def _reused(
+    kept: list[tuple[BuildStep, Path]], wheelhouse: Path, version: str, *, release: bool, where: str
+) -> list[WheelResult]:
+    """The up-to-date wheels in `wheelhouse` (copied there when they are in another directory),
+    verified again (a rule changed since judges them now), each said in a line."""
+    started = time.monotonic()
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    elsewhere = [(s, w) for s, w in kept if w.parent.resolve() != wheelhouse.resolve()]
+    if elsewhere:  # another wheelhouse: what it holds for these Pythons makes way, as for a build
+        remove_previous_wheels(wheelhouse, {s.python_tag for s, _ in elsewhere})
+    for _, wheel in elsewhere:
+        atomic.copy_file(report_path(wheel), report_path(wheelhouse / wheel.name))
+        atomic.copy_file(wheel, wheelhouse / wheel.name)
+    placed = [wheelhouse / wheel.name for _, wheel in kept]
+    for step, wheel in kept:
+        say(f"{step.identifier}: up to date, nothing changed since its build in {where} ({wheel})")
+    steps = tuple(s for s, _ in kept)
+    seconds = time.monotonic() - started
+    return [
+        dataclasses.replace(r, cache="up to date")
+        for r in _verified(placed, steps, version, release=release, where=where, seconds=seconds)
+    ]

@@ -295,6 +295,7 @@ def _in_container(
         release_image=args.release_image,
         skip_absent_pythons=not in_ci(),
         lock_wait_s=args.lock_wait,
+        reuse=True,
     )
     image = args.image or steps[0].variant.build_image.local
     for python in lacking:

@@ -18,9 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from release import settings
+from release.build.container import container_keys
 from release.build.toolchain import container_engine
+from release.config.matrix import load
 from release.environment import in_ci
 from release.inspect.elf import inspect_elf, is_elf
+from release.plan.steps import make_plan
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 
 ENGINE = container_engine()
@@ -53,11 +57,59 @@ def _needed(wheel: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def container_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`release build --variant rocm --container`: every Python of the matrix, once."""
+    """`release build --variant rocm --container`: every Python of the matrix, once. Under .ci/run
+    the set-up phase's `nox -s build_rocm` built the same wheels from the same inputs a few minutes
+    before: each is taken from there, up to date (the up-to-date check is what is tested then)."""
     wheelhouse = tmp_path_factory.mktemp("container") / "wheelhouse"
     proc = toolkit("build", "--variant", "rocm", "--container", "--wheelhouse", str(wheelhouse), timeout=3000)
-    assert "cibuildwheel in localhost/xfer-build-rocm through" in proc.stdout
+    reused = re.findall(
+        r"^(cp3\d+-rocm-\S+): up to date, nothing changed since its build in (\S+)", proc.stdout, re.M
+    )
+    if settings.switch("RELEASE_CI_SETUP_RAN"):
+        assert len(reused) == 4 and {image for _, image in reused} == {"localhost/xfer-build-rocm"}, (
+            proc.stdout
+        )
+    else:
+        assert reused or "cibuildwheel in localhost/xfer-build-rocm through" in proc.stdout, proc.stdout
     return wheelhouse
+
+
+def test_an_unchanged_container_build_takes_its_last_wheel_and_a_change_builds_again(
+    container_wheels: Path, tmp_path: Path
+) -> None:
+    """A second `build --container` of a step whose inputs are unchanged takes the wheel of the
+    last build (the same bytes, verified again, into another wheelhouse); a changed source file,
+    another step or an image without an ID changes or drops the key, so that build compiles."""
+    wheelhouse = tmp_path / "wheelhouse"
+    proc = toolkit(
+        "build", "--variant", "rocm", "--container", "--python", "3.12", "--wheelhouse", str(wheelhouse)
+    )
+    assert "cibuildwheel in" not in proc.stdout, proc.stdout
+    assert re.search(r"^cp312-rocm-\S+: up to date, nothing changed", proc.stdout, re.M), proc.stdout
+    (again,) = (wheelhouse / "rocm").glob("*cp312*.whl")
+    (first,) = (container_wheels / "rocm").glob("*cp312*.whl")
+    assert again.read_bytes() == first.read_bytes()
+    assert json.loads(again.with_name(again.name + ".verify.json").read_text(encoding="utf-8"))["ok"] is True
+    # The key: the project's every file, the step, the image by its ID.
+    plan = make_plan(load(ROOT / "matrix.yaml"))
+    steps = tuple(s for s in plan.builds if s.variant.name == "rocm")[:2]
+    project = tmp_path / "project"
+    shutil.copytree(ROOT / "engine", project / "src")
+    keys = container_keys(
+        steps, project, engine="podman", image="localhost/xfer-build-rocm", before_build="x", epoch="1"
+    )
+    assert len(set(keys.values())) == 2  # one key a step
+    (project / "src" / "CMakeLists.txt").write_text("# changed\n", encoding="utf-8")
+    changed = container_keys(
+        steps, project, engine="podman", image="localhost/xfer-build-rocm", before_build="x", epoch="1"
+    )
+    assert not set(changed.values()) & set(keys.values())
+    assert (
+        container_keys(
+            steps, project, engine="podman", image="localhost/xfer-no-such-image", before_build="x", epoch="1"
+        )
+        == {}
+    )
 
 
 def test_container_build_binds_the_declared_rocm(container_wheels: Path) -> None:

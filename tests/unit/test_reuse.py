@@ -1,13 +1,20 @@
 """release.build.reuse: the order of wheel builds around a shared compiler cache, and ccache's
-settings and statistics."""
+settings and statistics; a container build's up-to-date stamp (release.build.container)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from release.build.container import container_up_to_date, recorded_path
 from release.build.reuse import Wave, build_waves, ccache_env, read_stats_log
+from release.config.matrix import load
+from release.plan.steps import BuildStep, make_plan
+from release.wheel.files import file_sha256
+from release.wheel.names import report_path
 
 
 def test_with_a_shared_cache_the_first_wheel_builds_alone_on_every_core() -> None:
@@ -52,3 +59,37 @@ def test_stats_log_counts_direct_and_preprocessed_hits(tmp_path: Path) -> None:
     assert stats is not None and (stats.hits, stats.misses) == (2, 1)
     assert stats.text == "2/3 (67%)"
     assert read_stats_log(tmp_path / "absent") is None
+
+
+def _rocm_step() -> BuildStep:
+    plan = make_plan(load(Path(__file__).resolve().parents[2] / "matrix.yaml"))
+    return next(s for s in plan.builds if s.variant.name == "rocm")
+
+
+def test_a_container_build_s_stamp_finds_its_wheel_unchanged_and_nothing_else(tmp_path: Path) -> None:
+    """The stamp of a container build names its wheel relative to the checkout (a copy of the
+    checkout with its build/ and wheelhouse/ keeps it); the wheel is taken only under the same key,
+    with the same bytes, beside its report."""
+    step, root = _rocm_step(), tmp_path / "checkout"
+    wheel = root / "wheelhouse" / "rocm" / f"x-0.1.0-{step.python_tag}-{step.python_tag}-linux_x86_64.whl"
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b"a wheel")
+    report_path(wheel).write_text("{}", encoding="utf-8")
+    assert recorded_path(wheel, root) == f"wheelhouse/rocm/{wheel.name}"
+    assert recorded_path(tmp_path / "elsewhere.whl", root) == str(tmp_path / "elsewhere.whl")
+    stamps = root / "build" / "rocm" / "stamps"
+    stamps.mkdir(parents=True)
+    record = {"key": "k1", "wheel": recorded_path(wheel, root), "sha256": file_sha256(wheel)}
+    (stamps / f"container-{step.identifier}.json").write_text(json.dumps(record), encoding="utf-8")
+    assert container_up_to_date(stamps, step, {step.identifier: "k1"}, root) == wheel
+    moved = tmp_path / "copy"
+    shutil.copytree(root, moved)
+    found = container_up_to_date(moved / "build" / "rocm" / "stamps", step, {step.identifier: "k1"}, moved)
+    assert found == moved / "wheelhouse" / "rocm" / wheel.name
+    assert container_up_to_date(stamps, step, {step.identifier: "k2"}, root) is None  # another input
+    assert container_up_to_date(stamps, step, {}, root) is None  # no key (an image without an ID)
+    wheel.write_bytes(b"another wheel")
+    assert container_up_to_date(stamps, step, {step.identifier: "k1"}, root) is None  # other bytes
+    wheel.write_bytes(b"a wheel")
+    report_path(wheel).unlink()
+    assert container_up_to_date(stamps, step, {step.identifier: "k1"}, root) is None  # no report
