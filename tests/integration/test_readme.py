@@ -15,6 +15,12 @@ whole, the ROCm build included. The container stands for a newcomer's machine, n
 is not passed in, so the Pythons Debian 12 lacks (3.10, 3.12, 3.13; uv and pyenv cannot download
 here) are skipped and listed, and the build of 3.11 must pass.
 
+Under .ci/run the set-up phase has just run the same `nox -s build_rocm` on this machine: its
+wheels and their up-to-date stamps are copied into the checkout, and the container's build takes
+each one only after checking every input it was built from (the same check `release build` makes
+for a second container build); anything that differs is compiled in the container, and outside
+.ci/run everything is.
+
 The image is made once with scripts/make-image.sh and kept (its label records its inputs); apt's
 and pip's downloads are kept between runs in RELEASE_README_CACHE (default
 ~/.cache/gpu-wheel-release/readme), so a rerun downloads almost nothing.
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -34,6 +41,7 @@ import pytest
 
 from release import settings
 from release.build import images
+from release.build.prebuild import source_date_epoch
 from tests.readme import readme_commands
 
 from .conftest import ROOT, LocalImages
@@ -139,6 +147,33 @@ def seed_from_setup_phase(apt_cache: Path) -> Path | None:
     return host_pip if host_pip.is_dir() else None
 
 
+def seed_wheels_from_setup_phase(src: Path) -> tuple[dict[str, str], set[str]]:
+    """Under .ci/run the set-up phase's `nox -s build_rocm` has just built the rocm wheels on this
+    machine, in the same local image from the same sources: its wheels and their up-to-date stamps
+    (build/rocm/stamps, which name each wheel relative to the checkout) go into the copy, and the
+    container builds with the commit's SOURCE_DATE_EPOCH, the one the set-up phase built with (the
+    copy has no .git to read it from). The build in the container then takes each wheel only if
+    its every input is unchanged (`release.build.container.container_keys`: the project's files,
+    the image's ID, cibuildwheel and its settings, the timestamp); any difference compiles it
+    there. Returns the environment to pass in and the Pythons (cp311, ...) whose wheels were seeded
+    (none outside .ci/run: everything is built)."""
+    if not settings.switch("RELEASE_CI_SETUP_RAN"):
+        return {}, set()
+    # The stamps of wheels in the checkout's own wheelhouse (a build into another directory, such as
+    # a test's, names an absolute path the container cannot see).
+    stamps = [
+        p for p in sorted((ROOT / "build" / "rocm" / "stamps").glob("container-*.json"))
+        if not Path(json.loads(p.read_text(encoding="utf-8")).get("wheel", "/")).is_absolute()
+    ]  # fmt: skip
+    built = sorted((ROOT / "wheelhouse" / "rocm").glob("*.whl*"))  # the wheels and their reports
+    for files, directory in ((stamps, "build/rocm/stamps"), (built, "wheelhouse/rocm")):
+        (src / directory).mkdir(parents=True, exist_ok=True)
+        for source in files:
+            shutil.copy2(source, src / directory / source.name)
+    seeded = {p.name.split("-")[1] for p in stamps}  # container-cp311-rocm-manylinux_x86_64.json
+    return ({"SOURCE_DATE_EPOCH": source_date_epoch(ROOT)} if stamps else {}), seeded
+
+
 def container_script(commands: dict[str, str]) -> str:
     return "\n".join(
         [
@@ -176,6 +211,7 @@ def test_readme_commands_pass_on_a_fresh_debian_12(
     seeded = seed_from_setup_phase(apt_cache)
     if seeded:
         pip_cache = seeded
+    epoch, seeded = seed_wheels_from_setup_phase(src)
     log = tmp_path / "container.log"
     cmd = [
         "podman", "run", "--rm", "--network=host",
@@ -187,6 +223,7 @@ def test_readme_commands_pass_on_a_fresh_debian_12(
         "-e", "CONTAINER_HOST=unix:///run/podman/podman.sock",
         # pip in the image's venv trusts the system CA store, as pip on this host does (pip.conf)
         "-e", "PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
+        *[part for key, value in epoch.items() for part in ("-e", f"{key}={value}")],
         IMAGE, "bash", "-c", container_script(commands),
     ]  # fmt: skip
     with log.open("w", encoding="utf-8") as out:
@@ -209,4 +246,10 @@ def test_readme_commands_pass_on_a_fresh_debian_12(
         failed = {r["id"] for r in report["rules"] if r["status"] == "fail"}
         assert not failed, (wheel.name, failed)
     assert any(rocm_build_image in line for line in output.splitlines() if "xfer_engine_rocm-" in line), tail
+    # Seeded (.ci/run): each wheel was the set-up phase's, taken up to date after the inputs check
+    # in the container; else compiled there.
+    taken = re.findall(r"^(cp3\d+)-rocm-\S+: up to date, nothing changed since its build in", output, re.M)
+    assert set(taken) == seeded, (taken, seeded, tail)
+    compiled = {w.name.split("-")[2] for w in wheels} - seeded
+    assert ("cibuildwheel in" in output) == bool(compiled), (compiled, tail)
     assert " passed" in output.split("== test command:")[1], tail
