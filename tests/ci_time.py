@@ -165,7 +165,24 @@ def account_lines(entries: Iterable[Mapping[str, object]]) -> list[str]:
     lines.append(f"local images asked for: {len(made)}, {sum(_seconds(e) for e in made):.0f} s in all")
     for e in made:
         lines.append(f"  {_seconds(e):7.1f} s  {e['image']}: {e['state']} ({e['worker']}) by {e['by']}")
-    return lines
+    return lines + worker_lines(entries)
+
+
+def worker_lines(entries: Iterable[Mapping[str, object]]) -> list[str]:
+    """When each worker's last test (of 1 s or more) ended, from the start of the first: the run's
+    tail, where one worker still runs while the others are done."""
+    tests = [e for e in entries if e.get("kind") == "test" and "end" in e]
+    if not tests:
+        return []
+    ends = [
+        (str(e.get("worker", "main")), float(str(e["end"])), float(str(e.get("own_s", 0)))) for e in tests
+    ]
+    start = min(end - own for _, end, own in ends)
+    last: dict[str, float] = {}
+    for worker, end, _ in ends:
+        last[worker] = max(last.get(worker, 0.0), end - start)
+    shown = ", ".join(f"{w} {t:.0f} s" for w, t in sorted(last.items(), key=lambda kv: kv[1]))
+    return [f"last test (of 1 s or more) ended, from the first one's start: {shown}"]
 
 
 def ensure_recorder(

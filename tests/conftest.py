@@ -122,6 +122,7 @@ def _own_time(item: pytest.Item, report: pytest.TestReport) -> None:
                 "kind": "test",
                 "test": item.nodeid,
                 "own_s": round(own, 1),
+                "end": round(time.time(), 1),
                 "slow": slow,
                 **ci_time.machine_load(),
             }

@@ -84,6 +84,18 @@ def test_the_account_names_each_shared_fixture_and_image() -> None:
     assert "localhost/xfer-build-rocm: made (gw0) by fixture local_images" in lines[-1]
 
 
+def test_the_account_ends_with_when_each_worker_went_idle() -> None:
+    entries = [
+        {"kind": "test", "test": "a", "own_s": 100.0, "end": 1100.0, "worker": "gw0"},
+        {"kind": "test", "test": "b", "own_s": 10.0, "end": 1500.0, "worker": "gw0"},
+        {"kind": "test", "test": "c", "own_s": 50.0, "end": 1300.0, "worker": "gw1"},
+        {"kind": "test", "test": "d", "own_s": 5.0, "worker": "gw2"},  # an older entry: no end
+    ]
+    lines = ci_time.account_lines(entries)
+    assert lines[-1] == "last test (of 1 s or more) ended, from the first one's start: gw1 300 s, gw0 500 s"
+    assert ci_time.worker_lines([]) == []
+
+
 def test_what_ensure_said_is_read_back() -> None:
     assert ci_time.image_state(["image t: checking its recipe", "image t: made (300 s)"]) == "made"
     assert ci_time.image_state(["image t: up to date, kept (2 s)"]) == "up to date"
