@@ -33,12 +33,11 @@ from release.build.host import (
     verify_summary,
 )
 from release.build.prebuild import say, source_date_epoch
-from release.build.reuse import tree_digest, wheel_key
+from release.build.reuse import remember, tree_digest, up_to_date, wheel_key
 from release.build.stage import check_wheel_identity, stage_project
 from release.errors import BuildError, ToolchainError
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.steps import BuildStep
-from release.wheel.files import file_sha256
 from release.wheel.names import parse_wheel_name, report_path
 
 TOOLKIT_PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts")
@@ -215,14 +214,15 @@ def run_cibuildwheel(
         scratch = root / "build" / variant.name / "container-out"
         try:
             built = _run_locked(
-                steps, wheelhouse=wheelhouse, version=version, engine=engine, chosen=chosen, local=local, reuse=reuse
+                steps, wheelhouse=wheelhouse, version=version, engine=engine, chosen=chosen, local=local,
+                reuse=reuse,
             )  # fmt: skip
             return built, lacking
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _run_locked(  # noqa: PLR0913 (run_cibuildwheel's resolved pieces)
+def _run_locked(
     steps: tuple[BuildStep, ...],
     *,
     wheelhouse: Path,
@@ -245,15 +245,15 @@ def _run_locked(  # noqa: PLR0913 (run_cibuildwheel's resolved pieces)
     epoch = source_date_epoch(root)
     keys = container_keys(steps, project, engine=engine, image=chosen, before_build=before_build, epoch=epoch)
     stamps = root / "build" / variant.name / "stamps"
-    previous = {s.identifier: container_up_to_date(stamps, s, keys, root) for s in steps} if reuse else {}
+    found = [(s, container_up_to_date(stamps, s, keys, root)) for s in steps] if reuse else []
+    kept = [(s, wheel) for s, wheel in found if wheel is not None]
     results: list[WheelResult] = []
-    if any(previous.values()):
-        kept = [(s, w) for s, w in ((s, previous.get(s.identifier)) for s in steps) if w is not None]
+    if kept:
         results = _reused(kept, wheelhouse, version, release=not local, where=chosen)
         for step, wheel in kept:  # a copy in the checkout's own wheelhouse outlives a scratch one
             if not _inside(wheel, root) and _inside(wheelhouse / wheel.name, root):
-                _remember(stamps, step, keys[step.identifier], wheelhouse / wheel.name, root)
-        steps = tuple(s for s in steps if previous.get(s.identifier) is None)
+                remember(_stamp(stamps, step), keys[step.identifier], wheelhouse / wheel.name, root)
+        steps = tuple(s for s, wheel in found if wheel is None)
         if not steps:
             return results
     # abi3 steps take other config settings: one cibuildwheel run per kind.
@@ -292,26 +292,13 @@ def _run_locked(  # noqa: PLR0913 (run_cibuildwheel's resolved pieces)
     fresh = [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in fresh]
     for result in fresh:
         key = keys.get(result.step.identifier)
-        if key is not None:
-            _remember(stamps, result.step, key, result.wheel, root)
+        if key is not None:  # relative to the checkout: a copy of it with build/ and wheelhouse/ keeps it
+            remember(_stamp(stamps, result.step), key, result.wheel, root)
     return results + fresh
 
 
 def _inside(path: Path, root: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
-
-
-def _remember(stamps: Path, step: BuildStep, key: str, wheel: Path, root: Path) -> None:
-    stamps.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "wheel": recorded_path(wheel, root), "sha256": file_sha256(wheel)}
-    atomic.write_text(_stamp(stamps, step), json.dumps(record) + "\n")
-
-
-def recorded_path(wheel: Path, root: Path) -> str:
-    """Where a stamp says its wheel is: relative to the matrix's directory when it is inside it
-    (a checkout copied elsewhere with its build/ and wheelhouse/ keeps its up-to-date state),
-    else absolute."""
-    return str(wheel.resolve().relative_to(root.resolve())) if _inside(wheel, root) else str(wheel.resolve())
 
 
 def _stamp(stamps: Path, step: BuildStep) -> Path:
@@ -358,20 +345,10 @@ def container_keys(
 
 def container_up_to_date(stamps: Path, step: BuildStep, keys: dict[str, str], root: Path) -> Path | None:
     """The wheel the last container build of `step` made from exactly these inputs, still where
-    it was put, unchanged (its SHA-256) and beside its report; None when it must be built."""
+    it was put (relative to the checkout `root`, or absolute), unchanged (its SHA-256) and beside
+    its report; None when it must be built or has no key."""
     key = keys.get(step.identifier)
-    if key is None:
-        return None
-    try:
-        data = json.loads(_stamp(stamps, step).read_text(encoding="utf-8"))
-        if data.get("key") != key:
-            return None
-        wheel, sha256 = root / str(data["wheel"]), str(data["sha256"])  # an absolute path stays so
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    if not wheel.is_file() or not report_path(wheel).is_file() or file_sha256(wheel) != sha256:
-        return None
-    return wheel
+    return None if key is None else up_to_date(_stamp(stamps, step), key, root)
 
 
 def _reused(

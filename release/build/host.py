@@ -178,7 +178,7 @@ def reuse_or_build(
         )
     remove_previous_wheels(wheelhouse, {step.python_tag})
     result = build_one(ctx, step, wheelhouse, index, exe, parallel)
-    remember(stamp, key, result.wheel)
+    remember(stamp, key, result.wheel, wheelhouse)
     return result
 
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import atomic
 from release.wheel.files import file_sha256
 from release.wheel.names import report_path
 
@@ -104,22 +105,27 @@ def wheel_key(parts: Mapping[str, object]) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def up_to_date(stamp: Path, key: str, wheelhouse: Path) -> Path | None:
-    """The wheel a previous build made from exactly these inputs, if it is still in the
-    wheelhouse unchanged with its report; None when it must be built."""
+def up_to_date(stamp: Path, key: str, base: Path) -> Path | None:
+    """The wheel a previous build made from exactly these inputs, if it is still where the stamp
+    says (a path relative to `base`, or absolute) unchanged, with its report; None when it must be
+    built."""
     try:
         data = json.loads(stamp.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("key") != key:
         return None
-    wheel = wheelhouse / str(data.get("wheel", ""))
+    wheel = base / str(data.get("wheel", ""))
     if not wheel.is_file() or not report_path(wheel).is_file():
         return None
     return wheel if file_sha256(wheel) == data.get("sha256") else None
 
 
-def remember(stamp: Path, key: str, wheel: Path) -> None:
+def remember(stamp: Path, key: str, wheel: Path, base: Path) -> None:
+    """Record `wheel` as built from `key`: its path relative to `base` when it lies inside (a copy
+    of that directory keeps the record true), else absolute, and its SHA-256."""
+    path, under = wheel.resolve(), base.resolve()
     stamp.parent.mkdir(parents=True, exist_ok=True)
-    record = {"key": key, "wheel": wheel.name, "sha256": file_sha256(wheel)}
-    stamp.write_text(json.dumps(record), encoding="utf-8")
+    where = str(path.relative_to(under)) if path.is_relative_to(under) else str(path)
+    record = {"key": key, "wheel": where, "sha256": file_sha256(wheel)}
+    atomic.write_text(stamp, json.dumps(record))

@@ -211,7 +211,7 @@ def test_readme_commands_pass_on_a_fresh_debian_12(
     seeded = seed_from_setup_phase(apt_cache)
     if seeded:
         pip_cache = seeded
-    epoch, seeded = seed_wheels_from_setup_phase(src)
+    epoch, seeded_pythons = seed_wheels_from_setup_phase(src)
     log = tmp_path / "container.log"
     cmd = [
         "podman", "run", "--rm", "--network=host",
@@ -249,7 +249,7 @@ def test_readme_commands_pass_on_a_fresh_debian_12(
     # Seeded (.ci/run): each wheel was the set-up phase's, taken up to date after the inputs check
     # in the container; else compiled there.
     taken = re.findall(r"^(cp3\d+)-rocm-\S+: up to date, nothing changed since its build in", output, re.M)
-    assert set(taken) == seeded, (taken, seeded, tail)
-    compiled = {w.name.split("-")[2] for w in wheels} - seeded
+    assert set(taken) == seeded_pythons, (taken, seeded_pythons, tail)
+    compiled = {w.name.split("-")[2] for w in wheels} - seeded_pythons
     assert ("cibuildwheel in" in output) == bool(compiled), (compiled, tail)
     assert " passed" in output.split("== test command:")[1], tail

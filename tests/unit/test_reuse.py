@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.container import container_up_to_date, recorded_path
-from release.build.reuse import Wave, build_waves, ccache_env, read_stats_log
+from release.build.container import container_up_to_date
+from release.build.reuse import Wave, build_waves, ccache_env, read_stats_log, remember
 from release.config.matrix import load
 from release.plan.steps import BuildStep, make_plan
 from release.wheel.files import file_sha256
@@ -75,12 +75,15 @@ def test_a_container_build_s_stamp_finds_its_wheel_unchanged_and_nothing_else(tm
     wheel.parent.mkdir(parents=True)
     wheel.write_bytes(b"a wheel")
     report_path(wheel).write_text("{}", encoding="utf-8")
-    assert recorded_path(wheel, root) == f"wheelhouse/rocm/{wheel.name}"
-    assert recorded_path(tmp_path / "elsewhere.whl", root) == str(tmp_path / "elsewhere.whl")
     stamps = root / "build" / "rocm" / "stamps"
-    stamps.mkdir(parents=True)
-    record = {"key": "k1", "wheel": recorded_path(wheel, root), "sha256": file_sha256(wheel)}
-    (stamps / f"container-{step.identifier}.json").write_text(json.dumps(record), encoding="utf-8")
+    stamp = stamps / f"container-{step.identifier}.json"
+    elsewhere = tmp_path / "elsewhere.whl"
+    elsewhere.write_bytes(b"a wheel")
+    remember(stamp, "k1", elsewhere, root)
+    assert json.loads(stamp.read_text(encoding="utf-8"))["wheel"] == str(elsewhere)
+    remember(stamp, "k1", wheel, root)
+    record = json.loads(stamp.read_text(encoding="utf-8"))
+    assert record == {"key": "k1", "wheel": f"wheelhouse/rocm/{wheel.name}", "sha256": file_sha256(wheel)}
     assert container_up_to_date(stamps, step, {step.identifier: "k1"}, root) == wheel
     moved = tmp_path / "copy"
     shutil.copytree(root, moved)
