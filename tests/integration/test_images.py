@@ -68,9 +68,12 @@ def hip_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _host_state() -> tuple[str, str, tuple[str, ...], bool]:
     cache = hashlib.sha256(Path("/etc/ld.so.cache").read_bytes()).hexdigest()
-    # Containers that other work on this machine starts or stops are not ours: podman's storage,
-    # and the network namespaces it binds under /run/netns (mountinfo's fifth field is the mount point).
+    # Mounts that other work on this machine makes or removes are not ours: podman's storage, the
+    # network namespaces it binds under /run/netns, and the /proc, /sys and /dev that make-image.sh
+    # binds into the root it is building under its work directory while another test makes an image
+    # (mountinfo's fifth field is the mount point).
     others = ("/var/lib/containers/storage/", "/run/containers/storage/", "/run/netns")
+    others += ("/var/tmp/xfer-images/",)
     mounts = "".join(
         line
         for line in Path("/proc/self/mountinfo").read_text().splitlines(keepends=True)
