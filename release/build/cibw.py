@@ -31,7 +31,25 @@ FORMATS = ("toml", "env", "json")
 _SAFE = re.compile(r"[A-Za-z0-9_./:,+@%-]+")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RESERVED = frozenset(
-    "if then else elif fi case esac for select while until do done in function time coproc".split()
+    [
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "case",
+        "esac",
+        "for",
+        "select",
+        "while",
+        "until",
+        "do",
+        "done",
+        "in",
+        "function",
+        "time",
+        "coproc",
+    ]
 )
 
 
@@ -72,7 +90,9 @@ def before_all_command(variant: ResolvedVariant) -> str:
         # first, in their own transaction, so that the others can come from them.
         repos = [p for p in dnf if p.endswith("-release")]
         others = [p for p in dnf if not p.endswith("-release")]
-        installs = [f"dnf install -y {' '.join(shlex.quote(p) for p in group)}" for group in (repos, others) if group]
+        installs = [
+            f"dnf install -y {' '.join(shlex.quote(p) for p in group)}" for group in (repos, others) if group
+        ]
         parts.append(f"if command -v dnf >/dev/null 2>&1; then {' && '.join(installs)}; fi")
     probe = variant.backend.toolkit
     if probe is not None:

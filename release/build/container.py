@@ -24,7 +24,6 @@ from urllib.parse import unquote, urlsplit
 from release import atomic, interrupts
 from release.build import images
 from release.build.cibw import cibuildwheel_env
-from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.host import (
     WheelResult,
     compiler_summary,
@@ -32,6 +31,7 @@ from release.build.host import (
     remove_previous_wheels,
     verify_summary,
 )
+from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.prebuild import say, source_date_epoch
 from release.build.reuse import remember, tree_digest, up_to_date, wheel_key
 from release.build.stage import check_wheel_identity, stage_project

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import table
+from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.prebuild import (
     build_env,
     builder_python,
@@ -30,7 +31,6 @@ from release.build.prebuild import (
     say,
     source_date_epoch,
 )
-from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.repair import RepairResult, repair_wheel
 from release.build.reuse import (
     build_waves,
@@ -177,13 +177,13 @@ def reuse_or_build(
             glibc=str(report.get("glibc_needed") or "-"),
         )
     remove_previous_wheels(wheelhouse, {step.python_tag})
-    result = build_one(ctx, step, wheelhouse, index, exe, parallel)
+    result = build_one(ctx, step, wheelhouse, index=index, exe=exe, parallel=parallel)
     remember(stamp, key, result.wheel, wheelhouse)
     return result
 
 
 def build_one(
-    ctx: BuildContext, step: BuildStep, wheelhouse: Path, index: str, exe: Path, parallel: int = 1
+    ctx: BuildContext, step: BuildStep, wheelhouse: Path, *, index: str, exe: Path, parallel: int = 1
 ) -> WheelResult:
     """Build, repair and verify one wheel with the builder interpreter `exe`, `parallel` compile
     jobs at a time (CMAKE_BUILD_PARALLEL_LEVEL, unless the environment sets it)."""
@@ -218,7 +218,7 @@ def build_one(
     )
     check_wheel_identity(repaired.wheel, distribution=variant.distribution, version=ctx.version)
     stats = read_stats_log(stats_log)
-    return _verify(ctx, step, repaired, started, index, stats.text if stats else "-")
+    return _verify(ctx, step, repaired, started=started, index=index, cache=stats.text if stats else "-")
 
 
 def venv_first_path(exe: Path, path: str) -> str:
@@ -246,7 +246,7 @@ def verify_summary(failed: list[str], warned: list[str]) -> str:
 
 
 def _verify(
-    ctx: BuildContext, step: BuildStep, repaired: RepairResult, started: float, index: str, cache: str
+    ctx: BuildContext, step: BuildStep, repaired: RepairResult, *, started: float, index: str, cache: str
 ) -> WheelResult:
     report = verify_wheel(
         repaired.wheel, variant=step.variant, release=False, toolkit_override=ctx.toolkit_override
@@ -292,13 +292,24 @@ def build_variant(
     require_system_packages(variant.name, variant.system_packages)
     work = (work_root or variant.matrix_root / "build") / variant.name
     with build_lock(work, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say):
-        return _build_locked(steps, variant, toolchain, work, wheelhouse, version, jobs, on_done, toolkit_override)
+        return _build_locked(
+            steps,
+            variant,
+            toolchain,
+            work=work,
+            wheelhouse=wheelhouse,
+            version=version,
+            jobs=jobs,
+            on_done=on_done,
+            toolkit_override=toolkit_override,
+        )
 
 
-def _build_locked(  # noqa: PLR0913 (the resolved pieces build_variant hands on)
+def _build_locked(
     steps: tuple[BuildStep, ...],
     variant: ResolvedVariant,
     toolchain: Toolchain,
+    *,
     work: Path,
     wheelhouse: Path,
     version: str,
@@ -410,5 +421,16 @@ def summary(results: list[WheelResult]) -> str:
         )
         for r in results
     ]
-    headers = ("wheel", "size", "tag", "glibc", "runtime bound", "verify", "built in", "compiler", "ccache hits", "seconds")
+    headers = (
+        "wheel",
+        "size",
+        "tag",
+        "glibc",
+        "runtime bound",
+        "verify",
+        "built in",
+        "compiler",
+        "ccache hits",
+        "seconds",
+    )
     return table.render(headers, rows)

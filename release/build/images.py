@@ -22,7 +22,7 @@ from release.plan.resolve import LocalImage
 from release.wheel.names import manylinux_interpreter
 
 MAKE_TIMEOUT = 3600
-MAKE_LOCK_DIR = Path("/var/tmp/release-make-image")
+MAKE_LOCK_DIR = Path("/var/tmp/release-make-image")  # noqa: S108 (a machine-wide lock, root-owned)
 """Where the per-tag locks live: one make-image.sh per image tag at a time on a machine."""
 
 
@@ -58,7 +58,7 @@ def make_command(image: LocalImage) -> list[str]:
     cmd = ["bash", str(toolkit_scripts() / "make-image.sh"), "--tag", image.tag, "--suite", image.suite]
     if image.packages:
         cmd += ["--include", ",".join(image.packages)]
-    found, missing = image_interpreters(image.pythons)
+    found, _missing = image_interpreters(image.pythons)
     if not found and image.pythons:
         msg = (
             f"image {image.tag} needs CPython {', '.join(image.pythons)} with its own prefix to copy in, "
@@ -153,7 +153,8 @@ def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None
         return
     if engine != "podman":
         if not exists(engine, image.tag):
-            msg = f"image {image.tag} is absent and only podman can make it here: run `{' '.join(make_command(image))}`"
+            command = " ".join(make_command(image))
+            msg = f"image {image.tag} is absent and only podman can make it here: run `{command}`"
             raise ToolchainError(msg)
         return
     started = time.monotonic()
@@ -229,7 +230,10 @@ def require_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> N
     """Every interpreter cibuildwheel will call must be in the image: one line naming the image and
     the missing paths otherwise (cp39 is the one cibuildwheel reads the environment with)."""
     if not exists(engine, image):
-        msg = f"image {image} is not in {engine}'s store: make it (a matrix `build_image.debian` recipe does) or name another with --image"
+        msg = (
+            f"image {image} is not in {engine}'s store: make it (a matrix `build_image.debian` recipe does) "
+            "or name another with --image"
+        )
         raise ToolchainError(msg)
     paths = [manylinux_interpreter(p) for p in pythons] + [manylinux_interpreter(ENV_PYTHON)]
     missing = _absent_paths(engine, image, paths)

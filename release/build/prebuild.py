@@ -17,15 +17,14 @@ from typing import Any
 
 import tomlkit
 
-from release import interrupts
+from release import interrupts, settings
 from release.build.interpreters import require_interpreter
-from release.wheel.names import python_tag
 from release.build.reuse import ccache_env, ccache_missing_note, tree_digest
 from release.build.toolchain import Toolchain, require_tool
 from release.build.venv import fresh_venv_argv, pip_argv
 from release.errors import BuildError
 from release.plan.resolve import ResolvedVariant
-from release import settings
+from release.wheel.names import python_tag
 
 _print_lock = threading.Lock()
 
@@ -207,9 +206,7 @@ def prebuild_core(
     defines = [f"-D{k}={v}" for k, v in variant.build.cmake_defines.items()]
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     prefix = work / "core-prefix"
-    key = hashlib.sha256(
-        json.dumps([tree_digest(source), args, defines, configuration]).encode()
-    ).hexdigest()
+    key = hashlib.sha256(json.dumps([tree_digest(source), args, defines, configuration]).encode()).hexdigest()
     stamp = prefix / ".release-prebuild"
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == key:
         say(f"[{variant.name}] core: up to date in {prefix}")

@@ -6,9 +6,7 @@ allows, and the result says so (a local wheel, not a release wheel).
 
 from __future__ import annotations
 
-import base64
 import fnmatch
-import hashlib
 import os
 import re
 import subprocess
@@ -20,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import atomic, interrupts
-from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
+from release.build.toolchain import check_patchelf, tool_path
 from release.errors import BuildError, UsageError
+from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
+from release.wheel.names import platform_field
 from release.wheel.own import own_members, read_dist_info
 from release.wheel.rewrite import rewrite_wheel
-from release.wheel.names import platform_field
-from release.build.toolchain import check_patchelf, tool_path
 
 _TOO_RECENT = "too-recent versioned symbols"
 

@@ -144,7 +144,10 @@ def check_wheel_identity(wheel: Path, *, distribution: str, version: str) -> Non
     for where, actual in (("file name", name.distribution), ("METADATA Name", headers.get("Name", ""))):
         if canonicalize_name(str(actual)) != expected:
             problems.append(f"{where} says {actual!r}, the variant is {distribution!r}")
-    for where, actual_version in (("file name", name.version), ("METADATA Version", headers.get("Version", ""))):
+    for where, actual_version in (
+        ("file name", name.version),
+        ("METADATA Version", headers.get("Version", "")),
+    ):
         try:
             same = Version(str(actual_version)) == Version(version)
         except InvalidVersion:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -268,3 +269,16 @@ def test_every_resolved_fact_is_read_somewhere(cls: str, home: str) -> None:
         if isinstance(n, ast.Attribute) and not (name == home and isinstance(n.ctx, ast.Store))
     }
     assert [f for f in fields if f not in read and not f.startswith("_")] == []
+
+
+def test_the_linter_reads_every_toolkit_module() -> None:
+    """`nox -s lint` runs ruff over the whole toolkit. Ruff reads an exclude pattern without a slash
+    as a name to match anywhere in the tree: "build" hid release/build/ as well as the build output."""
+    import tomlkit
+
+    config = tomlkit.parse((RELEASE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    ruff = config["tool"]["ruff"]
+    patterns = [str(p) for p in [*ruff.get("exclude", []), *ruff.get("extend-exclude", [])]]
+    names = {part for path in RELEASE.rglob("*.py") for part in path.relative_to(RELEASE.parent).parts}
+    hidden = sorted((p, n) for p in patterns if "/" not in p for n in names if fnmatch.fnmatch(n, p))
+    assert not hidden, f"pyproject.toml's ruff exclude hides toolkit modules (pattern, name): {hidden}"

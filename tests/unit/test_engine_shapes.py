@@ -268,7 +268,9 @@ def test_the_pep517_build_runs_with_that_path(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(host, "run_logged", run_logged)
     monkeypatch.setattr(host, "project_for", lambda ctx, step: tmp_path / "staged")
     with pytest.raises(Stop):
-        host.build_one(ctx, step, tmp_path / "wheelhouse", "[1/1]", tmp_path / "venvs/cp312/bin/python")
+        host.build_one(
+            ctx, step, tmp_path / "wheelhouse", index="[1/1]", exe=tmp_path / "venvs/cp312/bin/python"
+        )
     assert seen[0]["PATH"] == f"{tmp_path / 'venvs/cp312/bin'}:/usr/bin:/bin"
 
 
