@@ -37,7 +37,8 @@
 #                         images that differ in their interpreters share one (default: --pythons)
 #   --toolkit-install CMD build images: after the interpreters, run CMD (e.g. 'bash scripts/install-cuda.sh
 #                         13.0 --from-pypi') in the image from a copy of the scripts beside this one,
-#                         with the newest --pythons interpreter first on PATH
+#                         with the newest --pythons interpreter first on PATH: one layer over the
+#                         image of the same recipe without it (made, or found by its label)
 #   --python-root DIR     where the interpreters come from (default /root/.pyenv/versions)
 #   --python-dir V=DIR    the installation directory of CPython V (repeatable; the toolkit passes
 #                         the interpreters it finds); others are looked up under --python-root
@@ -206,8 +207,20 @@ drop_old() {  # the image $tag named before, once nothing else names it
   local new_id; new_id="$(podman image inspect "$tag" --format '{{.Id}}')"
   if [ -n "$old_id" ] && [ "$old_id" != "$new_id" ]; then podman rmi "$old_id" >/dev/null 2>&1 || true; fi
 }
-with_inputs() {  # the newest image (any tag) whose label is $1
-  podman images --noheading --filter "label=$label=$1" --format '{{.Id}}' 2>/dev/null | sed -n 1p
+with_inputs() {  # the newest image (any tag) whose label is $1; non-zero when podman cannot say
+  # `podman images` fails now and then while another process removes an image (it reads each
+  # image's labels; podman #24800): asked again, so that a passing failure is not taken for "none"
+  # and the same recipe made a second time beside the first.
+  local out try
+  for try in 1 2 3 4 5; do
+    if out="$(podman images --noheading --filter "label=$label=$1" --format '{{.Id}}' 2>/dev/null)"; then
+      printf '%s\n' "$out" | sed -n 1p
+      return 0
+    fi
+    sleep "$try"
+  done
+  podman images --noheading --filter "label=$label=$1" --format '{{.Id}}' 2>&1 >/dev/null | tail -n 1 >&2
+  return 1
 }
 
 # ---- the same recipe under another tag: that image is this one ----------------------------------
@@ -216,7 +229,11 @@ with_inputs() {  # the newest image (any tag) whose label is $1
 mkdir -p /var/tmp/release-make-image
 exec {inputs_lock}>"/var/tmp/release-make-image/.inputs-${inputs:0:32}.lock"
 flock "$inputs_lock"
-if [ "$force" -eq 0 ] && same="$(with_inputs "$inputs")" && [ -n "$same" ]; then
+same=""
+if [ "$force" -eq 0 ]; then
+  same="$(with_inputs "$inputs")" || die "podman images failed five times: cannot tell whether an image of these inputs exists (${inputs:0:12})"
+fi
+if [ -n "$same" ]; then
   podman tag "$same" "$tag" || die "podman tag $same $tag failed"
   drop_old
   log "done: $tag  the image made from the same inputs (${same:0:12}), tagged  build $(( $(date +%s) - t_start ))s"

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from release.build import images
 
@@ -14,6 +17,7 @@ from .conftest import LocalImages
 
 THROWAWAY = "localhost/xfer-test-made-on-request"
 BESIDE = "localhost/xfer-test-made-beside"
+AGAIN = "localhost/xfer-test-made-again"
 FORMAT = "{{.Id}} {{json .RootFS.Layers}} {{json .Config.Env}}"
 
 
@@ -155,3 +159,57 @@ def test_a_build_image_with_a_toolkit_is_one_layer_over_the_image_without_it(
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert nvcc.returncode == 0 and "release 13.0" in nvcc.stdout, (nvcc.stdout, nvcc.stderr)
+
+
+FLAKY_PODMAN = """#!/bin/sh
+# podman, but the first `podman images` fails as it does while another process removes an image
+# (it cannot read a label: podman #24800); every other call is the real one.
+if [ "$1" = images ] && [ ! -e "$FLAKY_STATE" ]; then
+  : > "$FLAKY_STATE"
+  echo 'Error: retrieving label for image "0123abcd": image not known' >&2
+  exit 125
+fi
+exec "$REAL_PODMAN" "$@"
+"""
+
+
+def test_a_passing_podman_images_failure_does_not_make_a_recipe_twice(
+    local_images: LocalImages, tmp_path: Path
+) -> None:
+    """A second tag of a recipe an image already has is a tag of that image, also when the
+    `podman images` that finds it fails once (as it does while another process removes an image):
+    taken for "no image of this recipe", it made the recipe a second time, beside the first (the
+    cuda build image's base and the cpu build image in a fresh CI run)."""
+    engine = local_images.engine
+    recipe = dataclasses.replace(local_images.smoke_recipe("rocm-absent"), tag=THROWAWAY, pythons=())
+    again = dataclasses.replace(recipe, tag=AGAIN)
+    subprocess.run([engine, "rmi", "--force", AGAIN], capture_output=True, check=False, timeout=120)
+    try:
+        local_images.make(recipe)
+        bindir = tmp_path / "bin"
+        bindir.mkdir()
+        (bindir / "podman").write_text(FLAKY_PODMAN)
+        (bindir / "podman").chmod(0o755)
+        state = tmp_path / "failed-once"
+        env = {
+            **os.environ,
+            "PATH": f"{bindir}:{os.environ['PATH']}",
+            "FLAKY_STATE": str(state),
+            "REAL_PODMAN": shutil.which(engine) or engine,
+        }
+        proc = subprocess.run(
+            images.make_command(again), capture_output=True, text=True, check=False, timeout=600, env=env
+        )
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        assert state.exists(), "the stand-in podman never failed: this test proves nothing"
+        assert "the image made from the same inputs" in proc.stdout, proc.stdout[-2000:]
+        assert "debootstrap" not in proc.stdout, "the recipe was made a second time"
+        ids = subprocess.run(
+            [engine, "image", "inspect", THROWAWAY, AGAIN, "--format", "{{.Id}}"],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.split()  # fmt: skip
+        assert len(ids) == 2 and len(set(ids)) == 1, ids
+    finally:
+        subprocess.run(
+            [engine, "rmi", "--force", THROWAWAY, AGAIN], capture_output=True, check=False, timeout=120
+        )
