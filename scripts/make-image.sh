@@ -210,15 +210,16 @@ with_inputs() {  # the newest image (any tag) whose label is $1; non-zero when p
   # `podman images` fails now and then while another process removes an image (it reads each
   # image's labels; podman #24800): asked again, so that a passing failure is not taken for "none"
   # and the same recipe made a second time beside the first.
+  # Its messages come with the IDs (2>&1): kept for the last failure's line, left out of an answer.
   local out try
   for try in 1 2 3 4 5; do
-    if out="$(podman images --noheading --filter "label=$label=$1" --format '{{.Id}}' 2>/dev/null)"; then
-      printf '%s\n' "$out" | sed -n 1p
+    if out="$(podman images --noheading --filter "label=$label=$1" --format '{{.Id}}' 2>&1)"; then
+      printf '%s\n' "$out" | sed -n '/^[0-9a-f]\{64\}$/{p;q}'
       return 0
     fi
-    sleep "$try"
+    [ "$try" -eq 5 ] || sleep "$try"
   done
-  podman images --noheading --filter "label=$label=$1" --format '{{.Id}}' 2>&1 >/dev/null | tail -n 1 >&2
+  printf '%s\n' "$out" | tail -n 1 >&2
   return 1
 }
 

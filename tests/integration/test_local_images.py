@@ -138,8 +138,7 @@ def test_a_passing_podman_images_failure_does_not_make_a_recipe_twice(
 ) -> None:
     """A second tag of a recipe an image already has is a tag of that image, also when the
     `podman images` that finds it fails once (as it does while another process removes an image):
-    taken for "no image of this recipe", it made the recipe a second time, beside the first (the
-    cuda build image's base and the cpu build image in a fresh CI run)."""
+    taken for "no image of this recipe", it made the recipe a second time, beside the first."""
     engine = local_images.engine
     recipe = dataclasses.replace(local_images.smoke_recipe("rocm-absent"), tag=THROWAWAY, pythons=())
     again = dataclasses.replace(recipe, tag=AGAIN)
