@@ -33,6 +33,16 @@ bool closed_by_peer(int fd) {
   return k == 0 || (k < 0 && errno == ECONNRESET);
 }
 
+// Hangs up the sending side, then waits until the server has dropped the
+// connection. The server receives a WRITE's payload straight into the region,
+// so until it has given up on a truncated frame its bytes may still land
+// there: a probe written before then could be overwritten.
+void hang_up_and_wait(int fd) {
+  ::shutdown(fd, SHUT_WR);
+  CHECK(closed_by_peer(fd));
+  ::close(fd);
+}
+
 void frame(unsigned char* out, uint8_t op, uint64_t addr, uint64_t len, uint64_t id = 7) {
   wire::Header h;
   h.opcode = op;
@@ -138,7 +148,7 @@ TEST(truncated_frames_do_not_hurt_the_server) {
     unsigned char b[wire::kHeaderSize];
     frame(b, wire::kWrite, ptr(region), 100);
     CHECK(net::send_all(fd, b, 20));
-    ::close(fd);
+    hang_up_and_wait(fd);
   }
   {
     // Full header, half the payload, then hang up.
@@ -148,7 +158,7 @@ TEST(truncated_frames_do_not_hurt_the_server) {
     CHECK(net::send_all(fd, b, sizeof(b)));
     std::vector<char> half(2048, 'h');
     CHECK(net::send_all(fd, half.data(), half.size()));
-    ::close(fd);
+    hang_up_and_wait(fd);
   }
   still_serving(srv, region);
 }
