@@ -151,7 +151,7 @@ done
 # ---- cache key -------------------------------------------------------------------------------
 ca_files=(/usr/local/share/ca-certificates/*.crt)
 [ -e "${ca_files[0]}" ] || ca_files=()
-inputs="$( {
+inputs_text="$( {
   cat "$script_path" "$(dirname "$script_path")/_common.sh" | sha256sum  # content, not the path: any checkout reuses the image
   printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
     "$suite" "$mirror" "$include" "$minbase_only" "$runtime_prefix" "$runtime_via" "$runtime_libs" "$env_python"
@@ -164,8 +164,23 @@ inputs="$( {
   fi
   for v in "${all_py[@]}"; do printf 'python %s %s\n' "$v" "${py_dir[$v]}"; done
   [ "${#ca_files[@]}" -eq 0 ] || sha256sum "${ca_files[@]}"
-} | sha256sum | cut -c1-64 )"
+} )"
+inputs="$(printf '%s\n' "$inputs_text" | sha256sum | cut -c1-64)"
 label=io.xfer.image.inputs
+
+# ---- the record of every call -------------------------------------------------------------------
+# $record/calls.log: one tab-separated line a call (epoch seconds, tag, inputs, what it did:
+# up-to-date, tagged, layer or made, seconds, who asked), and $record/inputs/<inputs>.txt: what went
+# into that hash. When one tag is made twice, the two files' difference says why the second make
+# did not find the first up to date (tests/ci_time.py prints it at the end of a test run).
+record=/var/tmp/release-make-image
+mkdir -p "$record/inputs"
+[ -e "$record/inputs/$inputs.txt" ] || printf '%s\n' "$inputs_text" >"$record/inputs/$inputs.txt"
+remember() {
+  local by="${PYTEST_CURRENT_TEST:-$(tr '\0' ' ' <"/proc/$PPID/cmdline" 2>/dev/null | cut -c1-200)}"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$(date +%s)" "$tag" "$inputs" "$1" "$(( $(date +%s) - t_start ))" \
+    "${by% (*)}" >>"$record/calls.log" 2>/dev/null || true
+}
 
 # ---- check in the image ---------------------------------------------------------------------------------
 check_image() {  # every interpreter runs, the compilers are the asked GCC, a venv can be made
@@ -198,6 +213,7 @@ check_image() {  # every interpreter runs, the compilers are the asked GCC, a ve
 if [ "$force" -eq 0 ] && have="$(podman image inspect "$tag" --format "{{index .Labels \"$label\"}}" 2>/dev/null)" \
    && [ "$have" = "$inputs" ]; then
   log "$tag is up to date (inputs ${inputs:0:12}): nothing to do"
+  remember up-to-date
   log "image size: $(podman image inspect "$tag" --format '{{.Size}}' | numfmt --to=iec)"
   exit 0
 fi
@@ -226,8 +242,7 @@ with_inputs() {  # the newest image (any tag) whose label is $1; non-zero when p
 # ---- the same recipe under another tag: that image is this one ----------------------------------
 # One maker per recipe, whatever its tag (the caller's lock is per tag): two tags of one recipe
 # asked for side by side are one image, the second a tag of the first. Held until this script ends.
-mkdir -p /var/tmp/release-make-image
-exec {inputs_lock}>"/var/tmp/release-make-image/.inputs-${inputs:0:32}.lock"
+exec {inputs_lock}>"$record/.inputs-${inputs:0:32}.lock"
 flock "$inputs_lock"
 same=""
 if [ "$force" -eq 0 ]; then
@@ -236,6 +251,7 @@ fi
 if [ -n "$same" ]; then
   podman tag "$same" "$tag" || die "podman tag $same $tag failed"
   drop_old
+  remember tagged
   log "done: $tag  the image made from the same inputs (${same:0:12}), tagged  build $(( $(date +%s) - t_start ))s"
   exit 0
 fi
@@ -292,6 +308,7 @@ if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]
   drop_old
   check_image
   size="$(podman image inspect "$tag" --format '{{.Size}}')"
+  remember layer
   log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"
   exit 0
 fi
@@ -549,5 +566,6 @@ drop_old
 
 check_image
 
+remember made
 size="$(podman image inspect "$tag" --format '{{.Size}}')"
 log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"

@@ -14,6 +14,7 @@ was busier than the run makes it: `busier`), and the unmarked tests over half of
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -218,6 +219,8 @@ def image_state(said: list[str]) -> str:
 
 def _last_word(said: list[str]) -> str:
     for line in reversed(said):
+        if ": tagged (" in line:
+            return "tagged"
         if ": made (" in line:
             return "made"
         if "up to date" in line:
@@ -225,3 +228,76 @@ def _last_word(said: list[str]) -> str:
         if ": present;" in line:
             return "present, used as it is"
     return "checked"
+
+
+MAKE_IMAGE_RECORD = Path("/var/tmp/release-make-image")
+"""Where scripts/make-image.sh keeps calls.log (a line a call) and inputs/<inputs>.txt."""
+
+
+@dataclass(frozen=True)
+class ImageCall:
+    """One make-image.sh call, from its calls.log line."""
+
+    when: float
+    tag: str
+    inputs: str
+    did: str
+    seconds: int
+    by: str
+
+
+def image_calls(record: Path, since: float) -> list[ImageCall]:
+    """make-image.sh's calls since `since` (epoch seconds): every process's, the rehearsals' own
+    included, which `images.ensure` in the test processes does not see. Lines it cannot read are
+    left out."""
+    path = record / "calls.log"
+    if not path.is_file():
+        return []
+    calls = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        fields = line.split("\t")
+        if len(fields) != 6 or not fields[0].isdigit() or not fields[4].isdigit():
+            continue
+        call = ImageCall(float(fields[0]), fields[1], fields[2], fields[3], int(fields[4]), fields[5])
+        if call.when >= since:
+            calls.append(call)
+    return calls
+
+
+def image_call_lines(calls: list[ImageCall], record: Path) -> list[str]:
+    """How many calls did what, and each tag made more than once: its makes (inputs, seconds, who
+    asked) and the lines by which their inputs differ, which say why the later make did not find
+    the earlier image up to date."""
+    if not calls:
+        return []
+    did: dict[str, int] = {}
+    for call in calls:
+        did[call.did] = did.get(call.did, 0) + 1
+    counts = ", ".join(f"{what} {n}" for what, n in sorted(did.items()))
+    lines = [f"make-image.sh calls (every process): {len(calls)}: {counts}"]
+    makes: dict[str, list[ImageCall]] = {}
+    for call in calls:
+        if call.did in ("made", "layer"):
+            makes.setdefault(call.tag, []).append(call)
+    for tag, made in sorted(makes.items()):
+        if len(made) < 2:
+            continue
+        lines.append(f"  {tag} was made {len(made)} times:")
+        lines += [f"    {c.seconds:5d} s  inputs {c.inputs[:12]}  by {c.by}" for c in made]
+        for before, after in itertools.pairwise(made):
+            lines += [f"    {line}" for line in _inputs_difference(record, before.inputs, after.inputs)]
+    return lines
+
+
+def _inputs_difference(record: Path, before: str, after: str) -> list[str]:
+    if before == after:
+        return [f"inputs {after[:12]} both times: the image was removed or its tag moved in between"]
+    texts = []
+    for inputs in (before, after):
+        path = record / "inputs" / f"{inputs}.txt"
+        if not path.is_file():
+            return [f"inputs {before[:12]} -> {after[:12]} (no {path} to compare)"]
+        texts.append(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    gone = [f"- {line}" for line in texts[0] if line not in texts[1]]
+    came = [f"+ {line}" for line in texts[1] if line not in texts[0]]
+    return [f"inputs {before[:12]} -> {after[:12]}:", *gone, *came]

@@ -69,6 +69,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     basetemp = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
     _run["directory"] = ci_time.run_directory(basetemp, worker=hasattr(config, "workerinput"))
+    _run["started"] = time.time()
     from release.build import images
 
     images.ensure = ci_time.ensure_recorder(images.ensure, _note_image, lambda: str(_run["doing"]))  # type: ignore[assignment]
@@ -149,6 +150,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         return
     terminalreporter.section("where the time went (tests/ci_time.py)")
     for line in ci_time.account_lines(entries):
+        terminalreporter.write_line(line)
+    calls = ci_time.image_calls(ci_time.MAKE_IMAGE_RECORD, float(str(_run.get("started", 0.0))))
+    for line in ci_time.image_call_lines(calls, ci_time.MAKE_IMAGE_RECORD):
         terminalreporter.write_line(line)
     near = ci_time.near_slow(entries)
     if near:

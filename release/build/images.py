@@ -166,7 +166,10 @@ def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None
     if returncode != 0:
         msg = f"could not make image {image.tag}: {last or 'make-image.sh failed'}"
         raise ToolchainError(msg)
-    state = "made" if last.startswith("[make-image.sh] done:") else "up to date, kept"
+    if not last.startswith("[make-image.sh] done:"):
+        state = "up to date, kept"
+    else:  # a tag of the image of the same inputs, or a whole new image
+        state = "tagged (the image of the same recipe)" if ", tagged " in last else "made"
     log(f"image {image.tag}: {state} ({time.monotonic() - started:.0f} s)")
 
 

@@ -144,3 +144,53 @@ def test_collection_puts_the_long_files_first(pytestconfig: pytest.Config) -> No
     items = pytestconfig.pluginmanager.get_plugin("session").items  # type: ignore[union-attr]
     files = list(dict.fromkeys(str(item.path.relative_to(pytestconfig.rootpath)) for item in items))
     assert files == ci_time.long_files_first(files)
+
+
+def test_a_tag_of_the_same_recipe_is_not_counted_as_made() -> None:
+    said = ["image t: checking its recipe", "image t: tagged (the image of the same recipe) (2 s)"]
+    assert ci_time.image_state(said) == "tagged"
+
+
+def _calls(record: Path, lines: list[str], inputs: dict[str, str]) -> None:
+    (record / "inputs").mkdir(parents=True)
+    (record / "calls.log").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    for name, text in inputs.items():
+        (record / "inputs" / f"{name}.txt").write_text(text, encoding="utf-8")
+
+
+def test_a_tag_made_twice_is_named_with_why_its_inputs_differed(tmp_path: Path) -> None:
+    full, one = "a" * 64, "b" * 64
+    _calls(
+        tmp_path,
+        [
+            f"900\tlocalhost/x\t{full}\tmade\t100\tbefore this run",
+            f"1000\tlocalhost/x\t{full}\tmade\t120\ttests/a.py::test_a",
+            f"1010\tlocalhost/y\t{one}\ttagged\t2\ttests/a.py::test_a",
+            "not a record",
+            f"1100\tlocalhost/x\t{one}\tmade\t118\tpython -m release rehearse",
+            f"1200\tlocalhost/x\t{one}\tup-to-date\t1\ttests/b.py::test_b",
+        ],
+        {
+            full: "suite=trixie\npython 3.10 /p/3.10\npython 3.12 /p/3.12\n",
+            one: "suite=trixie\npython 3.12 /p/3.12\n",
+        },
+    )
+    calls = ci_time.image_calls(tmp_path, since=1000)
+    assert [c.when for c in calls] == [1000, 1010, 1100, 1200]
+    lines = ci_time.image_call_lines(calls, tmp_path)
+    assert lines[0] == "make-image.sh calls (every process): 4: made 2, tagged 1, up-to-date 1"
+    assert lines[1] == "  localhost/x was made 2 times:"
+    assert lines[2] == f"      120 s  inputs {full[:12]}  by tests/a.py::test_a"
+    assert lines[3] == f"      118 s  inputs {one[:12]}  by python -m release rehearse"
+    assert lines[4:] == [f"    inputs {full[:12]} -> {one[:12]}:", "    - python 3.10 /p/3.10"]
+
+
+def test_a_tag_made_twice_of_one_recipe_says_it_was_lost_in_between(tmp_path: Path) -> None:
+    same = "c" * 64
+    made = [f"5\tlocalhost/x\t{same}\tmade\t100\tt1", f"6\tlocalhost/x\t{same}\tmade\t90\tt2"]
+    _calls(tmp_path, made, {})
+    lines = ci_time.image_call_lines(ci_time.image_calls(tmp_path, since=0), tmp_path)
+    lost = "the image was removed or its tag moved in between"
+    assert lines[-1] == f"    inputs {same[:12]} both times: {lost}"
+    assert ci_time.image_calls(tmp_path / "absent", since=0) == []
+    assert ci_time.image_call_lines([], tmp_path) == []
