@@ -31,6 +31,10 @@ from release.variants.resolution import uv_binary
 from release.wheel.names import is_report
 
 RUN_ID = "1"
+BUILD_IMAGE_COMMANDS = frozenset({"build", "reproduce", "smoke"})
+"""The toolkit commands that run in a variant's build image (smoke: a leg this host cannot run)."""
+SERVING_IMAGE_COMMANDS = frozenset({"smoke", "hardware"})
+"""The toolkit commands that run in serving images (or their stand-ins)."""
 
 
 class RehearsalFailed(ReleaseError):
@@ -262,20 +266,27 @@ class Rehearsal:
 
     def _prepare_images(self, loaded: LoadedMatrix) -> None:
         """The local images stand in for registry images (none is reachable here): made or
-        reused as root before the jobs, as a registry holds them before a run."""
+        reused as root before the jobs, as a registry holds them before a run. Only the kinds the
+        workflow's commands use: hardware.yml builds nothing, so it gets no build image (making
+        one takes minutes, and a trimmed matrix's recipe would replace the full one's image)."""
         from release.build import images  # noqa: PLC0415 (only with a container engine)
         from release.build.toolchain import container_engine  # noqa: PLC0415
 
         engine = container_engine()
         if engine is None:
             return
+        commands = self.o.workflow.toolkit_commands()
+        builds, serves = bool(commands & BUILD_IMAGE_COMMANDS), bool(commands & SERVING_IMAGE_COMMANDS)
         recipes = {}
         for variant in make_plan(loaded).variants.values():
-            if variant.build_image.local_recipe is not None:
+            if builds and variant.build_image.local_recipe is not None:
                 recipes[variant.build_image.local_recipe.tag] = variant.build_image.local_recipe
             for image in variant.images:
-                if image.made_here is not None:
+                if serves and image.made_here is not None:
                     recipes[image.made_here.tag] = image.made_here
+        if not builds:
+            said = "runs no `release build`, `reproduce` or `smoke`: no build image is made"
+            self.o.log(f"[images] {self.o.workflow.path.name} {said}")
         for recipe in recipes.values():
             images.ensure(engine, recipe, log=lambda line: self.o.log(f"[images] {line}"))
 

@@ -75,6 +75,18 @@ class Step:
         return str(self.raw.get("run", ""))
 
     @property
+    def command(self) -> str | None:
+        """A toolkit step's command (`build`, `smoke`, ...): its first word past the toolkit's own
+        options (`--matrix FILE`, `--debug`); None for other steps."""
+        words = iter(self.words)
+        for word in words:
+            if word == "--matrix":
+                next(words, None)
+            elif not word.startswith("-"):
+                return word
+        return None
+
+    @property
     def local(self) -> str:
         """How the rehearsal runs it, for the table."""
         uses = str(self.raw.get("uses", "")).split("@")[0]
@@ -113,6 +125,10 @@ class Workflow:
     name: str = ""
     triggers: Mapping[str, Any] = field(default_factory=dict)
     """`on:` as a mapping (event -> its settings)."""
+
+    def toolkit_commands(self) -> frozenset[str]:
+        """The toolkit commands its steps run (`build`, `smoke`, `hardware`, ...)."""
+        return frozenset(s.command for j in self.jobs.values() for s in j.steps if s.command is not None)
 
     @property
     def event(self) -> str:

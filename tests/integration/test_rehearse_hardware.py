@@ -128,6 +128,11 @@ def test_hardware_yml_rehearses_every_leg_up_to_the_skipped_device_selftest(
         "plan": "success", SINGLE: "success", f"{PAIR} prefill": "success", f"{PAIR} decode": "success"
     }  # fmt: skip
     assert "prefill, decode: run at the same time" in proc.stdout
+    # hardware.yml builds nothing: no build image is made or checked for it (the trimmed matrix's
+    # one-Python recipe would replace the full one's image, which the rest of the run then remade).
+    said = "hardware.yml runs no `release build`, `reproduce` or `smoke`: no build image is made"
+    assert said in proc.stdout
+    assert not [line for line in proc.stdout.splitlines() if "[images]" in line and "-build-" in line]
     for job, role in ((SINGLE, "single"), (f"{PAIR} prefill", "prefill"), (f"{PAIR} decode", "decode")):
         text = log(work, job)
         assert f"{standin} stands in for {data_container()}" in text

@@ -13,7 +13,7 @@ import pytest
 
 from release.errors import UsageError
 from release.init import workflows as templates
-from release.rehearse import expressions, workflow
+from release.rehearse import expressions, runner, workflow
 from release.rehearse.pins import lowest_pins, wheel_lowest_pins
 from release.rehearse.steps import StepFailed, _check_pin
 
@@ -294,3 +294,26 @@ def test_a_job_whose_matrix_does_not_evaluate_fails_in_one_line(tmp_path: Path) 
     assert [(r.job, r.status) for r in rehearsal.results] == [("build", "failure")]
     assert rehearsal.jobs["build"]["result"] == "failure"
     assert len(said) == 1 and said[0].startswith("[2/2] build: failed before its steps ("), said
+
+
+def test_the_commands_a_workflow_runs_decide_which_local_images_it_gets() -> None:
+    """release.yml builds and smoke-tests (build and serving images); hardware.yml only runs
+    `release hardware` (serving images' stand-ins, no build image); the toolkit's own options
+    before the command are not the command."""
+    hardware = workflow.load(ROOT / ".github" / "workflows" / "hardware.yml")
+    assert {"build", "reproduce", "smoke", "publish"} <= _load().toolkit_commands()
+    assert "hardware" in hardware.toolkit_commands()
+    assert not hardware.toolkit_commands() & runner.BUILD_IMAGE_COMMANDS
+    assert hardware.toolkit_commands() & runner.SERVING_IMAGE_COMMANDS
+    text = """
+on: push
+jobs:
+  one:
+    runs-on: ubuntu-latest
+    steps:
+      - run: python -m release --matrix build/matrix.yaml --debug hardware --role single
+      - run: release --matrix=m.yaml plan
+"""
+    flow = workflow.parse(text, Path("one.yml"))
+    assert [s.command for s in flow.jobs["one"].steps] == ["hardware", "plan"]
+    assert flow.toolkit_commands() == {"hardware", "plan"}
