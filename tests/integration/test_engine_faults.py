@@ -1672,18 +1672,26 @@ def _sock_stats(port: int) -> dict:
     return {k: int(v) for k, v in (w.split("=") for w in words[1:])}
 
 
+@pytest.mark.slow  # 7 s or 25 s on an idle machine (see below); a loaded one doubles it
 def test_master_disconnects_clients_that_do_not_read(master_bin, base_env, procs):
-    """1,000 clients pipeline 384 KiB of PINGs each and never read: each is disconnected once its unsent
-    replies pass --max-output-buffer 64K; a well-formed client's PING is answered within 2 s all along,
-    and the master's RSS comes back down afterwards."""
+    """1,000 clients pipeline 384 KiB of PINGs each and never read: every one is disconnected by one
+    of the master's two defences, a well-formed client's PING is answered within 2 s all along, and
+    the master's RSS comes back down afterwards.
+
+    Which defence is not fixed: on this kernel the run is bimodal. Either every client's unsent
+    replies pass --max-output-buffer 64K and it goes at once (all 1,000 in 7 s), or for some of them
+    the kernel's buffers hold the replies, the client stalls with less than 64K unsent, and the idle
+    timeout (here 10 s) closes it (seen: 29 and 241 of 1,000 by the output limit, the rest idle).
+    The output limit must fire for some; the clients give up after 120 s."""
     topo = Topology(base_env)
     raise_nofile(4096)
-    master = procs.add(MasterProc(topo, master_bin, nofile=4096, extra=["--max-output-buffer", "64K"]))
+    limits = ["--max-output-buffer", "64K", "--idle-timeout", 10]
+    master = procs.add(MasterProc(topo, master_bin, nofile=4096, extra=limits))
     _timed_ping(master.port)
     rss0 = _rss_kb(master.pid)
     flood = procs.add(
         topo.helper("nonreader", "--host", "127.0.0.1", "--port", master.port, "--count", 1000,
-                    "--bytes", 384 << 10, "--limit", 60)
+                    "--bytes", 384 << 10, "--limit", 120)
     )
     assert flood.json(60)["connected"] == 1000
     pings, peak = [], 0
@@ -1702,17 +1710,19 @@ def test_master_disconnects_clients_that_do_not_read(master_bin, base_env, procs
     rss1 = _rss_kb(master.pid)
     stats = _sock_stats(master.port)
     report(
-        "1,000 pipelining clients that never read, --max-output-buffer 64K",
+        "1,000 pipelining clients that never read, --max-output-buffer 64K, --idle-timeout 10",
         topo,
         f"disconnected {res['disconnected']} of {res['count']} ({res['sent_mib']:.0f} MiB of PINGs sent), "
-        f"last after {res['last_close_s']:.1f} s; output_closed={stats['output_closed']}",
+        f"last after {res['last_close_s']:.1f} s; output_closed={stats['output_closed']} "
+        f"idle_closed={stats['idle_closed']}",
         f"well-formed PINGs meanwhile: {len(pings)}, median {statistics.median(pings) * 1000:.1f} ms, "
         f"max {max(pings) * 1000:.1f} ms",
         f"master RSS {rss0 // 1024} MiB before, peak >= {peak // 1024} MiB (VmHWM "
         f"{_rss_kb(master.pid, 'VmHWM') // 1024} MiB), {rss1 // 1024} MiB after",
     )
     assert res["disconnected"] == 1000
-    assert stats["output_closed"] >= 1000 and stats["active"] == 1
+    assert stats["output_closed"] + stats["idle_closed"] >= 1000 and stats["active"] == 1
+    assert stats["output_closed"] >= 1, "the output limit never fired: every client went idle"
     assert max(pings) < 2.0
     assert rss1 <= rss0 + 16 * 1024
     assert master.stop() == 0
