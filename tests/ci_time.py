@@ -18,11 +18,13 @@ import itertools
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from release import settings
+from release.build.images import MAKE_LOCK_DIR
 
 SLOW_S = settings.number("RELEASE_SLOW_S")
 """A test whose own time is over this is marked `slow` (issue 32; RELEASE_SLOW_S changes it)."""
@@ -230,8 +232,9 @@ def _last_word(said: list[str]) -> str:
     return "checked"
 
 
-MAKE_IMAGE_RECORD = Path("/var/tmp/release-make-image")
-"""Where scripts/make-image.sh keeps calls.log (a line a call) and inputs/<inputs>.txt."""
+MAKE_IMAGE_RECORD = MAKE_LOCK_DIR
+"""Where scripts/make-image.sh keeps calls.log (a line a call) and inputs/<inputs>.txt: the
+directory of its locks."""
 
 
 @dataclass(frozen=True)
@@ -270,9 +273,7 @@ def image_call_lines(calls: list[ImageCall], record: Path) -> list[str]:
     the earlier image up to date."""
     if not calls:
         return []
-    did: dict[str, int] = {}
-    for call in calls:
-        did[call.did] = did.get(call.did, 0) + 1
+    did = Counter(call.did for call in calls)
     counts = ", ".join(f"{what} {n}" for what, n in sorted(did.items()))
     lines = [f"make-image.sh calls (every process): {len(calls)}: {counts}"]
     makes: dict[str, list[ImageCall]] = {}
