@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -75,3 +76,26 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in quiet.stderr
     assert "Traceback (most recent call last)" in loud.stderr
     assert "matrix.yaml:1: schema_version:" in loud.stderr
+
+
+@pytest.mark.skipif(
+    not os.environ.get("RELEASE_CI_SETUP_RAN"), reason="the bytecode settings are .ci/run's (run it there)"
+)
+def test_under_ci_a_process_reuses_the_bytecode_the_last_one_compiled() -> None:
+    """.ci/run lets Python keep its bytecode (a machine's PYTHONDONTWRITEBYTECODE=1 made each of the
+    run's Python processes compile every module it imported again) in one tree of its own: after a
+    CLI process, the toolkit's modules are there, a second process reads them
+    (it writes none again), and no __pycache__ appears beside the sources a build copies."""
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX", "")
+    assert prefix, "PYTHONPYCACHEPREFIX is not set"
+    assert "PYTHONDONTWRITEBYTECODE" not in os.environ, os.environ["PYTHONDONTWRITEBYTECODE"]
+    assert not Path(prefix).resolve().is_relative_to(ROOT), f"{prefix} is inside the checkout"
+    before = set((ROOT / "release").rglob("__pycache__"))
+    assert run("-m", "release", "--help").returncode == 0
+    mirrored = Path(prefix + str(ROOT / "release"))
+    compiled = sorted(mirrored.glob("cli.*.pyc"))
+    assert compiled, f"no compiled release/cli.py under {mirrored}"
+    written = compiled[0].stat().st_mtime_ns
+    assert run("-m", "release", "--help").returncode == 0
+    assert compiled[0].stat().st_mtime_ns == written, "the second process compiled release/cli.py again"
+    assert set((ROOT / "release").rglob("__pycache__")) == before, "a __pycache__ beside the sources"
