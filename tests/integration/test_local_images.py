@@ -177,3 +177,34 @@ def test_a_passing_podman_images_failure_does_not_make_a_recipe_twice(
         subprocess.run(
             [engine, "rmi", "--force", THROWAWAY, AGAIN], capture_output=True, check=False, timeout=120
         )
+
+
+def test_an_images_interpreters_start_from_their_own_bytecode(local_images: LocalImages) -> None:
+    """The interpreters are copied into an image with their standard library's bytecode (not the
+    -O/-OO copies), so a Python started in a container compiles nothing it imports from it: after
+    a venv and the imports a smoke leg makes, the container's own layer holds no new .pyc."""
+    recipe = local_images.smoke_recipe("clean-minbase")
+    assert recipe.pythons, "clean-minbase has no interpreter: this check needs one"
+    tag = local_images.make(recipe)
+    engine = local_images.engine
+    name = f"xfer-bytecode-{os.getpid()}"
+    home = "/opt/python/cp{0}-cp{0}".format(recipe.pythons[-1].replace(".", ""))
+    imports = "import json, ssl, ctypes, email.parser"
+    script = f"{home}/bin/python -m venv --without-pip /tmp/v && /tmp/v/bin/python -c '{imports}'"
+    try:
+        subprocess.run(
+            [engine, "run", "--name", name, "--network=none", tag, "sh", "-c", script],
+            capture_output=True, text=True, check=True, timeout=120,
+        )  # fmt: skip
+        diff = subprocess.run(
+            [engine, "diff", name], capture_output=True, text=True, check=True, timeout=60
+        ).stdout.split()
+    finally:
+        subprocess.run([engine, "rm", "--force", name], capture_output=True, check=False, timeout=60)
+    assert [path for path in diff if path.endswith(".pyc")] == [], diff
+    compiled = subprocess.run(
+        [engine, "run", "--rm", "--network=none", tag, "find", "-L", f"{home}/lib", "-name", "*.pyc"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout.split()  # fmt: skip
+    assert len(compiled) > 500, f"{len(compiled)} .pyc files under {home}/lib"
+    assert not [path for path in compiled if ".opt-" in path], "the -O/-OO bytecode is in the image"
