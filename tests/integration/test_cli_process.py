@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from release import settings
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +81,7 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(
-    not os.environ.get("RELEASE_CI_SETUP_RAN"), reason="the bytecode settings are .ci/run's (run it there)"
+    not settings.switch("RELEASE_CI_SETUP_RAN"), reason="the bytecode settings are .ci/run's (run it there)"
 )
 def test_under_ci_a_process_reuses_the_bytecode_the_last_one_compiled() -> None:
     """.ci/run lets Python keep its bytecode (a machine's PYTHONDONTWRITEBYTECODE=1 made each of the
