@@ -35,9 +35,10 @@
 #   --base-pythons LIST   with a runtime layout: the image the layout is a layer over has these
 #                         interpreters (a superset of --pythons; the layer removes the others), so
 #                         images that differ in their interpreters share one (default: --pythons)
-#   --toolkit-install CMD build images: after the interpreters, run CMD (e.g. 'bash scripts/install-cuda.sh
-#                         13.0 --from-pypi') in the image from a copy of the scripts beside this one,
-#                         with the newest --pythons interpreter first on PATH
+#   --toolkit-install CMD build images: run CMD (e.g. 'bash scripts/install-cuda.sh 13.0 --from-pypi')
+#                         from a copy of the scripts beside this one, with the newest --pythons
+#                         interpreter first on PATH, in a container of the image of the same recipe
+#                         without it (made or found by its label): the install is one layer over it
 #   --python-root DIR     where the interpreters come from (default /root/.pyenv/versions)
 #   --python-dir V=DIR    the installation directory of CPython V (repeatable; the toolkit passes
 #                         the interpreters it finds); others are looked up under --python-root
@@ -315,6 +316,50 @@ if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]
   exit 0
 fi
 
+# ---- a toolkit install (build images): one layer over the image of the same recipe without it ----
+# The cuda build image is the cpu build image plus what `install-cuda.sh` adds: the image without
+# the toolkit is made (or found by its label) once, and the install runs in a container of it.
+if [ -n "$toolkit_install" ]; then
+  [ "${#py_list[@]}" -gt 0 ] || die "--toolkit-install needs --pythons (the install may use pip)"
+  base_args=() skip=0
+  for a in "${args[@]}"; do  # this recipe without its toolkit install
+    if [ "$skip" -eq 1 ]; then skip=0; continue; fi
+    case "$a" in --tag|--toolkit-install) skip=1 ;; --force) ;; *) base_args+=("$a") ;; esac
+  done
+  base_tag="localhost/xfer-toolkit-base-$(printf '%s\n' "${base_args[@]}" | sha256sum | cut -c1-16)"
+  step "the image without the toolkit: $base_tag"
+  bash "$script_path" "${base_args[@]}" --tag "$base_tag" 2>&1 | sed 's/^/  /' \
+    || die "making the image without the toolkit ($base_tag) failed"
+  base="$(podman image inspect "$base_tag" --format '{{.Id}}' 2>/dev/null)" \
+    || die "no image $base_tag after making it"
+  logs="$workdir/logs/${tag//[^A-Za-z0-9._-]/_}"
+  mkdir -p "$logs"
+  step "toolkit: $toolkit_install (a layer over ${base:0:12})"
+  # As in the image's own making: apt's lists present, the scripts beside this one under
+  # /tmp/xfer-toolkit, the newest interpreter first on PATH; apt's lists and caches cleaned after.
+  # shellcheck disable=SC2016
+  run='set -e; export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PATH="$2:$PATH"
+apt-get update -q; mkdir -p /tmp/xfer-toolkit; cp -a /mnt/xfer-scripts /tmp/xfer-toolkit/scripts
+cd /tmp/xfer-toolkit && eval "$1"
+cd / && rm -rf /tmp/xfer-toolkit /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /root/.cache'
+  ctr="xfer-toolkit-$$-$RANDOM"
+  podman run --name "$ctr" --network=host -v "$(dirname "$script_path"):/mnt/xfer-scripts:ro" \
+    "$base" bash -c "$run" make-image.sh "$toolkit_install" "${py_dir[${py_list[-1]}]}/bin" >"$logs/toolkit.log" 2>&1 \
+    || { podman rm -f "$ctr" >/dev/null 2>&1
+         die "the toolkit install failed in the image: $(grep -v '^ *$' "$logs/toolkit.log" | tail -n 1) (log: $logs/toolkit.log)"; }
+  sed 's/^/    /' "$logs/toolkit.log" | tail -n 3
+  # The base's environment stays as it is (the settings above were the install's own, not the image's).
+  podman commit --quiet --change "LABEL $label=$inputs" --change 'CMD ["/bin/bash"]' "$ctr" "$tag" >/dev/null \
+    || { podman rm -f "$ctr" >/dev/null 2>&1; die "podman commit of the toolkit layer failed"; }
+  podman rm -f "$ctr" >/dev/null 2>&1 || true
+  drop_old
+  check_image
+  size="$(podman image inspect "$tag" --format '{{.Size}}')"
+  remember layer
+  log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"
+  exit 0
+fi
+
 # ---- debootstrap --------------------------------------------------------------------------------
 # Scratch of its own: images of different tags are made side by side (the caller locks per tag);
 # the logs stay, one directory per tag, for the message that names them.
@@ -508,18 +553,6 @@ if [ -n "$gcc_major" ]; then
   done
 fi
 
-if [ -n "$toolkit_install" ]; then
-  [ "${#py_list[@]}" -gt 0 ] || die "--toolkit-install needs --pythons (the install may use pip)"
-  step "toolkit: $toolkit_install"
-  mkdir -p "$root/tmp/xfer-toolkit"
-  cp -a "$(dirname "$script_path")" "$root/tmp/xfer-toolkit/scripts"
-  # shellcheck disable=SC2016
-  in_root PATH="${py_dir[${py_list[-1]}]}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-    bash -c 'cd /tmp/xfer-toolkit && eval "$1"' make-image.sh "$toolkit_install" >"$logs/toolkit.log" 2>&1 \
-    || die "the toolkit install failed in the image: $(grep -v '^ *$' "$logs/toolkit.log" | tail -n 1) (log: $logs/toolkit.log)"
-  sed 's/^/    /' "$logs/toolkit.log" | tail -n 3
-  rm -rf "$root/tmp/xfer-toolkit"
-fi
 
 # ---- runtime layout (smoke images) -----------------------------------------------------------------
 image_env=("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" "LANG=C.UTF-8")

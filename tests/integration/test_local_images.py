@@ -208,3 +208,43 @@ def test_an_images_interpreters_start_from_their_own_bytecode(local_images: Loca
     ).stdout.split()  # fmt: skip
     assert len(compiled) > 500, f"{len(compiled)} .pyc files under {home}/lib"
     assert not [path for path in compiled if ".opt-" in path], "the -O/-OO bytecode is in the image"
+
+
+def test_a_build_image_with_a_toolkit_is_one_layer_over_the_image_without_it(
+    local_images: LocalImages,
+) -> None:
+    """The cuda build image is the cpu build image (the same recipe but for its toolkit install)
+    plus one layer, the install's: made side by side, the cpu image is made once; nvcc runs in the
+    result, and a container of it has the base's environment (the install's settings are not kept)."""
+    cpu, cuda = local_images.build_recipe("cpu"), local_images.build_recipe("cuda")
+    assert cuda.toolkit_install and not cpu.toolkit_install
+    toolkit = {"--toolkit-install", cuda.toolkit_install}
+    without = [arg for arg in images.make_command(cuda) if arg not in toolkit]
+    assert without[4:] == images.make_command(cpu)[4:], "the cuda recipe is not the cpu one and a toolkit"
+    local_images.make_all([cuda, cpu])
+    engine = local_images.engine
+    described = {}
+    for recipe in (cpu, cuda):
+        proc = subprocess.run(
+            [engine, "image", "inspect", recipe.tag, "--format", FORMAT],
+            capture_output=True, text=True, check=True, timeout=60,
+        )  # fmt: skip
+        _, layers, env = proc.stdout.split(" ", 2)
+        described[recipe.tag] = (json.loads(layers), json.loads(env))
+    (cpu_layers, cpu_env), (cuda_layers, cuda_env) = described[cpu.tag], described[cuda.tag]
+    assert cuda_layers[:-1] == cpu_layers and len(cuda_layers) == len(cpu_layers) + 1, cuda_layers
+    # What a build in either sees (podman adds its own container= and TERM= to every container).
+    seen = {}
+    for recipe in (cpu, cuda):
+        proc = subprocess.run(
+            [engine, "run", "--rm", "--network=none", recipe.tag, "env"],
+            capture_output=True, text=True, check=True, timeout=120,
+        )  # fmt: skip
+        seen[recipe.tag] = sorted(x for x in proc.stdout.splitlines() if not x.startswith("HOSTNAME="))
+    assert seen[cuda.tag] == seen[cpu.tag]
+    assert set(cpu_env) <= set(cuda_env), (cpu_env, cuda_env)
+    nvcc = subprocess.run(
+        [engine, "run", "--rm", "--network=none", cuda.tag, "/usr/local/cuda/bin/nvcc", "--version"],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert nvcc.returncode == 0 and "release 13.0" in nvcc.stdout, (nvcc.stdout, nvcc.stderr)
