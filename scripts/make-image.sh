@@ -16,7 +16,9 @@
 #   --mirror URL          Debian mirror (default http://deb.debian.org/debian)
 #   --include a,b         extra Debian packages; `pkg/ARCHIVE` takes pkg (and what it needs) from
 #                         another archive (sid, experimental) with the base suite's C library and
-#                         compiler runtime pinned, so the image's glibc stays the base suite's
+#                         compiler runtime pinned, so the image's glibc stays the base suite's;
+#                         when every package is pkg/ARCHIVE, they are one layer over the image of
+#                         the same recipe without them (made or found by its label)
 #   --pythons 3.10,3.11   CPython versions (the newest /root/.pyenv/versions/X.Y.* of each)
 #   --env-python V|none   interpreter placed at /opt/python/cp39-cp39, which cibuildwheel uses to
 #                         read the container's environment (default 3.9; build images only)
@@ -32,9 +34,10 @@
 #                         LD_LIBRARY_PATH (set in the image's environment); default ld.so.conf.d
 #   --runtime-libs globs  default 'libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 #   --env K=V             extra image environment variable (repeatable)
-#   --base-pythons LIST   with a runtime layout: the image the layout is a layer over has these
-#                         interpreters (a superset of --pythons; the layer removes the others), so
-#                         images that differ in their interpreters share one (default: --pythons)
+#   --base-pythons LIST   with a layer (a runtime layout, pkg/ARCHIVE packages): the image it is
+#                         over has these interpreters (a superset of --pythons; the layer removes
+#                         the others), so images that differ in their interpreters share one
+#                         (default: --pythons)
 #   --toolkit-install CMD build images: run CMD (e.g. 'bash scripts/install-cuda.sh 13.0 --from-pypi')
 #                         from a copy of the scripts beside this one, with the newest --pythons
 #                         interpreter first on PATH, in a container of the image of the same recipe
@@ -147,8 +150,30 @@ done
 for v in "${py_list[@]}"; do
   case ",${base_pythons:-$pythons}," in *",$v,"*) ;; *) die "--base-pythons '$base_pythons' lacks $v (of --pythons)" ;; esac
 done
+pkgs=(ca-certificates)
+if [ "$minbase_only" -eq 0 ]; then
+  # The suite's default g++, or exactly GCC N (no other g++ in the image to be picked by accident).
+  if [ -n "$gcc_major" ]; then pkgs+=("gcc-$gcc_major" "g++-$gcc_major"); else pkgs+=(g++); fi
+  pkgs+=(make cmake ninja-build patchelf git file binutils)
+fi
+declare -A by_archive=()
+plain=0  # --include packages of the suite itself
+if [ -n "$include" ]; then
+  IFS=, read -r -a extra <<<"$include"
+  for p in "${extra[@]}"; do
+    case "$p" in
+      */*) [[ "${p#*/}" =~ ^[a-z][a-z0-9-]*$ ]] || die "--include '$p': pkg/ARCHIVE names a Debian archive (sid, experimental)"
+           by_archive[${p#*/}]+="${by_archive[${p#*/}]:+ }${p%%/*}" ;;
+      *) pkgs+=("$p"); plain=$((plain + 1)) ;;
+    esac
+  done
+fi
+# Packages all from other archives (pkg/ARCHIVE: a runtime over the suite's own image) are a layer.
+packages_layer=0
+[ "${#by_archive[@]}" -eq 0 ] || [ "$plain" -gt 0 ] || packages_layer=1
 [ "${#dropped[@]}" -eq 0 ] || [ -n "$runtime_prefix" ] || [ "${#extra_env[@]}" -gt 0 ] \
-  || die "--base-pythons is for a runtime layout (--runtime-prefix or --env), a layer over its base"
+  || [ "$packages_layer" -eq 1 ] \
+  || die "--base-pythons is for a layer over an image: a runtime layout (--runtime-prefix or --env) or packages from other archives (--include pkg/ARCHIVE only)"
 [ "${#all_py[@]}" -gt 0 ] || log "no --pythons: the image gets no interpreter"
 
 # ---- cache key -------------------------------------------------------------------------------
@@ -316,41 +341,36 @@ if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]
   exit 0
 fi
 
-# ---- a toolkit install (build images): one layer over the image of the same recipe without it ----
-# The cuda build image is the cpu build image plus what `install-cuda.sh` adds: the image without
-# the toolkit is made (or found by its label) once, and the install runs in a container of it.
-if [ -n "$toolkit_install" ]; then
-  [ "${#py_list[@]}" -gt 0 ] || die "--toolkit-install needs --pythons (the install may use pip)"
-  base_args=() skip=0
-  for a in "${args[@]}"; do  # this recipe without its toolkit install
-    if [ "$skip" -eq 1 ]; then skip=0; continue; fi
-    case "$a" in --tag|--toolkit-install) skip=1 ;; --force) ;; *) base_args+=("$a") ;; esac
-  done
-  base_tag="localhost/xfer-toolkit-base-$(printf '%s\n' "${base_args[@]}" | sha256sum | cut -c1-16)"
-  step "the image without the toolkit: $base_tag"
-  bash "$script_path" "${base_args[@]}" --tag "$base_tag" 2>&1 | sed 's/^/  /' \
-    || die "making the image without the toolkit ($base_tag) failed"
+# ---- layers: a toolkit install, packages from another archive ----------------------------------
+# A build image's toolkit install (the cuda build image is the cpu one plus what install-cuda.sh
+# adds) and a runtime from another archive (HIP 7.2 from experimental over trixie) are each one
+# layer over the image of the same recipe without them: that image is made (or found by its label)
+# once and shared (the cpu build image, clean-minbase), and the layer is the install's commit.
+base_image() {  # WHAT KIND ARGS...: the image of ARGS (a recipe), made or found: sets $base
+  local what="$1" kind="$2" base_tag; shift 2
+  base_tag="localhost/xfer-$kind-base-$(printf '%s\n' "$@" | sha256sum | cut -c1-16)"
+  step "the image without $what: $base_tag"
+  bash "$script_path" "$@" --tag "$base_tag" 2>&1 | sed 's/^/  /' \
+    || die "making the image without $what ($base_tag) failed"
   base="$(podman image inspect "$base_tag" --format '{{.Id}}' 2>/dev/null)" \
     || die "no image $base_tag after making it"
-  logs="$workdir/logs/${tag//[^A-Za-z0-9._-]/_}"
-  mkdir -p "$logs"
-  step "toolkit: $toolkit_install (a layer over ${base:0:12})"
-  # As in the image's own making: apt's lists present, the scripts beside this one under
-  # /tmp/xfer-toolkit, the newest interpreter first on PATH; apt's lists and caches cleaned after.
-  # shellcheck disable=SC2016
-  run='set -e; export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1 PATH="$2:$PATH"
-apt-get update -q; mkdir -p /tmp/xfer-toolkit; cp -a /mnt/xfer-scripts /tmp/xfer-toolkit/scripts
-cd /tmp/xfer-toolkit && eval "$1"
-cd / && rm -rf /tmp/xfer-toolkit /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /root/.cache'
-  ctr="xfer-toolkit-$$-$RANDOM"
+}
+commit_layer() {  # WHAT LOG SCRIPT ARGS...: SCRIPT (bash) in a container of $base -> $tag, checked
+  local what="$1" out="$2" run="$3" ctr="xfer-layer-$$-$RANDOM"; shift 3
+  mkdir -p "$(dirname "$out")"
+  step "$what (a layer over ${base:0:12})"
   podman run --name "$ctr" --network=host -v "$(dirname "$script_path"):/mnt/xfer-scripts:ro" \
-    "$base" bash -c "$run" make-image.sh "$toolkit_install" "${py_dir[${py_list[-1]}]}/bin" >"$logs/toolkit.log" 2>&1 \
+    "$base" bash -c "set -e; export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
+$run
+cd / && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives/*.deb /root/.cache" \
+    make-image.sh "$@" >"$out" 2>&1 \
     || { podman rm -f "$ctr" >/dev/null 2>&1
-         die "the toolkit install failed in the image: $(grep -v '^ *$' "$logs/toolkit.log" | tail -n 1) (log: $logs/toolkit.log)"; }
-  sed 's/^/    /' "$logs/toolkit.log" | tail -n 3
+         die "$what failed in the image: $(grep -v '^ *$' "$out" | tail -n 1) (log: $out)"; }
+  sed 's/^/    /' "$out" | tail -n 3
   # The base's environment stays as it is (the settings above were the install's own, not the image's).
-  podman commit --quiet --change "LABEL $label=$inputs" --change 'CMD ["/bin/bash"]' "$ctr" "$tag" >/dev/null \
-    || { podman rm -f "$ctr" >/dev/null 2>&1; die "podman commit of the toolkit layer failed"; }
+  podman commit --quiet --change "LABEL $label=$inputs" --change "LABEL io.xfer.image.pythons=${pythons:-none}" \
+    --change 'CMD ["/bin/bash"]' "$ctr" "$tag" >/dev/null \
+    || { podman rm -f "$ctr" >/dev/null 2>&1; die "podman commit of the layer ($what) failed"; }
   podman rm -f "$ctr" >/dev/null 2>&1 || true
   drop_old
   check_image
@@ -358,6 +378,47 @@ cd / && rm -rf /tmp/xfer-toolkit /var/lib/apt/lists/* /var/cache/apt/*.bin /var/
   remember layer
   log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"
   exit 0
+}
+logs="$workdir/logs/${tag//[^A-Za-z0-9._-]/_}"
+
+if [ -n "$toolkit_install" ]; then
+  [ "${#py_list[@]}" -gt 0 ] || die "--toolkit-install needs --pythons (the install may use pip)"
+  base_args=() skip=0
+  for a in "${args[@]}"; do  # this recipe without its toolkit install
+    if [ "$skip" -eq 1 ]; then skip=0; continue; fi
+    case "$a" in --tag|--toolkit-install) skip=1 ;; --force) ;; *) base_args+=("$a") ;; esac
+  done
+  base_image "the toolkit" toolkit "${base_args[@]}"
+  # As in the image's own making: apt's lists present, the scripts beside this one under
+  # /tmp/xfer-toolkit, the newest interpreter first on PATH.
+  # shellcheck disable=SC2016
+  commit_layer "toolkit: $toolkit_install" "$logs/toolkit.log" 'export PATH="$2:$PATH"
+apt-get update -q; mkdir -p /tmp/xfer-toolkit; cp -a /mnt/xfer-scripts /tmp/xfer-toolkit/scripts
+cd /tmp/xfer-toolkit && eval "$1"; rm -rf /tmp/xfer-toolkit' "$toolkit_install" "${py_dir[${py_list[-1]}]}/bin"
+fi
+
+if [ "$packages_layer" -eq 1 ]; then
+  base_args=() skip=0
+  for a in "${args[@]}"; do  # this recipe without its packages, with the base's interpreters
+    if [ "$skip" -eq 1 ]; then skip=0; continue; fi
+    case "$a" in --tag|--include|--base-pythons|--pythons) skip=1 ;; --force) ;; *) base_args+=("$a") ;; esac
+  done
+  base_image "$include" packages "${base_args[@]}" --pythons "${base_pythons:-$pythons}"
+  # add_debian_archive as the image's own making runs it (the C library and compiler runtime pinned
+  # to the suite's), then the base's interpreters this image does not have are removed.
+  # shellcheck disable=SC2016
+  run='. /mnt/xfer-scripts/_common.sh; export DEBIAN_MIRROR="$1"; suite="$2"; shift 2
+while [ $# -gt 0 ]; do
+  add_debian_archive "$1" "$suite" "the image packages from $1" "xfer-image-$1"
+  read -r -a wanted <<<"$2"; apt-get install -y -q --no-install-recommends -t "$1" "${wanted[@]}"; shift 2
+done'
+  for v in "${dropped[@]}"; do
+    run+="; rm -rf '/opt/python/cp${v/./}-cp${v/./}' '${py_dir[$v]}'; [ ! -e '${py_dir[$v]}' ]"
+  done
+  layer_args=("$mirror" "$suite")
+  for archive in "${!by_archive[@]}"; do layer_args+=("$archive" "${by_archive[$archive]}"); done
+  commit_layer "Debian ${!by_archive[*]}: $include (apt -t; the C library stays $suite's)" \
+    "$logs/apt.log" "$run" "${layer_args[@]}"
 fi
 
 # ---- debootstrap --------------------------------------------------------------------------------
@@ -374,23 +435,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pkgs=(ca-certificates)
-if [ "$minbase_only" -eq 0 ]; then
-  # The suite's default g++, or exactly GCC N (no other g++ in the image to be picked by accident).
-  if [ -n "$gcc_major" ]; then pkgs+=("gcc-$gcc_major" "g++-$gcc_major"); else pkgs+=(g++); fi
-  pkgs+=(make cmake ninja-build patchelf git file binutils)
-fi
-declare -A by_archive=()
-if [ -n "$include" ]; then
-  IFS=, read -r -a extra <<<"$include"
-  for p in "${extra[@]}"; do
-    case "$p" in
-      */*) [[ "${p#*/}" =~ ^[a-z][a-z0-9-]*$ ]] || die "--include '$p': pkg/ARCHIVE names a Debian archive (sid, experimental)"
-           by_archive[${p#*/}]+="${by_archive[${p#*/}]:+ }${p%%/*}" ;;
-      *) pkgs+=("$p") ;;
-    esac
-  done
-fi
 # The debootstrap result is kept as a tarball for a day (keyed on suite, mirror and packages), so
 # images that share a package set (and reruns after a failure) skip the 1-2 minute debootstrap.
 base_key="$(printf '%s %s %s\n' "$suite" "$mirror" "${pkgs[*]}" | sha256sum | cut -c1-16)"

@@ -52,6 +52,12 @@ def _version(python: str) -> tuple[int, ...]:
     return tuple(int(part) for part in python.split("."))
 
 
+def _from_other_archives(packages: tuple[str, ...]) -> bool:
+    """Whether every package comes from another archive (`pkg/experimental`): make-image.sh makes
+    them one layer over the image of the suite's own packages."""
+    return bool(packages) and all("/" in package for package in packages)
+
+
 def make_command(image: LocalImage) -> list[str]:
     """The make-image.sh invocation for a local image (its label caches the result), with the
     interpreters the toolkit finds here; one line naming the way out when there are none."""
@@ -82,9 +88,10 @@ def make_command(image: LocalImage) -> list[str]:
             cmd += ["--toolkit-install", image.toolkit_install]
     else:
         cmd.append("--minbase-only")
-    if image.runtime_prefix and not image.toolchain:
-        # A layout is a layer over the image of its packages with every supported interpreter found
-        # here: stand-ins of one Python and the four-Python smoke images share that one image.
+    if (image.runtime_prefix or _from_other_archives(image.packages)) and not image.toolchain:
+        # A layout is a layer over the image of its packages, and packages from other archives a
+        # layer over the image without them, each with every supported interpreter found here:
+        # stand-ins of one Python and the four-Python smoke images share those images.
         extra, _ = image_interpreters(tuple(v for v in SUPPORTED_PYTHONS if v not in found))
         if extra:
             cmd += ["--base-pythons", ",".join(sorted({*found, *extra}, key=_version))]

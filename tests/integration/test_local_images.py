@@ -65,7 +65,8 @@ def test_a_missing_local_image_is_made_on_request(local_images: LocalImages) -> 
 def test_runtime_layouts_are_a_layer_over_one_image_and_a_repeated_recipe_is_a_tag(
     local_images: LocalImages,
 ) -> None:
-    """make-image.sh makes a recipe's Debian, interpreters and runtime once: the /opt prefix and
+    """make-image.sh makes a recipe's Debian and interpreters once, and its runtime from another
+    archive as one layer over them (clean-minbase); the /opt prefix and
     LD_LIBRARY_PATH layouts are one layer (the moved libraries) over the distribution layout's
     image, also when all three are asked for at once, as are the registry images' one-Python
     stand-ins (the other interpreters removed in their layer), and two names for one recipe (clean-minbase,
@@ -85,6 +86,10 @@ def test_runtime_layouts_are_a_layer_over_one_image_and_a_repeated_recipe_is_a_t
     # underneath: the second waits for the first and tags its image).
     local_images.make_all([local_images.smoke_recipe(name) for name in ("rocm-distro", *dict(layouts))])
     distro = inspect(local_images.make(local_images.smoke_recipe("rocm-distro")))
+    # That image is HIP 7.2 from experimental, one layer over clean-minbase (the same Debian and
+    # interpreters without it).
+    minbase = inspect(local_images.make(local_images.smoke_recipe("clean-minbase")))
+    assert distro[1][:-1] == minbase[1] and len(distro[1]) == len(minbase[1]) + 1, (distro[1], minbase[1])
     for name, prefix in layouts:
         recipe = local_images.smoke_recipe(name)
         assert recipe.runtime_prefix == prefix, recipe
@@ -248,3 +253,13 @@ def test_a_build_image_with_a_toolkit_is_one_layer_over_the_image_without_it(
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert nvcc.returncode == 0 and "release 13.0" in nvcc.stdout, (nvcc.stdout, nvcc.stderr)
+    # The rocm build image: the same cpu image, HIP 7.2's packages from experimental (one layer),
+    # then its toolkit install (install-rocm.sh 7.2, another).
+    rocm = local_images.build_recipe("rocm")
+    assert rocm.toolkit_install and rocm.packages and all("/" in package for package in rocm.packages)
+    proc = subprocess.run(
+        [engine, "image", "inspect", local_images.make(rocm), "--format", FORMAT],
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    rocm_layers = json.loads(proc.stdout.split(" ", 2)[1])
+    assert rocm_layers[:-2] == cpu_layers and len(rocm_layers) == len(cpu_layers) + 2, rocm_layers
