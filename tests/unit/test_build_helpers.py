@@ -135,8 +135,9 @@ def test_a_runtime_layout_of_one_python_names_every_supported_python_as_its_base
 ) -> None:
     """A smoke image with a runtime layout is a layer over the image of its packages with every
     supported interpreter found here (make-image.sh --base-pythons, each with its --python-dir),
-    so a one-Python stand-in and the four-Python smoke images share one; without a layout, or for a
-    build image, there is no such option."""
+    so a one-Python stand-in and the four-Python smoke images share one, as does an image of packages
+    all from other archives; for the suite's own packages without a layout, or for a build image,
+    there is no such option."""
     from release.build import images
     from release.plan.resolve import LocalImage
 
@@ -150,7 +151,11 @@ def test_a_runtime_layout_of_one_python_names_every_supported_python_as_its_base
     assert cmd[cmd.index("--base-pythons") + 1] == "3.10,3.12,3.13"  # 3.11 is not here
     dirs = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--python-dir"]
     assert sorted(dirs) == ["3.10=/p/3.10.13", "3.12=/p/3.12.1", "3.13=/p/3.13.0"]
-    plain = dataclasses.replace(standin, runtime_prefix=None, runtime_via=None)
+    # Packages all from other archives are a layer too (over the image without them), with the same
+    # base; the suite's own packages without a layout are not.
+    archive = images.make_command(dataclasses.replace(standin, runtime_prefix=None, runtime_via=None))
+    assert archive[archive.index("--base-pythons") + 1] == "3.10,3.12,3.13"
+    plain = dataclasses.replace(standin, packages=("libamdhip64-6",), runtime_prefix=None, runtime_via=None)
     assert "--base-pythons" not in images.make_command(plain)
     build = dataclasses.replace(standin, toolchain=True)
     assert "--base-pythons" not in images.make_command(build)
