@@ -284,6 +284,16 @@ if [ -n "$same" ]; then
   exit 0
 fi
 
+layer_made() {  # CONTAINER: its commit is $tag now; the container goes, the image is checked
+  podman rm -f "$1" >/dev/null 2>&1 || true
+  drop_old
+  check_image
+  size="$(podman image inspect "$tag" --format '{{.Size}}')"
+  remember layer
+  log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"
+  exit 0
+}
+
 # ---- a runtime layout (smoke images): one layer over the image of the same recipe without it -----
 # The layouts of one runtime (distribution, /opt prefix, LD_LIBRARY_PATH) differ only in where its
 # libraries lie and how the loader finds them: the rest is made once, and each layout is a commit
@@ -332,13 +342,7 @@ if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]
     || { podman rm -f "$ctr" >/dev/null 2>&1; die "the runtime layout over $base_tag failed: $(echo $out | tail -c 300)"; }
   podman commit --quiet "${changes[@]}" "$ctr" "$tag" >/dev/null \
     || { podman rm -f "$ctr" >/dev/null 2>&1; die "podman commit of the layout failed"; }
-  podman rm -f "$ctr" >/dev/null 2>&1 || true
-  drop_old
-  check_image
-  size="$(podman image inspect "$tag" --format '{{.Size}}')"
-  remember layer
-  log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"
-  exit 0
+  layer_made "$ctr"
 fi
 
 # ---- layers: a toolkit install, packages from another archive ----------------------------------
@@ -371,13 +375,7 @@ cd / && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives
   podman commit --quiet --change "LABEL $label=$inputs" --change "LABEL io.xfer.image.pythons=${pythons:-none}" \
     --change 'CMD ["/bin/bash"]' "$ctr" "$tag" >/dev/null \
     || { podman rm -f "$ctr" >/dev/null 2>&1; die "podman commit of the layer ($what) failed"; }
-  podman rm -f "$ctr" >/dev/null 2>&1 || true
-  drop_old
-  check_image
-  size="$(podman image inspect "$tag" --format '{{.Size}}')"
-  remember layer
-  log "done: $tag  image size $(numfmt --to=iec "$size") ($size bytes)  build $(( $(date +%s) - t_start ))s"
-  exit 0
+  layer_made "$ctr"
 }
 logs="$workdir/logs/${tag//[^A-Za-z0-9._-]/_}"
 
