@@ -377,7 +377,7 @@ cd / && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/cache/apt/archives
     || { podman rm -f "$ctr" >/dev/null 2>&1; die "podman commit of the layer ($what) failed"; }
   layer_made "$ctr"
 }
-logs="$workdir/logs/${tag//[^A-Za-z0-9._-]/_}"
+logs="$workdir/logs/${tag//[^A-Za-z0-9._-]/_}"  # this image's logs, a layer's or a whole image's
 
 if [ -n "$toolkit_install" ]; then
   [ "${#py_list[@]}" -gt 0 ] || die "--toolkit-install needs --pythons (the install may use pip)"
@@ -421,8 +421,7 @@ fi
 
 # ---- debootstrap --------------------------------------------------------------------------------
 # Scratch of its own: images of different tags are made side by side (the caller locks per tag);
-# the logs stay, one directory per tag, for the message that names them.
-logs="$workdir/logs/${tag//[^A-Za-z0-9._-]/_}"
+# the logs stay, one directory per tag ($logs, above), for the message that names them.
 mkdir -p "$workdir" "$logs"
 root="$(mktemp -d "$workdir/rootfs.XXXXXX")"
 mounted=()
