@@ -235,6 +235,8 @@ def run_step(instance: Instance, step: Step, status: expressions.Status) -> str:
         return _download(instance, with_)
     if kind == "pypi-publish":
         return _publish(instance, with_, env)
+    if kind == "cache":
+        return f"nothing restored into {with_.get('path', '?')}: the job starts cold (GitHub's first run)"
     if kind == "attest":
         subject = instance.workspace / str(with_.get("subject-path", ""))
         if not subject.is_file():

@@ -31,6 +31,7 @@ LOCAL_ACTIONS = {
     "actions/download-artifact": ("download-artifact", "copied from the rehearsal's artifact store"),
     "pypa/gh-action-pypi-publish": ("pypi-publish", "twine upload to the local index (127.0.0.1)"),
     "actions/attest-build-provenance": ("attest", "the subject hashed; only GitHub signs an attestation"),
+    "actions/cache": ("cache", "nothing restored or saved: the job starts cold, as GitHub's first run does"),
 }
 _CAPTURE = re.compile(r"""\|\s*tee\s+-a\s+"?\$\{?(GITHUB_OUTPUT|GITHUB_ENV)\}?"?\s*$""")
 _REDIRECT = re.compile(r""">\s*("[^"]+"|'[^']+'|[^\s|&;<>]+)\s*$""")
