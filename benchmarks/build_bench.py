@@ -10,8 +10,12 @@ the 4-Python build, repeated --pairs times; the median ratio counts). Every buil
   core between Pythons reaches. Its hit rate is reported.
 * no-op: the 4-Python build run again with nothing changed, ÷ the cold build; goal <= 0.1
   (measured for both engines after their 4-Python builds).
+* container: `release build --container` in the reference engine's local cpu image
+  (localhost/xfer-build-cpu), where nothing is prebuilt: the reference engine (a wheel per Python;
+  goal <= 1.5) and the generated engine (goal <= 1.5), each 4-Python ÷ 1-Python with the variant's
+  compiler cache cold (build/ccache removed), then the no-op rebuild. The cache's hits are reported.
 
-Usage: python benchmarks/build_bench.py [--bench reference|heavy ...] [--quick] [--pairs N]
+Usage: python benchmarks/build_bench.py [--bench reference|heavy|container ...] [--quick] [--pairs N]
 (exit 1 when a goal is missed)
 """
 
@@ -43,6 +47,8 @@ from release.build.reuse import CacheStats, read_stats_log  # noqa: E402
 GOAL_ABI3 = 1.3
 GOAL_HEAVY = 1.5
 GOAL_NOOP = 0.1
+GOAL_CONTAINER = 1.5
+CONTAINER_IMAGE = "localhost/xfer-build-cpu"
 HEAVY_UNITS = 16
 QUICK_UNITS = 5
 TIMEOUT = 1800  # one build, seconds
@@ -85,17 +91,20 @@ def children_cpu() -> float:
 class Bench:
     """Builds of one matrix in a scratch directory, each with a cold ccache of its own."""
 
-    def __init__(self, matrix: Path, variant: str, scratch: Path) -> None:
+    def __init__(self, matrix: Path, variant: str, scratch: Path, *, container: bool = False) -> None:
         self.matrix = matrix
         self.variant = variant
         self.scratch = scratch
         self.count = 0
+        self.container = container
+        """`--container`: the variant's compiler cache (build/ccache) is what a cold build removes."""
 
     def build(self, pythons: list[str], *, clean: bool = True) -> Build:
         work = self.matrix.parent / "build" / self.variant
         if clean:
             shutil.rmtree(work, ignore_errors=True)
             shutil.rmtree(self.matrix.parent / "wheelhouse", ignore_errors=True)
+            shutil.rmtree(self.matrix.parent / "build" / "ccache", ignore_errors=True)
         self.count += 1
         cache_dir = self.scratch / f"ccache-{self.count}"
         log = self.scratch / f"build-{self.count}.log"
@@ -111,6 +120,8 @@ class Bench:
         ]
         for py in pythons:
             cmd += ["--python", py]
+        if self.container:
+            cmd.append("--container")
         env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
         env |= {"CCACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT)}
         started, cpu_before = time.perf_counter(), children_cpu()
@@ -123,7 +134,8 @@ class Bench:
             tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-30:])
             sys.exit(f"build failed (exit {proc.returncode}; log {log}):\n{tail}")
         hits = misses = 0
-        for stats_log in (work / "logs").glob("*.ccache"):
+        logs = [*(work / "logs").glob("*.ccache"), *(work / "logs" / "container-ccache").glob("*.log")]
+        for stats_log in logs:
             stats = read_stats_log(stats_log)
             if stats is not None:
                 hits, misses = hits + stats.hits, misses + stats.misses
@@ -247,6 +259,45 @@ def bench_heavy(pythons: list[str], pairs: int, units: int, scratch: Path) -> li
     return rows
 
 
+def bench_container(variant: str, pythons: list[str], pairs: int, units: int, scratch: Path) -> list[Row]:
+    """Both engines built in the local cpu image: nothing prebuilt, the compiler cache shared."""
+    progress(f"== container builds in {CONTAINER_IMAGE}: the variant's compiler cache, cold at each pair")
+    venvs = ROOT / "build" / "venvs"
+    rows: list[Row] = []
+    matrix = reference_matrix(scratch / "container-ref", variant, venvs, stable_abi=False)
+    _in_image(matrix, variant)
+    engines = [(matrix, variant, "reference engine, container")]
+    heavy = heavy_engine.write_engine(scratch / "container-heavy-src", units)
+    floor = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["platform"]["floor"]
+    heavy_matrix = heavy_engine.write_matrix(scratch / "container-heavy", heavy, pythons, floor)
+    _in_image(heavy_matrix, "cpu")
+    engines.append((heavy_matrix, "cpu", f"generated engine ({units} core units), container"))
+    for path, name, label in engines:
+        bench = Bench(path, name, scratch, container=True)
+        one, four, ratio, _ = paired(bench, label, pythons, pairs)
+        rows.append(
+            Row(
+                f"{len(pythons)}-Python ÷ 1-Python, {label}, cold compiler cache",
+                four.seconds,
+                one.seconds,
+                ratio,
+                GOAL_CONTAINER,
+                # The compilers run under podman's conmon, not as this process's children.
+                f"ccache hits {four.cache.text}; CPU not measured (the container's processes)",
+            )
+        )
+        rows.append(noop(bench, label, pythons, four))
+    return rows
+
+
+def _in_image(matrix: Path, variant: str) -> None:
+    """The matrix's variant built in the reference engine's local cpu image (made by its own
+    recipe in matrix.yaml, as `release build --container` of the cpu variant makes it)."""
+    data = yaml.safe_load(matrix.read_text(encoding="utf-8"))
+    data["variants"][variant]["build_image"] = {"local": CONTAINER_IMAGE}
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+
+
 def render(rows: list[Row]) -> str:
     width = max(len(r.name) for r in rows)
     lines = [f"{'benchmark':<{width}}  {'A s':>7}  {'B s':>7}  {'A÷B':>6}  {'goal':>6}  status    note"]
@@ -264,8 +315,8 @@ def main() -> int:
     parser.add_argument(
         "--bench",
         action="append",
-        choices=["reference", "heavy"],
-        help="which to run (repeatable; default: both)",
+        choices=["reference", "heavy", "container"],
+        help="which to run (repeatable; default: all three)",
     )
     parser.add_argument("--variant", default="cpu", help="reference engine variant (default: cpu)")
     parser.add_argument("--pairs", type=int, default=1, help="1-Python/4-Python pairs (default: 1)")
@@ -280,9 +331,11 @@ def main() -> int:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="build-bench-") as tmp:
         scratch = Path(tmp)
-        for name in args.bench or ["reference", "heavy"]:
+        for name in args.bench or ["reference", "heavy", "container"]:
             if name == "reference":
                 rows += bench_reference(args.variant, pythons, args.pairs, scratch)
+            elif name == "container":
+                rows += bench_container(args.variant, pythons, args.pairs, units, scratch)
             else:
                 rows += bench_heavy(pythons, args.pairs, units, scratch)
     print("\n(A: the build named first, B: the one it is divided by; wall seconds, the median ratio of the")

@@ -22,6 +22,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,9 +121,8 @@ def open_cache(
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
     if not shared:
-        cold = root / variant.name / "ccache-cold"
-        shutil.rmtree(cold, ignore_errors=True)
-        cold.mkdir(parents=True)
+        # A new directory each time: one a rootful engine's container filled may not be removable.
+        cold = Path(tempfile.mkdtemp(prefix="ccache-cold-", dir=root / variant.name))
         return ContainerCache(cold, logs, shared=False)
     found = image_id(engine, image) or _pulled(engine, image)
     compilers = compiler_identity(engine, image) if found else None
