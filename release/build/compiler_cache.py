@@ -175,8 +175,15 @@ def before_build(install: str, *, scikit_build: bool) -> str:
     """What runs before each Python's build, ahead of the toolkit's install: ccache where the image
     has none (`install`), the shared build directory emptied, a line naming the Python in the
     statistics log."""
+    # Where it cannot be installed (no index), a stand-in that runs the compiler: the launcher
+    # CMake was given still runs, without a cache.
+    shim = '"$(dirname "$(command -v python)")/ccache"'
+    fallback = (
+        f"(printf '#!/bin/sh\\nexec \"$@\"\\n' > {shim} && chmod +x {shim} && "
+        "echo 'note: ccache could not be installed: compiling without the cache')"
+    )
     parts = [
-        f"if ! command -v ccache >/dev/null 2>&1; then {install}; fi",
+        f"if ! command -v ccache >/dev/null 2>&1; then ({install}) || {fallback}; fi",
         *([f"rm -rf {BUILD_DIR}"] if scikit_build else []),
         f"echo \"{SEPARATOR}$(python -c 'import sys; print(*sys.version_info[:2], sep=chr(46))')\""
         ' >> "$CCACHE_STATSLOG"',

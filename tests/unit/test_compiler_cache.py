@@ -78,7 +78,9 @@ def test_the_additions_mount_the_cache_and_keep_the_variants_own_settings(tmp_pa
     assert parsed["CMAKE_CXX_COMPILER_LAUNCHER"] == "", "the matrix's env wins over the cache's"
     assert parsed["CXXFLAGS"] == "-O1"
     before = added["CIBW_BEFORE_BUILD"]
-    assert before.startswith("if ! command -v ccache >/dev/null 2>&1; then install ccache; fi")
+    # ccache where the image has none; where that install fails, a stand-in that runs the compiler.
+    assert before.startswith("if ! command -v ccache >/dev/null 2>&1; then (install ccache) || (printf ")
+    assert 'exec "$@"' in before
     assert f"rm -rf {compiler_cache.BUILD_DIR}" in before
     assert before.endswith("install the toolkit")
     settings = dict(token.split("=", 1) for token in shlex.split(added["CIBW_CONFIG_SETTINGS"]))
