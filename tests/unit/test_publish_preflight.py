@@ -247,3 +247,23 @@ def test_an_abi3_wheel_the_variant_does_not_expect_is_reported(
     _, problems = collect(plan, wheelhouse, "0.1.0")
     tag = "cp" + python.replace(".", "")
     assert problems == [f"{variant}/{wheel.name}: a {tag}-abi3 x86_64 wheel, but {says}"]
+
+
+def test_the_set_is_python_x_variant_x_machine(tmp_path: Path) -> None:
+    """With aarch64 in `platform.architectures`, the x86_64 wheels alone are not the set: each
+    missing aarch64 wheel is named (rocm's backend has no aarch64 machines, so none is asked of it)."""
+    path = write_matrix(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(
+        text.replace(
+            "  floor: manylinux_2_34_x86_64", "  floor: manylinux_2_34\n  architectures: [x86_64, aarch64]"
+        ),
+        encoding="utf-8",
+    )
+    plan = make_plan(matrix_mod.load(path))
+    _, problems = collect(plan, make_wheelhouse(tmp_path / "wheelhouse"), "0.1.0")
+    assert problems == [
+        f"cpu/: missing cp3{minor}-cpu-manylinux_aarch64 (Python 3.{minor}): no "
+        f"xfer_engine_cpu-0.1.0-cp3{minor}-cp3{minor}-*_aarch64.whl"
+        for minor in (10, 13)
+    ]
