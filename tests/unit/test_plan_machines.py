@@ -21,6 +21,7 @@ from release.errors import MatrixError, UsageError
 from release.plan import steps as plan
 from release.plan.machine import for_machine, machine_of
 from release.publish.checked_set import step_of
+from release.smoke import selection
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX_FILE = ROOT / "matrix.yaml"
@@ -244,3 +245,19 @@ def test_release_build_builds_this_machines_steps(
     }
     with pytest.raises(UsageError, match="no selected variant is released for it"):
         build.chosen_steps(_build_args(arch="aarch64", variant=["rocm"]), two)
+
+
+def test_smoke_takes_this_machines_wheels(
+    two: matrix.LoadedMatrix, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for platform in ("manylinux_2_28_x86_64", "manylinux_2_28_aarch64"):
+        (tmp_path / f"xfer_engine_cpu-0.1.0-cp312-cp312-{platform}.whl").write_bytes(b"")
+    cpu = plan.make_plan(two).variant("cpu")
+    monkeypatch.setattr(selection, "host_machine", lambda: "aarch64")
+    assert [w.name for w in selection.wheels_for(tmp_path, cpu, "3.12")] == [
+        "xfer_engine_cpu-0.1.0-cp312-cp312-manylinux_2_28_aarch64.whl"
+    ]
+    monkeypatch.setattr(selection, "host_machine", lambda: "x86_64")
+    assert [w.name for w in selection.wheels_for(tmp_path, cpu, None)] == [
+        "xfer_engine_cpu-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    ]
