@@ -159,6 +159,12 @@ if [ -n "$from_pypi" ]; then
 fi
 
 family="$(os_family)" || exit 1
+# NVIDIA's repositories name the machine: x86_64, and sbsa for aarch64 servers (Grace).
+case "$(uname -m)" in
+  x86_64) nv_arch=x86_64 ;;
+  aarch64|arm64) nv_arch=sbsa ;;
+  *) die "NVIDIA's CUDA repositories have no packages for $(uname -m) (x86_64 and aarch64 only)" ;;
+esac
 case "$family" in
   debian)
     # shellcheck disable=SC1090
@@ -167,7 +173,7 @@ case "$family" in
     log "installing CUDA $version from NVIDIA's repository for $distro"
     apt_install ca-certificates curl
     tmp="$(mktemp -d)"
-    url="https://developer.download.nvidia.com/compute/cuda/repos/$distro/x86_64/cuda-keyring_1.1-1_all.deb"
+    url="https://developer.download.nvidia.com/compute/cuda/repos/$distro/$nv_arch/cuda-keyring_1.1-1_all.deb"
     dry_run || fetch "$url" > "$tmp/keyring.deb" \
       || die "downloading NVIDIA's repository keyring failed ($url): no network to developer.download.nvidia.com, or no repository for $distro"
     as_root dpkg -i "$tmp/keyring.deb" || die "installing NVIDIA's repository keyring failed"
@@ -181,7 +187,7 @@ case "$family" in
   rhel)
     log "installing CUDA $version from NVIDIA's rhel8 repository"
     as_root dnf install -y dnf-plugins-core
-    as_root dnf config-manager --add-repo https://developer.download.nvidia.com/compute/cuda/repos/rhel8/x86_64/cuda-rhel8.repo \
+    as_root dnf config-manager --add-repo "https://developer.download.nvidia.com/compute/cuda/repos/rhel8/$nv_arch/cuda-rhel8.repo" \
       || die "adding NVIDIA's rhel8 repository failed (no network to developer.download.nvidia.com?)"
     packages=("cuda-nvcc-$dashed" "cuda-cudart-devel-$dashed")
     [ -z "$runtime_only" ] || packages=("cuda-cudart-$dashed")

@@ -26,10 +26,12 @@ from release.build.toolchain import (
     toolkit_mismatch,
 )
 from release.commands.plan import check_engine_source
+from release.config.machines import MACHINES, host_machine
 from release.config.matrix import LoadedMatrix
 from release.config.resources import setup_podman_command
 from release.environment import in_ci, in_github_actions
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
+from release.plan.machine import machine_of
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan, select
 from release.plan.version import build_version
@@ -48,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Python version to build for (repeatable; default: all in the matrix)",
     )
     parser.add_argument("--select", help="identifier patterns, e.g. 'cp31{2,3}-rocm-*'")
+    parser.add_argument(
+        "--arch",
+        choices=tuple(MACHINES),
+        default=host_machine(),
+        help="the machine architecture to build for (default: this machine's, %(default)s)",
+    )
     parser.add_argument(
         "--wheelhouse", type=Path, help="output root (default: wheelhouse/ beside the matrix)"
     )
@@ -91,10 +99,28 @@ def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> dict[str, tu
             msg = f"Python {', '.join(unknown)} is not in the matrix (python: {known})"
             raise UsageError(msg)
         steps = tuple(s for s in steps if set(s.serves) & set(args.python))
+    steps = _of_machine(steps, args.arch, loaded)
     by_variant: dict[str, tuple[BuildStep, ...]] = {}
     for step in select(steps, args.select):
         by_variant[step.variant.name] = (*by_variant.get(step.variant.name, ()), step)
     return by_variant
+
+
+def _of_machine(steps: tuple[BuildStep, ...], machine: str, loaded: LoadedMatrix) -> tuple[BuildStep, ...]:
+    """The steps of one machine; another machine's wheels are built on that machine (GitHub's
+    `ubuntu-24.04-arm` runners for aarch64), which this build is not."""
+    if machine != host_machine():
+        msg = (
+            f"--arch {machine}: this machine is {host_machine()}; {machine} wheels are built on "
+            f"{machine} machines (GitHub Actions: the {MACHINES[machine].github_runner} runner)"
+        )
+        raise UsageError(msg)
+    chosen = tuple(s for s in steps if machine_of(s.variant) == machine)
+    if steps and not chosen:
+        machines = ", ".join(loaded.matrix.platform.machines)
+        msg = f"--arch {machine}: no selected variant is released for it (platform.architectures: {machines})"
+        raise UsageError(msg)
+    return chosen
 
 
 def usable_interpreters(pythons: list[str]) -> tuple[set[str], list[Interpreter]]:

@@ -33,6 +33,7 @@ from typing import Any
 
 from release import settings
 from release.build.toolchain import container_engine
+from release.config.machines import host_machine
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
 from release.hardware import container as containers
@@ -148,7 +149,8 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch
         if not args.repository:
             msg = "--release needs --repository OWNER/NAME (or $GITHUB_REPOSITORY)"
             raise UsageError(msg)
-        pattern = fetch.wheel_pattern(variant.distribution, version)
+        machine = host_machine() if len(variant.floors) > 1 else None  # this runner's own wheel
+        pattern = fetch.wheel_pattern(variant.distribution, version, machine)
         return fetch.from_release(
             args.release, args.repository, pattern, scratch / "wheel"
         ), variant.import_name

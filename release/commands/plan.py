@@ -108,13 +108,14 @@ def _hardware_outputs(plan: Plan) -> dict[str, str]:
 
 
 def second_builds(plan: Plan) -> list[BuildStep]:
-    """One build step per variant, its newest Python's: what release.yml's second-build job
-    rebuilds from the manifest before anything is uploaded (`release reproduce`)."""
-    newest: dict[str, BuildStep] = {}
+    """One build step per variant and machine, its newest Python's: what release.yml's
+    second-build job rebuilds from the manifest before anything is uploaded (`release reproduce`)."""
+    newest: dict[tuple[str, str], BuildStep] = {}
     for step in plan.builds:
-        known = newest.get(step.variant.name)
+        key = (step.variant.name, step.variant.floor)
+        known = newest.get(key)
         if known is None or Version(step.python) > Version(known.python):
-            newest[step.variant.name] = step
+            newest[key] = step
     return list(newest.values())
 
 

@@ -9,10 +9,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from release import table
+from release.config.machines import machine_of_tag
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError, VerifyError
 from release.inspect.report import VerifyReport, failure_summary, render_report
 from release.inspect.verify import verify_release, verify_wheel, write_report
+from release.plan.machine import for_machine
 from release.plan.resolve import ResolvedVariant, require_variant, variant_for_distribution
 from release.plan.steps import make_plan
 from release.variants.make import distribution_matches, label_of, variant_set
@@ -72,7 +74,21 @@ def _mapped(
             return shared.variant_for_label(label)  # a variant wheel: its label names the variant
         return variant_for_distribution(variants, _distribution(wheel))
 
-    return [(w, chosen or variant_of(w)) for w in wheels], variants
+    return [(w, _machine_facts(chosen or variant_of(w), w)) for w in wheels], variants
+
+
+def _machine_facts(variant: ResolvedVariant | None, wheel: Path) -> ResolvedVariant | None:
+    """The variant with the facts of the wheel's machine (the aarch64 floor for an aarch64 wheel),
+    where the variant is released for it; otherwise as it is, and the rules say what is wrong."""
+    if variant is None:
+        return None
+    try:
+        platforms = parse_wheel_name(split_variant_label(wheel)[0]).platforms
+    except InvalidWheelName:
+        return variant
+    machines = {machine_of_tag(p) for p in platforms}
+    machine = machines.pop() if len(machines) == 1 else None
+    return for_machine(variant, machine) if machine is not None and machine in variant.floors else variant
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from release.config.dataschema import DocumentReader, compose, json_schema, spec
+from release.config.machines import MACHINES
 from release.errors import MatrixError, Problem
 
 
@@ -122,6 +123,11 @@ class Backend:
         "(install scripts, local images and hints).",
         default_factory=dict,
     )
+    machines: tuple[str, ...] = spec(
+        "The machine architectures this backend has (x86_64, aarch64): the matrix's "
+        "`platform.architectures` narrowed for its variants (ROCm and MUSA: [x86_64]). Empty: every one.",
+        default=(),
+    )
     debian_archive: Mapping[str, str] = spec(
         "The Debian archive that carries each runtime soname's packages where the stable suites do not "
         "('sid', 'experimental'): the install script takes them from there, pinned, the C library "
@@ -133,6 +139,10 @@ class Backend:
     def spellings(self) -> tuple[str, ...]:
         """Every name a CMake project may give this backend, its own first."""
         return tuple(dict.fromkeys((self.name, *self.cmake_spellings)))
+
+    def machines_of(self, declared: Sequence[str]) -> tuple[str, ...]:
+        """The matrix's machines (in its order) that this backend has."""
+        return tuple(m for m in declared if not self.machines or m in self.machines)
 
     @property
     def release_name(self) -> str:
@@ -236,6 +246,7 @@ def _check(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Proble
         problem = _pattern_problem(backend.architectures)
         if problem:
             problems.append(Problem(file, lines.get("architectures"), "architectures", problem))
+    problems.extend(_machine_problems(backend, file, lines))
     probe = backend.toolkit
     if probe is not None and probe.version_places:
         places = list(probe.version_places)
@@ -247,6 +258,16 @@ def _check(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Proble
         for soname in sorted(sonames - set(backend.debian_runtime)):
             message = f"names {{debian}}, but debian_runtime has no package for {soname}"
             problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
+    return problems
+
+
+def _machine_problems(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Problem]:
+    problems: list[Problem] = []
+    for index, machine in enumerate(backend.machines):
+        if machine not in MACHINES:
+            where = f"machines[{index}]"
+            message = f"{machine!r} is no machine architecture (known: {', '.join(MACHINES)})"
+            problems.append(Problem(file, lines.get(where, lines.get("machines")), where, message))
     return problems
 
 

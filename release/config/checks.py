@@ -24,8 +24,9 @@ from release.config.checkbase import (
     MatrixCheck,
     collector,
 )
-from release.config.dataschema import dotted, printable
+from release.config.dataschema import dotted, printable, suggest
 from release.config.imageref import parse_image_reference, unpinned_message
+from release.config.machines import MACHINES, POLICY, machine_of_tag
 from release.config.pythons import supported_pythons
 from release.config.variantchecks import VARIANT_CHECKS
 from release.errors import Problem
@@ -61,8 +62,66 @@ def python_list(c: Context) -> None:
 
 
 def platform_floor(c: Context) -> None:
-    if not FLOOR.match(c.m.platform.floor):
-        c.add("platform.floor", f"{c.m.platform.floor!r} is not a platform tag like manylinux_2_28_x86_64")
+    platform = c.m.platform
+    if not FLOOR.match(platform.floor) and not POLICY.match(platform.floor):
+        c.add(
+            "platform.floor",
+            f"{platform.floor!r} is not a platform tag like manylinux_2_28_x86_64 (or a policy like "
+            "manylinux_2_28 for every architecture)",
+        )
+        return
+    seen: set[str] = set()
+    for index, machine in enumerate(platform.architectures):
+        if machine not in MACHINES:
+            c.add(
+                f"platform.architectures[{index}]",
+                f"{machine!r} is no machine architecture{suggest(machine, list(MACHINES))} "
+                f"(known: {', '.join(MACHINES)})",
+            )
+        elif machine in seen:
+            c.add(f"platform.architectures[{index}]", f"{machine!r} is listed twice")
+        seen.add(machine)
+    pinned = machine_of_tag(platform.floor) if FLOOR.match(platform.floor) else None
+    others = [m for m in platform.machines if m != pinned and m not in platform.floors]
+    if pinned is not None and others:
+        policy = platform.floor.removesuffix(f"_{pinned}")
+        c.add(
+            "platform.floor",
+            f"{platform.floor} is the floor of {pinned} alone, but platform.architectures lists "
+            f"{', '.join(others)}: write `floor: {policy}` (each architecture gets its own tag) or "
+            f"give platform.floors.{others[0]}",
+        )
+    for machine, floor in platform.floors.items():
+        key = dotted("platform.floors", machine)
+        if machine not in platform.machines:
+            c.add(key, f"{machine!r} is not in platform.architectures ({', '.join(platform.machines)})")
+        elif not FLOOR.match(floor) or machine_of_tag(floor) != machine:
+            c.add(key, f"{floor!r} is not a platform tag of {machine} like manylinux_2_28_{machine}")
+
+
+def variant_machines(c: Context) -> None:
+    """Every variant is built for at least one machine (the matrix's that its backend has), and
+    its hardware tiers are of those machines."""
+    for name, variant in c.m.variants.items():
+        backend = c.backends.get(variant.backend)
+        if backend is None:
+            continue
+        machines = backend.machines_of(c.m.platform.machines)
+        if not machines:
+            c.add(
+                f"variants.{name}.backend",
+                f"the {backend.name} backend has no machine of platform.architectures "
+                f"({', '.join(c.m.platform.machines)}; it has {', '.join(backend.machines)}): "
+                f"add one of its machines to platform.architectures, or drop variant {name!r}",
+            )
+        for index, tier in enumerate(variant.hardware):
+            machine = c.m.hardware[tier].machine if tier in c.m.hardware else None
+            if machine is not None and machine not in machines:
+                c.add(
+                    f"variants.{name}.hardware[{index}]",
+                    f"hardware {tier!r} runs {machine} machines, but variant {name!r} is built for "
+                    f"{', '.join(machines) or 'none'} (platform.architectures, the backend's machines)",
+                )
 
 
 def engine_identity(c: Context) -> None:
@@ -182,6 +241,9 @@ def hardware(c: Context) -> None:
             c.add(f"{key}.runner", "list the runner labels (e.g. [self-hosted, linux, mi300x])")
         if hw.nodes not in (1, 2):
             c.add(f"{key}.nodes", "1 (one runner) or 2 (prefill and decode on two runners)")
+        if hw.machine not in MACHINES:
+            known = ", ".join(MACHINES)
+            c.add(f"{key}.machine", f"{hw.machine!r} is no machine architecture (known: {known})")
 
 
 def prerelease(c: Context) -> None:
@@ -190,8 +252,8 @@ def prerelease(c: Context) -> None:
 
 
 MATRIX_CHECKS: tuple[MatrixCheck, ...] = (
-    python_list, platform_floor, engine_identity, size_limits, stable_abi, prebuild, engine_lists,
-    publish_targets, variants, images, hardware, prerelease,
+    python_list, platform_floor, variant_machines, engine_identity, size_limits, stable_abi, prebuild,
+    engine_lists, publish_targets, variants, images, hardware, prerelease,
 )  # fmt: skip
 """The matrix's checks across keys, in the order their problems are reported."""
 

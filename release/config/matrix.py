@@ -23,6 +23,7 @@ from release.config.dataschema import (
     suggest,
 )
 from release.config.facts import ImageFacts, facts_path, load_facts
+from release.config.machines import DEFAULT_MACHINE, floor_for, machine_of_tag
 from release.config.resources import toolkit_backends
 from release.config.shapes import shape_problems
 from release.config.sysdeps import SystemPackage
@@ -273,16 +274,44 @@ class Hardware:
     architecture: str = spec("Its GPU architecture (e.g. gfx942).")
     runner: tuple[str, ...] = spec("GitHub Actions `runs-on` labels of the self-hosted runners.")
     nodes: int = spec("Runners one job needs: 2 runs prefill on one and decode on the other.", default=1)
+    machine: str = spec(
+        "The runners' machine architecture (aarch64 for Grace: GH200, GB200): the wheels of that "
+        "machine are tested there.",
+        default="x86_64",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class Platform:
     """The release platform."""
 
-    floor: str = spec("Oldest platform tag the release wheels must support (e.g. manylinux_2_28_x86_64).")
+    floor: str = spec(
+        "Oldest platform the release wheels must support: a policy (manylinux_2_28) that every "
+        "machine of `architectures` gets with its own suffix, or one platform tag "
+        "(manylinux_2_28_x86_64) for a matrix of that machine alone."
+    )
+    architectures: tuple[str, ...] = spec(
+        "Machine architectures the wheels are built for (x86_64, aarch64), declared once; a "
+        "backend's `machines` narrows them for its variants (ROCm: x86_64 only). Default: the "
+        "floor's machine (x86_64 for a policy).",
+        default=(),
+    )
+    floors: Mapping[str, str] = spec(
+        "A floor per architecture where one differs from `floor` (aarch64: manylinux_2_34_aarch64).",
+        default_factory=dict,
+    )
     system_libraries: tuple[str, ...] = spec(
         "Libraries outside the manylinux policy that wheels may NEED from the system.", default=()
     )
+
+    @property
+    def machines(self) -> tuple[str, ...]:
+        """The architectures, or the floor's machine where none are listed."""
+        return self.architectures or (machine_of_tag(self.floor) or DEFAULT_MACHINE,)
+
+    def floor_of(self, machine: str) -> str:
+        """The platform tag wheels for `machine` must support."""
+        return self.floors.get(machine) or floor_for(self.floor, machine)
 
 
 @dataclass(frozen=True, kw_only=True)

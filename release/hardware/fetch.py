@@ -19,11 +19,12 @@ from release.wheel.names import REPORT_SUFFIX, python_tag
 POLL_SECONDS = 5.0
 
 
-def wheel_pattern(distribution: str, python: str) -> str:
-    """The release asset glob of one distribution's wheel for one Python (PEP 427 spelling)."""
+def wheel_pattern(distribution: str, python: str, machine: str | None = None) -> str:
+    """The release asset glob of one distribution's wheel for one Python (PEP 427 spelling), and
+    one machine where the release has wheels of several (`*_aarch64.whl`)."""
     dist = re.sub(r"[-_.]+", "_", distribution).lower()
     tag = python_tag(python)
-    return f"{dist}-*-{tag}-{tag}-*.whl"
+    return f"{dist}-*-{tag}-{tag}-*{f'_{machine}' if machine else ''}.whl"
 
 
 def _gh(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:

@@ -135,7 +135,8 @@ def _compare_python(loaded: LoadedMatrix, name: str, facts: ImageFacts) -> _Comp
 
 def _compare_glibc(loaded: LoadedMatrix, name: str, facts: ImageFacts) -> _Compared:
     """The platform floor's glibc against the image's."""
-    floor = parse_platform_tag(loaded.matrix.platform.floor)
+    platform = loaded.matrix.platform
+    floor = parse_platform_tag(platform.floor_of(platform.machines[0]))  # serving legs: the first machine
     if facts.glibc is None:
         want = f">= {floor.libc[0]}.{floor.libc[1]}" if floor.libc else "-"
         return Row(name, "glibc", want, "unknown", "unknown"), None

@@ -197,6 +197,8 @@ class ResolvedVariant:
     """Soname prefixes one of which the extension must NEED."""
     system_libraries: tuple[str, ...]
     floor: str
+    floors: Mapping[str, str]
+    """Each machine the variant is released for (in order) and its floor; `floor` is one of them."""
     metadata: Metadata
     build: BuildSettings
     build_requires: Mapping[str, str]
@@ -282,6 +284,7 @@ def resolve_variant(
     own = matrix.engine.import_name
     imports = variant.import_name or own
     kind = build_backend if build_backend is not None else read_build_backend(engine_dir)
+    floors = {m: matrix.platform.floor_of(m) for m in backend.machines_of(matrix.platform.machines)}
     return ResolvedVariant(
         name=name,
         distribution=variant.distribution,
@@ -294,7 +297,8 @@ def resolve_variant(
         runtime_globs=globs,
         runtime_needed=needed,
         system_libraries=matrix.platform.system_libraries,
-        floor=matrix.platform.floor,
+        floor=next(iter(floors.values())),
+        floors=floors,
         metadata=merged_metadata(matrix.engine.metadata, variant.metadata),
         build=BuildSettings(
             backend=kind,
@@ -429,7 +433,7 @@ def _runtime_image(
 
 def _build_image(loaded: LoadedMatrix, name: str, variant: Variant, backend: Backend) -> ResolvedBuildImage:
     declared = variant.build_image
-    floor = parse_platform_tag(loaded.matrix.platform.floor)
+    floor = parse_platform_tag(loaded.matrix.platform.floor_of(loaded.matrix.platform.machines[0]))
     release = (declared.release if declared else None) or floor.image_name
     recipe = declared.debian if declared else None
     local_tag = (declared.local if declared else None) or (

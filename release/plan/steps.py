@@ -8,14 +8,17 @@ Every step carries its `ResolvedVariant`; executors take steps, never a matrix a
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 import bracex
 
+from release.config.machines import MACHINES
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError
+from release.plan.machine import for_machine, machine_of
 from release.plan.resolve import (
     ResolvedImage,
     ResolvedVariant,
@@ -54,6 +57,8 @@ class BuildStep:
             "backend": self.variant.backend_name,
             "distribution": self.variant.distribution,
             "platform": self.variant.floor,
+            "machine": machine_of(self.variant),
+            "runner": MACHINES[machine_of(self.variant)].github_runner,
         }
 
 
@@ -85,6 +90,7 @@ class SmokeStep:
             "architecture": self.architecture,
             "runner": list(self.runner),
             "nodes": self.nodes,
+            "machine": machine_of(self.variant),
         }
 
 
@@ -178,11 +184,11 @@ def _version(py: str) -> tuple[int, ...]:
 
 
 def _build_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) -> tuple[BuildStep, ...]:
-    """A step per Python, except that with `stable_abi` one abi3 step serves every Python from
-    that version on."""
-    family = parse_platform_tag(loaded.matrix.platform.floor).family_arch  # the identifier does not pin glibc
+    """A step per Python and machine, except that with `stable_abi` one abi3 step serves every
+    Python from that version on."""
     steps = []
-    for name, v in variants.items():
+    for name, v in ((n, for_machine(r, m)) for n, r in variants.items() for m in r.floors):
+        family = parse_platform_tag(v.floor).family_arch  # the identifier does not pin glibc
         abi = v.stable_abi
         for py in loaded.matrix.python:
             tag = python_tag(py)
@@ -208,11 +214,13 @@ def _smoke_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) 
             if image.image.container is None:
                 continue
             for tier in variant.hardware:
+                if tier.hardware.machine not in variant.floors:
+                    continue  # checked in config: a tier of a machine the variant is not built for
                 for py in image.image.python or loaded.matrix.python:
                     steps.append(
                         SmokeStep(
                             identifier=f"{python_tag(py)}-{name}-{image.name}-{tier.name}",
-                            variant=variant,
+                            variant=for_machine(variant, tier.hardware.machine),
                             python=py,
                             image=image.name,
                             container=image.image.container,
@@ -230,6 +238,8 @@ def _image_steps(builds: tuple[BuildStep, ...]) -> tuple[ImageStep, ...]:
     """One container job per build x declared image with a container (for the image's Pythons)."""
     steps = []
     for build in builds:
+        if build.variant.floor != next(iter(build.variant.floors.values())):
+            continue  # serving images are the first machine's (x86_64's) images
         for image in build.variant.images:
             if image.image.container is None or (
                 image.image.python and build.python not in image.image.python
@@ -245,6 +255,15 @@ def _image_steps(builds: tuple[BuildStep, ...]) -> tuple[ImageStep, ...]:
     return tuple(steps)
 
 
+_FAMILY = re.compile(r"-(?:manylinux|musllinux)_(?=[^-]+$)")
+
+
+def _names(identifier: str) -> tuple[str, str]:
+    """An identifier and its short form without the platform family (`cp312-cuda-aarch64` for
+    `cp312-cuda-manylinux_aarch64`), which `--select` also matches."""
+    return identifier, _FAMILY.sub("-", identifier)
+
+
 def select(steps: tuple[T, ...], patterns: str | None) -> tuple[T, ...]:
     """Steps whose identifier matches any of the space-separated patterns (braces allowed)."""
     if not patterns:
@@ -256,7 +275,9 @@ def select(steps: tuple[T, ...], patterns: str | None) -> tuple[T, ...]:
             f"--select {patterns!r} expands to more than {MAX_PATTERNS} patterns: use a shorter range or '*'"
         )
         raise UsageError(msg) from None
-    chosen = tuple(s for s in steps if any(fnmatch.fnmatchcase(s.identifier, p) for p in expanded))
+    chosen = tuple(
+        s for s in steps if any(fnmatch.fnmatchcase(n, p) for n in _names(s.identifier) for p in expanded)
+    )
     if not chosen:
         examples = ", ".join(s.identifier for s in steps[:3])
         msg = f"--select {patterns!r} matches no step (identifiers look like {examples})"

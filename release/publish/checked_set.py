@@ -15,9 +15,11 @@ from pathlib import Path
 import yaml
 
 from release import atomic, table
+from release.config.machines import machine_of_tag
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, UsageError
 from release.plan.inputs import environment
+from release.plan.machine import machine_of
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, Plan
 from release.plan.version import route
@@ -135,12 +137,14 @@ def publisher(workflow: Path, repo: str | None, planned_environment: str | None 
 
 
 def step_of(wheel_name: str, variant: str, steps: Sequence[BuildStep]) -> BuildStep | None:
-    """The build step of the plan that makes this wheel (same variant, its interpreter tag)."""
+    """The build step of the plan that makes this wheel (same variant, interpreter tag and machine)."""
     try:
-        interpreters = set(parse_wheel_name(wheel_name).interpreters)
+        parsed = parse_wheel_name(wheel_name)
     except InvalidWheelName:
         return None
-    return next((s for s in steps if s.variant.name == variant and s.python_tag in interpreters), None)
+    interpreters, machines = set(parsed.interpreters), {machine_of_tag(p) for p in parsed.platforms}
+    mine = (s for s in steps if s.variant.name == variant and machine_of(s.variant) in machines)
+    return next((s for s in mine if s.python_tag in interpreters), None)
 
 
 def _entry(wheel: Path, steps: tuple[BuildStep, ...]) -> manifest.Entry:

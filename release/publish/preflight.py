@@ -26,8 +26,10 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from release import interrupts, table
+from release.config.machines import machine_of_tag
 from release.errors import PublishError, ReleaseError
 from release.inspect.verify import verify_release
+from release.plan.machine import machine_of
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, Plan
 from release.publish import handoff, index
@@ -77,7 +79,7 @@ def reverify(plan: Plan, candidates: Sequence[Candidate], version: str) -> list[
         return []
     try:
         fresh = verify_release(
-            [(c.path, plan.variants[c.variant]) for c in candidates],
+            [(c.path, _variant_of(plan, c)) for c in candidates],
             variants=plan.variants,
             matrix=str(plan.loaded.path),
             release=True,
@@ -95,31 +97,48 @@ def reverify(plan: Plan, candidates: Sequence[Candidate], version: str) -> list[
 
 
 def _file_name_stem(distribution: str, version: str, step: BuildStep) -> str:
-    return f"{canonicalize_name(distribution).replace('-', '_')}-{version}-{_key_text(_step_key(step))}-*.whl"
+    interpreter, abi, machine = _step_key(step)
+    return (
+        f"{canonicalize_name(distribution).replace('-', '_')}-{version}-{interpreter}-{abi}-*_{machine}.whl"
+    )
 
 
-def _step_key(step: BuildStep) -> tuple[str, str]:
-    """(interpreter, abi) of the wheel a step makes: (cp311, cp311), or (cp312, abi3) for a step
-    whose one abi3 wheel serves every Python from 3.12 on."""
-    return step.python_tag, "abi3" if step.abi3 else step.python_tag
+def _variant_of(plan: Plan, candidate: Candidate) -> ResolvedVariant:
+    """The candidate's variant with its step's machine (the floor an aarch64 wheel is held to)."""
+    step = next((s for s in plan.builds if s.identifier == candidate.step), None)
+    return step.variant if step is not None else plan.variants[candidate.variant]
 
 
-def _key_text(key: tuple[str, str]) -> str:
-    return "-".join(key)
+def _step_key(step: BuildStep) -> tuple[str, str, str]:
+    """(interpreter, abi, machine) of the wheel a step makes: (cp311, cp311, x86_64), or (cp312,
+    abi3, aarch64) for a step whose one abi3 wheel serves every Python from 3.12 on."""
+    return step.python_tag, "abi3" if step.abi3 else step.python_tag, machine_of(step.variant)
 
 
-def _unexpected(rel: str, keys: set[tuple[str, str]], variant_steps: Sequence[BuildStep], plan: Plan) -> str:
+def _wheel_key(tag: str) -> tuple[str, str, str]:
+    interpreter, abi, platform = split_tag(tag)
+    return interpreter, abi, machine_of_tag(platform) or platform
+
+
+def _key_text(key: tuple[str, str, str]) -> str:
+    """`cp312-abi3 aarch64`: the key for a person."""
+    return f"{key[0]}-{key[1]} {key[2]}"
+
+
+def _unexpected(
+    rel: str, keys: set[tuple[str, str, str]], variant_steps: Sequence[BuildStep], plan: Plan
+) -> str:
     """Why a wheel of the variant's distribution matches none of its steps."""
     built = ", ".join(sorted(_key_text(k) for k in keys))
     abi3 = next((s for s in variant_steps if s.abi3), None)
     served = {python_tag(p) for p in abi3.serves} if abi3 is not None else set()
     variant = variant_steps[0].variant if variant_steps else None
-    if abi3 is not None and any(abi != "abi3" and interpreter in served for interpreter, abi in keys):
+    if abi3 is not None and any(abi != "abi3" and interpreter in served for interpreter, abi, _ in keys):
         return (
             f"{rel}: a {built} wheel, but variant {abi3.variant.name!r} has stable_abi {abi3.python}: one "
             f"{_key_text(_step_key(abi3))} wheel serves Python {', '.join(abi3.serves)} (remove this one)"
         )
-    if any(abi == "abi3" for _, abi in keys) and variant is not None:
+    if any(abi == "abi3" for _, abi, _ in keys) and variant is not None:
         expected = _key_text(_step_key(abi3)) if abi3 is not None else "a wheel per Python"
         return (
             f"{rel}: a {built} wheel, but variant {variant.name!r} expects {expected} "
@@ -187,7 +206,7 @@ class _VariantDirectory:
     plan: Plan
     name: str
     variant: ResolvedVariant
-    steps: dict[tuple[str, str], BuildStep]
+    steps: dict[tuple[str, str, str], BuildStep]
     version: str
     wanted_version: Version
 
@@ -195,7 +214,7 @@ class _VariantDirectory:
 def _collect_variant(expected: _VariantDirectory, directory: Path, problems: list[str]) -> list[Candidate]:
     """The candidates in one variant's directory; its problems are added to `problems`."""
     found: list[Candidate] = []
-    seen: dict[tuple[str, str], list[Path]] = {}
+    seen: dict[tuple[str, str, str], list[Path]] = {}
     files = sorted(directory.iterdir()) if directory.is_dir() else []
     for path in files:
         matching, candidate = _examine(expected, path, problems)
@@ -209,7 +228,7 @@ def _collect_variant(expected: _VariantDirectory, directory: Path, problems: lis
 
 def _examine(
     expected: _VariantDirectory, path: Path, problems: list[str]
-) -> tuple[list[tuple[str, str]], Candidate | None]:
+) -> tuple[list[tuple[str, str, str]], Candidate | None]:
     """The step keys a file of the variant's directory is a wheel for, and its candidate when its
     report vouches for it; what is wrong with it is added to `problems`."""
     rel = f"{expected.name}/{path.name}"
@@ -239,7 +258,7 @@ def _examine(
     if file_version != expected.wanted_version:
         problems.append(f"{rel}: version {file_version} does not match the tag's version {expected.version}")
         return [], None
-    keys = {split_tag(t)[:2] for t in parsed.tags}
+    keys = {_wheel_key(t) for t in parsed.tags}
     matching = sorted(k for k in keys if k in expected.steps)
     if not matching:
         problems.append(_unexpected(rel, keys, list(expected.steps.values()), expected.plan))
@@ -261,7 +280,7 @@ def _examine(
     return matching, Candidate(step.identifier, expected.name, distribution, path, sha)
 
 
-def _coverage(expected: _VariantDirectory, seen: dict[tuple[str, str], list[Path]]) -> list[str]:
+def _coverage(expected: _VariantDirectory, seen: dict[tuple[str, str, str], list[Path]]) -> list[str]:
     """Steps of the variant with no wheel, or with more than one."""
     problems: list[str] = []
     for key, step in expected.steps.items():

@@ -23,13 +23,15 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from release.config.machines import machine_of_tag
 from release.errors import PublishError
+from release.plan.machine import machine_of
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
 from release.publish import handoff, index, transport
 from release.wheel.archive import WheelReadError, read_metadata
 from release.wheel.files import not_regular
-from release.wheel.names import InvalidWheelName, foreign_files, parse_wheel_name
+from release.wheel.names import InvalidWheelName, foreign_files, parse_wheel_name, platform_field
 
 DEFAULT_SIZE_LIMIT = 100 << 20
 """PyPI's per-file upload limit unless the project was granted more."""
@@ -96,7 +98,12 @@ def check_expected_files(
         steps = [s for s in builds if s.variant.name == name]
         for step in steps:
             prefix = f"{stem}-{version}-{step.python_tag}-"
-            found = [w for w in wheels if w.name.startswith(prefix)]
+            machine = machine_of(step.variant)
+            found = [
+                w
+                for w in wheels
+                if w.name.startswith(prefix) and machine_of_tag(platform_field(w)) == machine
+            ]
             if not found:
                 check.problems.append(
                     f"{name}/{prefix}*.whl: missing (build job {step.identifier}); re-run that job"

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from release.build.interpreters import find_interpreter
+from release.config.machines import host_machine, machine_of_tag
 from release.config.matrix import Image, Simulation
 from release.config.pythons import newer_pythons
 from release.errors import SmokeError, UsageError
@@ -24,8 +25,15 @@ def wheels_for(wheelhouse: Path, variant: ResolvedVariant, python: str | None) -
         except InvalidWheelName:
             continue
         if name.matches(variant.distribution) and (python is None or serves(name, python)):
-            found.append(wheel)
+            found += [wheel] if _runs_here(name) else []
     return found
+
+
+def _runs_here(name: WheelName) -> bool:
+    """Whether this machine runs the wheel: its tag names this machine, or no machine at all
+    (the aarch64 wheels of a wheelhouse are smoke-tested on an aarch64 machine)."""
+    machines = {machine_of_tag(p) for p in name.platforms} - {None}
+    return not machines or host_machine() in machines
 
 
 def smoke_pythons(wheel: Path, variant: ResolvedVariant, python: str | None) -> list[str]:

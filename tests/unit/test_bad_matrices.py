@@ -107,6 +107,7 @@ DEFINES_HIP = "cmake_defines: {XFER_BACKEND: hip}"
 ROCM_EXCLUDE = 'exclude: ["libamdhip64.so*", "libhsa-runtime64.so*"]'
 PYPI = 'repository: "https://upload.pypi.org/legacy/"'
 MUSA_EXCLUDE = 'exclude: ["libmusart.so*", "libmusa.so*"]'
+FLOOR = "floor: manylinux_2_28_x86_64"
 
 
 def cpu_extra(yaml_line: str) -> Mutation:
@@ -247,8 +248,15 @@ CASES = [
         "python:", "python[3]", "'3.12' is listed twice"),
     bad("python-none", sub('python: ["3.10", "3.11", "3.12", "3.13"]', "python: []"),
         "python:", "python", "list at least one Python version"),
-    bad("floor-without-arch", sub("floor: manylinux_2_28_x86_64", "floor: manylinux_2_28"),
-        "  floor:", "platform.floor", "'manylinux_2_28' is not a platform tag"),
+    bad("floor-of-one-arch-for-two", sub(FLOOR, f"{FLOOR}\n  architectures: [x86_64, aarch64]"),
+        "  floor:", "platform.floor", "the floor of x86_64 alone, but platform.architectures lists aarch64"),
+    bad("architecture-debian-name", sub(FLOOR, "floor: manylinux_2_28\n  architectures: [arm64]"),
+        "  architectures:", "platform.architectures[0]",
+        "'arm64' is no machine architecture; did you mean 'aarch64'?"),
+    bad("floors-of-another-machine",
+        sub(FLOOR, "floor: manylinux_2_28\n  floors: {aarch64: manylinux_2_34_x86_64}\n"
+                   "  architectures: [x86_64, aarch64]"),
+        "  floors:", "platform.floors.aarch64", "is not a platform tag of aarch64"),
     bad("floor-plain-linux", sub("floor: manylinux_2_28_x86_64", "floor: linux_x86_64"),
         "  floor:", "platform.floor", "is not a platform tag like manylinux_2_28_x86_64"),
     bad("import-name-dashed", sub("import_name: xfer ", "import_name: xfer-engine "),

@@ -25,7 +25,7 @@ def args(**given: object) -> argparse.Namespace:
     defaults: dict[str, object] = {
         "variant": None, "python": None, "select": None, "wheelhouse": None, "tag": None, "jobs": 2,
         "container": False, "image": None, "release_image": False, "allow_toolkit_mismatch": False,
-        "lock_wait": 5.0,
+        "lock_wait": 5.0, "arch": "x86_64",
     }  # fmt: skip
     return argparse.Namespace(**{**defaults, **given})
 

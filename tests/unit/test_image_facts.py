@@ -229,3 +229,13 @@ def test_a_probe_result_names_every_problem_at_once() -> None:
         "--write` where the registry is reachable, and commit the file",
         "  sglang: pull failed",
     ]
+
+
+def test_a_floor_for_every_machine_still_meets_the_images_glibc(tmp_path: Path) -> None:
+    """`floor: manylinux_2_28` with two machines: the serving images (the first machine's) are held
+    to manylinux_2_28_x86_64's glibc as before."""
+    two = REAL.replace(
+        "  floor: manylinux_2_28_x86_64", "  floor: manylinux_2_28\n  architectures: [x86_64, aarch64]"
+    )
+    _rows, problems = compare(_loaded(tmp_path, two), "sglang-rocm", _facts(glibc="2.17"))
+    assert any("declares manylinux_2_28_x86_64, but the image has glibc 2.17" in str(p) for p in problems)

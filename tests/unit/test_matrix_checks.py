@@ -49,6 +49,11 @@ def _first(mapping_name: str, **changes: object) -> Edit:
 TABLE: dict[str, tuple[Edit, str, str]] = {
     "python_list": (lambda m: dataclasses.replace(m, python=("3.12", "3.12")), "python[1]", "listed twice"),
     "platform_floor": (_part("platform", floor="linux"), "platform.floor", "is not a platform tag"),
+    "variant_machines": (
+        _part("platform", floor="manylinux_2_28", architectures=("aarch64",)),
+        "variants.rocm.backend",
+        "the rocm backend has no machine of platform.architectures (aarch64; it has x86_64)",
+    ),
     "engine_identity": (_part("engine", version="one"), "engine.version", "not a PEP 440 version"),
     "size_limits": (_part("publish", size_limit=0), "publish.size_limit", "is not a size"),
     "stable_abi": (_part("engine", stable_abi="off"), "engine.stable_abi", "leave it out"),

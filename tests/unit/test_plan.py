@@ -49,6 +49,8 @@ def test_twelve_build_steps_and_the_held_back_variant(loaded: matrix.LoadedMatri
         "backend": "rocm",
         "distribution": "xfer-engine-rocm",
         "platform": "manylinux_2_28_x86_64",
+        "machine": "x86_64",
+        "runner": "ubuntu-latest",
     }
     assert rocm312.variant.excludes == ("libamdhip64.so*", "libhsa-runtime64.so*")
 

@@ -74,12 +74,12 @@ def test_every_problem_is_reported_together(setup: tuple[Plan, Path]) -> None:
     for needle in (
         f"rocm/{rocm313.name}.verify.json: a verify report without its wheel",
         "rocm/: missing cp313-rocm-manylinux_x86_64 (Python 3.13): no "
-        "xfer_engine_rocm-0.1.0-cp313-cp313-*.whl",
+        "xfer_engine_rocm-0.1.0-cp313-cp313-*_x86_64.whl",
         f"cpu/{cpu310.name}.verify.json: not a release-mode report",
         f"cpu/{cpu313.name}.verify.json: the report's sha256",
         "cpu/build.log: unknown file",
         "stray.whl: unexpected file outside the <variant>/ directories",
-        f"rocm/{extra.name}: built for cp312-cp312, which the matrix does not list",
+        f"rocm/{extra.name}: built for cp312-cp312 x86_64, which the matrix does not list",
         "twine check --strict failed",
     ):
         assert needle in text
@@ -104,7 +104,7 @@ def test_renamed_wheel_is_caught_by_its_metadata(setup: tuple[Plan, Path]) -> No
     assert problems == [
         f"rocm/{rocm.name}: its METADATA says xfer-engine-cpu 0.1.0: the file was renamed",
         "rocm/: missing cp310-rocm-manylinux_x86_64 (Python 3.10): no "
-        "xfer_engine_rocm-0.1.0-cp310-cp310-*.whl",
+        "xfer_engine_rocm-0.1.0-cp310-cp310-*_x86_64.whl",
     ]
 
 
@@ -197,7 +197,7 @@ def test_a_missing_abi3_wheel_is_reported(abi3_setup: tuple[Plan, Path]) -> None
     _, problems = collect(plan, wheelhouse, "0.1.0")
     assert problems == [
         "cpu/: missing cp312-abi3-cpu-manylinux_x86_64 (Python 3.12, 3.13): no "
-        "xfer_engine_cpu-0.1.0-cp312-abi3-*.whl"
+        "xfer_engine_cpu-0.1.0-cp312-abi3-*_x86_64.whl"
     ]
 
 
@@ -211,8 +211,8 @@ def test_a_per_python_wheel_where_abi3_is_expected_is_reported(
     _, problems = collect(plan, wheelhouse, "0.1.0")
     tag = "cp" + python.replace(".", "")
     assert problems == [
-        f"cpu/{stray.name}: a {tag}-{tag} wheel, but variant 'cpu' has stable_abi 3.12: one cp312-abi3 "
-        "wheel serves Python 3.12, 3.13 (remove this one)"
+        f"cpu/{stray.name}: a {tag}-{tag} x86_64 wheel, but variant 'cpu' has stable_abi 3.12: one "
+        "cp312-abi3 x86_64 wheel serves Python 3.12, 3.13 (remove this one)"
     ]
 
 
@@ -225,7 +225,8 @@ def test_a_stray_cp312_wheel_does_not_stand_in_for_the_abi3_one(abi3_setup: tupl
     write_report(stray, "cpu", "xfer-engine-cpu")
     _, problems = collect(plan, wheelhouse, "0.1.0")
     assert len(problems) == 2, problems
-    assert problems[0].startswith(f"cpu/{stray.name}: a cp312-cp312 wheel, but variant 'cpu' has stable_abi")
+    wrong = f"cpu/{stray.name}: a cp312-cp312 x86_64 wheel, but variant 'cpu' has stable_abi"
+    assert problems[0].startswith(wrong)
     assert problems[1].startswith("cpu/: missing cp312-abi3-cpu-manylinux_x86_64")
 
 
@@ -233,7 +234,7 @@ def test_a_stray_cp312_wheel_does_not_stand_in_for_the_abi3_one(abi3_setup: tupl
     ("variant", "python", "says"),
     [
         ("rocm", "3.12", "variant 'rocm' expects a wheel per Python (stable_abi: off)"),
-        ("cpu", "3.13", "variant 'cpu' expects cp312-abi3 (stable_abi: 3.12)"),
+        ("cpu", "3.13", "variant 'cpu' expects cp312-abi3 x86_64 (stable_abi: 3.12)"),
     ],
 )
 def test_an_abi3_wheel_the_variant_does_not_expect_is_reported(
@@ -245,4 +246,24 @@ def test_an_abi3_wheel_the_variant_does_not_expect_is_reported(
     write_report(wheel, variant, dist)
     _, problems = collect(plan, wheelhouse, "0.1.0")
     tag = "cp" + python.replace(".", "")
-    assert problems == [f"{variant}/{wheel.name}: a {tag}-abi3 wheel, but {says}"]
+    assert problems == [f"{variant}/{wheel.name}: a {tag}-abi3 x86_64 wheel, but {says}"]
+
+
+def test_the_set_is_python_x_variant_x_machine(tmp_path: Path) -> None:
+    """With aarch64 in `platform.architectures`, the x86_64 wheels alone are not the set: each
+    missing aarch64 wheel is named (rocm's backend has no aarch64 machines, so none is asked of it)."""
+    path = write_matrix(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(
+        text.replace(
+            "  floor: manylinux_2_34_x86_64", "  floor: manylinux_2_34\n  architectures: [x86_64, aarch64]"
+        ),
+        encoding="utf-8",
+    )
+    plan = make_plan(matrix_mod.load(path))
+    _, problems = collect(plan, make_wheelhouse(tmp_path / "wheelhouse"), "0.1.0")
+    assert problems == [
+        f"cpu/: missing cp3{minor}-cpu-manylinux_aarch64 (Python 3.{minor}): no "
+        f"xfer_engine_cpu-0.1.0-cp3{minor}-cp3{minor}-*_aarch64.whl"
+        for minor in (10, 13)
+    ]
