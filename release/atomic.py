@@ -31,7 +31,10 @@ def inside(root: Path, target: Path) -> Path:
     `OutsideProject` otherwise, before anything is made or written. A link at `target` itself is
     replaced by the writers below, never followed."""
     base = root.resolve()
-    directory = target.parent.resolve()
+    try:
+        directory = target.parent.resolve()
+    except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13)
+        directory = Path("/a link loop")
     if not directory.is_relative_to(base):
         msg = (
             f"{target}: refusing to write through a link: its directory is {directory}, outside "

@@ -208,7 +208,7 @@ def _sort_directory(
         if path.is_dir() and not path.is_symlink():
             continue
         rel = path.relative_to(directory).as_posix()
-        if path.resolve() in skipped and not path.is_symlink():
+        if not path.is_symlink() and path.resolve() in skipped:  # (a link, a loop too, is refused below)
             continue
         refused = None if path.is_file() and not path.is_symlink() else (not_regular(path) or "a link")
         if refused:

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from release import cli, table
+from release.atomic import OutsideProject, write_text
 from release.config.facts import load_facts
 from release.config.matrix import loads
 from release.errors import MatrixError, ReproduceError, SmokeError, UsageError
@@ -359,3 +360,16 @@ def test_changed_since_never_reaches_git_as_an_option(revision: str) -> None:
     loaded = SimpleNamespace(path=ROOT / "matrix.yaml", root=ROOT)
     with pytest.raises(UsageError, match="not a git revision"):  # refused before any process starts
         changed_since(loaded, revision)  # type: ignore[arg-type]
+
+
+def test_a_link_loop_in_a_release_directory_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to("loop")
+    wheels = {"a-1.0-py3-none-any.whl": {"name": "a-1.0-py3-none-any.whl", "path": "a-1.0-py3-none-any.whl"}}
+    problems = manifest.check_directory(wheels, tmp_path, ignore=[tmp_path / "manifest.json"])
+    assert any("loop" in p and "refused" in p for p in problems), problems
+
+
+def test_a_link_loop_where_init_writes_is_outside_the_project(tmp_path: Path) -> None:
+    (tmp_path / ".github").symlink_to(".github")
+    with pytest.raises(OutsideProject, match="outside the project"):
+        write_text(tmp_path / ".github" / "workflows" / "release.yml", "x", root=tmp_path)
