@@ -31,11 +31,13 @@ from release.publish import index, transport
 from release.table import printable
 from release.variants.make import VariantSet, label_of
 from release.variants.metadata import INDEX_SUFFIX, read_document
-from release.wheel.files import file_sha256
+from release.wheel.files import file_sha256, not_regular, read_bounded, reason
 from release.wheel.names import filename_stem, parse_variant_wheel_name
 
 PYPI_HOSTS = ("pypi.org", "upload.pypi.org", "test.pypi.org", "files.pythonhosted.org")
 UPLOAD_TIMEOUT = 300.0
+MAX_VARIANTS_JSON = 16 << 20
+"""The largest `-variants.json` read (one is a few KiB)."""
 
 
 def pypi_refusal(repository: str) -> str | None:
@@ -71,12 +73,17 @@ def collect(directory: Path, shared: VariantSet, version: str) -> list[VariantFi
         problems.append(f"{directory}: no variant wheels of {shared.distribution} {version}")
     labels_found: set[str] = set()
     for wheel in wheels:
+        if why := not_regular(wheel):
+            problems.append(f"{wheel}: {why}, not a regular file (refused)")
         try:
             labels_found.add(parse_variant_wheel_name(wheel).label)
         except ValueError as exc:
             problems.append(str(exc))
     if index_file.is_file():
-        data = index_file.read_bytes()
+        try:
+            data = read_bounded(index_file, MAX_VARIANTS_JSON)
+        except OSError as exc:
+            data, problems = b"", [*problems, f"{index_file}: cannot read it ({reason(exc)})"]
         problems += [f"{index_file.name}: {p}" for p in read_document(data, label=None)]
         if not problems:
             listed = set(_labels(data))

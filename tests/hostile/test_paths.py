@@ -25,7 +25,7 @@ from release.config.matrix import loads
 from release.errors import MatrixError, ReproduceError, SmokeError, UsageError
 from release.hardware.leg import check_report
 from release.init import scan
-from release.publish import manifest
+from release.publish import manifest, variant_upload
 from release.reproduce.rebuild import recorded_epoch
 from release.smoke.probe import changed_since
 from release.wheel import files, own
@@ -373,3 +373,14 @@ def test_a_link_loop_where_init_writes_is_outside_the_project(tmp_path: Path) ->
     (tmp_path / ".github").symlink_to(".github")
     with pytest.raises(OutsideProject, match="outside the project"):
         write_text(tmp_path / ".github" / "workflows" / "release.yml", "x", root=tmp_path)
+
+
+def test_a_variant_set_with_a_fifo_for_a_wheel_is_refused_before_upload(tmp_path: Path) -> None:
+    fifo(tmp_path / "demo_engine-1.0-cp312-cp312-manylinux_2_28_x86_64-cu12.whl")
+    (tmp_path / "demo_engine-1.0-variants.json").symlink_to("/dev/zero")
+    shared = SimpleNamespace(distribution="demo-engine")
+    started = time.monotonic()
+    with pytest.raises(Exception, match="a FIFO, not a regular file") as info:
+        variant_upload.collect(tmp_path, shared, "1.0")  # type: ignore[arg-type]
+    assert time.monotonic() - started < 5
+    assert "Traceback" not in str(info.value)
