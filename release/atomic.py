@@ -13,11 +13,35 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+from release.errors import ReleaseError
+
 _CHUNK = 1 << 20
+
+
+class OutsideProject(ReleaseError):
+    """A file the toolkit writes in a project would land outside it, through a link."""
+
+
+def inside(root: Path, target: Path) -> Path:
+    """`target`'s directory, links resolved, when it lies inside `root` (links resolved too);
+    `OutsideProject` otherwise, before anything is made or written. A link at `target` itself is
+    replaced by the writers below, never followed."""
+    base = root.resolve()
+    try:
+        directory = target.parent.resolve()
+    except (OSError, RuntimeError):  # a link loop (RuntimeError before Python 3.13)
+        directory = Path("/a link loop")
+    if not directory.is_relative_to(base):
+        msg = (
+            f"{target}: refusing to write through a link: its directory is {directory}, outside "
+            f"the project {base} (remove the link, or point it inside the project)"
+        )
+        raise OutsideProject(msg)
+    return directory
 
 
 SCRATCH_SUFFIX = ".part"
@@ -81,11 +105,37 @@ def _sync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_bytes(target: Path, data: bytes) -> Path:
-    """Write `data` to `target` atomically; a symlink at `target` is replaced, never followed."""
-    with _scratch(target) as (out, _scratch_path):
+def write_bytes(target: Path, data: bytes, *, root: Path | None = None) -> Path:
+    """Write `data` to `target` atomically; a symlink at `target` is replaced, never followed.
+    With `root` (the project), its directory is made where missing and must lie inside `root`
+    (`inside`): no link in the path leads the write out of the project."""
+    if root is not None:
+        inside(root, target).mkdir(parents=True, exist_ok=True)
+    with _scratch(target) as (out, scratch):
         out.write(data)
+        if root is not None:  # a project's file keeps its mode, or gets the umask's (not 0600)
+            scratch.chmod(_project_mode(target))
     return target
+
+
+def write_project_files(files: Sequence[tuple[Path, str, Path]]) -> None:
+    """Write each (path, UTF-8 text, project root) atomically, after every place was checked
+    (`inside`): one link out of a project refuses them all before the first is written."""
+    for path, _text, root in files:
+        inside(root, path)
+    for path, text, root in files:
+        write_text(path, text, root=root)
+
+
+def _project_mode(target: Path) -> int:
+    try:
+        if not target.is_symlink():
+            return target.stat().st_mode & 0o7777
+    except OSError:
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 def write_with(target: Path, write: Callable[[IO[bytes]], None]) -> Path:
@@ -95,9 +145,9 @@ def write_with(target: Path, write: Callable[[IO[bytes]], None]) -> Path:
     return target
 
 
-def write_text(target: Path, text: str) -> Path:
+def write_text(target: Path, text: str, *, root: Path | None = None) -> Path:
     """`write_bytes` of UTF-8 text."""
-    return write_bytes(target, text.encode("utf-8"))
+    return write_bytes(target, text.encode("utf-8"), root=root)
 
 
 def copy_file(source: Path, target: Path) -> Path:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from release import __version__, interrupts, settings
+from release import __version__, interrupts, settings, table
 from release.errors import EXIT_CODES, ReleaseError, UsageError, os_error_line
 
 # command -> (module in release.commands, help).
@@ -145,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReleaseError as exc:
         if debug:
             traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+        shown = "\n".join(table.printable(line) for line in str(exc).split("\n"))  # untrusted text, escaped
+        print(f"error: {shown}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:
         _silence_stdout()

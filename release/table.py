@@ -18,6 +18,16 @@ MAX_CELL = 400
 """Characters of one Markdown cell; a longer one is cut with an ellipsis (GitHub caps a summary at 1 MiB)."""
 
 
+def printable(text: str) -> str:
+    """`text` with every control, format (bidirectional overrides, zero-width) and separator
+    character escaped as `repr` does (`\\n`, `\\x1b`, `\\u202e`): the one function that untrusted
+    text (from a wheel, an index, an image, a manifest) goes through before it reaches a terminal
+    or a job summary, so it can neither start a line of its own nor reorder what is shown."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def render(
     headers: Sequence[str],
     rows: Sequence[Sequence[object]],
@@ -29,12 +39,18 @@ def render(
 
     Also appended, as Markdown under `title`, to the job summary file when `GITHUB_STEP_SUMMARY`
     is set."""
-    cells = [[str(c) for c in row] for row in rows]
+    cells = [[_shown(str(c)) for c in row] for row in rows]
     numeric = [all(_is_number(row[i]) for row in cells) and bool(cells) for i in range(len(headers))]
     summary = (os.environ if environ is None else environ).get(SUMMARY_ENV, "")
     if summary:
         _append(Path(summary), markdown(headers, cells, numeric, title))
     return _plain(headers, cells, numeric)
+
+
+def _shown(cell: str) -> str:
+    """A cell on one line: line breaks and tabs as spaces, other control and bidirectional
+    characters escaped (`printable`), in the terminal and the job summary alike."""
+    return cell if cell.isprintable() else printable(" ".join(cell.split()))
 
 
 def _plain(headers: Sequence[str], cells: list[list[str]], numeric: list[bool]) -> str:

@@ -59,6 +59,27 @@ bool valid_name(const std::string& s) {
   return true;
 }
 
+// An unsigned 64-bit number spelled as 1 to 20 ASCII digits, nothing else. An
+// istream reads "-1" into a uint64_t as 2^64-1 (strtoull's wrap-around) and takes
+// "+7": a negative address or length must be refused, not stored wrapped.
+bool read_u64(std::istream& in, uint64_t* out) {
+  std::string token;
+  if (!(in >> token) || token.empty() || token.size() > 20) return false;
+  uint64_t value = 0;
+  for (char c : token) {
+    if (c < '0' || c > '9') return false;
+    const uint64_t digit = static_cast<uint64_t>(c - '0');
+    if (value > (UINT64_MAX - digit) / 10) return false;
+    value = value * 10 + digit;
+  }
+  *out = value;
+  return true;
+}
+
+bool read_region(std::istream& in, RegionInfo* r) {
+  return read_u64(in, &r->addr) && read_u64(in, &r->length) && static_cast<bool>(in >> r->kind);
+}
+
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -545,7 +566,7 @@ std::string MasterServer::handle_impl(const std::string& line, std::shared_ptr<c
     info.regions.reserve(n);
     for (size_t i = 0; i < n; ++i) {
       RegionInfo r;
-      if (!(in >> r.addr >> r.length >> r.kind) || !valid_name(r.kind)) return "ERR malformed region list";
+      if (!read_region(in, &r) || !valid_name(r.kind)) return "ERR malformed region list";
       info.regions.push_back(std::move(r));
     }
     const uint64_t bytes = 64 + segment_bytes(name, info);  // 64: the shared_ptr's control block
@@ -704,7 +725,7 @@ bool MasterClient::get(const std::string& name, SegmentInfo* info) {
   info->regions.clear();
   for (size_t i = 0; i < n; ++i) {
     RegionInfo r;
-    if (!(in >> r.addr >> r.length >> r.kind)) return false;
+    if (!read_region(in, &r)) return false;
     info->regions.push_back(r);
   }
   return true;

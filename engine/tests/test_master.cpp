@@ -47,6 +47,23 @@ TEST(master_rejects_malformed_lines) {
   m.stop();
 }
 
+TEST(master_refuses_negative_and_non_decimal_regions) {
+  MasterServer m("127.0.0.1", 0);
+  m.start_background();
+  MasterClient c("127.0.0.1:" + std::to_string(m.port()));
+  // An istream reads "-1" into a uint64_t as 2^64-1: the master must refuse it.
+  for (const char* region : {"-1 10 host", "4096 -1 host", "+4096 10 host", "0x10 10 host",
+                             "18446744073709551616 10 host", "4096 1e3 host"}) {
+    std::string reply = c.call(std::string("PUT seg h 1234 1 ") + region);
+    CHECK(reply.rfind("ERR malformed region list", 0) == 0);
+  }
+  SegmentInfo out;
+  CHECK(!c.get("seg", &out));
+  CHECK(c.call("PUT seg h 1234 1 18446744073709551615 0 host").rfind("OK", 0) == 0);
+  CHECK(c.get("seg", &out) && out.regions.size() == 1 && out.regions[0].addr == UINT64_MAX);
+  m.stop();
+}
+
 TEST(engines_find_each_other_through_master) {
   MasterServer m("127.0.0.1", 0);
   m.start_background();

@@ -11,15 +11,17 @@ overwritten without `--force`, and nothing is written unless everything can be.
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from release import requirement
+from release.atomic import write_project_files
 from release.config.backends import Backend, load_backends
 from release.config.matrix import LoadedMatrix, default_backends_dir, loads
 from release.errors import MatrixError, UsageError
 from release.init import repository
-from release.init.guard import guard_code, write_guard
+from release.init.guard import guard_code, planned_guard
 from release.init.scaffold import (
     DEFAULT_FLOOR,
     check_output,
@@ -32,6 +34,7 @@ from release.init.scaffold import (
     Plan as ScaffoldPlan,
 )
 from release.init.scan import Project, policy_libraries, read_project, read_wheels
+from release.wheel.files import read_bounded, reason
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,9 +75,10 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     check_output(output, force=args.force)
     project, plan, text, wheels_read = _scaffold(args, output)
     files, notes = _repository_files(output, text, ci=args.ci, force=args.force)
-    for path, content in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
+    guard, guard_file = _guard(plan.project, plan.variants, print_only=args.no_guard)
+    root = output.resolve().parent
+    guarded = [] if guard_file is None else [(*guard_file, project.path)]
+    write_project_files([*((path, content, root) for path, content in files.items()), *guarded])
     imports = plan.project.import_name
     print(f"wrote {output}: {_variants_text(plan.variants)} of {project.name} (import {imports})")
     print(f"  python: {', '.join(plan.pythons)}; scripts: {', '.join(plan.scripts) or 'none'}")
@@ -85,7 +89,6 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     for path in files:
         if path != output:
             print(f"wrote {path}")
-    guard = _guard(plan.project, plan.variants, print_only=args.no_guard)
     if not project.readme:
         notes.append(
             f"note: {args.path / 'pyproject.toml'} has no `readme`: publishing checks wheels with "
@@ -112,6 +115,7 @@ def _scaffold(args: argparse.Namespace, output: Path) -> tuple[Project, Scaffold
         msg = f"{project_dir}: no such project directory"
         raise UsageError(msg)
     backends = load_backends(default_backends_dir(output))
+    _check_project_files(project_dir)
     project = read_project(project_dir)
     variants = parse_variants(args.variants, backends)
     for wheel in args.wheel:
@@ -145,15 +149,16 @@ def _repository_files(
     files = {output: matrix_text, root / repository.SCHEMA_PATH: repository.schema_text()}
     notes: list[str] = []
     noxfile = root / "noxfile.py"
-    if not noxfile.exists():
+    if not os.path.lexists(noxfile):
         files[noxfile] = repository.noxfile_text()
-    elif not repository.is_toolkit_noxfile(noxfile.read_text(encoding="utf-8", errors="replace")):
+    elif not repository.is_toolkit_noxfile(_project_text(noxfile).decode("utf-8", "replace")):
         notes.append(
             f"{noxfile} exists and is kept: add the toolkit's sessions to it with\n"
             '    from release.nox_sessions import register\n    register("matrix.yaml")'
         )
     gitignore = root / ".gitignore"
-    ignored = repository.gitignore_text(gitignore.read_text(encoding="utf-8") if gitignore.is_file() else "")
+    current = _project_text(gitignore).decode("utf-8", "replace") if os.path.lexists(gitignore) else ""
+    ignored = repository.gitignore_text(current)
     if ignored is not None:
         files[gitignore] = ignored
     if ci:
@@ -166,16 +171,48 @@ def _repository_files(
     return files, notes
 
 
-def _guard(project: Project, variants: Mapping[str, Backend], *, print_only: bool) -> str | None:
-    """Write (or print) the guard that keeps two variants from sharing the import package and,
-    where a backend has driver libraries, says a missing GPU driver in a sentence."""
+MAX_PROJECT_FILE = 4 << 20
+"""The largest project file init reads (pyproject.toml, a CMake file, the noxfile, .gitignore)."""
+
+
+def _check_project_files(project_dir: Path) -> None:
+    """The files `release.init.scan` reads by name, held to the one reader's rules first: regular
+    (a FIFO or a link to a device never blocks), bounded, UTF-8; each refusal one line."""
+    pyproject = project_dir / "pyproject.toml"
+    try:
+        if os.path.lexists(pyproject):  # (a missing one: read_project says what init needs)
+            _project_text(pyproject).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = f"{pyproject}: cannot read it ({reason(exc)}); nothing was written"
+        raise UsageError(msg) from None
+    cmake = [project_dir / "CMakeLists.txt", *sorted((project_dir / "cmake").glob("*.cmake"))]
+    for file in cmake:
+        if os.path.lexists(file):
+            _project_text(file)
+
+
+def _project_text(path: Path) -> bytes:
+    """A project file init reads before it writes: regular, bounded, or one line."""
+    try:
+        return read_bounded(path, MAX_PROJECT_FILE)
+    except OSError as exc:
+        msg = f"{path}: cannot read it ({reason(exc)}); nothing was written"
+        raise UsageError(msg) from None
+
+
+def _guard(
+    project: Project, variants: Mapping[str, Backend], *, print_only: bool
+) -> tuple[str | None, tuple[Path, str] | None]:
+    """The guard that keeps two variants from sharing the import package and, where a backend has
+    driver libraries, says a missing GPU driver in a sentence: (what to print, the
+    `__init__.py` to write and its new text, or None), decided before anything is written."""
     drivers = {
         soname: (backend.driver_name, backend.driver_help(soname))
         for backend in variants.values()
         for soname in backend.driver_sonames
     }
     if len(variants) < 2 and not drivers:
-        return None
+        return None, None
     names = [distribution_name(project.name, v, variants) for v in variants]
     block = guard_code(project.import_name, names, drivers)
     where = project.package_dir
@@ -184,8 +221,10 @@ def _guard(project: Project, variants: Mapping[str, Backend], *, print_only: boo
         return (
             f"variant guard: put this at the top of {place} (release verify's variant-conflict rule "
             f"fails wheels without it):\n{block}"
-        )
-    return write_guard(where / "__init__.py", project.import_name, names, drivers)
+        ), None
+    init_file = where / "__init__.py"
+    updated, said = planned_guard(init_file, project.import_name, names, drivers)
+    return said, None if updated is None else (init_file, updated)
 
 
 def _variants_text(variants: Mapping[str, Backend]) -> str:

@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--upload-timeout", type=float, default=DEFAULT_UPLOAD_TIMEOUT, metavar="SECONDS",
-        help="deadline of one twine upload; past it twine is stopped (default: %(default)s)",
+        help="deadline of one upload (twine, or one variant file), then it stops (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument(
         "--index-timeout", type=float, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
@@ -154,6 +154,7 @@ def _publish_variants(
             files, project=shared.distribution, version=version, repository=repository, index_url=index_url,
             username=credentials.username, password=credentials.env.get("TWINE_PASSWORD"),
             dry_run=args.dry_run, log=lambda text: print(credentials.redact(text), flush=True),
+            upload_timeout=args.upload_timeout, index_timeout=args.index_timeout,
         )  # fmt: skip
     counts = {o: list(outcomes.values()).count(o) for o in dict.fromkeys(outcomes.values())}
     print(", ".join(f"{n} {what}" for what, n in counts.items()))

@@ -13,9 +13,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from release.atomic import write_project_files
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError
 from release.init import workflows
+from release.wheel.files import read_text
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +29,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     mode.add_argument("--write", action="store_true", help="rewrite the committed workflows")
 
 
+def _current(path: Path) -> str | None:
+    """The committed workflow's text; None where there is none, or it is not a regular UTF-8 file
+    of a workflow's size (a link is replaced, never followed, by the write)."""
+    try:
+        return None if path.is_symlink() else read_text(path, 1 << 20)
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def target_for(root: Path) -> workflows.Target:
     return workflows.TOOLKIT_REPOSITORY if workflows.is_toolkit_repository(root) else workflows.adopter()
 
@@ -36,12 +47,10 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     root: Path = args.root
     files = workflows.rendered(root, target_for(root))
     if args.write:
-        for path, text in files.items():
-            current = path.read_text(encoding="utf-8") if path.is_file() else None
-            if current != text:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(text, encoding="utf-8")
-            print(f"{'wrote' if current != text else 'unchanged'} {path}")
+        changed = {path: text for path, text in files.items() if _current(path) != text}
+        write_project_files([(path, text, root) for path, text in changed.items()])
+        for path in files:
+            print(f"{'wrote' if path in changed else 'unchanged'} {path}")
         return 0
     if args.check:
         diffs = workflows.drift(files)

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from release.config import names
 from release.config.backends import Backend
 from release.config.dataschema import dotted, printable
 from release.errors import Problem
@@ -21,18 +22,20 @@ _IDENTIFIER_RULE = "(letters, digits and _, not starting with a digit)"
 MAX_GLOB = 255
 """The longest soname glob: a file name is at most 255 bytes."""
 
-_PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
+_PEP508_NAME = re.compile(rf"(?:{names.PEP508_NAME.pattern})\Z", re.IGNORECASE | re.ASCII)
 # Names that reach a shell-like parser (cibuildwheel's bashlex `environment`, shlex-split
 # config-settings, `-DNAME=VALUE`, a workflow's word splitting) are held to these; values are
 # quoted where they are rendered.
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_VARIANT_NAME = re.compile(r"^[a-z][a-z0-9]*$")
-_SETTING_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
-_TOOLKIT = re.compile(r"^[0-9]+(\.[0-9A-Za-z]+)*$")
-_GCC = re.compile(r"^([1-9][0-9]?|suite)$")
+# (`.match` with `\Z`, never `$`, which also matches before a final newline; ASCII only.)
+_IDENTIFIER = re.compile(rf"{names.IDENTIFIER.pattern}\Z", re.ASCII)
+_VARIANT_NAME = re.compile(r"[a-z][a-z0-9]*\Z", re.ASCII)
+_NAME = re.compile(rf"{names.NAME.pattern}\Z", re.ASCII)
+_SETTING_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z", re.ASCII)
+_SCRIPT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*\Z", re.ASCII)
+_TOOLKIT = re.compile(r"[0-9]+(\.[0-9A-Za-z]+)*\Z", re.ASCII)
+_GCC = re.compile(r"([1-9][0-9]?|suite)\Z", re.ASCII)
 _LINE_BREAK = re.compile(r"[\n\r\x00\x0b\x0c\x85\u2028\u2029]")
-HTTP_URL = re.compile(r"^https?://[^\s\x00-\x1f\x7f]+$")
+HTTP_URL = re.compile(r"https?://[^\s\x00-\x1f\x7f]+\Z")
 
 
 def collector(problems: list[Problem], lines: Mapping[str, int], file: str) -> Callable[[str, str], None]:

@@ -16,6 +16,7 @@ from release.config.backends import Backend
 from release.config.checkbase import (
     _IDENTIFIER,
     _IDENTIFIER_RULE,
+    _NAME,
     _SCRIPT_NAME,
     HTTP_URL,
     MAX_GLOB,
@@ -27,6 +28,7 @@ from release.config.checkbase import (
 from release.config.dataschema import dotted, printable, suggest
 from release.config.imageref import parse_image_reference, unpinned_message
 from release.config.machines import MACHINES, POLICY, machine_of_tag
+from release.config.names import NAME_RULE
 from release.config.pythons import supported_pythons
 from release.config.variantchecks import VARIANT_CHECKS
 from release.errors import Problem
@@ -205,6 +207,7 @@ def variants(c: Context) -> None:
 
 
 def images(c: Context) -> None:
+    c.names("images", c.m.images, _NAME, f"an image name {NAME_RULE}")
     for name, img in c.m.images.items():
         key = dotted("images", name)
         if img.container is None and img.simulate is None:
@@ -235,6 +238,7 @@ def images(c: Context) -> None:
 
 
 def hardware(c: Context) -> None:
+    c.names("hardware", c.m.hardware, _NAME, f"a hardware name {NAME_RULE}")
     for name, hw in c.m.hardware.items():
         key = dotted("hardware", name)
         if not hw.runner:

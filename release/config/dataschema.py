@@ -23,6 +23,7 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 import yaml
 from yaml.constructor import SafeConstructor
 
+from release import table
 from release.errors import MatrixError, Problem
 
 EXTENSION_PREFIX = "x-"
@@ -38,12 +39,8 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _STR_TAG = "tag:yaml.org,2002:str"
 
 
-def printable(text: str) -> str:
-    """`text` with every non-printable character escaped as `repr` does (a newline becomes
-    `\\n`), so a key or value quoted in an error message cannot start a line of its own."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+printable = table.printable
+"""(`release.table.printable`: a key or value quoted in an error message cannot start a line.)"""
 
 
 def key_name(name: str) -> str:

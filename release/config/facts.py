@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from release.atomic import write_text
+from release.config.names import NAME, NAME_RULE, PYTHON_VERSION
 from release.errors import MatrixError, Problem
+from release.table import printable
+from release.wheel.files import read_json, reason
 
 FACTS_FILE = "images.facts.json"
 SCHEMA_VERSION = 1
@@ -138,6 +141,9 @@ def _facts(name: str, raw: object, path: Path) -> ImageFacts:
     if source not in ("probe", "public"):
         raise _problem(path, f"{where}.source", "expected 'probe' or 'public'")
     pythons = raw.get("pythons")
+    for version in pythons if isinstance(pythons, dict) else ():
+        if not PYTHON_VERSION.fullmatch(version):
+            raise _problem(path, f"{where}.pythons.{printable(version)}", "expected a version like 3.12")
     notes = raw.get("notes", [])
     if not isinstance(notes, list):
         raise _problem(path, f"{where}.notes", "expected a list of strings")
@@ -163,23 +169,21 @@ def load_facts(path: Path) -> dict[str, ImageFacts]:
     """The recorded facts by image name; {} when the file does not exist. A malformed file is a
     `MatrixError` naming the file and the key."""
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FACTS_BYTES + 1)
+        raw = read_json(path, MAX_FACTS_BYTES)
     except FileNotFoundError:
         return {}
     except OSError as exc:
-        raise _problem(path, "", f"cannot read it: {exc.strerror or exc}") from None
-    if len(data) > MAX_FACTS_BYTES:
-        raise _problem(path, "", f"larger than {MAX_FACTS_BYTES} bytes")
-    try:
-        raw = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _problem(path, "", f"not JSON: {exc}") from None
+        raise _problem(path, "", f"cannot read it: {reason(exc)}") from None
+    except ValueError as exc:
+        raise _problem(path, "", str(exc)) from None
     if not isinstance(raw, dict) or raw.get("schema_version") != SCHEMA_VERSION:
         raise _problem(path, "schema_version", f"expected schema_version {SCHEMA_VERSION}")
     images = raw.get("images", {})
     if not isinstance(images, dict):
         raise _problem(path, "images", "expected an object of image name -> facts")
+    for name in images:
+        if not NAME.fullmatch(name):
+            raise _problem(path, f"images.{printable(name)}", f"not an image name {NAME_RULE}")
     return {str(name): _facts(str(name), value, path) for name, value in images.items()}
 
 

@@ -3,7 +3,6 @@ build requirements a variant replaces, and where smoke legs get the wheel's runt
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -13,14 +12,12 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from tomlkit.exceptions import TOMLKitError
 
+from release.config.checkbase import _IDENTIFIER, _PEP508_NAME
 from release.config.checks import HTTP_URL, collector
 from release.config.dataschema import dotted, printable, suggest
 from release.errors import Problem
 
 Matrix = Any  # release.config.matrix imports this module
-
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PEP508_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.IGNORECASE)
 
 
 def shape_problems(m: Matrix, lines: Mapping[str, int], file: str) -> list[Problem]:

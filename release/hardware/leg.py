@@ -7,7 +7,6 @@ through `PYTHONPATH`, so the Python's own packages (PyTorch on a GPU machine) st
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from release.errors import SmokeError
+from release.table import printable
+from release.wheel.files import file_sha256, read_json, reason
 from release.wheel.names import report_path as wheel_report_path
 
 Role = Literal["single", "prefill", "decode"]
@@ -63,25 +64,45 @@ class Leg:
 
 
 def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(path)
+
+
+MAX_REPORT_BYTES = 16 << 20
+"""The largest verify report read (one wheel's report is a few hundred KiB at most)."""
+
+
+def _report(report_path: Path, wheel: Path) -> dict[str, Any]:
+    """The verify report, read by the one reader and held to its shape; one line otherwise."""
+    try:
+        report = read_json(report_path, MAX_REPORT_BYTES)
+    except OSError as exc:
+        why = reason(exc)
+    except ValueError as exc:
+        why = str(exc)
+    else:
+        rules = report.get("rules", []) if isinstance(report, dict) else None
+        rules = rules if isinstance(rules, list) else [None]
+        ids = [r.get("id") if isinstance(r, dict) else None for r in rules]
+        if all(isinstance(i, str) for i in ids):
+            return report  # type: ignore[return-value]  # (a dict, checked above)
+        why = "not a verify report (an object with a list of rules)"
+    msg = f"{wheel.name}: no readable verify report beside it ({report_path.name}: {why})"
+    raise SmokeError(msg)
 
 
 def check_report(wheel: Path, *, local: bool) -> Check:
     """The wheel's bytes are the verified ones, and the report allows this leg."""
     report_path = wheel_report_path(wheel)
+    report = _report(report_path, wheel)
     try:
-        report = json.loads(report_path.read_text())
-    except (OSError, ValueError) as exc:
-        msg = f"{wheel.name}: no readable verify report beside it ({report_path.name}: {exc})"
+        digest = sha256_of(wheel)
+    except OSError as exc:
+        msg = f"{wheel}: cannot read the wheel ({reason(exc)})"
         raise SmokeError(msg) from None
-    digest = sha256_of(wheel)
     if report.get("sha256") != digest:
         recorded = report.get("sha256")
-        msg = f"{wheel.name}: sha256 {digest} is not the verified one ({recorded!r} in {report_path.name})"
+        shown = printable(repr(recorded))[:80]
+        msg = f"{wheel.name}: sha256 {digest} is not the verified one ({shown} in {report_path.name})"
         raise SmokeError(msg)
     flagged = sorted({r["id"] for r in report.get("rules", ()) if r.get("status") in ("fail", "warn")})
     data = {"sha256": digest, "releasable": bool(report.get("releasable")), "flagged_rules": flagged}

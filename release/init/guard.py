@@ -17,9 +17,14 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from release.atomic import write_text
+from release.errors import UsageError
+from release.wheel.files import read_text, reason
 
 BEGIN = "# --- variant guard, written by `release init`: keep it before other imports ---"
 END = "# --- end of the variant guard ---"
@@ -132,7 +137,7 @@ def insertion_line(source: str) -> int:
     and `from __future__` imports."""
     try:
         tree = ast.parse(source)
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, NUL bytes, too deep
         return 0
     lines = source.splitlines()
     line = 0
@@ -164,19 +169,44 @@ def with_guard(source: str, block: str) -> str:
     return head + gap_before + block + gap_after + tail.lstrip("\n")
 
 
+MAX_SOURCE_BYTES = 4 << 20
+"""The largest `__init__.py` init reads to put the guard in."""
+
+
+def planned_guard(
+    init_file: Path,
+    import_name: str,
+    distributions: Sequence[str],
+    drivers: Mapping[str, tuple[str, str]] | None = None,
+) -> tuple[str | None, str]:
+    """(the new text of `init_file`, or None when it stays as it is; what is done, for init's
+    summary), decided before anything is written. `UsageError` in one line for a file that is not
+    a regular UTF-8 file of at most `MAX_SOURCE_BYTES`."""
+    try:
+        source = read_text(init_file, MAX_SOURCE_BYTES) if os.path.lexists(init_file) else ""
+    except (OSError, UnicodeDecodeError) as exc:
+        msg = f"{init_file}: cannot put the variant guard in it ({reason(exc)}); nothing was written"
+        raise UsageError(msg) from None
+    if not has_guard_block(source) and mentions_metadata(source):
+        return None, f"{init_file}: kept (it already checks the installed distributions)"
+    updated = with_guard(source, guard_code(import_name, distributions, drivers))
+    if updated == source:
+        return None, f"{init_file}: variant guard up to date"
+    action = "refreshed" if has_guard_block(source) else "added"
+    return updated, f"{init_file}: variant guard {action} (variants must not be installed together)"
+
+
 def write_guard(
     init_file: Path,
     import_name: str,
     distributions: Sequence[str],
     drivers: Mapping[str, tuple[str, str]] | None = None,
+    *,
+    root: Path | None = None,
 ) -> str:
-    """Write or refresh the guard in `init_file`; returns what was done, for init's summary."""
-    source = init_file.read_text(encoding="utf-8") if init_file.is_file() else ""
-    if not has_guard_block(source) and mentions_metadata(source):
-        return f"{init_file}: kept (it already checks the installed distributions)"
-    updated = with_guard(source, guard_code(import_name, distributions, drivers))
-    if updated == source:
-        return f"{init_file}: variant guard up to date"
-    action = "refreshed" if has_guard_block(source) else "added"
-    init_file.write_text(updated, encoding="utf-8")
-    return f"{init_file}: variant guard {action} (variants must not be installed together)"
+    """Write or refresh the guard in `init_file` (never through a link out of `root`, by default
+    the package's directory); returns what was done, for init's summary."""
+    updated, said = planned_guard(init_file, import_name, distributions, drivers)
+    if updated is not None:
+        write_text(init_file, updated, root=root or init_file.parent)
+    return said

@@ -84,15 +84,17 @@ def cmake_value(backend: str, values: Sequence[str], spellings: Spellings) -> st
 
 
 def parse_cmake_backend(text: str) -> tuple[str | None, tuple[str, ...]]:
-    """A `<X>_BACKEND` cache variable of a CMakeLists.txt and the values its STRINGS property lists."""
-    match = re.search(r"\bset\s*\(\s*([A-Za-z][A-Za-z0-9_]*_BACKEND)\b[^)]*\bCACHE\b", text)
+    """A `<X>_BACKEND` cache variable of a CMakeLists.txt and the values its STRINGS property lists.
+    Linear in the text: `[^()]*` stops at the next parenthesis (`[^)]*` rescanned the rest of the
+    file from every `set(`: 80 s for 280 KB)."""
+    match = re.search(r"\bset\s*\(\s*([A-Za-z][A-Za-z0-9_]*_BACKEND)\b[^()]*\bCACHE\b", text)
     if match is None:
         match = re.search(r"\boption\s*\(\s*([A-Za-z][A-Za-z0-9_]*_BACKEND)\b", text)
     if match is None:
         return None, ()
     name = match.group(1)
     strings = re.search(
-        rf"set_property\s*\(\s*CACHE\s+{re.escape(name)}\s+PROPERTY\s+STRINGS\s+([^)]*)\)", text
+        rf"set_property\s*\(\s*CACHE\s+{re.escape(name)}\s+PROPERTY\s+STRINGS\s+([^()]*)\)", text
     )
     values = tuple(v.strip("\"'") for v in strings.group(1).replace(";", " ").split()) if strings else ()
     return name, values

@@ -13,6 +13,7 @@ from release.inspect.elf import ElfInfo
 from release.inspect.rules import RULE_IDS
 from release.inspect.rules.registry import STATUSES, RuleResult
 from release.inspect.versions import max_required
+from release.table import printable
 
 SCHEMA_VERSION = 3
 SCHEMA_FILE = Path(__file__).with_name("verify.schema.json")
@@ -243,7 +244,7 @@ def render_report(report: VerifyReport) -> str:
         f"  glibc needed: {report.glibc_needed or 'none'}",
     ]
     width = max(len(r) for r in RULE_IDS)
-    lines.extend(f"  {_LABEL[r.status]:<4}  {r.id:<{width}}  {r.message}" for r in report.rules)
+    lines.extend(f"  {_LABEL[r.status]:<4}  {r.id:<{width}}  {printable(r.message)}" for r in report.rules)
     if not report.ok:
         verdict = f"FAILED ({', '.join(report.failed)})"
     elif not report.releasable:

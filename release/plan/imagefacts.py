@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from release.config.facts import ImageFacts, Layout, digest_of
 from release.config.matrix import Image, LoadedMatrix
+from release.config.names import ascii_int
 from release.errors import SmokeError
 from release.wheel.names import parse_platform_tag
 
@@ -113,7 +114,7 @@ def _compare_python(loaded: LoadedMatrix, name: str, facts: ImageFacts) -> _Comp
     declared = declared_pythons(loaded, image)
     if facts.pythons is None:
         return Row(name, "python", _versions(declared), "unknown", "unknown"), None
-    has = sorted(facts.pythons, key=lambda v: tuple(int(p) for p in v.split(".")))
+    has = sorted(facts.pythons, key=lambda v: tuple(ascii_int(p, high=999) or 0 for p in v.split(".")))
     lacking = [v for v in declared if v not in facts.pythons]
     row = Row(name, "python", _versions(declared), _versions(has), "differs" if lacking else "ok")
     if not lacking:

@@ -26,6 +26,7 @@ from html.parser import HTMLParser
 
 from packaging.utils import canonicalize_name
 
+from release import table
 from release.errors import PublishError, UsageError
 from release.publish import redact, transport
 
@@ -119,9 +120,7 @@ redact_url = redact.redact_url
 redact_text = redact.redact_text
 
 
-def printable(text: str) -> str:
-    """Non-printable characters escaped as `repr` does: an answer cannot start a line of its own."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+printable = table.printable
 
 
 def _without_userinfo(url: str) -> str:
@@ -332,7 +331,7 @@ def fetch_sha256(
         raise IndexUnavailable(msg) from None
     except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
         expired = deadline.expired or isinstance(getattr(exc, "reason", exc), TimeoutError)
-        reason = f"no complete answer within {timeout:g}s" if expired else _transport_reason(exc)
+        reason = f"no complete answer within {timeout:g}s" if expired else transport_reason(exc)
         msg = f"cannot fetch {shown} to hash it: {reason}"
         raise IndexUnavailable(msg) from None
     return digest
@@ -379,7 +378,7 @@ def list_entries(
         if deadline.expired or isinstance(getattr(exc, "reason", exc), TimeoutError):
             reason = f"no complete answer within {timeout:g}s"
         else:
-            reason = _transport_reason(exc)
+            reason = transport_reason(exc)
         msg = f"cannot read {shown}: {reason}"
         raise IndexUnavailable(msg) from None
     except ValueError as exc:  # urllib's checks of a malformed URL
@@ -403,7 +402,7 @@ def _parse(answer: transport.Answer, project: str) -> list[IndexFile]:
     raise NotSimpleAPI(msg)
 
 
-def _transport_reason(exc: BaseException) -> str:
+def transport_reason(exc: BaseException) -> str:
     """A one-line reason for a transport failure, without anything the server chose to say at length."""
     reason = getattr(exc, "reason", exc)
     if isinstance(exc, http.client.IncompleteRead):

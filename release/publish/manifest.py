@@ -15,17 +15,16 @@ Release and attested there, never uploaded to the index.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from release import __version__
+from release.atomic import write_text
 from release.errors import PublishError
 from release.plan.resolve import ResolvedVariant
 from release.publish import handoff
-from release.wheel.files import not_regular
+from release.wheel.files import not_regular, read_json, reason
 from release.wheel.names import REPORT_SUFFIX
 
 MANIFEST_VERSION = 1
@@ -103,15 +102,7 @@ def write(path: Path, manifest: Mapping[str, object]) -> Path:
     """Written under a temporary name beside `path`, then renamed."""
     text = json.dumps(manifest, indent=2) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(text)
-        Path(scratch).replace(path)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
-    return path
+    return write_text(path, text)
 
 
 def load(path: Path) -> dict[str, dict[str, object]]:
@@ -123,17 +114,12 @@ def load_document(path: Path) -> tuple[dict[str, object], dict[str, dict[str, ob
     """(the whole manifest, its wheels by file name); `PublishError` for anything that is not a
     manifest."""
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MANIFEST_LIMIT + 1)
-        if len(data) > MANIFEST_LIMIT:
-            msg = f"{path}: over {MANIFEST_LIMIT >> 20} MiB: not a release manifest"
-            raise PublishError(msg)
-        document = json.loads(data)
+        document = read_json(path, MANIFEST_LIMIT)
     except OSError as exc:
-        msg = f"{path}: cannot read the release manifest ({exc.strerror})"
+        msg = f"{path}: cannot read the release manifest ({reason(exc)})"
         raise PublishError(msg) from None
-    except (ValueError, RecursionError) as exc:
-        msg = f"{path}: not a JSON release manifest ({str(exc)[:80]})"
+    except ValueError as exc:
+        msg = f"{path}: not a JSON release manifest ({exc})"
         raise PublishError(msg) from None
     wheels = document.get("wheels") if isinstance(document, dict) else None
     if not isinstance(document, dict) or document.get("manifest_version") != MANIFEST_VERSION:
@@ -150,6 +136,7 @@ def load_document(path: Path) -> tuple[dict[str, object], dict[str, dict[str, ob
             and isinstance(wheel.get("name"), str)
             and str(wheel["name"]).endswith(".whl")
             and "/" not in str(wheel["name"])
+            and str(wheel["name"]).isprintable()
             and isinstance(wheel.get("sha256"), str)
             and isinstance(wheel.get("size"), int)
         )
@@ -221,7 +208,7 @@ def _sort_directory(
         if path.is_dir() and not path.is_symlink():
             continue
         rel = path.relative_to(directory).as_posix()
-        if path.resolve() in skipped and not path.is_symlink():
+        if not path.is_symlink() and path.resolve() in skipped:  # (a link, a loop too, is refused below)
             continue
         refused = None if path.is_file() and not path.is_symlink() else (not_regular(path) or "a link")
         if refused:

@@ -3,7 +3,9 @@
 A per-read timeout does not bound a server that drips a byte every few seconds, and a body read
 whole has no size limit. Here one `Deadline` covers the whole request (connect, TLS, headers,
 body, redirects within the host), and the body is kept only up to a cap, refused beyond it.
-Redirects to another host are not followed (`ForeignRedirect`).
+Redirects to another host are not followed (`ForeignRedirect`), nor to another scheme; the
+opener has no FTP, file or data handler. Every request of the publish stage (the index's listing,
+a file fetched to be hashed, a PEP 825 variant upload) goes through `_opener`.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import socket
 import ssl
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.client import HTTPMessage
 from typing import IO, Any
+
+from release.publish.redact import redact_text
 
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.1"
 
@@ -127,7 +132,16 @@ class _HTTPSHandler(urllib.request.HTTPSHandler):
         return self.do_open(_HTTPSConnection, req, context=self._ssl_context, deadline=self._deadline)
 
 
-class _NoRedirectAcrossHosts(urllib.request.HTTPRedirectHandler):
+class _Redirects(urllib.request.HTTPRedirectHandler):
+    """Redirects within the request's scheme and host only, or with `across_hosts` (an index's
+    files on a CDN) to another HTTPS host; never to another scheme (no `ftp://`, no `file://`:
+    the opener has no handler for them either). Credentials are unredirected headers, so no
+    redirect carries them anywhere."""
+
+    def __init__(self, *, across_hosts: bool = False) -> None:
+        super().__init__()
+        self.across_hosts = across_hosts
+
     def redirect_request(  # noqa: PLR0917 (the base class's signature)
         self,
         req: urllib.request.Request,
@@ -139,13 +153,35 @@ class _NoRedirectAcrossHosts(urllib.request.HTTPRedirectHandler):
     ) -> urllib.request.Request | None:
         old = urllib.parse.urlsplit(req.full_url)
         new = urllib.parse.urlsplit(urllib.parse.urljoin(req.full_url, newurl))
-        if (old.scheme, old.netloc) != (new.scheme, new.netloc):
+        same = (old.scheme, old.netloc) == (new.scheme, new.netloc)
+        if not same and not (self.across_hosts and new.scheme == "https" and new.hostname):
             raise ForeignRedirect(newurl)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
-class ForeignRedirect(Exception):
-    pass
+class ForeignRedirect(urllib.error.URLError):
+    """A redirect to another scheme or host, refused (it is not followed)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"a redirect to {redact_text(url)[:120]} (another scheme or host) is not followed")
+        self.url = url
+
+
+def _opener(deadline: Deadline, *, across_hosts: bool = False) -> urllib.request.OpenerDirector:
+    """The one opener of every request the toolkit makes: HTTP(S) under `deadline`, the redirect
+    rule above, HTTP errors raised; no FTP, file or data handler."""
+    opener = urllib.request.OpenerDirector()
+    for handler in (
+        urllib.request.ProxyHandler(),
+        urllib.request.UnknownHandler(),
+        _HTTPHandler(deadline),
+        _HTTPSHandler(deadline),
+        urllib.request.HTTPDefaultErrorHandler(),
+        _Redirects(across_hosts=across_hosts),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
 
 
 @dataclass(frozen=True)
@@ -167,8 +203,8 @@ def fetch(url: str, deadline: Deadline, max_bytes: int) -> Answer:
 
 def fetch_sha256(url: str, deadline: Deadline, max_bytes: int) -> tuple[str, int]:
     """(sha256, size) of the file at `url`, streamed under `deadline` and refused past `max_bytes`
-    (never held whole); redirects to another host are followed here (an index serves its files
-    from a CDN), as any installer would."""
+    (never held whole); redirects to another HTTPS host are followed here (an index serves its
+    files from a CDN), as any installer would, never to another scheme."""
     digest = hashlib.sha256()
     size = [0]
 
@@ -188,10 +224,11 @@ def _get(
     accept: str,
     *,
     foreign: bool = False,
+    request: urllib.request.Request | None = None,
 ) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"Accept": accept})  # noqa: S310 (checked scheme)
-    redirects = urllib.request.HTTPRedirectHandler() if foreign else _NoRedirectAcrossHosts()
-    opener = urllib.request.build_opener(redirects, _HTTPHandler(deadline), _HTTPSHandler(deadline))
+    if request is None:
+        request = urllib.request.Request(url, headers={"Accept": accept})  # noqa: S310 (checked scheme)
+    opener = _opener(deadline, across_hosts=foreign)
     with opener.open(request, timeout=max(deadline.left(), 0.001)) as response:
         length = response.headers.get("Content-Length", "").strip()
         declared = int(length) if length.isascii() and length.isdigit() and len(length) < 20 else None
@@ -209,6 +246,26 @@ def _get(
         if declared is not None and size < declared:  # read(n) returns short at EOF, silently
             raise ShortAnswer(size, declared - size)
         return response.status, response.headers.get("Content-Type", "")
+
+
+def post(
+    url: str,
+    body: bytes,
+    deadline: Deadline,
+    max_bytes: int,
+    *,
+    headers: dict[str, str],
+    authorization: str | None = None,
+) -> Answer:
+    """POST `body` to `url` under `deadline` (sending and the answer alike), keeping at most
+    `max_bytes` of the answer. `authorization` goes to `url`'s host only: it is not sent again
+    on any redirect, and a redirect to another scheme or host is refused (`ForeignRedirect`)."""
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")  # noqa: S310 (checked scheme)
+    if authorization is not None:
+        request.add_unredirected_header("Authorization", authorization)
+    chunks: list[bytes] = []
+    status, content_type = _get(url, deadline, max_bytes, chunks.append, "*/*", request=request)
+    return Answer(status, content_type, b"".join(chunks))
 
 
 class TooLarge(Exception):

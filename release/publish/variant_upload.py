@@ -3,7 +3,10 @@ self-hosted index that takes them (PyPI rejects variant file names today: refuse
 
 The upload is the legacy upload API every self-hosted index speaks (a multipart POST per file,
 `:action=file_upload`, with the file's sha256), idempotent like the per-name publish: a file the
-index already lists with the same sha256 is skipped, with another sha256 it stops everything.
+index already holds with the same sha256 is skipped, with another sha256 it stops everything; a
+listing without hashes is settled by fetching the file and hashing it, as on the twine path.
+Every request goes through the one HTTP client (`release.publish.transport`): a deadline per
+request (`--upload-timeout`, `--index-timeout`), redirects within the host only.
 The wheels go first and `-variants.json` last, so an installer never reads a variants file
 whose wheels are not there yet; the listing is read again at the end and must hold every file.
 """
@@ -12,11 +15,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import http.client
 import json
 import secrets
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,14 +27,17 @@ from pathlib import Path
 from release.errors import PublishError
 from release.inspect.report import failure_summary
 from release.inspect.verify import verify_release
-from release.publish import index
+from release.publish import index, transport
+from release.table import printable
 from release.variants.make import VariantSet, label_of
 from release.variants.metadata import INDEX_SUFFIX, read_document
-from release.wheel.files import file_sha256
+from release.wheel.files import file_sha256, not_regular, read_bounded, reason
 from release.wheel.names import filename_stem, parse_variant_wheel_name
 
 PYPI_HOSTS = ("pypi.org", "upload.pypi.org", "test.pypi.org", "files.pythonhosted.org")
 UPLOAD_TIMEOUT = 300.0
+MAX_VARIANTS_JSON = 16 << 20
+"""The largest `-variants.json` read (one is a few KiB)."""
 
 
 def pypi_refusal(repository: str) -> str | None:
@@ -67,12 +73,17 @@ def collect(directory: Path, shared: VariantSet, version: str) -> list[VariantFi
         problems.append(f"{directory}: no variant wheels of {shared.distribution} {version}")
     labels_found: set[str] = set()
     for wheel in wheels:
+        if why := not_regular(wheel):
+            problems.append(f"{wheel}: {why}, not a regular file (refused)")
         try:
             labels_found.add(parse_variant_wheel_name(wheel).label)
         except ValueError as exc:
             problems.append(str(exc))
     if index_file.is_file():
-        data = index_file.read_bytes()
+        try:
+            data = read_bounded(index_file, MAX_VARIANTS_JSON)
+        except OSError as exc:
+            data, problems = b"", [*problems, f"{index_file}: cannot read it ({reason(exc)})"]
         problems += [f"{index_file.name}: {p}" for p in read_document(data, label=None)]
         if not problems:
             listed = set(_labels(data))
@@ -125,7 +136,10 @@ def upload_file(
     file: VariantFile, *, repository: str, project: str, version: str,
     username: str | None, password: str | None, timeout: float = UPLOAD_TIMEOUT,
 ) -> None:  # fmt: skip
-    """One legacy-API upload; `PublishError` naming the file and the HTTP status when refused."""
+    """One legacy-API upload through the one HTTP client (`release.publish.transport`): one
+    deadline of `timeout` seconds for the whole request, the credentials sent to the
+    repository's host only (no redirect carries them, none leaves the host). `PublishError`
+    naming the file and the HTTP status when refused."""
     fields = {
         ":action": "file_upload",
         "protocol_version": "1",
@@ -138,48 +152,78 @@ def upload_file(
         "md5_digest": hashlib.md5(file.path.read_bytes(), usedforsecurity=False).hexdigest(),
     }
     body, content_type = _multipart(fields, file.path)
-    request = urllib.request.Request(repository, data=body, method="POST")  # noqa: S310 (checked transport)
-    request.add_header("Content-Type", content_type)
+    authorization = None
     if username or password:
         token = base64.b64encode(f"{username or ''}:{password or ''}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
+        authorization = f"Basic {token}"
+    shown = index.redact_url(repository)
+    deadline = transport.Deadline(timeout)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310
-            answer.read(1 << 16)
+        with deadline:
+            transport.post(
+                repository, body, deadline, 1 << 16, headers={"Content-Type": content_type},
+                authorization=authorization,
+            )  # fmt: skip
     except urllib.error.HTTPError as exc:
         exc.close()
-        msg = f"{file.path.name}: the index refused the upload (HTTP {exc.code} {exc.reason})"
+        reason = printable(index.redact_text(str(exc.reason)))[:80]
+        msg = f"{file.path.name}: the index refused the upload (HTTP {exc.code} {reason})"
         raise PublishError(msg) from None
-    except (urllib.error.URLError, OSError) as exc:
-        msg = f"{file.path.name}: upload to {index.redact_url(repository)} failed ({exc})"
+    except transport.TooLarge:
+        msg = f"{file.path.name}: {shown} answered the upload with more than 64 KiB: not an index"
         raise PublishError(msg) from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+        expired = deadline.expired or isinstance(getattr(exc, "reason", exc), TimeoutError)
+        why = f"no complete answer within {timeout:g}s" if expired else index.transport_reason(exc)
+        msg = f"{file.path.name}: upload to {shown} failed ({why})"
+        raise PublishError(msg) from None
+
+
+def _confirmed(
+    name: str, listed: Mapping[str, str | None], *, index_url: str, project: str, timeout: float
+) -> str | None:
+    """The sha256 the index holds for `name`: listed, or (listed without one) the file it serves
+    fetched and hashed, since a name alone confirms nothing. None when it is not listed."""
+    if name not in listed:
+        return None
+    digest = listed[name]
+    if digest is not None:
+        return digest
+    return index.fetch_sha256(index_url, project, name, timeout=timeout)
 
 
 def publish_variant_set(
     files: Sequence[VariantFile], *, project: str, version: str, repository: str, index_url: str,
     username: str | None, password: str | None, dry_run: bool = False, log: Callable[[str], None] = print,
+    upload_timeout: float = UPLOAD_TIMEOUT, index_timeout: float = index.DEFAULT_TIMEOUT,
 ) -> dict[str, str]:  # fmt: skip
-    """Upload what the index lacks, then check its listing holds every file; file -> outcome."""
-    listed = index.list_files(index_url, project)
+    """Upload what the index lacks, then check it serves every file with its sha256 (a listing
+    without hashes: each file fetched and hashed); file -> outcome."""
+    listed = index.list_files(index_url, project, timeout=index_timeout)
     outcomes: dict[str, str] = {}
     for file in files:
         name = file.path.name
-        if name in listed:
-            if listed[name] not in (None, file.sha256):
-                msg = f"{name} is on the index with sha256 {listed[name]}, not {file.sha256}: not replaced"
+        held = _confirmed(name, listed, index_url=index_url, project=project, timeout=index_timeout)
+        if held is not None:
+            if held != file.sha256:
+                msg = f"{name} is on the index with sha256 {held}, not {file.sha256}: not replaced"
                 raise PublishError(msg)
             outcomes[name] = "already there"
         elif dry_run:
             outcomes[name] = "would upload"
         else:
             upload_file(file, repository=repository, project=project, version=version,
-                        username=username, password=password)  # fmt: skip
+                        username=username, password=password, timeout=upload_timeout)  # fmt: skip
             outcomes[name] = "uploaded"
         log(f"{outcomes[name]:>13}  {name}")
     if not dry_run:
-        after = index.list_files(index_url, project)
-        missing = [f.path.name for f in files if after.get(f.path.name, "absent") not in (None, f.sha256)]
+        after = index.list_files(index_url, project, timeout=index_timeout)
+        missing = [
+            f.path.name for f in files
+            if _confirmed(f.path.name, after, index_url=index_url, project=project, timeout=index_timeout)
+            != f.sha256
+        ]  # fmt: skip
         if missing:
-            msg = f"the index does not list {', '.join(missing)} with their sha256 after the upload"
+            msg = f"the index does not serve {', '.join(missing)} with their sha256 after the upload"
             raise PublishError(msg)
     return outcomes

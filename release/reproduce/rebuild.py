@@ -24,13 +24,17 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.config.names import ascii_int
 from release.errors import ReproduceError, UsageError
 from release.plan.steps import BuildStep
 from release.publish import handoff, manifest
 from release.reproduce import compare, inputs
+from release.table import printable
 from release.wheel.zip import ZipError
 
 MAX_PACKAGES_NAMED = 10
+MAX_EPOCH = 253402300799
+"""The last second of the year 9999: a recorded SOURCE_DATE_EPOCH beyond it is not a date."""
 """How many differing packages a note names; the rest are counted."""
 
 Rebuild = Callable[[tuple[BuildStep, ...], Path, str], list[Path]]
@@ -238,8 +242,12 @@ def steps_for(chosen: Sequence[Recorded], builds: Sequence[BuildStep]) -> dict[s
 def recorded_epoch(release: RecordedRelease) -> Iterator[str]:
     """`SOURCE_DATE_EPOCH` set to the recorded one while the block runs (every build path reads it)."""
     epoch = str(release.inputs.get("source_date_epoch") or "")
-    if not epoch.isdigit():
-        msg = f"{release.path}: inputs.source_date_epoch is {epoch or 'missing'}, not a number of seconds"
+    if ascii_int(epoch, high=MAX_EPOCH) is None:
+        shown = printable(epoch[:40]) or "missing"
+        msg = (
+            f"{release.path}: inputs.source_date_epoch is {shown}, not a number of seconds "
+            f"(ASCII digits, up to {MAX_EPOCH})"
+        )
         raise ReproduceError(msg)
     before = os.environ.get("SOURCE_DATE_EPOCH")
     os.environ["SOURCE_DATE_EPOCH"] = epoch

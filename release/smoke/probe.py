@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 from release.config.facts import FACTS_FILE, SYSTEM_LIBRARY_DIRS, ImageFacts, Layout, Via
 from release.config.matrix import LoadedMatrix
-from release.errors import ReleaseError, SmokeError
+from release.errors import ReleaseError, SmokeError, UsageError
 from release.plan.imagefacts import Disagreement, compare, current, image_sonames, pinned_without_facts
 from release.plan.steps import make_plan
 from release.smoke.container import pull as pull_image
+from release.table import printable
 
 PROBE_TIMEOUT = 300.0
 MAX_OUTPUT = 1 << 20
@@ -67,7 +68,7 @@ def run_probe(engine: str, reference: str, text: str, *, timeout: float = PROBE_
 
 
 def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".") if p.isdigit())
+    return tuple(int(p) for p in version.split(".") if p.isascii() and p.isdigit() and len(p) < 8)
 
 
 @dataclass
@@ -339,10 +340,16 @@ def probe_matrix(
 
 
 def changed_since(loaded: LoadedMatrix, revision: str) -> list[str]:
-    """The matrix and facts files changed since `revision` (git); both when git cannot say."""
+    """The matrix and facts files changed since `revision` (git); both when git cannot say. A
+    revision starting with `-` is refused (it would reach git as an option), and the revision
+    passes after `--end-of-options` all the same."""
+    if revision.startswith("-") or not revision.isprintable():
+        shown = printable(revision)[:80]
+        msg = f"--changed-since {shown}: not a git revision (with a leading '-' it reaches git as an option)"
+        raise UsageError(msg)
     files = [loaded.path.name, FACTS_FILE]
     proc = subprocess.run(
-        ["git", "-C", str(loaded.root), "diff", "--name-only", revision, "--", *files],
+        ["git", "-C", str(loaded.root), "diff", "--name-only", "--end-of-options", revision, "--", *files],
         capture_output=True,
         text=True,
         check=False,

@@ -13,7 +13,9 @@ import contextlib
 import errno
 import hashlib
 import io
+import json
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,3 +93,83 @@ def not_regular(path: Path) -> str | None:
     except OSError as exc:
         return f"cannot be opened ({exc.strerror or exc})"
     return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The one reader of files the toolkit reads by name (a manifest, image facts, a verify report,
+# pyproject.toml, CMake files, an __init__.py): a regular file only, a size limit per kind, a
+# nesting limit for JSON, and every failure one line (`reason`).
+
+MAX_DEPTH = 64
+"""JSON arrays and objects nested deeper than this are refused before they are parsed."""
+_JSON_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+class TooLargeFile(OSError):
+    """The file is larger than what is read of its kind: refused before it is held."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        super().__init__(errno.EFBIG, f"larger than {limit:,} bytes", str(path))
+
+
+def reason(exc: BaseException) -> str:
+    """One line saying why a file could not be read: its kind, a link loop, the OS's words."""
+    if isinstance(exc, NotRegularFile):
+        return exc.strerror or exc.kind
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ELOOP:
+            return "a symbolic link loop"
+        return exc.strerror or type(exc).__name__
+    if isinstance(exc, UnicodeDecodeError):
+        return f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+    return " ".join(str(exc).split())[:160] or type(exc).__name__
+
+
+def read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of `path`, a regular file of at most `limit` bytes. OSError otherwise, at once:
+    `NotRegularFile` (a FIFO, a device, a directory), `TooLargeFile`, ELOOP for a link loop."""
+    with open_regular(path) as fh:
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TooLargeFile(path, limit)
+    return data
+
+
+def read_text(path: Path, limit: int) -> str:
+    """`read_bounded` decoded as UTF-8; `UnicodeDecodeError` for other bytes (`reason` says where)."""
+    return read_bounded(path, limit).decode("utf-8")
+
+
+def json_depth(data: bytes) -> int:
+    """How deeply the arrays and objects of JSON text nest (strings skipped), in linear time."""
+    depth = deepest = 0
+    for token in _JSON_TOKENS.finditer(data):
+        char = token.group()[:1]
+        if char in (b"[", b"{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return deepest
+
+
+def load_json(data: bytes, max_depth: int = MAX_DEPTH) -> object:
+    """JSON text parsed, or `ValueError` with one line: not UTF-8, nested too deeply, not JSON."""
+    if json_depth(data) > max_depth:
+        msg = f"JSON nested deeper than {max_depth} levels"
+        raise ValueError(msg)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(reason(exc)) from None
+    except json.JSONDecodeError as exc:
+        msg = f"not JSON ({exc.msg} at line {exc.lineno})"
+        raise ValueError(msg) from None
+    except (ValueError, RecursionError) as exc:
+        msg = f"not JSON ({reason(exc)})"
+        raise ValueError(msg) from None
+
+
+def read_json(path: Path, limit: int, max_depth: int = MAX_DEPTH) -> object:
+    """`load_json` of `read_bounded`: OSError for the file, ValueError for its text (one line each)."""
+    return load_json(read_bounded(path, limit), max_depth)
