@@ -174,10 +174,17 @@ def _guard(project: Project, variants: Mapping[str, Backend], *, print_only: boo
         for backend in variants.values()
         for soname in backend.driver_sonames
     }
-    if len(variants) < 2 and not drivers:
+    runtimes = {
+        soname: (backend.releases_providing(soname), backend.runtime_help(soname), places)
+        for backend in variants.values()
+        if backend.runtime_places
+        for soname in dict.fromkeys(s for names in backend.runtime_sonames.values() for s in names)
+        for places in [[p.as_data() for p in backend.runtime_places]]
+    }
+    if len(variants) < 2 and not drivers and not runtimes:
         return None
     names = [distribution_name(project.name, v, variants) for v in variants]
-    block = guard_code(project.import_name, names, drivers)
+    block = guard_code(project.import_name, names, drivers, runtimes)
     where = project.package_dir
     if print_only or where is None:
         place = f"{where / '__init__.py'}" if where else f"the `{project.import_name}` package's __init__.py"
@@ -185,7 +192,7 @@ def _guard(project: Project, variants: Mapping[str, Backend], *, print_only: boo
             f"variant guard: put this at the top of {place} (release verify's variant-conflict rule "
             f"fails wheels without it):\n{block}"
         )
-    return write_guard(where / "__init__.py", project.import_name, names, drivers)
+    return write_guard(where / "__init__.py", project.import_name, names, drivers, runtimes)
 
 
 def _variants_text(variants: Mapping[str, Backend]) -> str:

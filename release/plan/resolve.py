@@ -340,9 +340,9 @@ def runtime_requirements(backend: Backend, sonames: tuple[str, ...]) -> dict[str
     if not sonames:
         return {}
     every = dict.fromkeys([*sonames, *(s for names in backend.runtime_sonames.values() for s in names)])
-    table = {
-        s: {"provided_by": backend.releases_providing(s), "install": backend.runtime_help(s)} for s in every
-    }
+    places = [p.as_data() for p in backend.places]  # where the import looks, in order
+    table = {s: {"provided_by": backend.releases_providing(s), "install": backend.runtime_help(s),
+                 "places": places} for s in every}  # fmt: skip
     # The driver's libraries (libcuda.so.1): the GPU driver provides them, not a toolkit release.
     for soname in backend.driver_sonames:
         table[soname] = {"provided_by": backend.driver_name, "install": backend.driver_help(soname)}
