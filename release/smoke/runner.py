@@ -43,7 +43,7 @@ from release.smoke.image import (
 )
 from release.smoke.outcome import Outcome, Step, json_ok
 from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
-from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME
+from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME, one_copy_argv, two_copies
 from release.smoke.refusal import absent_drivers, refusal_problem
 from release.smoke.requirements import install_argv, missing_source_line, network_env
 from release.smoke.requirements import mounts as requirement_mounts
@@ -308,8 +308,8 @@ class Smoke:
 
     def check_import(self) -> None:
         name = self.variant.import_name
-        result = self._run([str(self.venv / "bin" / "python"), "-c", f"import {name}"])
-        self._step(f"import {name}", result, result.returncode == 0)
+        result = self._run(one_copy_argv(self.venv, self.variant.backend.single_copy, [name]))
+        self._step(f"import {name}", result, result.returncode == 0, two_copies(result))
 
     def check_import_refused(self, drivers: Sequence[str] = ()) -> None:
         """The import refuses in the package's words, naming the absent runtime (or `drivers`)."""

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from release.smoke.image import Result
+from release.smoke.probes import ONE_COPY, TWO_COPIES, two_copies
+
 from .conftest import ROOT, toolkit
 from .test_second_engine import needs_cc
 
@@ -42,6 +45,38 @@ MAPPED = (
 )
 
 
+def _stub_runtime(directory: Path) -> Path:
+    """A library with HIP's soname (libamdhip64.so.7), compiled into `directory`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stub = directory / "stub.c"
+    stub.write_text("int hipGetDeviceCount(int *n) { *n = 0; return 0; }\n", encoding="utf-8")
+    lib = directory / "libamdhip64.so.7"
+    cc = ["cc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.7", "-o", str(lib), str(stub)]
+    subprocess.run(cc, check=True)
+    return lib
+
+
+@needs_cc
+def test_a_process_with_two_copies_of_the_runtime_fails_naming_both(tmp_path: Path) -> None:
+    """What every smoke leg runs after its imports (`ONE_COPY`), in a process that loads a second
+    libamdhip64 on purpose: by path, as a wheel vendoring its own copy beside torch's would."""
+    first, second = _stub_runtime(tmp_path / "torch-lib"), _stub_runtime(tmp_path / "engine-lib")
+    (tmp_path / "twice.py").write_text(
+        f"import ctypes\nctypes.CDLL({str(first)!r})\nctypes.CDLL({str(second)!r})\n", encoding="utf-8"
+    )
+    (tmp_path / "once.py").write_text(f"import ctypes\nctypes.CDLL({str(first)!r})\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    results = {}
+    for module in ("twice", "once"):
+        argv = [sys.executable, "-c", ONE_COPY, "libamdhip64,libamd_smi", module]
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        results[module] = Result(tuple(argv), proc.returncode, proc.stdout, proc.stderr, 0.0)
+    assert results["once"].returncode == 0, results["once"].stderr
+    assert results["twice"].returncode == TWO_COPIES, results["twice"].stderr
+    detail = two_copies(results["twice"])
+    assert detail == f"two copies of libamdhip64 in one process: {second} and {first}"  # sorted
+
+
 @needs_cc
 def test_the_init_guard_finds_a_therock_pip_runtime(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
@@ -52,12 +87,7 @@ def test_the_init_guard_finds_a_therock_pip_runtime(tmp_path: Path) -> None:
     package = (repo / "src" / "kv" / "__init__.py").read_bytes()
     assert b"rocm_sdk" in package
 
-    stub = tmp_path / "stub.c"
-    stub.write_text("int hipGetDeviceCount(int *n) { *n = 0; return 0; }\n", encoding="utf-8")
-    lib = tmp_path / "lib" / "libamdhip64.so.7"
-    lib.parent.mkdir()
-    cc = ["cc", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.7", "-o", str(lib), str(stub)]
-    subprocess.run(cc, check=True)
+    lib = _stub_runtime(tmp_path / "lib")
     wheels = tmp_path / "wheels"
     sdk = standin.write_wheels(wheels, [lib], torch=True)
     kv = standin.wheel(
