@@ -121,6 +121,7 @@ class LocalImage:
     runtime_prefix: str | None = None
     runtime_via: str | None = None
     runtime_globs: tuple[str, ...] = ()
+    runtime_links: str | None = None
     toolkit_install: str | None = None
     """A build image's toolkit install command (the backend's install command, the declared
     toolkit and the recipe's arguments), run in the image by make-image.sh."""
@@ -424,6 +425,7 @@ def _runtime_image(
         runtime_prefix=prefix,
         runtime_via=via,
         runtime_globs=runtime_globs,
+        runtime_links=sim.links if sim is not None and prefix == sim.prefix else None,
     )
 
 

@@ -1,7 +1,7 @@
 """The guard `release init` writes finds a TheRock pip runtime (`rocm_sdk`, a nonce-named library
 package, nothing on the loader's path), loads it once whichever of torch and the engine is imported
 first, and names every place it looked when the runtime is gone. The HIP runtime here is a stand-in
-library compiled with the real soname (libamdhip64.so.7); the SDK is tests/standins/rocm_sdk."""
+library compiled with the real soname (libamdhip64.so.7); the SDK is scripts/therock-standin."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from .conftest import ROOT, toolkit
 from .test_second_engine import needs_cc
 
 _spec = importlib.util.spec_from_file_location(
-    "rocm_sdk_standin_wheels", ROOT / "tests/standins/rocm_sdk/wheels.py"
+    "rocm_sdk_standin_wheels", ROOT / "scripts/therock-standin/wheels.py"
 )
 assert _spec is not None and _spec.loader is not None
 standin = importlib.util.module_from_spec(_spec)

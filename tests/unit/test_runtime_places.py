@@ -21,7 +21,7 @@ from release.init.guard import guard_code
 from release.init.runtime_places import find_runtime
 
 ROOT = Path(__file__).resolve().parents[2]
-STANDIN = ROOT / "tests" / "standins" / "rocm_sdk"
+STANDIN = ROOT / "scripts" / "therock-standin"
 ROCM = [p.as_data() for p in load_backends(ROOT / "packaging" / "backends")["rocm"].runtime_places]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import runpy
 import sys
 import zipfile
 from collections.abc import Sequence
@@ -63,17 +64,14 @@ def _sources(package: str) -> dict[str, bytes]:
 def write_wheels(dest: Path, libraries: Sequence[Path], *, torch: bool = False) -> list[Path]:
     """The stand-in's wheels in `dest`; `libraries` go into `_rocm_sdk_core_10_0_0/lib/`."""
     dest.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(HERE))
-    try:
-        from rocm_sdk._dist_info import PY_PACKAGE_SUFFIX_NONCE, __version__
-    finally:
-        sys.path.remove(str(HERE))
-    core = f"_rocm_sdk_core{PY_PACKAGE_SUFFIX_NONCE}"
+    info = runpy.run_path(str(HERE / "rocm_sdk" / "_dist_info.py"))
+    version = info["__version__"]
+    core = f"_rocm_sdk_core{info['PY_PACKAGE_SUFFIX_NONCE']}"
     core_files = {f"{core}/__init__.py": b'"""The ROCm SDK core libraries (lib/)."""\n'}
     core_files.update({f"{core}/lib/{lib.name}": lib.read_bytes() for lib in libraries})
     wheels = [
-        wheel(dest, "rocm", __version__, _sources("rocm_sdk")),
-        wheel(dest, "rocm-sdk-core", __version__, core_files, tag=TAG),
+        wheel(dest, "rocm", version, _sources("rocm_sdk")),
+        wheel(dest, "rocm-sdk-core", version, core_files, tag=TAG),
     ]
     if torch:
         wheels.append(wheel(dest, "torch", "2.13.0+standin", _sources("torch")))
