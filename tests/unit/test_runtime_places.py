@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -170,3 +171,59 @@ def test_the_adopters_guard_names_every_place_in_one_sentence(
         namespace,
     )
     assert "find_runtime" not in namespace and "_require_the_gpu_runtime" not in namespace
+
+
+def test_the_therock_images_are_layers_made_with_their_layout(monkeypatch: pytest.MonkeyPatch) -> None:
+    """matrix.yaml's TheRock stand-ins resolve into make-image.sh layouts the loader cannot see
+    (`--runtime-via rocm_sdk` into the /opt/venv stand-in, `none` into core-10.0/lib with links),
+    each given the toolkit's patchelf and interpreter for the RUNPATH and the stand-in's wheels;
+    what a probe of such an image would record is 'absent' (the import finds it, not the loader)."""
+    from release.build import images
+    from release.config.matrix import load
+    from release.plan.imagefacts import expected_layout
+    from release.plan.steps import make_plan
+
+    monkeypatch.setattr(images, "self_contained_home", lambda v: Path(f"/p/{v}"))
+    loaded = load(ROOT / "matrix.yaml")
+    made = {i.name: i for i in make_plan(loaded).variants["rocm"].images}
+    want = {
+        "therock-pip": ("/opt/venv", "rocm_sdk", None),
+        "therock-os": ("/opt/rocm/core-10.0/lib", "none", "/opt/rocm/lib"),
+    }
+    for name, (prefix, via, links) in want.items():
+        local = made[name].local
+        assert local is not None and (local.runtime_prefix, local.runtime_via, local.runtime_links) == (
+            prefix,
+            via,
+            links,
+        )
+        cmd = images.make_command(local)
+        assert cmd[cmd.index("--runtime-via") + 1] == via and "--patchelf" in cmd and "--host-python" in cmd
+        assert ("--runtime-links" in cmd) == (links is not None)
+        assert cmd[cmd.index("--pythons") + 1] == "3.12" and "--base-pythons" in cmd  # a layer
+        assert expected_layout(loaded.matrix.images[name]) == expected_layout(
+            loaded.matrix.images["rocm-absent"]
+        )
+    assert loaded.matrix.images["therock-pip"].companions == ("torch",)
+
+
+def test_bad_runtime_places_are_one_line_each(tmp_path: Path) -> None:
+    from release.errors import MatrixError
+
+    data = json.loads((ROOT / "packaging" / "backends" / "rocm.json").read_text(encoding="utf-8"))
+    cases = {
+        "directory": (
+            [{"kind": "directory", "path": "opt/rocm/lib"}],
+            "runtime_places[0]: expected an absolute path",
+        ),
+        "module": (
+            [{"kind": "loaded"}, {"kind": "sdk-module"}],
+            "runtime_places[1]: an sdk-module place needs a `module`",
+        ),
+        "kind": ([{"kind": "nowhere"}], "nowhere"),
+    }
+    for places, says in cases.values():
+        (tmp_path / "rocm.json").write_text(json.dumps({**data, "runtime_places": places}), encoding="utf-8")
+        with pytest.raises(MatrixError) as raised:
+            load_backends(tmp_path)
+        assert says in str(raised.value), str(raised.value)
