@@ -75,7 +75,7 @@ tag="" suite=sid mirror=http://deb.debian.org/debian include="" pythons="" env_p
 minbase_only=0 gcc_major="" runtime_prefix="" runtime_via=ld.so.conf.d force=0 refresh_base=0
 runtime_libs='libamdhip64.so*,libhsa-runtime64.so*,libamd_comgr.so*,libhiprtc.so*'
 python_root=/root/.pyenv/versions workdir=/var/tmp/xfer-images
-extra_env=() auditwheel_req="" toolkit_install="" base_pythons=""
+extra_env=() auditwheel_req="" toolkit_install="" base_pythons="" runtime_links="" patchelf="" host_python=""
 declare -A py_dir=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -91,6 +91,9 @@ while [ $# -gt 0 ]; do
     --runtime-prefix) runtime_prefix="$2"; shift 2 ;;
     --runtime-via) runtime_via="$2"; shift 2 ;;
     --runtime-libs) runtime_libs="$2"; shift 2 ;;
+    --runtime-links) runtime_links="$2"; shift 2 ;;
+    --patchelf) patchelf="$2"; shift 2 ;;
+    --host-python) host_python="$2"; shift 2 ;;
     --env) extra_env+=("$2"); shift 2 ;;
     --base-pythons) base_pythons="$2"; shift 2 ;;
     --toolkit-install) toolkit_install="$2"; shift 2 ;;
@@ -116,7 +119,12 @@ fi
 for tool in podman debootstrap; do
   command -v "$tool" >/dev/null || die "$tool not found: run scripts/setup-podman.sh first"
 done
-case "$runtime_via" in ld.so.conf.d|LD_LIBRARY_PATH) ;; *) die "--runtime-via must be ld.so.conf.d or LD_LIBRARY_PATH" ;; esac
+case "$runtime_via" in ld.so.conf.d|LD_LIBRARY_PATH|none|rocm_sdk) ;; *) die "--runtime-via must be ld.so.conf.d, LD_LIBRARY_PATH, none or rocm_sdk" ;; esac
+if [ "$runtime_via" = none ] || [ "$runtime_via" = rocm_sdk ]; then
+  [ "$minbase_only" -eq 1 ] || die "--runtime-via $runtime_via is a smoke image's layout (--minbase-only)"
+  # TheRock's layouts are made here: the runtime's RUNPATH ($ORIGIN, as TheRock's), the pip stand-in's wheels
+  [ -x "$patchelf" ] && [ -x "$host_python" ] || die "--runtime-via $runtime_via needs --patchelf and --host-python (the toolkit passes its own)"
+fi
 [ -z "$runtime_prefix" ] || [ "${runtime_prefix#/}" != "$runtime_prefix" ] || die "--runtime-prefix must be absolute"
 [ -z "$gcc_major" ] || [[ "$gcc_major" =~ ^[1-9][0-9]?$ ]] || die "--gcc '$gcc_major' is not a GCC major (e.g. 14)"
 [ "$minbase_only" -eq 0 ] || [ -z "$gcc_major" ] || die "--gcc is for build images, not with --minbase-only"
@@ -183,6 +191,8 @@ inputs_text="$( {
   cat "$script_path" "$(dirname "$script_path")/_common.sh" | sha256sum  # content, not the path: any checkout reuses the image
   printf 'suite=%s mirror=%s include=%s minbase=%s prefix=%s via=%s libs=%s env_python=%s\n' \
     "$suite" "$mirror" "$include" "$minbase_only" "$runtime_prefix" "$runtime_via" "$runtime_libs" "$env_python"
+  [ -z "$runtime_links" ] || printf 'links=%s\n' "$runtime_links"
+  [ "$runtime_via" != rocm_sdk ] || cat "$(dirname "$script_path")"/therock-standin/*.py "$(dirname "$script_path")"/therock-standin/*/*.py | sha256sum
   printf 'env=%s\n' "${extra_env[@]:-}"
   [ "${#dropped[@]}" -eq 0 ] || printf 'base-pythons=%s\n' "$base_pythons"
   printf 'auditwheel=%s gcc=%s\n' "$auditwheel_req" "$gcc_major"
@@ -294,6 +304,40 @@ layer_made() {  # CONTAINER: its commit is $tag now; the container goes, the ima
   exit 0
 }
 
+# TheRock's pip layout (--runtime-via rocm_sdk, --runtime-prefix the venv): the runtime's libraries
+# leave the loader's path for the stand-in SDK's wheels (scripts/therock-standin: `rocm_sdk` and
+# the nonce-named library package, RUNPATH $ORIGIN as TheRock's; a torch that preloads through
+# rocm_sdk), installed into the venv; the image's interpreter sees that venv's packages (a
+# sitecustomize), as a pip install into it would.
+stage_runtime() {  # the runtime's files, by soname, out of $base into $stage, RUNPATH $ORIGIN
+  local globs_sh="${runtime_libs//,/ }"
+  stage="$(mktemp -d "$workdir/therock.XXXXXX")" therock_stage="$stage"
+  out="$(podman run --rm --network=none -v "$stage:/stage" "$base" /bin/sh -c "set -e; cd /usr/lib/x86_64-linux-gnu; for f in $globs_sh; do case \"\$f\" in *.so.[0-9]|*.so.[0-9][0-9]) cp -L \"\$f\" /stage/ ;; esac; done" 2>&1)" \
+    || die "copying the runtime out of $base_tag failed: $(echo $out | tail -c 300)"
+  ls "$stage"/*.so.* >/dev/null 2>&1 || die "no file matching '$runtime_libs' in $base_tag: include the runtime package (--include)"
+  "$patchelf" --set-rpath '$ORIGIN' "$stage"/*.so.* || die "patchelf could not set the runtime's RUNPATH"
+  mounts=(-v "$stage:/stage:ro")
+  move+="; for g in $globs_sh; do rm -f /usr/lib/x86_64-linux-gnu/\$g; done; ldconfig; ! ldconfig -p | grep -q '${runtime_libs%%[.*]*}'"
+}
+
+therock_os() {  # TheRock's OS layout: $runtime_prefix (/opt/rocm/core-X/lib), links, off the loader's path
+  stage_runtime
+  move+="; mkdir -p '$runtime_prefix' && cp -P /stage/*.so.* '$runtime_prefix/'"
+  [ -z "$runtime_links" ] || move+="; mkdir -p '$runtime_links'; for f in '$runtime_prefix'/*; do ln -s \"\$f\" '$runtime_links/'; done"
+}
+
+therock_pip() {
+  local v="${py_list[-1]}"
+  local py="/opt/python/cp${v/./}-cp${v/./}/bin/python"
+  stage_runtime
+  "$host_python" "$(dirname "$script_path")/therock-standin/wheels.py" "$stage/wheels" --torch "$stage"/*.so.* >/dev/null \
+    || die "writing the TheRock stand-in's wheels failed"
+  printf "import site\nsite.addsitedir('%s/lib/python%s/site-packages')\n" "$runtime_prefix" "$v" >"$stage/sitecustomize.py"
+  move+="; $py -m venv --without-pip '$runtime_prefix'"
+  move+="; $py -m pip --python '$runtime_prefix/bin/python' install -q --no-index --no-deps /stage/wheels/*.whl"
+  move+="; cp /stage/sitecustomize.py /opt/python/cp${v/./}-cp${v/./}/lib/python$v/"
+}
+
 # ---- a runtime layout (smoke images): one layer over the image of the same recipe without it -----
 # The layouts of one runtime (distribution, /opt prefix, LD_LIBRARY_PATH) differ only in where its
 # libraries lie and how the loader finds them: the rest is made once, and each layout is a commit
@@ -303,7 +347,7 @@ if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]
   for a in "${args[@]}"; do  # this recipe without its layout, with the base's interpreters
     if [ "$skip" -eq 1 ]; then skip=0; continue; fi
     case "$a" in
-      --tag|--runtime-prefix|--runtime-via|--runtime-libs|--env|--base-pythons|--pythons) skip=1 ;;
+      --tag|--runtime-prefix|--runtime-via|--runtime-libs|--runtime-links|--patchelf|--host-python|--env|--base-pythons|--pythons) skip=1 ;;
       --force) ;;  # --force remakes the layer; the base is the recipe's, made or found by its label
       *) base_args+=("$a") ;;
     esac
@@ -322,7 +366,7 @@ if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]
     move+="; rm -rf '/opt/python/cp${v/./}-cp${v/./}' '${py_dir[$v]}'; [ ! -e '${py_dir[$v]}' ]"
   done
   changes=(--change "LABEL $label=$inputs" --change "CMD [\"/bin/bash\"]")  # not the moves' command
-  if [ -n "$runtime_prefix" ]; then
+  if [ -n "$runtime_prefix" ] && [ "$runtime_via" != rocm_sdk ] && [ "$runtime_via" != none ]; then
     move+="; mkdir -p '$runtime_prefix'; moved=0"
     IFS=, read -r -a globs <<<"$runtime_libs"
     for g in "${globs[@]}"; do
@@ -331,17 +375,20 @@ if [ "$minbase_only" -eq 1 ] && { [ -n "$runtime_prefix" ] || [ "${#extra_env[@]
     move+="; [ \"\$moved\" -gt 0 ] || { echo \"no file matching '$runtime_libs' in /usr/lib/x86_64-linux-gnu: include the runtime package (--include)\"; exit 3; }"
     if [ "$runtime_via" = ld.so.conf.d ]; then
       move+="; echo '$runtime_prefix' > /etc/ld.so.conf.d/xfer-runtime.conf"
-    else
+    elif [ "$runtime_via" = LD_LIBRARY_PATH ]; then
       changes+=(--change "ENV LD_LIBRARY_PATH=$runtime_prefix")
     fi
     move+="; ldconfig"
   fi
+  mounts=()
+  if [ "$runtime_via" = rocm_sdk ]; then therock_pip; elif [ "$runtime_via" = none ]; then therock_os; fi
   for e in "${extra_env[@]}"; do changes+=(--change "ENV $e"); done
   ctr="xfer-layout-$$-$RANDOM"
-  out="$(podman run --name "$ctr" --network=none "$base" /bin/sh -c "$move" 2>&1)" \
+  out="$(podman run --name "$ctr" --network=none "${mounts[@]}" "$base" /bin/sh -c "$move" 2>&1)" \
     || { podman rm -f "$ctr" >/dev/null 2>&1; die "the runtime layout over $base_tag failed: $(echo $out | tail -c 300)"; }
   podman commit --quiet "${changes[@]}" "$ctr" "$tag" >/dev/null \
     || { podman rm -f "$ctr" >/dev/null 2>&1; die "podman commit of the layout failed"; }
+  [ -z "${therock_stage:-}" ] || rm -rf "$therock_stage"
   layer_made "$ctr"
 fi
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from release.build.interpreters import self_contained_home
 from release.build.lock import build_lock
+from release.build.toolchain import tool_path
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.pins import requirement
 from release.config.resources import toolkit_scripts
@@ -104,6 +107,10 @@ def make_command(image: LocalImage) -> list[str]:
             image.runtime_via or "ld.so.conf.d",
         ]
         cmd += ["--runtime-libs", ",".join(image.runtime_globs)]
+        cmd += ["--runtime-links", image.runtime_links] if image.runtime_links else []
+        if image.runtime_via in ("none", "rocm_sdk"):  # TheRock's layouts: RUNPATH $ORIGIN (patchelf)
+            patchelf = shutil.which("patchelf", path=tool_path()) or "patchelf"
+            cmd += ["--patchelf", patchelf, "--host-python", sys.executable]
     return cmd
 
 

@@ -211,10 +211,17 @@ def _guard(
         for backend in variants.values()
         for soname in backend.driver_sonames
     }
-    if len(variants) < 2 and not drivers:
+    runtimes = {
+        soname: (backend.releases_providing(soname), backend.runtime_help(soname), places)
+        for backend in variants.values()
+        if backend.runtime_places
+        for soname in dict.fromkeys(s for names in backend.runtime_sonames.values() for s in names)
+        for places in [[p.as_data() for p in backend.runtime_places]]
+    }
+    if len(variants) < 2 and not drivers and not runtimes:
         return None, None
     names = [distribution_name(project.name, v, variants) for v in variants]
-    block = guard_code(project.import_name, names, drivers)
+    block = guard_code(project.import_name, names, drivers, runtimes)
     where = project.package_dir
     if print_only or where is None:
         place = f"{where / '__init__.py'}" if where else f"the `{project.import_name}` package's __init__.py"
@@ -223,7 +230,7 @@ def _guard(
             f"fails wheels without it):\n{block}"
         ), None
     init_file = where / "__init__.py"
-    updated, said = planned_guard(init_file, project.import_name, names, drivers)
+    updated, said = planned_guard(init_file, project.import_name, names, drivers, runtimes)
     return said, None if updated is None else (init_file, updated)
 
 

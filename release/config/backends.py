@@ -13,6 +13,7 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import yaml
 
@@ -59,6 +60,35 @@ class ToolkitProbe:
         "the build container.",
         default=(),
     )
+
+
+PLACE_KINDS = ("loaded", "loader", "site-packages", "sdk-module", "directory")
+"""The kinds of `runtime_places` (see `RuntimePlace.kind`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RuntimePlace:
+    """One place a wheel's import looks for its runtime (release/init/runtime_places.py reads it)."""
+
+    kind: Literal["loaded", "loader", "site-packages", "sdk-module", "directory"] = spec(
+        "`loaded`: a copy already in the process (torch or the SDK loaded it); `loader`: the "
+        "dynamic loader's own search (ldconfig, LD_LIBRARY_PATH); `site-packages`: `path` under each "
+        "`sys.path` entry (a runtime wheel's lib directory); `sdk-module`: the directory of the file "
+        "`<module>.find_libraries(<shortname>)` names, which must hold the exact soname (TheRock's "
+        "`rocm_sdk`: its library package's name carries a nonce, so it is never guessed); "
+        "`directory`: `path`, an absolute glob, newest version first."
+    )
+    path: str | None = spec("The directory of `site-packages` and `directory` places.", default=None)
+    module: str | None = spec("The importable module of an `sdk-module` place.", default=None)
+
+    def as_data(self) -> dict[str, str]:
+        """As the import-time check reads it (JSON)."""
+        data: dict[str, str] = {"kind": self.kind}
+        for key in ("path", "module"):
+            value = getattr(self, key)
+            if value is not None:
+                data[key] = value
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,6 +148,18 @@ class Backend:
         "toolkit's major (HIP's follows HIP_VERSION_MAJOR: ROCm 7.x and 10.x both give .so.7).",
         default_factory=dict,
     )
+    runtime_places: tuple[RuntimePlace, ...] = spec(
+        "Where a wheel's import looks for a runtime soname, in order; the first place that has it "
+        "gives the process's one copy (a copy already loaded comes first). The reference engine's "
+        "import check and the guard `release init` writes read them; the message names every place "
+        "looked. Empty: the dynamic loader's path only.",
+        default=(),
+    )
+    single_copy: tuple[str, ...] = spec(
+        "Library names (`libamdhip64`) of which a process may hold one file only: smoke fails a leg "
+        "whose process, after the imports, maps two files of one of them, naming both.",
+        default=(),
+    )
     debian_runtime: Mapping[str, tuple[str, ...]] = spec(
         "The Debian packages that provide each runtime soname, e.g. {'libamdhip64.so.7': ['libamdhip64-7']} "
         "(install scripts, local images and hints).",
@@ -134,6 +176,11 @@ class Backend:
         "staying the base suite's.",
         default_factory=dict,
     )
+
+    @property
+    def places(self) -> tuple[RuntimePlace, ...]:
+        """`runtime_places`, or the dynamic loader's path where the data names none."""
+        return self.runtime_places or (RuntimePlace(kind="loader"),)
 
     @property
     def spellings(self) -> tuple[str, ...]:
@@ -242,6 +289,7 @@ def _check(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Proble
         message = f"unknown placeholder {{{unknown[0]}}} (known: {', '.join(sorted(HINT_FIELDS))})"
         problems.append(Problem(file, lines.get("runtime_hint"), "runtime_hint", message))
     problems.extend(_driver_problems(backend, file, lines, sonames))
+    problems.extend(_place_problems(backend, file, lines))
     if backend.architectures is not None:
         problem = _pattern_problem(backend.architectures)
         if problem:
@@ -297,6 +345,23 @@ def _driver_problems(
     if fields - {"soname"}:
         message = f"unknown placeholder {{{sorted(fields - {'soname'})[0]}}} (known: soname)"
         problems.append(Problem(file, lines.get("driver_hint"), "driver_hint", message))
+    return problems
+
+
+def _place_problems(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Problem]:
+    """Each place has what its kind reads: a path (absolute for `directory`) or a module."""
+    problems: list[Problem] = []
+    for index, place in enumerate(backend.runtime_places):
+        where = f"runtime_places[{index}]"
+        line = lines.get(where, lines.get("runtime_places"))
+        if place.kind in ("site-packages", "directory") and not place.path:
+            problems.append(Problem(file, line, where, f"a {place.kind} place needs a `path`"))
+        elif place.kind == "directory" and not str(place.path).startswith("/"):
+            problems.append(Problem(file, line, where, f"expected an absolute path, got {place.path!r}"))
+        elif place.kind == "site-packages" and str(place.path).startswith("/"):
+            problems.append(Problem(file, line, where, "expected a path relative to site-packages"))
+        if place.kind == "sdk-module" and not place.module:
+            problems.append(Problem(file, line, where, "an sdk-module place needs a `module` (rocm_sdk)"))
     return problems
 
 

@@ -239,8 +239,17 @@ class Simulation:
         "Where the image provides the GPU runtime: the distribution's place, another prefix, or not at all."
     )
     prefix: str | None = spec("Library directory of the runtime when `runtime: prefix`.", default=None)
-    via: Literal["ld.so.conf.d", "LD_LIBRARY_PATH"] = spec(
-        "How the loader finds a `prefix` runtime.", default="ld.so.conf.d"
+    via: Literal["ld.so.conf.d", "LD_LIBRARY_PATH", "none", "rocm_sdk"] = spec(
+        "How a `prefix` runtime is found: by the loader (`ld.so.conf.d`, `LD_LIBRARY_PATH`), or only by "
+        "the import's own runtime places (`none`: TheRock's /opt/rocm/core-X/lib; `rocm_sdk`: `prefix` is "
+        "a venv holding TheRock's pip packages, stand-ins made from the image's runtime, found through "
+        "`rocm_sdk`, with a torch that preloads through it). The last two need a container engine.",
+        default="ld.so.conf.d",
+    )
+    links: str | None = spec(
+        "A directory of symbolic links to the `prefix` runtime's files (TheRock's /opt/rocm/lib "
+        "compatibility links into /opt/rocm/core-X/lib).",
+        default=None,
     )
     rootfs: Literal["host", "debootstrap-minbase"] = spec(
         "The root file system: the host's, or a minimal Debian built with debootstrap.",
@@ -260,6 +269,11 @@ class Image:
         "Made locally as a container image from Debian packages, with the `simulate` layout, where "
         "podman or docker runs (the smoke test then runs in a real container).",
         default=None,
+    )
+    companions: tuple[str, ...] = spec(
+        "Modules of the image's own stack that import the runtime too (the torch of TheRock images): "
+        "smoke imports them before the engine, and again after it, and each process must hold one copy.",
+        default=(),
     )
     expect: Literal["pass", "runtime-missing"] = spec(
         "What the smoke test must see in this image.", default="pass"

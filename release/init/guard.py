@@ -11,11 +11,17 @@ Where a variant's backend has driver libraries (CUDA's libcuda.so.1, which an en
 driver API NEEDs), the block also checks, before the extension loads, that the installed wheel's
 `Requires-External` driver libraries resolve, and otherwise says in one sentence that the GPU
 driver is missing (not a toolkit), and how to get it.
+
+Where a variant's backend names runtime places (`runtime_places` in its data), the block also
+looks for the installed wheel's `Requires-External` runtime sonames there, in order (a copy already
+loaded first, then the loader's path, TheRock's `rocm_sdk`, `/opt/rocm/core-*/lib`...), loads the
+first it finds, and otherwise names every place looked in one sentence (`runtime_places.py`).
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import os
 import re
@@ -24,19 +30,29 @@ from pathlib import Path
 
 from release.atomic import write_text
 from release.errors import UsageError
+from release.init.runtime_places import find_runtime
 from release.wheel.files import read_text, reason
 
 BEGIN = "# --- variant guard, written by `release init`: keep it before other imports ---"
 END = "# --- end of the variant guard ---"
 
 
+Runtimes = Mapping[str, tuple[str, str, Sequence[Mapping[str, str]]]]
+"""Per runtime soname: (the releases that provide it, what to install, the places to look)."""
+
+
 def guard_code(
-    import_name: str, distributions: Sequence[str], drivers: Mapping[str, tuple[str, str]] | None = None
+    import_name: str,
+    distributions: Sequence[str],
+    drivers: Mapping[str, tuple[str, str]] | None = None,
+    runtimes: Runtimes | None = None,
 ) -> str:
     """The guard block for an import package shipped by these distributions. `drivers`: the GPU
-    driver's sonames the variants' backends know, each with (what provides it, what to do)."""
+    driver's sonames the variants' backends know, each with (what provides it, what to do);
+    `runtimes`: their runtime sonames, with where to look (`Runtimes`)."""
     family = "[" + ", ".join(json.dumps(d) for d in distributions) + "]"
     driver_check = _driver_check(import_name, family, drivers) if drivers else ""
+    driver_check += _runtime_check(import_name, family, runtimes) if runtimes else ""
     return f'''{BEGIN}
 def _refuse_a_second_variant() -> None:
     """Each of {", ".join(distributions)} ships `{import_name}`: two installed at once overwrite each
@@ -102,6 +118,48 @@ def _require_the_gpu_driver() -> None:
 
 _require_the_gpu_driver()
 del _require_the_gpu_driver
+'''
+
+
+def _runtime_check(import_name: str, family: str, runtimes: Runtimes) -> str:
+    entries = []
+    for soname, (provider, hint, places) in sorted(runtimes.items()):
+        text = "\n".join(f"            {json.dumps(piece)}" for piece in _pieces(hint))
+        where = ", ".join(json.dumps(dict(p), sort_keys=True) for p in places)
+        head = f"        {json.dumps(soname)}: (\n            {json.dumps(provider)},"
+        entries.append(f"{head}\n{text},\n            [{where}],\n        ),")
+    table = "{\n" + "\n".join(entries) + "\n    }"
+    finder = inspect.getsource(find_runtime)
+    return f'''
+
+{finder}
+
+def _require_the_gpu_runtime() -> None:
+    """The GPU runtime the installed wheel binds (its `Requires-External`) is found where its
+    backend's releases put it and loaded once (a copy already in the process is that copy)."""
+    import importlib.metadata
+
+    runtimes = {table}
+    for name in {family}:
+        try:
+            needs = importlib.metadata.distribution(name).metadata.get_all("Requires-External") or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for soname in (entry.split(";")[0].strip() for entry in needs):
+            if soname not in runtimes:
+                continue
+            provider, hint, places = runtimes[soname]
+            found, looked = find_runtime(soname, places)
+            if found is None:
+                msg = (
+                    f"{import_name}: {{name}} needs {{soname}} ({{provider}}), and no copy of it was found "
+                    f"(looked: {{'; '.join(looked)}}). To use {{name}}, {{hint}}."
+                )
+                raise ImportError(msg)
+
+
+_require_the_gpu_runtime()
+del _require_the_gpu_runtime, find_runtime
 '''
 
 
@@ -178,6 +236,7 @@ def planned_guard(
     import_name: str,
     distributions: Sequence[str],
     drivers: Mapping[str, tuple[str, str]] | None = None,
+    runtimes: Runtimes | None = None,
 ) -> tuple[str | None, str]:
     """(the new text of `init_file`, or None when it stays as it is; what is done, for init's
     summary), decided before anything is written. `UsageError` in one line for a file that is not
@@ -189,7 +248,7 @@ def planned_guard(
         raise UsageError(msg) from None
     if not has_guard_block(source) and mentions_metadata(source):
         return None, f"{init_file}: kept (it already checks the installed distributions)"
-    updated = with_guard(source, guard_code(import_name, distributions, drivers))
+    updated = with_guard(source, guard_code(import_name, distributions, drivers, runtimes))
     if updated == source:
         return None, f"{init_file}: variant guard up to date"
     action = "refreshed" if has_guard_block(source) else "added"
@@ -201,12 +260,13 @@ def write_guard(
     import_name: str,
     distributions: Sequence[str],
     drivers: Mapping[str, tuple[str, str]] | None = None,
+    runtimes: Runtimes | None = None,
     *,
     root: Path | None = None,
 ) -> str:
     """Write or refresh the guard in `init_file` (never through a link out of `root`, by default
     the package's directory); returns what was done, for init's summary."""
-    updated, said = planned_guard(init_file, import_name, distributions, drivers)
+    updated, said = planned_guard(init_file, import_name, distributions, drivers, runtimes)
     if updated is not None:
         write_text(init_file, updated, root=root or init_file.parent)
     return said

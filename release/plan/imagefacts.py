@@ -68,8 +68,10 @@ def expected_layout(image: Image) -> Layout | None:
     sim = image.simulate
     if sim is None:
         return None
-    if sim.runtime == "prefix":
+    if sim.runtime == "prefix" and sim.via in ("ld.so.conf.d", "LD_LIBRARY_PATH"):
         return Layout(runtime="prefix", prefix=sim.prefix, via=sim.via)
+    if sim.runtime == "prefix":  # none, rocm_sdk: the loader resolves nothing; the import's places do
+        return Layout(runtime="absent")
     return Layout(runtime=sim.runtime)
 
 

@@ -121,6 +121,7 @@ class LocalImage:
     runtime_prefix: str | None = None
     runtime_via: str | None = None
     runtime_globs: tuple[str, ...] = ()
+    runtime_links: str | None = None
     toolkit_install: str | None = None
     """A build image's toolkit install command (the backend's install command, the declared
     toolkit and the recipe's arguments), run in the image by make-image.sh."""
@@ -344,9 +345,9 @@ def runtime_requirements(backend: Backend, sonames: tuple[str, ...]) -> dict[str
     if not sonames:
         return {}
     every = dict.fromkeys([*sonames, *(s for names in backend.runtime_sonames.values() for s in names)])
-    table = {
-        s: {"provided_by": backend.releases_providing(s), "install": backend.runtime_help(s)} for s in every
-    }
+    places = [p.as_data() for p in backend.places]  # where the import looks, in order
+    table = {s: {"provided_by": backend.releases_providing(s), "install": backend.runtime_help(s),
+                 "places": places} for s in every}  # fmt: skip
     # The driver's libraries (libcuda.so.1): the GPU driver provides them, not a toolkit release.
     for soname in backend.driver_sonames:
         table[soname] = {"provided_by": backend.driver_name, "install": backend.driver_help(soname)}
@@ -428,6 +429,7 @@ def _runtime_image(
         runtime_prefix=prefix,
         runtime_via=via,
         runtime_globs=runtime_globs,
+        runtime_links=sim.links if sim is not None and prefix == sim.prefix else None,
     )
 
 

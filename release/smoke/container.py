@@ -51,10 +51,21 @@ class ContainerSandbox:
         sim = self.layout
         if sim is None or sim.runtime == "absent":
             return None
+        if sim.runtime == "prefix" and sim.prefix and sim.via == "rocm_sdk":
+            return self._sdk_dir(sim.prefix)
         if sim.runtime == "prefix" and sim.prefix:
             return Path(sim.prefix)
         cached = self._cached_dir()
         return cached or Path("/usr/lib") / f"{platform.machine()}-linux-gnu"
+
+    def _sdk_dir(self, venv: str) -> Path | None:
+        """The directory of the runtime `rocm_sdk.find_libraries` names in the image's venv (its
+        library package's name carries a nonce: asked, never guessed)."""
+        short = self.sonames[0].split(".so")[0].removeprefix("lib") if self.sonames else "amdhip64"
+        code = f"import os, rocm_sdk; print(os.path.dirname(rocm_sdk.find_libraries({short!r})[0]))"
+        result = self.run([f"{venv}/bin/python", "-c", code], timeout=60)
+        lines = result.stdout.strip().splitlines()
+        return Path(lines[-1]) if result.returncode == 0 and lines else None
 
     def _cached_dir(self) -> Path | None:
         if not self.sonames:

@@ -474,3 +474,15 @@ def host_package(soname: str, libdir: Path | None = None) -> str | None:
         if proc.returncode == 0 and ":" in proc.stdout:
             return proc.stdout.split(":", 1)[0].strip()
     return None
+
+
+def interpreter_home(python: Path) -> Path:
+    """The installation directory of an interpreter (what a rootfs image needs bind-mounted)."""
+    home = python.resolve().parent.parent
+    if home in (Path("/"), Path("/usr"), Path("/usr/local")):
+        msg = (
+            f"{python} belongs to the host system ({home}); a rootfs image needs a self-contained "
+            "interpreter (pyenv or python-build-standalone)"
+        )
+        raise SmokeError(msg)
+    return home

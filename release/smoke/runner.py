@@ -38,12 +38,13 @@ from release.smoke.image import (
     distribution_libdir,
     ensure_minbase,
     host_package,
+    interpreter_home,
     missing_libraries,
     run_command,
 )
 from release.smoke.outcome import Outcome, Step, json_ok
 from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
-from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME
+from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME, one_copy_argv, two_copies
 from release.smoke.refusal import absent_drivers, refusal_problem
 from release.smoke.requirements import install_argv, missing_source_line, network_env
 from release.smoke.requirements import mounts as requirement_mounts
@@ -68,18 +69,6 @@ def vendored_runtime(wheel: Path, variant: ResolvedVariant) -> list[str]:
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
-def interpreter_home(python: Path) -> Path:
-    """The installation directory of an interpreter (what a rootfs image needs bind-mounted)."""
-    home = python.resolve().parent.parent
-    if home in (Path("/"), Path("/usr"), Path("/usr/local")):
-        msg = (
-            f"{python} belongs to the host system ({home}); a rootfs image needs a self-contained "
-            "interpreter (pyenv or python-build-standalone)"
-        )
-        raise SmokeError(msg)
-    return home
 
 
 class Smoke:
@@ -197,6 +186,9 @@ class Smoke:
         if self.image_name == HOST_IMAGE or sim is None:
             self.runtime_dir = self.runtime_libdir if host_runtime else None
             return
+        if sim.via == "rocm_sdk":  # its venv and stand-in wheels are made in an image only
+            msg = f"{self.image_name}: TheRock's pip layout needs a container engine (podman or docker)"
+            raise SmokeError(msg)
         binds: list[Bind] = []
         rootfs = None
         if sim.rootfs == "debootstrap-minbase":
@@ -298,18 +290,26 @@ class Smoke:
                 hint = f" (install {package})" if package else ""
                 hints.append(f"missing system library {soname}{hint}")
             self._step("shared libraries", ldd, False, "; ".join(hints))
-        if runtime and self.image.expect != "runtime-missing":
+        sim = self.image.simulate  # TheRock's layouts: off the loader's path, the import finds it
+        own = sim is not None and sim.runtime == "prefix" and sim.via in ("none", "rocm_sdk")
+        if runtime and self.image.expect != "runtime-missing" and not own:
             detail = f"the image's loader does not find {', '.join(runtime)}"
             self._step("shared libraries", ldd, False, detail)
         note = f"runtime {', '.join(runtime)} absent, as the image expects" if runtime else ""
+        off_path = f"runtime {', '.join(runtime)} off the loader's path, as in the image"
+        note = off_path if runtime and own else note
         if self.drivers_absent:  # no GPU here: the import must say that the driver is missing
             note = "; ".join(filter(None, [note, f"GPU driver {', '.join(self.drivers_absent)} absent"]))
         self._step("shared libraries", ldd, True, note)
 
     def check_import(self) -> None:
-        name = self.variant.import_name
-        result = self._run([str(self.venv / "bin" / "python"), "-c", f"import {name}"])
-        self._step(f"import {name}", result, result.returncode == 0)
+        """The engine imports, before and after the image's `companions` (torch), and then its process
+        holds one file of each `single_copy` library of the backend."""
+        name, companions = self.variant.import_name, self.image.companions
+        for modules in [[*companions, name], [name, *companions]] if companions else [[name]]:
+            result = self._run(one_copy_argv(self.venv, self.variant.backend.single_copy, modules))
+            shown = " then ".join(f"import {m}" for m in modules)
+            self._step(shown, result, result.returncode == 0, two_copies(result))
 
     def check_import_refused(self, drivers: Sequence[str] = ()) -> None:
         """The import refuses in the package's words, naming the absent runtime (or `drivers`)."""

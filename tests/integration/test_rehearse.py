@@ -83,7 +83,13 @@ def test_the_real_matrix_rehearses_through_publish(
         "rocm-distro": "/usr/lib/x86_64-linux-gnu/libamdhip64.so.7",
         "rocm-opt-prefix": "/opt/rocm-7.2.4/lib/libamdhip64.so.7",
         "rocm-ld-library-path": "/opt/rocm/lib/libamdhip64.so.7",
+        # TheRock's layouts: off the loader's path, found by the import (rocm_sdk; core-X/lib)
+        "therock-pip": f"/opt/venv/lib/python{PYTHON}/site-packages/_rocm_sdk_core_10_0_0/lib/"
+        "libamdhip64.so.7",
+        "therock-os": "/opt/rocm/core-10.0/lib/libamdhip64.so.7",
     }
+    for order in ("import torch then import xfer", "import xfer then import torch"):
+        assert re.search(rf"^\[{PYTHON} therock-pip\] {order} \.\.\. ok", smoke_log, re.M), order
     for name, where in located.items():
         assert re.search(
             rf"^\[{PYTHON} {name}\] runtime location \.\.\. ok .*: {re.escape(where)}", smoke_log, re.M

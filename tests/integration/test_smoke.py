@@ -293,8 +293,10 @@ def test_second_variant_in_one_venv_is_refused_naming_both(
 
 RUNTIME_MISSING = (
     "ImportError: xfer: the installed variant xfer-engine-rocm (backend hip, built for AMD GPUs, ROCm/HIP) "
-    "needs libamdhip64.so.5 (ROCm 5.x), and no copy of libamdhip64.so.5 is installed where the dynamic "
-    "loader looks."
+    "needs libamdhip64.so.5 (ROCm 5.x), and no copy of libamdhip64.so.5 was found (looked: already "
+    "loaded in this process (no); the dynamic loader's path (ldconfig, LD_LIBRARY_PATH); the pip "
+    "packages rocm_sdk.find_libraries('amdhip64') names (rocm_sdk is not installed); "
+    "/opt/rocm/core-*/lib; /opt/rocm/lib)."
 )
 CONFLICT_MESSAGE = (
     "ImportError: xfer: several variants of the engine are installed in this environment: "

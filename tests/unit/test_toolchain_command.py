@@ -171,12 +171,15 @@ def test_smoke_runtime_skips_images_that_run_in_containers(
     assert installs == []
     out = capsys.readouterr().out
     boxed = (
-        "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, rocm-absent, rocm6-only, vllm-rocm, sglang-rocm"
+        "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, rocm-absent, rocm6-only, vllm-rocm, "
+        "sglang-rocm, therock-pip, therock-os"
     )
     assert f"{boxed} run in podman containers" in out
     monkeypatch.setattr(hostruntime, "local_image_usable", lambda _engine, _local: False)
     assert cli.main(["--matrix", MATRIX_FILE, *argv]) == 0
     assert installs == [("rocm", "7.2", True)]
     # rocm6-only is simulated without a runtime (the declared one is absent there): none laid out
-    laid_out = "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, vllm-rocm, sglang-rocm"
+    laid_out = (
+        "rocm-distro, rocm-opt-prefix, rocm-ld-library-path, vllm-rocm, sglang-rocm, therock-pip, therock-os"
+    )
     assert f"{laid_out} lay out" in capsys.readouterr().out

@@ -11,13 +11,12 @@ a broken install fails with a sentence instead of a bare loader error:
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import sys
 from importlib import metadata
 
 from . import _build_info
+from ._runtime import find_runtime
 
 __version__ = _build_info.VERSION
 BACKEND = _build_info.BACKEND
@@ -36,9 +35,9 @@ _RUNTIMES = {"cuda": "CUDA", "hip": "ROCm", "musa": "MUSA"}
 _RUNTIME_HELP = {
     "cuda": "install the CUDA runtime that provides {soname} (a CUDA toolkit, or `pip install "
     "nvidia-cuda-runtime`) or make its lib directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
-    "hip": "install the HIP runtime that provides {soname} (a ROCm release under /opt/rocm, or the "
-    "distribution's libamdhip64 package) or make its lib directory visible to the loader "
-    "(ldconfig / LD_LIBRARY_PATH)",
+    "hip": "install the HIP runtime that provides {soname} (a ROCm release under /opt/rocm, TheRock's pip "
+    "packages `rocm[libraries]` from AMD's index, or the distribution's libamdhip64 package) or make its "
+    "lib directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
     "musa": "install the Moore Threads MUSA runtime that provides {soname} (under /usr/local/musa) or "
     "make its lib directory visible to the loader (ldconfig / LD_LIBRARY_PATH)",
 }
@@ -127,34 +126,45 @@ def _check_single_variant() -> None:
     raise ImportError(msg)
 
 
-def _wheel_dirs(soname: str) -> list[str]:
-    """lib directories of runtime wheels (nvidia-cuda-runtime) in sys.path."""
-    out = []
-    if soname.startswith("libcudart"):
-        for base in sys.path:
-            for sub in ("nvidia/cu13/lib", "nvidia/cuda_runtime/lib"):
-                cand = os.path.join(base, sub, soname)
-                if os.path.exists(cand):
-                    out.append(cand)
-    return out
+# Outside the release toolkit the build records no places: these are what its backend data says
+# for each backend (the toolkit's packaging/backends/<name>.json, `runtime_places`).
+_DEFAULT_PLACES = {
+    "cuda": [
+        {"kind": "loaded"},
+        {"kind": "site-packages", "path": "nvidia/cu13/lib"},
+        {"kind": "site-packages", "path": "nvidia/cuda_runtime/lib"},
+        {"kind": "loader"},
+    ],
+    "hip": [
+        {"kind": "loaded"},
+        {"kind": "loader"},
+        {"kind": "sdk-module", "module": "rocm_sdk"},
+        {"kind": "directory", "path": "/opt/rocm/core-*/lib"},
+        {"kind": "directory", "path": "/opt/rocm/lib"},
+    ],
+}
 
 
-def _load(path: str) -> bool:
-    # RTLD_LOCAL: the extension's DT_NEEDED entry matches the loaded copy by soname, while other
-    # libraries in the process (torch's) never bind their runtime calls to this copy.
+def _places(backend: str, soname: str) -> list[dict[str, str]]:
+    """Where the runtime may live, in order: the toolkit's backend data as the build recorded it."""
     try:
-        ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
-    except OSError:
-        return False
-    return True
+        table = json.loads(getattr(_build_info, "RUNTIME_REQUIREMENTS", "") or "{}")
+    except ValueError:
+        table = {}
+    entry = table.get(soname) if isinstance(table, dict) else None
+    places = entry.get("places") if isinstance(entry, dict) else None
+    if isinstance(places, list) and all(isinstance(p, dict) for p in places):
+        return places
+    return _DEFAULT_PLACES.get(backend, [{"kind": "loaded"}, {"kind": "loader"}])
 
 
 def _check_runtime() -> None:
     backend = _build_info.BACKEND
     for soname in _build_info.RUNTIME_SONAMES:
-        # A runtime from a pip wheel (nvidia-cuda-runtime, as torch uses) comes first, so the
-        # process holds one copy of it rather than two.
-        if any(_load(cand) for cand in _wheel_dirs(soname)) or _load(soname):
+        # The first place that has it is the one copy of the process: one already loaded (torch's)
+        # comes first, so the process never holds two.
+        found, looked = find_runtime(soname, _places(backend, soname))
+        if found is not None:
             continue
         dist = _distribution() or _build_info.DEFAULT_DISTRIBUTION
         wheel, hardware = _WHEELS.get(backend, (dist, backend))
@@ -162,8 +172,8 @@ def _check_runtime() -> None:
         provided_by, help_text = _requirement(backend, soname)
         msg = (
             f"xfer: the installed variant {dist} (backend {backend}, built for {hardware}) needs "
-            f"{soname} ({provided_by}), and no copy of {soname} is installed where the dynamic loader "
-            f"looks. To use this variant, {help_text}. "
+            f"{soname} ({provided_by}), and no copy of {soname} was found (looked: {'; '.join(looked)}). "
+            f"To use this variant, {help_text}. "
             f"Otherwise install the wheel for your hardware instead: `pip uninstall {dist}` and then "
             f"`pip install xfer-engine-cpu` for no GPU; other variants: {others}."
         )
