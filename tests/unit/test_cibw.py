@@ -15,7 +15,7 @@ from release.build import cibw
 from release.commands import cibuildwheel_config
 from release.config.matrix import LoadedMatrix, load, loads
 from release.errors import UsageError
-from release.plan.resolve import RUNTIME_ENV
+from release.plan.runtimes import RUNTIME_ENV
 from release.plan.steps import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ from release.config.backends import load_backends
 from release.config.matrix import loads
 from release.errors import MatrixError
 from release.init.guard import BEGIN, END, guard_code
-from release.plan.resolve import RUNTIME_ENV, resolve_variant
+from release.plan.resolve import resolve_variant
+from release.plan.runtimes import RUNTIME_ENV
 from release.smoke.refusal import refusal_problem
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,8 @@ from release.build.venv import runs_pip
 from release.commands.plan import check_engine_source
 from release.config.matrix import LoadedMatrix, Metadata, loads
 from release.errors import BuildError, MatrixError
-from release.plan.resolve import RUNTIME_ENV, RequirementSource
+from release.plan.resolve import RequirementSource
+from release.plan.runtimes import RUNTIME_ENV
 from release.plan.steps import make_plan
 from release.smoke.requirements import install_argv, missing_source_line, network_env
 from tests.unit import test_rules_good as good

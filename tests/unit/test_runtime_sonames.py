@@ -16,7 +16,7 @@ from release.config.backends import RUNTIME_TABLE, load_backends, runtime_table
 from release.config.matrix import LoadedMatrix, loads
 from release.config.resources import toolkit_scripts
 from release.errors import MatrixError
-from release.plan.resolve import RUNTIME_ENV
+from release.plan.runtimes import RUNTIME_ENV
 from release.plan.steps import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
