@@ -12,7 +12,7 @@ from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.steps import make_plan
-from release.smoke.outcome import Outcome, report, summary
+from release.smoke.outcome import Outcome, command_outputs, report, summary
 from release.smoke.runner import smoke_variant
 from release.smoke.selection import HOST_IMAGE, wheels_for
 
@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="we run inside this declared image (CI containers): a fresh venv here, no simulation; "
         "the image's `expect` decides what passes",
     )
+    add("--verbose", action="store_true", help="show every smoke command's output tail, passing or not")
     add(
         "--pull",
         action="store_true",
@@ -64,6 +65,8 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     if not outcomes:
         msg = f"no wheels to smoke-test in {wheelhouse}"
         raise SmokeError(msg)
+    if args.verbose and (outputs := command_outputs(outcomes)):
+        log(f"\nwhat each command printed (its last lines):\n{outputs}")
     if args.json:
         print(json.dumps(report(outcomes), indent=2))
     else:

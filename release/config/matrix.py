@@ -84,7 +84,14 @@ class Smoke:
     )
     commands: tuple[tuple[str, ...], ...] = spec(
         "Commands run in the fresh environment after `import <import_name>`; `{python}` is its "
-        "interpreter. A command whose output is JSON with an `ok` key must report `ok: true`.",
+        "interpreter, `{import_name}` the variant's import package. A command whose output ends "
+        "with a JSON object with an `ok` key (its last line; earlier lines may be logs) must report "
+        "`ok: true`.",
+        default=(),
+    )
+    self_tests: tuple[tuple[str, ...], ...] = spec(
+        "Self-tests, run after `commands` and written the same way, whose verdict is the JSON object "
+        'on the last line of their output (`{"ok": true, ...}`): one that prints none fails.',
         default=(),
     )
 

@@ -213,6 +213,8 @@ class ResolvedVariant:
     hardware: tuple[ResolvedHardware, ...]
     build_image: ResolvedBuildImage
     smoke_commands: tuple[tuple[str, ...], ...]
+    smoke_self_tests: tuple[tuple[str, ...], ...] = ()
+    """Smoke commands whose last line must be a JSON verdict (`engine.smoke.self_tests`)."""
     smoke_requirements: RequirementSource
     pythons: tuple[str, ...]
     """The matrix's Python versions (a wheel for another is not one of this release's)."""
@@ -313,6 +315,7 @@ def resolve_variant(
         hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
         build_image=_build_image(loaded, name, variant, backend),
         smoke_commands=matrix.engine.smoke.commands,
+        smoke_self_tests=matrix.engine.smoke.self_tests,
         smoke_requirements=_requirement_source(loaded),
         pythons=matrix.python,
         stable_abi=None

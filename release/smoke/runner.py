@@ -41,13 +41,14 @@ from release.smoke.image import (
     missing_libraries,
     run_command,
 )
-from release.smoke.outcome import Outcome, Step, json_ok
+from release.smoke.outcome import Outcome, Step
 from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
 from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME
 from release.smoke.refusal import absent_drivers, refusal_problem
 from release.smoke.requirements import install_argv, missing_source_line, network_env
 from release.smoke.requirements import mounts as requirement_mounts
 from release.smoke.selection import HOST_IMAGE, declared_image, images_for, smoke_pythons, wheels_for
+from release.smoke.verdict import command_argv, judge, shown, smoke_commands
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
 from release.wheel.files import file_sha256
 from release.wheel.names import parse_wheel_name
@@ -155,9 +156,11 @@ class Smoke:
             return run_command(argv, env=self.env, timeout=timeout, cwd=self.workdir)
         return self.sandbox.run(argv, env=self.env, timeout=timeout)
 
-    def _step(self, name: str, result: Result | None, ok: bool, detail: str = "") -> None:
+    def _step(
+        self, name: str, result: Result | None, ok: bool, detail: str = "", *, output: str = ""
+    ) -> None:
         seconds = result.seconds if result is not None else 0.0
-        self.outcome.steps.append(Step(name, ok, seconds, detail))
+        self.outcome.steps.append(Step(name, ok, seconds, detail, output))
         mark = "ok" if ok else "FAILED"
         extra = f": {detail}" if detail else ""
         self.log(f"[{self.python} {self.image_name}] {name} ... {mark} ({seconds:.1f}s){extra}")
@@ -258,7 +261,7 @@ class Smoke:
         """The fresh venv `python -m venv` makes. pip is put in it only where the interpreter's
         own pip cannot install into it or a smoke command runs pip; otherwise that pip installs,
         running under the venv's interpreter (`--python`, release.build.venv)."""
-        seed = any(runs_pip(command) for command in self.variant.smoke_commands)
+        seed = any(runs_pip(c) for c in (*self.variant.smoke_commands, *self.variant.smoke_self_tests))
         result = self._run(fresh_venv_argv(interpreter, self.venv, seed=seed))
         ok, shared = result.returncode == 0, interpreter_installs(result.stdout)
         self.pip = pip_argv(interpreter, self.venv, seeded=not shared)
@@ -344,22 +347,16 @@ class Smoke:
         self._step("runtime location", result, ok, detail)
 
     def run_commands(self) -> None:
+        """The matrix's commands, then its self-tests, each judged by the JSON verdict its output
+        ends with (release.smoke.verdict); the step keeps the output's tail, passing or not."""
+        name = self.variant.import_name
         python = str(self.venv / "bin" / "python")
-        for command in self.variant.smoke_commands:
-            argv = [python if part == "{python}" else part for part in command]
-            if argv[0] != python and (self.venv / "bin" / argv[0]).exists():
-                argv[0] = str(self.venv / "bin" / argv[0])
-            shown = " ".join(command).replace("{python}", "python")
+        commands = smoke_commands(self.variant.smoke_commands, self.variant.smoke_self_tests)
+        for command in commands:
+            argv = command_argv(command.argv, python=python, bindir=self.venv / "bin", import_name=name)
             result = self._run(argv)
-            if result.returncode != 0:
-                self._step(shown, result, False, f"exit {result.returncode}")
-            verdict = json_ok(result.stdout)
-            self._step(
-                shown,
-                result,
-                verdict is not False,
-                "" if verdict is None else "ok: true" if verdict else "reported ok: false",
-            )
+            ok, detail = judge(result.returncode, result.stdout, self_test=command.self_test)
+            self._step(shown(command.argv, name), result, ok, detail, output=tail(result.output))
 
 
 def smoke_variant(
