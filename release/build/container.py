@@ -25,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from release import atomic, interrupts
 from release.build import images
-from release.build.cibw import cibuildwheel_env
+from release.build.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env
 from release.build.host import (
     WheelResult,
     compiler_summary,
@@ -99,6 +99,8 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     stage_project(variant, version, work / "src")
+    if variant.smoke_requirements.skip:  # what the import test leaves out (cibw.test_environment)
+        (work / EXCLUDES_FILE).write_text("\n".join(variant.smoke_requirements.skip) + "\n", encoding="utf-8")
     source = toolkit_source()
     args = ""
     constraint = os.environ.get("PIP_CONSTRAINT", "")
@@ -286,7 +288,9 @@ def _run_locked(
         if not group:
             continue
         env = {**os.environ, **cibuildwheel_env(tuple(group), image=chosen, before_build=before_build)}
-        env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
+        links = variant.smoke_requirements.find_links
+        mount = f" --volume={links}:{FIND_LINKS_MOUNT}:ro" if links is not None and links.is_dir() else ""
+        env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host{mount}"
         env["SOURCE_DATE_EPOCH"] = epoch
         pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
         say(f"[{variant.name}] cibuildwheel in {chosen} through {engine} for Python {pythons}")

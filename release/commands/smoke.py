@@ -73,6 +73,9 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         print()
         print(summary(outcomes))
         print(f"\n{sum(o.ok for o in outcomes)}/{len(outcomes)} passed in {time.monotonic() - started:.0f}s")
+        skipped = sorted({n for v in plan.variants.values() for n in v.smoke_requirements.skip})
+        if skipped:
+            print(f"left out of every leg (engine.smoke.requirements.skip): {', '.join(skipped)}")
     failed = [o for o in outcomes if not o.ok]
     if failed:
         lines = [f"{o.wheel} in {o.image}: {o.error}" for o in failed]

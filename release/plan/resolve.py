@@ -171,6 +171,8 @@ class RequirementSource:
     index_url: str | None = None
     find_links: Path | None = None
     """An absolute directory of wheels (the matrix names it relative to itself)."""
+    skip: tuple[str, ...] = ()
+    """Requirements (project names) never installed (`engine.smoke.requirements.skip`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -222,6 +224,8 @@ class ResolvedVariant:
     """Build one abi3 wheel for every Python from this version on (None: a wheel per Python)."""
     tag_pattern: str
     size_limit: int
+    development_files: int | None = None
+    """Bytes of development files the wheels may ship (None: verify's small allowance)."""
     """Bytes the index takes per file of this distribution (the variant's grant, else publish's)."""
     siblings: tuple[str, ...]
     """The distributions of every variant of the matrix, this one included, in matrix order."""
@@ -323,6 +327,7 @@ def resolve_variant(
         else (variant.stable_abi or matrix.engine.stable_abi),
         tag_pattern=matrix.publish.tag_pattern,
         size_limit=variant.size_limit or matrix.publish.size_limit,
+        development_files=variant.development_files,
         siblings=tuple(v.distribution for v in matrix.variants.values()),
         sharing=tuple(d.distribution for d in matrix.variants.values() if (d.import_name or own) == imports),
         matrix_root=loaded.root,
@@ -332,7 +337,7 @@ def resolve_variant(
 def _requirement_source(loaded: LoadedMatrix) -> RequirementSource:
     declared = loaded.matrix.engine.smoke.requirements
     links = (loaded.root / declared.find_links).resolve() if declared.find_links else None
-    return RequirementSource(index_url=declared.index_url, find_links=links)
+    return RequirementSource(index_url=declared.index_url, find_links=links, skip=declared.skip)
 
 
 def runtime_requirements(backend: Backend, sonames: tuple[str, ...]) -> dict[str, str]:

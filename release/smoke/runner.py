@@ -45,7 +45,7 @@ from release.smoke.outcome import Outcome, Step
 from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
 from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME
 from release.smoke.refusal import absent_drivers, refusal_problem
-from release.smoke.requirements import install_argv, missing_source_line, network_env
+from release.smoke.requirements import install_argvs, left_out, missing_source_line, network_env
 from release.smoke.requirements import mounts as requirement_mounts
 from release.smoke.selection import HOST_IMAGE, declared_image, images_for, smoke_pythons, wheels_for
 from release.smoke.verdict import command_argv, judge, shown, smoke_commands
@@ -274,10 +274,15 @@ class Smoke:
         except WheelReadError:
             requires = []
         source = self.variant.smoke_requirements
-        result = self._run(install_argv(self.pip, self.wheel, requires, source))
+        kept, dropped = left_out(requires, source)
+        for argv in install_argvs(self.pip, self.wheel, requires, source):
+            result = self._run(argv)
+            if result.returncode != 0:
+                break
         ok = result.returncode == 0
-        why = (missing_source_line(requires, source), self.install_hint)
-        detail = "" if ok else "; ".join(d for d in why if d)
+        why = (missing_source_line(kept, source), self.install_hint)
+        skipped = f"left out: {', '.join(dropped)} (engine.smoke.requirements.skip)" if dropped else ""
+        detail = skipped if ok else "; ".join(d for d in why if d)
         self._step(f"pip install {self.wheel.name}", result, ok, detail)
 
     def check_libraries(self) -> None:
@@ -347,12 +352,9 @@ class Smoke:
         self._step("runtime location", result, ok, detail)
 
     def run_commands(self) -> None:
-        """The matrix's commands, then its self-tests, each judged by the JSON verdict its output
-        ends with (release.smoke.verdict); the step keeps the output's tail, passing or not."""
-        name = self.variant.import_name
-        python = str(self.venv / "bin" / "python")
-        commands = smoke_commands(self.variant.smoke_commands, self.variant.smoke_self_tests)
-        for command in commands:
+        """The commands, then the self-tests, judged by release.smoke.verdict; each keeps its output."""
+        name, python = self.variant.import_name, str(self.venv / "bin" / "python")
+        for command in smoke_commands(self.variant.smoke_commands, self.variant.smoke_self_tests):
             argv = command_argv(command.argv, python=python, bindir=self.venv / "bin", import_name=name)
             result = self._run(argv)
             ok, detail = judge(result.returncode, result.stdout, self_test=command.self_test)

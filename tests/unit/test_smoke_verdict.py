@@ -1,15 +1,24 @@
 """How smoke judges the matrix's commands (release.smoke.verdict): the JSON object that ends a
-command's output is its verdict, whatever it logged before; a self-test must print one."""
+command's output is its verdict, whatever it logged before; a self-test must print one. And what
+smoke and the container build's import test install: the declared source, never a skipped one."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from release.build.cibw import cibuildwheel_options
+from release.build.cibw import test_environment as import_test_environment
+from release.config.matrix import load
+from release.plan.resolve import RequirementSource
+from release.plan.steps import make_plan
 from release.smoke.outcome import Outcome, Step, command_outputs
+from release.smoke.requirements import install_argvs, left_out
 from release.smoke.verdict import command_argv, json_ok, judge, shown, smoke_commands
 
+ROOT = Path(__file__).resolve().parents[2]
 LOGGED = 'INFO mylib: transport tcp up\n{"ok": false, "write": {"verified": false}}\n'
 PRETTY = '{\n  "ok": true,\n  "write": {\n    "bytes": 4096\n  }\n}\n'
 
@@ -74,3 +83,43 @@ def test_verbose_shows_every_command_s_output_passing_or_not() -> None:
     assert "python -m mylib selftest (FAILED)\n  | INFO mylib: transport tcp up\n  | {" in text
     assert "import mylib" not in text
     assert outcome.as_json()["steps"][1]["output"] == '{"ok": true, "capacity": 4096}'  # type: ignore[index]
+
+
+# --- engine.smoke.requirements.skip: a heavy requirement left out of smoke and the import test ----------
+
+
+def test_a_skipped_requirement_is_left_out_of_the_smoke_install(tmp_path: Path) -> None:
+    wheel, pip = tmp_path / "w.whl", ["/v/bin/python", "-m", "pip"]
+    source = RequirementSource(index_url="https://pypi.org/simple", skip=("Torch",))
+    requires = ["torch>=2.9", "numpy>=1.26", 'triton; extra == "gpu"']
+    assert left_out(requires, source) == (["numpy>=1.26", 'triton; extra == "gpu"'], ["torch>=2.9"])
+    first, second = install_argvs(pip, wheel, requires, source)
+    assert first[3:6] == ["install", "--index-url", "https://pypi.org/simple"]
+    assert first[-2:] == ["numpy>=1.26", 'triton; extra == "gpu"'] and str(wheel) not in first
+    assert second[3:] == ["install", "--no-deps", "--no-index", str(wheel)]  # torch is never asked for
+    alone = install_argvs(pip, wheel, ["torch"], RequirementSource(skip=("torch",)))
+    assert alone == [[*pip, "install", "--no-deps", "--no-index", str(wheel)]]
+    plain = install_argvs(pip, wheel, ["numpy"], RequirementSource(index_url="https://pypi.org/simple"))
+    assert len(plain) == 1 and plain[0][-1] == str(wheel)
+
+
+def test_the_container_import_test_uses_the_smoke_source_and_never_the_index_by_default(
+    tmp_path: Path,
+) -> None:
+    variant = make_plan(load(ROOT / "matrix.yaml")).variant("cpu")
+
+    def env(source: RequirementSource) -> dict[str, str]:
+        return import_test_environment(dataclasses.replace(variant, smoke_requirements=source))
+
+    assert env(RequirementSource()) == {"UV_OFFLINE": "1"}
+    assert env(RequirementSource(index_url="https://pypi.org/simple")) == {
+        "UV_INDEX_URL": "https://pypi.org/simple"
+    }
+    excludes = "/project/release-test-excludes.txt"
+    assert env(RequirementSource(find_links=tmp_path, skip=("torch",))) == {
+        "UV_OFFLINE": "1",
+        "UV_FIND_LINKS": "/release-find-links",
+        "UV_EXCLUDE": excludes,
+    }
+    steps = tuple(s for s in make_plan(load(ROOT / "matrix.yaml")).builds if s.variant.name == "cpu")
+    assert cibuildwheel_options(steps)["test-environment"] == "UV_OFFLINE=1"
