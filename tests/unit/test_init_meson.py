@@ -66,3 +66,20 @@ def test_meson_options_with_choices_and_parentheses() -> None:
     assert (variant.name, variant.type, variant.choices) == ("variant", "combo", ("cpu", "hip"))
     assert variant.description == "backend (names the import package: mylib_<variant>)"
     assert (tests.name, tests.type, tests.value, tests.description) == ("tests", "boolean", "false", "")
+
+
+def test_release_plan_warns_on_every_yours_line_left_unfilled(
+    meson_project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = meson_project / "matrix.yaml"
+    assert cli.main(["init", str(meson_project), "--variants", "cpu", "--output", str(output)]) == 0
+    capsys.readouterr()
+    assert cli.main(["--matrix", str(output), "plan"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "init's placeholder" in line]
+    assert [w.split(": ")[2] for w in warned] == ["commands", "images", "hardware"], warned
+    assert all(w.startswith("warning: matrix.yaml:") for w in warned), warned
+    text = output.read_text(encoding="utf-8").replace("    commands: []", "    commands:\n      - [x]")
+    output.write_text(text.replace("images: {}", "images: {}  # none yet"), encoding="utf-8")
+    assert cli.main(["--matrix", str(output), "plan"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "init's placeholder" in line]
+    assert [w.split(": ")[2] for w in warned] == ["images", "hardware"], warned  # commands filled in
