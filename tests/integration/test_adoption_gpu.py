@@ -9,7 +9,8 @@ toolkit's own scripts: before issue 43 only a source tree's were copied, and eve
 every adopter failed there. The build images are the ones the rest of the suite makes (our
 matrix's recipes, filled in as the adopter's, with our matrix's Pythons): the installed toolkit's
 make-image.sh computes the same inputs and finds each up to date, so this test compiles three
-small wheels and makes no image."""
+small wheels and makes no image. ringlet requires torch, which smoke and the import test leave out
+(`engine.smoke.requirements.skip`), so neither installs it, and the import test asks no index."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ def gpu_repository(root: Path) -> Path:
     """ringlet for every Python our matrix builds (so its build image recipes are ours exactly)."""
     lowest, text = OURS["python"][0], FILES["pyproject.toml"]
     pyproject = re.sub(r'requires-python = "[^"]*"', f'requires-python = ">={lowest}"', text)
+    # torch in Requires-Dist, as real engines have it, which no smoke command imports: left out
+    # (engine.smoke.requirements.skip) of smoke and of the container build's import test.
+    pyproject = pyproject.replace("requires-python", 'dependencies = ["torch>=2.0"]\nrequires-python')
     return ringlet_repository(root, {**FILES, "pyproject.toml": pyproject})
 
 
@@ -64,6 +68,7 @@ def fill_in(repo: Path, images: LocalImages) -> None:
             variant["toolkit"] = ours["toolkit"]
         variant["build_image"] = {"local": images.build_recipe(name).tag, **ours["build_image"]}
     data["engine"]["smoke"]["commands"] = [["ringlet-info"]]
+    data["engine"]["smoke"]["requirements"] = {"skip": ["torch"]}
     matrix.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "release toolkit, filled in")
@@ -94,6 +99,8 @@ def test_an_adopter_builds_verifies_and_smokes_cpu_cuda_and_rocm_from_the_instal
     out = build.stdout + build.stderr
     for name, tag in tags.items():
         assert f"[{name}] cibuildwheel in {tag} through" in out, out[-4000:]
+    # The import test installed each wheel offline, torch left out: nothing came from an index.
+    assert out.count("Testing wheel") == len(VARIANTS) and "torch-2" not in out, out[-4000:]
     # The images the rest of the suite made, found up to date by the installed toolkit's make-image.sh.
     assert {name: image_id(tag) for name, tag in tags.items()} == before, out[-4000:]
     for name in ("cuda", "rocm"):  # before-all ran the installed toolkit's install script
@@ -117,6 +124,8 @@ def test_an_adopter_builds_verifies_and_smokes_cpu_cuda_and_rocm_from_the_instal
     for result in results:
         assert result["ok"], result
         steps = {s["name"]: s for s in result["steps"]}
+        (install,) = [s for n, s in steps.items() if n.startswith("pip install ")]
+        assert install["detail"] == "left out: torch>=2.0 (engine.smoke.requirements.skip)", install
         if result["expect"] == "runtime-missing":  # no runtime here: the guard init wrote refuses
             (refused,) = [s for n, s in steps.items() if n.startswith("import ringlet refused")]
             assert any(so.split(".so")[0] in refused["detail"] for so in BOUND[result["variant"]]), refused
