@@ -116,8 +116,7 @@ class LocalImage:
     toolchain: bool
     """A build image (compilers, build, auditwheel) rather than a plain runtime image."""
     gcc: str | None = None
-    """The GCC major a build image compiles with (gcc-N/g++-N are its cc and c++); None: the
-    suite's own g++."""
+    """The GCC major a build image compiles with (gcc-N, g++-N as cc, c++); None: the suite's g++."""
     runtime_prefix: str | None = None
     runtime_via: str | None = None
     runtime_globs: tuple[str, ...] = ()
@@ -171,8 +170,7 @@ class RequirementSource:
     index_url: str | None = None
     find_links: Path | None = None
     """An absolute directory of wheels (the matrix names it relative to itself)."""
-    skip: tuple[str, ...] = ()
-    """Requirements (project names) never installed (`engine.smoke.requirements.skip`)."""
+    skip: tuple[str, ...] = ()  # project names never installed (engine.smoke.requirements.skip)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -215,8 +213,7 @@ class ResolvedVariant:
     hardware: tuple[ResolvedHardware, ...]
     build_image: ResolvedBuildImage
     smoke_commands: tuple[tuple[str, ...], ...]
-    smoke_self_tests: tuple[tuple[str, ...], ...] = ()
-    """Smoke commands whose last line must be a JSON verdict (`engine.smoke.self_tests`)."""
+    smoke_self_tests: tuple[tuple[str, ...], ...] = ()  # their last line must be a JSON verdict
     smoke_requirements: RequirementSource
     pythons: tuple[str, ...]
     """The matrix's Python versions (a wheel for another is not one of this release's)."""
@@ -224,8 +221,7 @@ class ResolvedVariant:
     """Build one abi3 wheel for every Python from this version on (None: a wheel per Python)."""
     tag_pattern: str
     size_limit: int
-    development_files: int | None = None
-    """Bytes of development files the wheels may ship (None: verify's small allowance)."""
+    development_files: int | None = None  # bytes of headers etc. allowed (None: verify's allowance)
     """Bytes the index takes per file of this distribution (the variant's grant, else publish's)."""
     siblings: tuple[str, ...]
     """The distributions of every variant of the matrix, this one included, in matrix order."""
