@@ -308,8 +308,31 @@ def _variants(plan: Plan) -> list[str]:
             add(f"    cmake_defines: {_flow_map(cmake_defines(p, backend.name, plan.spellings))}")
         if backend.exclude:
             add(f"    exclude: {_flow(backend.exclude)}")
+        out.extend(_build_image(backend))
     add("")
     return out
+
+
+LOCAL_SUITE = "trixie"
+"""The Debian suite of the local build images init writes: glibc within the manylinux policies."""
+
+
+def _build_image(backend: Backend) -> list[str]:
+    """The variant's toolkit and local build image recipe, from the backend data
+    (`local_build_image`): the release image is the floor's manylinux one plus the install script."""
+    recipe = backend.local_build_image
+    if recipe is None:
+        return []
+    parts = [f"suite: {LOCAL_SUITE}"]
+    if recipe.packages:
+        parts.append(f"packages: {_flow(recipe.packages)}")
+    if recipe.toolkit_install is not None:
+        parts.append(f"toolkit_install: {_flow(recipe.toolkit_install)}")
+    return [
+        f"    toolkit: {json.dumps(recipe.toolkit)}  # yours: the version release builds use (the image's)",
+        "    # local builds (--container): Debian with the toolkit, made when absent",
+        f"    build_image: {{debian: {{{', '.join(parts)}}}}}",
+    ]
 
 
 def _meson_comments(project: Project) -> list[str]:

@@ -48,6 +48,12 @@ def test_init_reads_a_meson_python_project(meson_project: Path, capsys: pytest.C
         "cpu": "mesonstand_cpu", "cuda": "mesonstand_cuda", "rocm": "mesonstand_rocm"
     }  # fmt: skip
     assert variants["rocm"]["cmake_defines"] == {"variant": "rocm"}
+    # The GPU variants' toolkit and local build image from the backend data, as our matrix has them.
+    ours = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["variants"]
+    for name in ("cuda", "rocm"):
+        assert variants[name]["toolkit"] == ours[name]["toolkit"]
+        assert variants[name]["build_image"] == ours[name]["build_image"], variants[name]
+    assert "build_image" not in variants["cpu"]
     assert "#   variant (string, default cpu): the variant: names the import package" in text
     assert "setup-args=-Dvariant=rocm" in text
     assert "no variant guard: each variant ships its own import package" in said, said
