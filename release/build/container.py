@@ -36,7 +36,7 @@ from release.build.host import (
 from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.prebuild import say, source_date_epoch
 from release.build.reuse import remember, tree_digest, up_to_date, wheel_key
-from release.build.stage import check_wheel_identity, stage_project
+from release.build.stage import check_wheel_identity, require_test_source, stage_project
 from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import BuildError, ToolchainError
 from release.inspect.verify import verify_wheel, write_report
@@ -98,7 +98,7 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
     variant = one_variant(steps)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    stage_project(variant, version, work / "src")
+    require_test_source(variant, stage_project(variant, version, work / "src"))
     if variant.smoke_requirements.skip:  # what the import test leaves out (cibw.test_environment)
         (work / EXCLUDES_FILE).write_text("\n".join(variant.smoke_requirements.skip) + "\n", encoding="utf-8")
     source = toolkit_source()

@@ -148,6 +148,30 @@ def stage_project(variant: ResolvedVariant, version: str, dest: Path) -> Path:
     return dest
 
 
+def require_test_source(variant: ResolvedVariant, staged: Path) -> None:
+    """A container build's import test installs the wheel's requirements from the smoke source
+    only (`cibw.test_environment`): where the engine's pyproject.toml declares dependencies the
+    matrix neither skips nor gives a source for, stop now in one line rather than in uv's
+    offline error after the compile."""
+    source = variant.smoke_requirements
+    if source.index_url or source.find_links is not None:
+        return
+    try:
+        project = tomlkit.parse(staged.joinpath("pyproject.toml").read_text(encoding="utf-8")).get("project")
+    except (OSError, ValueError):
+        return
+    declared = project.get("dependencies") if isinstance(project, Table) else None
+    skipped = {canonicalize_name(n) for n in source.skip}
+    needs = [str(d) for d in declared or () if _requirement_name(str(d)) not in skipped]
+    if needs:
+        msg = (
+            f"{variant.name}: the engine requires {', '.join(needs)} (pyproject.toml dependencies) and "
+            "the import test asks no index unless the matrix names one: declare "
+            "engine.smoke.requirements.index_url or .find_links, or leave them out with .skip"
+        )
+        raise BuildError(msg)
+
+
 def check_wheel_identity(wheel: Path, *, distribution: str, version: str) -> None:
     """The mislabelled-wheel guard: file name and METADATA must both name the variant."""
     try:

@@ -71,7 +71,7 @@ def _installed_toolkit(monkeypatch: pytest.MonkeyPatch, scripts: Path) -> None:
     monkeypatch.setattr(container, "toolkit_wheel", lambda: None)
     monkeypatch.setattr(container, "toolkit_scripts", lambda: scripts)
     monkeypatch.setattr(resources, "toolkit_scripts", lambda: scripts)
-    monkeypatch.setattr(container, "stage_project", lambda variant, version, dest: dest.mkdir())
+    monkeypatch.setattr(container, "stage_project", lambda variant, version, dest: (dest.mkdir(), dest)[1])
 
 
 def test_an_installed_toolkit_puts_its_scripts_in_the_container_project(

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from release.build.gitignore import GitIgnore, parse
-from release.build.stage import _ignore, stage_project
+from release.build.stage import _ignore, require_test_source, stage_project
 from release.config.matrix import load
+from release.errors import BuildError
 from release.plan.resolve import RequirementSource
 from release.plan.steps import make_plan
 
@@ -94,3 +95,28 @@ def test_stage_project_skips_the_matrix_s_find_links_directory(tmp_path: Path) -
     staged = stage_project(variant, "0.1.0", tmp_path / "staged")
     assert not (staged / "deps").exists() and not (staged / "scratch").exists()
     assert (staged / "src" / "mylib" / "__init__.py").is_file()
+
+
+def test_a_container_build_whose_requirements_have_no_source_stops_before_compiling(tmp_path: Path) -> None:
+    """The import test asks no index unless the matrix names one (issue 43: it downloaded 2.9 GB
+    of torch for every build): declared dependencies with no source and no skip stop in one line."""
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    staged.joinpath("pyproject.toml").write_text(
+        '[project]\nname = "mylib"\nversion = "0.1"\ndependencies = ["torch>=2.0", "numpy"]\n',
+        encoding="utf-8",
+    )
+    variant = make_plan(load(ROOT / "matrix.yaml")).variant("cpu")
+    with pytest.raises(BuildError) as caught:
+        require_test_source(variant, staged)
+    assert str(caught.value) == (
+        "cpu: the engine requires torch>=2.0, numpy (pyproject.toml dependencies) and the import test asks "
+        "no index unless the matrix names one: declare engine.smoke.requirements.index_url or .find_links, "
+        "or leave them out with .skip"
+    )
+    skipping = dataclasses.replace(variant, smoke_requirements=RequirementSource(skip=("torch", "NumPy")))
+    require_test_source(skipping, staged)  # both left out: nothing to install
+    indexed = dataclasses.replace(
+        variant, smoke_requirements=RequirementSource(index_url="https://pypi.org/simple")
+    )
+    require_test_source(indexed, staged)
