@@ -133,6 +133,26 @@ def test_command(variant: ResolvedVariant) -> str:
     return f"python -c {shlex.quote(f'exec({script!r})')}"
 
 
+FIND_LINKS_MOUNT = "/release-find-links"
+"""Where a container build sees the matrix's `find_links` directory (mounted read-only)."""
+EXCLUDES_FILE = "release-test-excludes.txt"
+"""The container project's list of the requirements the import test leaves out (`skip`)."""
+
+
+def test_environment(variant: ResolvedVariant) -> dict[str, str]:
+    """The import test's installer (uv, in cibuildwheel's test venv) takes the wheel's requirements
+    from the smoke requirement source, never the index unless it is the one declared, and leaves
+    out the skipped ones (`engine.smoke.requirements`): a torch in `Requires-Dist` costs no
+    download where the smoke leaves it out."""
+    source = variant.smoke_requirements
+    env = {"UV_INDEX_URL": source.index_url} if source.index_url else {"UV_OFFLINE": "1"}
+    if source.find_links is not None and not source.index_url:
+        env["UV_FIND_LINKS"] = FIND_LINKS_MOUNT
+    if source.skip:
+        env["UV_EXCLUDE"] = f"/project/{EXCLUDES_FILE}"
+    return env
+
+
 def cibuildwheel_options(
     steps: tuple[BuildStep, ...], *, image: str | None = None, before_build: str | None = None
 ) -> dict[str, str]:
@@ -175,6 +195,7 @@ def cibuildwheel_options(
         options["config-settings"] = " ".join(shlex.quote(f"{k}={v}") for k, v in settings)
     options["repair-wheel-command"] = repair_command(variant)
     options["test-command"] = test_command(variant)
+    options["test-environment"] = " ".join(f"{k}={quote(v)}" for k, v in test_environment(variant).items())
     return options
 
 

@@ -2,8 +2,9 @@
 
 The configuration is `release.build.cibw`'s, derived from the same resolved steps as a host build.
 cibuildwheel copies its working directory into the container, so it runs from a small project
-made for the build (`build/<variant>/container/`): the staged engine (`src/`) and the toolkit's own
-sources (for `before-build` to install it, and the toolchain scripts for `before-all`). Wheels land
+made for the build (`build/<variant>/container/`): the staged engine (`src/`), the toolkit's own
+sources or the wheel it was installed from (for `before-build` to install it), and its toolchain
+scripts, from the source tree or the installed toolkit (`scripts/`, for `before-all`). Wheels land
 in a scratch directory first and reach the wheelhouse only once they are all built and verified:
 a container that dies mid-build leaves nothing half-made behind.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +25,7 @@ from urllib.parse import unquote, urlsplit
 
 from release import atomic, interrupts
 from release.build import compiler_cache, images
-from release.build.cibw import cibuildwheel_env
+from release.build.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env
 from release.build.host import (
     WheelResult,
     compiler_summary,
@@ -34,7 +36,8 @@ from release.build.host import (
 from release.build.lock import DEFAULT_WAIT_S, build_lock
 from release.build.prebuild import say, source_date_epoch
 from release.build.reuse import remember, tree_digest, up_to_date, wheel_key
-from release.build.stage import check_wheel_identity, stage_project
+from release.build.stage import check_wheel_identity, require_test_source, stage_project
+from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import BuildError, ToolchainError
 from release.inspect.verify import verify_wheel, write_report
 from release.plan.resolve import ResolvedVariant
@@ -43,6 +46,8 @@ from release.wheel.names import parse_wheel_name, report_path
 
 TOOLKIT_PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts")
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+_SCRIPT = re.compile(r"(?:^|[\s/])scripts/([A-Za-z0-9_.-]+)")
+"""A toolkit script a backend's install command runs from the project (`bash scripts/install-rocm.sh`)."""
 
 
 def cibuildwheel_command(package_dir: str, output_dir: Path) -> list[str]:
@@ -93,7 +98,9 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
     variant = one_variant(steps)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    stage_project(variant, version, work / "src")
+    require_test_source(variant, stage_project(variant, version, work / "src"))
+    if variant.smoke_requirements.skip:  # what the import test leaves out (cibw.test_environment)
+        (work / EXCLUDES_FILE).write_text("\n".join(variant.smoke_requirements.skip) + "\n", encoding="utf-8")
     source = toolkit_source()
     args = ""
     constraint = os.environ.get("PIP_CONSTRAINT", "")
@@ -103,6 +110,11 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
         shutil.copy2(constraint, work / "pip-constraints.txt")
         args += " --constraint {project}/pip-constraints.txt"
     if source is None:
+        # before-all runs the backend's `bash scripts/install-X.sh` in the container project: the
+        # installed toolkit's own copy of its scripts (release/scripts_data/) goes there.
+        if toolkit_scripts().is_dir():
+            shutil.copytree(toolkit_scripts(), work / "scripts", ignore=_IGNORE)
+        require_scripts(variant, work / "scripts")
         wheel = toolkit_wheel()
         if wheel is None:
             return work, install_command(f"{args} {toolkit_requirement()}")
@@ -113,7 +125,21 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
             shutil.copytree(source / part, work / part, ignore=_IGNORE)
         elif (source / part).is_file():
             shutil.copy2(source / part, work / part)
+    require_scripts(variant, work / "scripts")
     return work, install_command(f"{args} {{project}}")
+
+
+def require_scripts(variant: ResolvedVariant, scripts: Path) -> None:
+    """Every toolkit script the variant's before-all runs (`bash scripts/install-rocm.sh`, from the
+    backend data) is in the container project, or one line naming the toolkit, the file and the fix."""
+    probe = variant.backend.toolkit
+    if probe is None:
+        return
+    for name in _SCRIPT.findall(probe.install):
+        if not (scripts / name).is_file():
+            command = " ".join([probe.install, *([variant.toolkit] if variant.toolkit else [])])
+            needed_by = f"{variant.name}'s before-all (`{command}`)"
+            raise ToolchainError(missing_script_message(name, needed_by))
 
 
 def install_command(args: str) -> str:
@@ -310,6 +336,9 @@ def _run_groups(
         env = {**os.environ, **cibuildwheel_env(tuple(group), image=image, before_build=before_build)}
         env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
         env.update(_with_cache(cache, env, engine=engine, run=run, variant=variant))
+        links = variant.smoke_requirements.find_links  # the import test's requirements, read-only
+        if links is not None and links.is_dir():
+            env["CIBW_CONTAINER_ENGINE"] += f" --volume={links}:{FIND_LINKS_MOUNT}:ro"
         env["SOURCE_DATE_EPOCH"] = epoch
         pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
         say(f"[{variant.name}] cibuildwheel in {image} through {engine} for Python {pythons}")

@@ -19,7 +19,7 @@ from release.build.lock import build_lock
 from release.build.toolchain import tool_path
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.pins import requirement
-from release.config.resources import toolkit_scripts
+from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import ToolchainError
 from release.plan.resolve import LocalImage
 from release.wheel.names import manylinux_interpreter
@@ -64,7 +64,10 @@ def _from_other_archives(packages: tuple[str, ...]) -> bool:
 def make_command(image: LocalImage) -> list[str]:
     """The make-image.sh invocation for a local image (its label caches the result), with the
     interpreters the toolkit finds here; one line naming the way out when there are none."""
-    cmd = ["bash", str(toolkit_scripts() / "make-image.sh"), "--tag", image.tag, "--suite", image.suite]
+    script = toolkit_scripts() / "make-image.sh"
+    if not script.is_file():
+        raise ToolchainError(missing_script_message("make-image.sh", f"making the local image {image.tag}"))
+    cmd = ["bash", str(script), "--tag", image.tag, "--suite", image.suite]
     if image.packages:
         cmd += ["--include", ",".join(image.packages)]
     found, _missing = image_interpreters(image.pythons)

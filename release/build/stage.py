@@ -17,6 +17,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from tomlkit.items import Array, Table
 
+from release.build.gitignore import GitIgnore
 from release.config.dataschema import suggest
 from release.config.matrix import Metadata
 from release.errors import BuildError
@@ -30,13 +31,28 @@ IGNORED_AT_TOP = frozenset({".git", "build", "_skbuild", "dist", "wheelhouse", "
 IGNORED_ANYWHERE = ("__pycache__", "*.egg-info")
 
 
-def _ignore(source: Path) -> Callable[[str, list[str]], set[str]]:
+def _ignore(source: Path, never: tuple[Path, ...] = ()) -> Callable[[str, list[str]], set[str]]:
+    """What staging leaves out: build output at the top, caches anywhere, what the project's
+    `.gitignore` files ignore, and the directories in `never` (a requirement source beside the
+    matrix: gigabytes of wheels that no build needs)."""
     anywhere = shutil.ignore_patterns(*IGNORED_ANYWHERE)
+    gitignore = GitIgnore(source)
+    resolved = {p.resolve() for p in never}
 
     def ignore(directory: str, names: list[str]) -> set[str]:
         skipped = set(anywhere(directory, names))
-        if Path(directory) == source:
+        here = Path(directory)
+        if here == source:
             skipped |= IGNORED_AT_TOP.intersection(names)
+        relative = here.relative_to(source).as_posix()
+        for name in names:
+            path = here / name
+            if name == ".gitignore" or name in skipped:
+                continue
+            is_dir = path.is_dir() and not path.is_symlink()
+            below = name if relative == "." else f"{relative}/{name}"
+            if gitignore.ignored(below, is_dir=is_dir) or (is_dir and path.resolve() in resolved):
+                skipped.add(name)
         return skipped
 
     return ignore
@@ -117,7 +133,8 @@ def stage_project(variant: ResolvedVariant, version: str, dest: Path) -> Path:
         raise BuildError(msg)
     if dest.exists():
         shutil.rmtree(dest)
-    shutil.copytree(source, dest, ignore=_ignore(source), symlinks=True)
+    links = variant.smoke_requirements.find_links
+    shutil.copytree(source, dest, ignore=_ignore(source, (links,) if links else ()), symlinks=True)
     staged = dest / "pyproject.toml"
     text = rewrite_pyproject(
         pyproject.read_text(encoding="utf-8"),
@@ -129,6 +146,30 @@ def stage_project(variant: ResolvedVariant, version: str, dest: Path) -> Path:
     )
     staged.write_text(text, encoding="utf-8")
     return dest
+
+
+def require_test_source(variant: ResolvedVariant, staged: Path) -> None:
+    """A container build's import test installs the wheel's requirements from the smoke source
+    only (`cibw.test_environment`): where the engine's pyproject.toml declares dependencies the
+    matrix neither skips nor gives a source for, stop now in one line rather than in uv's
+    offline error after the compile."""
+    source = variant.smoke_requirements
+    if source.index_url or source.find_links is not None:
+        return
+    try:
+        project = tomlkit.parse(staged.joinpath("pyproject.toml").read_text(encoding="utf-8")).get("project")
+    except (OSError, ValueError):
+        return
+    declared = project.get("dependencies") if isinstance(project, Table) else None
+    skipped = {canonicalize_name(n) for n in source.skip}
+    needs = [str(d) for d in declared or () if _requirement_name(str(d)) not in skipped]
+    if needs:
+        msg = (
+            f"{variant.name}: the engine requires {', '.join(needs)} (pyproject.toml dependencies) and "
+            "the import test asks no index unless the matrix names one: declare "
+            "engine.smoke.requirements.index_url or .find_links, or leave them out with .skip"
+        )
+        raise BuildError(msg)
 
 
 def check_wheel_identity(wheel: Path, *, distribution: str, version: str) -> None:

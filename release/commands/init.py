@@ -26,6 +26,7 @@ from release.init.scaffold import (
     DEFAULT_FLOOR,
     check_output,
     distribution_name,
+    family_name,
     make_plan,
     parse_variants,
     render,
@@ -220,7 +221,10 @@ def _guard(
     }
     if len(variants) < 2 and not drivers and not runtimes:
         return None, None
-    names = [distribution_name(project.name, v, variants) for v in variants]
+    if project.variant_package is not None:  # no two variants share a package: nothing to guard
+        packages = ", ".join(project.variant_package.import_name(v) for v in variants)
+        return f"no variant guard: each variant ships its own import package ({packages})", None
+    names = [distribution_name(family_name(project), v, variants) for v in variants]
     block = guard_code(project.import_name, names, drivers, runtimes)
     where = project.package_dir
     if print_only or where is None:

@@ -17,6 +17,7 @@ from release import table
 from release.config.checks import engine_source, unpinned_serving_images
 from release.config.dataschema import printable
 from release.config.matrix import LoadedMatrix
+from release.config.placeholders import unfilled
 from release.config.shapes import build_requires_problems
 from release.errors import MatrixError, Problem, UsageError
 from release.plan.imagefacts import refuse_missing_pythons
@@ -171,7 +172,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         held = table.render(("variant", "distribution", "reason"), rows, title="Held back: not released")
         print(held, file=where)
     if args.github != "release":
-        for problem in unpinned_images(plan):
+        for problem in [*unpinned_images(plan), *unfilled(loaded.path)]:
             print(f"warning: {problem}", file=sys.stderr)
     return code
 

@@ -6,13 +6,15 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError
 from release.plan.imagefacts import refuse_missing_pythons
+from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
-from release.smoke.outcome import Outcome, report, summary
+from release.smoke.outcome import Outcome, command_outputs, report, summary
 from release.smoke.runner import smoke_variant
 from release.smoke.selection import HOST_IMAGE, wheels_for
 
@@ -30,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="we run inside this declared image (CI containers): a fresh venv here, no simulation; "
         "the image's `expect` decides what passes",
     )
+    add("--verbose", action="store_true", help="show every smoke command's output tail, passing or not")
     add(
         "--pull",
         action="store_true",
@@ -64,15 +67,30 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     if not outcomes:
         msg = f"no wheels to smoke-test in {wheelhouse}"
         raise SmokeError(msg)
+    _say_outputs(args.verbose, outcomes, log)
     if args.json:
         print(json.dumps(report(outcomes), indent=2))
     else:
         print()
         print(summary(outcomes))
         print(f"\n{sum(o.ok for o in outcomes)}/{len(outcomes)} passed in {time.monotonic() - started:.0f}s")
+        _say_skipped(plan.variants.values())
     failed = [o for o in outcomes if not o.ok]
     if failed:
         lines = [f"{o.wheel} in {o.image}: {o.error}" for o in failed]
         msg = f"{len(failed)} smoke check(s) failed:\n" + "\n".join(lines)
         raise SmokeError(msg)
     return 0
+
+
+def _say_outputs(verbose: bool, outcomes: list[Outcome], log: Callable[[str], None]) -> None:
+    """With --verbose: what each command printed (its last lines), passing or not."""
+    if verbose and (outputs := command_outputs(outcomes)):
+        log(f"\nwhat each command printed (its last lines):\n{outputs}")
+
+
+def _say_skipped(variants: Iterable[ResolvedVariant]) -> None:
+    """The requirements every leg left out (`engine.smoke.requirements.skip`), under the summary."""
+    skipped = sorted({n for v in variants for n in v.smoke_requirements.skip})
+    if skipped:
+        print(f"left out of every leg (engine.smoke.requirements.skip): {', '.join(skipped)}")

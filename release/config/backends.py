@@ -92,6 +92,22 @@ class RuntimePlace:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LocalBuildImage:
+    """The local build image recipe `release init` writes for a variant of the backend
+    (`build_image.debian`): Debian packages and the toolkit install made into a local image."""
+
+    toolkit: str = spec("The toolkit version the image carries: init writes it as the variant's `toolkit`.")
+    packages: tuple[str, ...] = spec(
+        "Debian packages of the toolkit (`pkg/ARCHIVE` from another).", default=()
+    )
+    toolkit_install: tuple[str, ...] | None = spec(
+        "Run the backend's install command for the declared toolkit with these arguments "
+        "(`[]`: none); absent: no install in the image.",
+        default=None,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
 class Backend:
     """What the toolkit knows about one accelerator backend."""
 
@@ -169,6 +185,11 @@ class Backend:
         "The machine architectures this backend has (x86_64, aarch64): the matrix's "
         "`platform.architectures` narrowed for its variants (ROCm and MUSA: [x86_64]). Empty: every one.",
         default=(),
+    )
+    local_build_image: LocalBuildImage | None = spec(
+        "The Debian recipe of a local build image with this backend's toolkit, which `release init` "
+        "writes into each such variant's `build_image.debian` (suite: the toolkit's base suite).",
+        default=None,
     )
     debian_archive: Mapping[str, str] = spec(
         "The Debian archive that carries each runtime soname's packages where the stable suites do not "

@@ -180,9 +180,10 @@ def engine_lists(c: Context) -> None:
         if not _SCRIPT_NAME.match(script):
             what = "a console script name (letters, digits, _ . + -, not first . + -)"
             c.add(f"engine.scripts[{i}]", f"{script!r} is not {what}")
-    for i, command in enumerate(c.m.engine.smoke.commands):
-        if not command or not command[0]:
-            c.add(f"engine.smoke.commands[{i}]", "an empty command: give the program, then its arguments")
+    for key in ("commands", "self_tests"):
+        for i, command in enumerate(getattr(c.m.engine.smoke, key)):
+            if not command or not command[0]:
+                c.add(f"engine.smoke.{key}[{i}]", "an empty command: give the program, then its arguments")
     for i, own in enumerate(c.m.engine.own_libraries):
         if len(own) > MAX_GLOB:
             c.add(f"engine.own_libraries[{i}]", f"longer than {MAX_GLOB} characters: no soname is")

@@ -73,6 +73,12 @@ class SmokeRequirements:
         "is asked; the directory is mounted read-only into container legs).",
         default=None,
     )
+    skip: tuple[str, ...] = spec(
+        "Requirements (project names) a smoke leg leaves out: a heavy one the smoke commands never "
+        "import (`[torch]`); the wheel goes in without its dependencies, the others from the source "
+        "above, and the summary names what was left out.",
+        default=(),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,7 +91,14 @@ class Smoke:
     )
     commands: tuple[tuple[str, ...], ...] = spec(
         "Commands run in the fresh environment after `import <import_name>`; `{python}` is its "
-        "interpreter. A command whose output is JSON with an `ok` key must report `ok: true`.",
+        "interpreter, `{import_name}` the variant's import package. A command whose output ends "
+        "with a JSON object with an `ok` key (its last line; earlier lines may be logs) must report "
+        "`ok: true`.",
+        default=(),
+    )
+    self_tests: tuple[tuple[str, ...], ...] = spec(
+        "Self-tests, run after `commands` and written the same way, whose verdict is the JSON object "
+        'on the last line of their output (`{"ok": true, ...}`): one that prints none fails.',
         default=(),
     )
 
@@ -182,7 +195,10 @@ class Variant:
         "Toolkit version the release is built with (e.g. '6.4', '13.0').", default=None
     )
     cmake_defines: Mapping[str, str] = spec(
-        "CMake cache variables for this variant (prebuild and wheel build).", default_factory=dict
+        "The variant's build options (prebuild and wheel build), in the build backend's spelling: "
+        "scikit-build-core `cmake.define.NAME`, meson-python `setup-args=-DNAME=value` (a meson "
+        "option), other backends `CMAKE_ARGS=-DNAME=value`.",
+        default_factory=dict,
     )
     config_settings: Mapping[str, str] = spec(
         "Extra PEP 517 config settings for the wheel build.", default_factory=dict
@@ -221,6 +237,12 @@ class Variant:
     size_limit: int | None = spec(
         "Bytes the index takes per file for this distribution, where it was granted more than "
         "`publish.size_limit`.",
+        default=None,
+    )
+    development_files: int | None = spec(
+        "Bytes of development files (headers, .pc files, static archives, CMake config) this "
+        "variant's wheels ship on purpose: verify's `development-files` warns beyond 64 KiB "
+        "without it, and with it `--release` fails beyond it.",
         default=None,
     )
     held_back: str | None = spec(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from release import DISTRIBUTION, __version__
+
 
 def toolkit_backends() -> Path:
     """The backend data shipped with the toolkit: `packaging/backends/` in its source tree, which
@@ -22,6 +24,23 @@ def toolkit_scripts() -> Path:
     here = Path(__file__).resolve().parents[1]
     installed = here / "scripts_data"
     return installed if installed.is_dir() else here.parent / "scripts"
+
+
+def missing_script_message(name: str, needed_by: str) -> str:
+    """One line for a script the toolkit should ship and does not: the toolkit (which one, where),
+    the file, and the fix."""
+    scripts = toolkit_scripts()
+    if scripts.name == "scripts_data" or not (scripts.parent / "pyproject.toml").is_file():
+        fix = (
+            "reinstall the toolkit from a wheel that carries its scripts "
+            f"(`pip install --force-reinstall {DISTRIBUTION}=={__version__}`)"
+        )
+    else:
+        fix = f"restore it in the toolkit's checkout (`git -C {scripts.parent} checkout -- scripts/{name}`)"
+    return (
+        f"{needed_by} needs {name}, which the toolkit {DISTRIBUTION} {__version__} does not carry "
+        f"({scripts / name} is missing): {fix}"
+    )
 
 
 def setup_podman_command() -> str:

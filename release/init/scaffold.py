@@ -71,6 +71,18 @@ def base_name(project_name: str, backends: Iterable[str]) -> str:
     return project_name
 
 
+_CUDA_SUFFIX = re.compile(r"[-_.](?:cu|cuda)\d*$", re.I)
+
+
+def family_name(project: Project) -> str:
+    """The name every variant's distribution starts from: the per-variant import packages' common
+    name (`mylib` of `mylib_cpu`), else the project's name without a CUDA suffix (`mylib-cu12`)."""
+    if project.variant_package is not None:
+        return project.variant_package.family.replace("_", "-")
+    stripped = _CUDA_SUFFIX.sub("", project.name)
+    return stripped or project.name
+
+
 def distribution_name(project_name: str, backend: str, backends: Mapping[str, Backend]) -> str:
     """`foo` + rocm -> `foo-rocm`; cpu -> `foo-cpu`; a backend whose data says `bare_distribution`
     (cuda) keeps `foo`."""
@@ -280,16 +292,62 @@ def _variants(plan: Plan) -> list[str]:
             add(f"#   {option.name} (default {option.default}): {option.help}".rstrip(": "))
     add('# yours, per GPU variant: toolkit (the version release builds use, e.g. "6.4"), architectures,')
     add("# device_code, images and hardware (names defined below), metadata.")
+    out.extend(_meson_comments(p))
     add("variants:")
     for name, backend in plan.variants.items():
         add(f"  {name}:")
-        add(f"    distribution: {_scalar(distribution_name(p.name, name, plan.variants))}")
+        add(f"    distribution: {_scalar(distribution_name(family_name(p), name, plan.variants))}")
         add(f"    backend: {_scalar(backend.name)}")
-        if p.cmake:
+        per_variant = p.variant_package
+        if per_variant is not None:
+            value = cmake_value(backend.name, per_variant.choices, plan.spellings)
+            add(f"    import_name: {_scalar(per_variant.import_name(value))}  # its own import package")
+            setup = f"setup-args=-D{per_variant.option}={value}"
+            add(f"    cmake_defines: {_flow_map({per_variant.option: value})}  # meson-python: {setup}")
+        elif p.cmake:
             add(f"    cmake_defines: {_flow_map(cmake_defines(p, backend.name, plan.spellings))}")
         if backend.exclude:
             add(f"    exclude: {_flow(backend.exclude)}")
+        out.extend(_build_image(backend))
     add("")
+    return out
+
+
+LOCAL_SUITE = "trixie"
+"""The Debian suite of the local build images init writes: glibc within the manylinux policies."""
+
+
+def _build_image(backend: Backend) -> list[str]:
+    """The variant's toolkit and local build image recipe, from the backend data
+    (`local_build_image`): the release image is the floor's manylinux one plus the install script."""
+    recipe = backend.local_build_image
+    if recipe is None:
+        return []
+    parts = [f"suite: {LOCAL_SUITE}"]
+    if recipe.packages:
+        parts.append(f"packages: {_flow(recipe.packages)}")
+    if recipe.toolkit_install is not None:
+        parts.append(f"toolkit_install: {_flow(recipe.toolkit_install)}")
+    return [
+        f"    toolkit: {json.dumps(recipe.toolkit)}  # yours: the version release builds use (the image's)",
+        "    # local builds (--container): Debian with the toolkit, made when absent",
+        f"    build_image: {{debian: {{{', '.join(parts)}}}}}",
+    ]
+
+
+def _meson_comments(project: Project) -> list[str]:
+    """The meson options, which a variant's cmake_defines set (meson-python: setup-args=-DNAME=value)."""
+    if not project.meson:
+        return []
+    out = ["# The project's meson options (meson.options), which a variant's cmake_defines set"]
+    out.append("# (meson-python: --config-settings setup-args=-DNAME=value):")
+    for option in project.meson_options:
+        about = f": {option.description}" if option.description else ""
+        default = option.value or "''"
+        out.append(f"#   {option.name} ({option.type}, default {default}){about}")
+    if project.variant_package is not None:
+        vp = project.variant_package
+        out.append(f"# `{vp.option}` names each variant's own import package ({vp.prefix}<value>): no guard.")
     return out
 
 
@@ -331,7 +389,7 @@ def render_system_packages(proposal: Proposal) -> list[str]:
     if not proposal.known and not proposal.unknown:
         return []
     out = [
-        "  # System build dependencies the CMake files ask for: installed in the release image's",
+        "  # System build dependencies the build files ask for: installed in the release image's",
         "  # before-all (dnf) and in local build images (apt); a host build checks them before compiling.",
     ]
     for request in proposal.unknown:
@@ -412,6 +470,8 @@ def make_plan(
         spellings={name: b.spellings for name, b in backends.items()},
         floor=floor,
         system_packages=(
-            propose(project.path, own=(project.name, project.import_name)) if project.cmake else None
+            propose(project.path, own=(project.name, project.import_name))
+            if project.cmake or project.meson
+            else None
         ),
     )

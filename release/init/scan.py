@@ -15,6 +15,7 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from release.errors import UsageError
+from release.init.meson import MesonOption, VariantPackage, is_meson, read_options, variant_package
 from release.inspect.elf import ElfReadError, inspect_elf, is_elf
 from release.wheel.archive import MAX_TEXT_MEMBER, is_dist_info
 from release.wheel.inflate import Budget, budget_for, pieces, read_member
@@ -56,6 +57,11 @@ class Project:
     cmake_options: tuple[CMakeOption, ...] = ()
     package_dir: Path | None = None
     readme: bool = True
+    meson: bool = False
+    """A meson-python project with a meson.build (its options are `meson_options`)."""
+    meson_options: tuple[MesonOption, ...] = ()
+    variant_package: VariantPackage | None = None
+    """The meson option that names each variant's own import package (`mylib_<value>`)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -200,7 +206,10 @@ def read_project(project_dir: Path) -> Project:
     version = project.get("version")
     description = project.get("description")
     requires = project.get("requires-python")
-    import_name = find_import_name(project_dir, data, name)
+    meson = is_meson(project_dir, backend)
+    options = read_options(project_dir) if meson else ()
+    per_variant = variant_package(project_dir, options) if meson else None
+    import_name = per_variant.family if per_variant else find_import_name(project_dir, data, name)
     return Project(
         path=project_dir,
         name=name,
@@ -216,6 +225,9 @@ def read_project(project_dir: Path) -> Project:
         cmake_options=parse_cmake_options(cmake_text),
         package_dir=find_package_dir(project_dir, data, import_name),
         readme="readme" in project or "readme" in project.get("dynamic", ()),
+        meson=meson,
+        meson_options=options,
+        variant_package=per_variant,
     )
 
 

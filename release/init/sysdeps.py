@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from release.config.sysdeps import SystemPackage
+from release.init.meson import dependencies as meson_dependencies
 
 TABLE = Path(__file__).with_name("system-packages.json")
 MAX_FILES = 2000
@@ -25,6 +26,9 @@ _SKIP_DIRS = {".git", "build", "_build", "_deps", "third_party", "thirdparty", "
 _COMMENT = re.compile(r"#[^\n]*")
 _FIND_PACKAGE = re.compile(r"\bfind_package\s*\(\s*([A-Za-z0-9_.+-]+)", re.IGNORECASE)
 _PKG_CHECK = re.compile(r"\bpkg_(?:check|search)_module(?:s)?\s*\(([^)]*)\)", re.IGNORECASE)
+_MESON_BUILTIN = {"dl", "m", "rt", "intl", "iconv", "atomic", "mpi", "blas", "lapack", "cuda", "hip",
+                  "python", "python3", "pybind11", "nanobind", "numpy", "threads", "openmp"}  # fmt: skip
+"""meson's own dependencies (`dependency('threads')`) and the toolchain's: nothing to install."""
 _PKG_KEYWORDS = {"REQUIRED", "QUIET", "NO_CMAKE_PATH", "NO_CMAKE_ENVIRONMENT_PATH", "IMPORTED_TARGET",
                  "GLOBAL"}  # fmt: skip
 
@@ -34,7 +38,7 @@ class Request:
     """One dependency the CMake files ask for, and where."""
 
     kind: str
-    """`find_package` or `pkg_check_modules`."""
+    """`find_package`, `pkg_check_modules` or (meson) `dependency`."""
     name: str
     where: str
     """`path/CMakeLists.txt:12`, relative to the project."""
@@ -97,6 +101,8 @@ def requests(project_dir: Path) -> tuple[Request, ...]:
                 if module:
                     request = Request("pkg_check_modules", module, f"{shown}:{line}")
                     found.setdefault((request.kind, module.lower()), request)
+    for name, where in meson_dependencies(project_dir):
+        found.setdefault(("dependency", name.lower()), Request("dependency", name, where))
     return tuple(found.values())
 
 
@@ -125,6 +131,16 @@ def propose(project_dir: Path, *, own: Iterable[str] = (), table: Path = TABLE) 
             if key in ignore or key.startswith(("python", "hip", "cuda", "rocm", "musa", "torch")):
                 continue
             hit = by_package.get(key)
+            if hit is not None:
+                known.setdefault(hit[0], (_entry(hit[1]), request))
+                continue
+        elif request.kind == "dependency":  # meson: a pkg-config name, else a CMake package's
+            if key in ignore or key in _MESON_BUILTIN:
+                continue
+            module, hit = by_module.get(key), by_package.get(key)
+            if module is not None:
+                known.setdefault(module["name"], (_entry(module), request))
+                continue
             if hit is not None:
                 known.setdefault(hit[0], (_entry(hit[1]), request))
                 continue

@@ -111,8 +111,7 @@ class LocalImage:
     toolchain: bool
     """A build image (compilers, build, auditwheel) rather than a plain runtime image."""
     gcc: str | None = None
-    """The GCC major a build image compiles with (gcc-N/g++-N are its cc and c++); None: the
-    suite's own g++."""
+    """The GCC major a build image compiles with (gcc-N, g++-N as cc, c++); None: the suite's g++."""
     runtime_prefix: str | None = None
     runtime_via: str | None = None
     runtime_globs: tuple[str, ...] = ()
@@ -167,6 +166,7 @@ class RequirementSource:
     index_url: str | None = None
     find_links: Path | None = None
     """An absolute directory of wheels (the matrix names it relative to itself)."""
+    skip: tuple[str, ...] = ()  # project names never installed (engine.smoke.requirements.skip)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,6 +211,7 @@ class ResolvedVariant:
     hardware: tuple[ResolvedHardware, ...]
     build_image: ResolvedBuildImage
     smoke_commands: tuple[tuple[str, ...], ...]
+    smoke_self_tests: tuple[tuple[str, ...], ...] = ()  # their last line must be a JSON verdict
     smoke_requirements: RequirementSource
     pythons: tuple[str, ...]
     """The matrix's Python versions (a wheel for another is not one of this release's)."""
@@ -218,6 +219,7 @@ class ResolvedVariant:
     """Build one abi3 wheel for every Python from this version on (None: a wheel per Python)."""
     tag_pattern: str
     size_limit: int
+    development_files: int | None = None  # bytes of headers etc. allowed (None: verify's allowance)
     """Bytes the index takes per file of this distribution (the variant's grant, else publish's)."""
     siblings: tuple[str, ...]
     """The distributions of every variant of the matrix, this one included, in matrix order."""
@@ -313,6 +315,7 @@ def resolve_variant(
         hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
         build_image=_build_image(loaded, name, variant, backend),
         smoke_commands=matrix.engine.smoke.commands,
+        smoke_self_tests=matrix.engine.smoke.self_tests,
         smoke_requirements=_requirement_source(loaded),
         pythons=matrix.python,
         stable_abi=None
@@ -320,6 +323,7 @@ def resolve_variant(
         else (variant.stable_abi or matrix.engine.stable_abi),
         tag_pattern=matrix.publish.tag_pattern,
         size_limit=variant.size_limit or matrix.publish.size_limit,
+        development_files=variant.development_files,
         siblings=tuple(v.distribution for v in matrix.variants.values()),
         sharing=tuple(d.distribution for d in matrix.variants.values() if (d.import_name or own) == imports),
         matrix_root=loaded.root,
@@ -329,7 +333,7 @@ def resolve_variant(
 def _requirement_source(loaded: LoadedMatrix) -> RequirementSource:
     declared = loaded.matrix.engine.smoke.requirements
     links = (loaded.root / declared.find_links).resolve() if declared.find_links else None
-    return RequirementSource(index_url=declared.index_url, find_links=links)
+    return RequirementSource(index_url=declared.index_url, find_links=links, skip=declared.skip)
 
 
 def _slug(text: str) -> str:

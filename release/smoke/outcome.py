@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -19,6 +18,8 @@ class Step:
     ok: bool
     seconds: float
     detail: str = ""
+    output: str = ""
+    """A command's output (stdout, then stderr), its last lines, passing or not."""
 
 
 @dataclass(kw_only=True)
@@ -68,12 +69,13 @@ def summary(outcomes: Sequence[Outcome]) -> str:
     return table.render(("wheel", "image", "ran in", "expect", "result", "seconds"), rows)
 
 
-def json_ok(stdout: str) -> bool | None:
-    """The `ok` value of a JSON object printed on stdout; None when there is none."""
-    try:
-        data = json.loads(stdout)
-    except ValueError:
-        return None
-    if isinstance(data, dict) and "ok" in data:
-        return data["ok"] is True
-    return None
+def command_outputs(outcomes: Sequence[Outcome]) -> str:
+    """Every command's output tail, passing or not (`release smoke --verbose`)."""
+    blocks = []
+    for o in outcomes:
+        for step in o.steps:
+            if step.output:
+                mark = "ok" if step.ok else "FAILED"
+                lines = "\n".join("  | " + line for line in step.output.splitlines())
+                blocks.append(f"[{o.python} {o.image}] {o.wheel}: {step.name} ({mark})\n{lines}")
+    return "\n".join(blocks)

@@ -12,6 +12,9 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 from release.plan.resolve import RequirementSource
 
 DECLARE = "engine.smoke.requirements.index_url or .find_links"
@@ -48,6 +51,37 @@ def install_argv(
         argv += ["--find-links", str(directory)]
     argv.append(str(wheel.resolve()))
     return argv
+
+
+def left_out(requires: Sequence[str], source: RequirementSource) -> tuple[list[str], list[str]]:
+    """The wheel's requirements split into (those installed, those `skip` leaves out), by name."""
+    skipped = {str(canonicalize_name(name)) for name in source.skip}
+    kept: list[str] = []
+    dropped: list[str] = []
+    for text in requires:
+        try:
+            name = str(canonicalize_name(Requirement(text).name))
+        except InvalidRequirement:
+            name = ""
+        (dropped if name in skipped else kept).append(text)
+    return kept, dropped
+
+
+def install_argvs(
+    pip: Sequence[str], wheel: Path, requires: list[str], source: RequirementSource
+) -> list[list[str]]:
+    """The pip command lines that install `wheel` and its requirements but the skipped ones: one
+    command (`install_argv`) when nothing is skipped, else the kept requirements from `source`
+    first, then the wheel alone (`--no-deps`, no index)."""
+    kept, dropped = left_out(requires, source)
+    if not dropped:
+        return [install_argv(pip, wheel, requires, source)]
+    argvs = []
+    if kept:
+        first = install_argv(pip, wheel, kept, source)
+        argvs.append([*first[:-1], *kept])
+    argvs.append([*pip, "install", "--no-deps", "--no-index", str(wheel.resolve())])
+    return argvs
 
 
 def missing_source_line(requires: list[str], source: RequirementSource) -> str:

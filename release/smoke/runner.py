@@ -42,13 +42,14 @@ from release.smoke.image import (
     missing_libraries,
     run_command,
 )
-from release.smoke.outcome import Outcome, Step, json_ok
+from release.smoke.outcome import Outcome, Step
 from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
 from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME, one_copy_argv, two_copies
 from release.smoke.refusal import absent_drivers, refusal_problem
-from release.smoke.requirements import install_argv, missing_source_line, network_env
+from release.smoke.requirements import install_argvs, left_out, missing_source_line, network_env
 from release.smoke.requirements import mounts as requirement_mounts
 from release.smoke.selection import HOST_IMAGE, declared_image, images_for, smoke_pythons, wheels_for
+from release.smoke.verdict import command_argv, judge, shown, smoke_commands
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
 from release.wheel.files import file_sha256
 from release.wheel.names import parse_wheel_name
@@ -144,9 +145,11 @@ class Smoke:
             return run_command(argv, env=self.env, timeout=timeout, cwd=self.workdir)
         return self.sandbox.run(argv, env=self.env, timeout=timeout)
 
-    def _step(self, name: str, result: Result | None, ok: bool, detail: str = "") -> None:
+    def _step(
+        self, name: str, result: Result | None, ok: bool, detail: str = "", *, output: str = ""
+    ) -> None:
         seconds = result.seconds if result is not None else 0.0
-        self.outcome.steps.append(Step(name, ok, seconds, detail))
+        self.outcome.steps.append(Step(name, ok, seconds, detail, output))
         mark = "ok" if ok else "FAILED"
         extra = f": {detail}" if detail else ""
         self.log(f"[{self.python} {self.image_name}] {name} ... {mark} ({seconds:.1f}s){extra}")
@@ -250,7 +253,7 @@ class Smoke:
         """The fresh venv `python -m venv` makes. pip is put in it only where the interpreter's
         own pip cannot install into it or a smoke command runs pip; otherwise that pip installs,
         running under the venv's interpreter (`--python`, release.build.venv)."""
-        seed = any(runs_pip(command) for command in self.variant.smoke_commands)
+        seed = any(runs_pip(c) for c in (*self.variant.smoke_commands, *self.variant.smoke_self_tests))
         result = self._run(fresh_venv_argv(interpreter, self.venv, seed=seed))
         ok, shared = result.returncode == 0, interpreter_installs(result.stdout)
         self.pip = pip_argv(interpreter, self.venv, seeded=not shared)
@@ -263,10 +266,15 @@ class Smoke:
         except WheelReadError:
             requires = []
         source = self.variant.smoke_requirements
-        result = self._run(install_argv(self.pip, self.wheel, requires, source))
+        kept, dropped = left_out(requires, source)
+        for argv in install_argvs(self.pip, self.wheel, requires, source):
+            result = self._run(argv)
+            if result.returncode != 0:
+                break
         ok = result.returncode == 0
-        why = (missing_source_line(requires, source), self.install_hint)
-        detail = "" if ok else "; ".join(d for d in why if d)
+        why = (missing_source_line(kept, source), self.install_hint)
+        skipped = f"left out: {', '.join(dropped)} (engine.smoke.requirements.skip)" if dropped else ""
+        detail = skipped if ok else "; ".join(d for d in why if d)
         self._step(f"pip install {self.wheel.name}", result, ok, detail)
 
     def check_libraries(self) -> None:
@@ -344,22 +352,13 @@ class Smoke:
         self._step("runtime location", result, ok, detail)
 
     def run_commands(self) -> None:
-        python = str(self.venv / "bin" / "python")
-        for command in self.variant.smoke_commands:
-            argv = [python if part == "{python}" else part for part in command]
-            if argv[0] != python and (self.venv / "bin" / argv[0]).exists():
-                argv[0] = str(self.venv / "bin" / argv[0])
-            shown = " ".join(command).replace("{python}", "python")
+        """The commands, then the self-tests, judged by release.smoke.verdict; each keeps its output."""
+        name, python = self.variant.import_name, str(self.venv / "bin" / "python")
+        for command in smoke_commands(self.variant.smoke_commands, self.variant.smoke_self_tests):
+            argv = command_argv(command.argv, python=python, bindir=self.venv / "bin", import_name=name)
             result = self._run(argv)
-            if result.returncode != 0:
-                self._step(shown, result, False, f"exit {result.returncode}")
-            verdict = json_ok(result.stdout)
-            self._step(
-                shown,
-                result,
-                verdict is not False,
-                "" if verdict is None else "ok: true" if verdict else "reported ok: false",
-            )
+            ok, detail = judge(result.returncode, result.stdout, self_test=command.self_test)
+            self._step(shown(command.argv, name), result, ok, detail, output=tail(result.output))
 
 
 def smoke_variant(

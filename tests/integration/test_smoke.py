@@ -45,11 +45,14 @@ except OSError:
     ) from None
 """
 FAKE_MAIN = """import json
+import sys
 
 def master():
     print("fake-master 0.1.0")
 
 if __name__ == "__main__":
+    if "--log" in sys.argv:
+        print("INFO fakexfer: transport tcp up")  # a library's log line before the verdict
     print(json.dumps({"ok": %s}))
 """
 
@@ -155,6 +158,30 @@ def test_cli_reports_a_failing_selftest_with_exit_7_and_the_output_tail(tmp_path
     assert '  | {"ok": false}' in proc.stdout
     assert "error: 1 smoke check(s) failed:" in proc.stderr
     assert "reported ok: false" in proc.stderr
+
+
+def test_a_command_that_logs_a_line_then_reports_ok_false_fails_the_leg(tmp_path: Path) -> None:
+    """The verdict is the JSON object on the last line (issue 43: a log line first hid it);
+    `{import_name}` is the variant's; `--verbose` and the JSON report show what each command
+    printed, passing or not. (A self-test that prints no verdict: tests/unit/test_smoke_verdict.py.)"""
+    matrix = fake_matrix(tmp_path, ok=False)
+    data = yaml.safe_load(matrix.read_text(encoding="utf-8"))
+    data["engine"]["smoke"] = {
+        "commands": [["fake-master", "--version"]],
+        "self_tests": [["{python}", "-m", "{import_name}", "selftest", "--log"]],
+    }
+    matrix.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    argv = ("--matrix", str(matrix), "smoke", "--variant", "cpu", "--python", PY, "--image", "host")
+    proc = toolkit(*argv, "--json", "--verbose", check=False)
+    assert proc.returncode == 7, proc.stdout + proc.stderr
+    (result,) = json.loads(proc.stdout)["results"]
+    steps = {s["name"]: s for s in result["steps"]}
+    failed = steps["python -m fakexfer selftest --log"]
+    assert not failed["ok"] and failed["detail"] == "reported ok: false", steps
+    assert failed["output"] == 'INFO fakexfer: transport tcp up\n{"ok": false}', failed
+    passed = steps["fake-master --version"]
+    assert passed["ok"] and passed["output"] == "fake-master 0.1.0", passed
+    assert "fake-master --version (ok)\n  | fake-master 0.1.0" in proc.stderr, proc.stderr  # --verbose
 
 
 def test_cli_json_output(tmp_path: Path) -> None:

@@ -1,10 +1,13 @@
-"""vendored-runtime and missing-runtime-needed on synthetic ELF facts."""
+"""vendored-runtime, missing-runtime-needed and runtime-abi on synthetic ELF facts."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from tests.unit.test_rules_good import CORE, EXT, LIBS, Case, Change, Facts, check_case, elf
+from release.inspect.rules.registry import RuleContext
+from tests.unit.test_rules_good import CORE, EXT, LIBS, Case, Change, Facts, apply, check_case, context, elf
 
 
 def _vendor(name: str, soname: str | None = None) -> Change:
@@ -86,3 +89,43 @@ MISSING = [
 @pytest.mark.parametrize("case", MISSING, ids=[c.name for c in MISSING])
 def test_missing_runtime_needed(case: Case) -> None:
     check_case("missing-runtime-needed", case)
+
+
+# --- runtime-abi: a driver-API extension binds the driver's library alone (issue 43) ----------------------
+
+CUDA_EXT = "xfer/_xfer.cpython-312-x86_64-linux-gnu.so"
+
+
+def _driver_api_context(*needed: str) -> RuleContext:
+    """A cuda wheel of toolkit 13.0 whose extension NEEDs `needed`, the variant declaring
+    `runtime_needed: ["libcuda.so"]` (it calls the driver API only: CUDA::cuda_driver)."""
+    facts = Facts(distribution="xfer_engine")
+    facts.add_elf(elf(CUDA_EXT, needed=(*needed, "libc.so.6")))
+    ctx = context(facts)
+    assert ctx.variant is not None and ctx.variant.name == "cuda"
+    variant = dataclasses.replace(
+        ctx.variant, toolkit="13.0", runtime_sonames=("libcudart.so.13",), runtime_needed=("libcuda.so",)
+    )
+    return dataclasses.replace(ctx, variant=variant)
+
+
+def test_runtime_abi_accepts_the_driver_s_library_alone() -> None:
+    result = apply("runtime-abi", _driver_api_context("libcuda.so.1"))
+    assert result.status == "pass", result
+    assert "binds libcuda.so.1 alone (the NVIDIA driver" in result.message, result
+    assert apply("missing-runtime-needed", _driver_api_context("libcuda.so.1")).status == "pass"
+
+
+@pytest.mark.parametrize(
+    ("needed", "status"),
+    [
+        (("libcuda.so.1", "libcudart.so.13"), "pass"),  # driver and the declared runtime
+        (("libcuda.so.1", "libcudart.so.12"), "fail"),  # another toolkit's runtime still fails
+    ],
+)
+def test_runtime_abi_still_judges_the_runtime_beside_the_driver(needed: tuple[str, ...], status: str) -> None:
+    ctx = _driver_api_context(*needed)
+    assert ctx.variant is not None
+    ctx = dataclasses.replace(ctx, variant=dataclasses.replace(ctx.variant, runtime_needed=("libcuda",)))
+    result = apply("runtime-abi", ctx)
+    assert result.status == status, result

@@ -11,9 +11,10 @@ from release.config.matrix import Simulation, load
 from release.errors import SmokeError, ToolchainError, UsageError
 from release.plan.steps import make_plan
 from release.smoke.image import Bind, Sandbox, debian_mirror, minbase_dir, missing_libraries
-from release.smoke.outcome import Outcome, Step, json_ok, report, summary
+from release.smoke.outcome import Outcome, Step, report, summary
 from release.smoke.runner import interpreter_home
 from release.smoke.selection import images_for, wheel_python, wheels_for
+from release.smoke.verdict import json_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 LIB = Path("/usr/lib/x86_64-linux-gnu")

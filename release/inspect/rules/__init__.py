@@ -13,7 +13,7 @@ from release.inspect.rules.registry import Rule, registered
 
 MODULES = (
     "runtime", "libraries", "platform", "device", "package", "integrity", "consistency", "abi", "variant",
-    "sbom", "machine",
+    "sbom", "devfiles", "machine",
 )
 """The rule modules, in report order."""
 for _module in MODULES:

@@ -99,10 +99,17 @@ def runtime_abi(ctx: RuleContext) -> Finding:
     if not expected or not prefixes:
         return Finding("not-applicable", f"variant {ctx.variant.name} declares no toolkit runtime to check")
     bound = sorted({n for e in ctx.wheel.elf_files for n in e.needed if n.startswith(prefixes)})
-    wrong = [n for n in bound if n not in expected]
+    # The driver's libraries (libcuda.so.1) are no toolkit's runtime: a driver-API extension that
+    # binds only them works with any install of the declared toolkit's major.
+    drivers = [n for n in bound if n in ctx.variant.backend.driver_sonames]
+    wrong = [n for n in bound if n not in expected and n not in drivers]
     releases = ctx.variant.backend.releases_providing(expected[0])
     declared = f"{ctx.variant.backend_name} {ctx.variant.toolkit} ({', '.join(expected)}: {releases})"
     if not wrong:
+        runtime = [n for n in bound if n not in drivers]
+        if drivers and not runtime:
+            driver = ctx.variant.backend.driver_name
+            return Finding("pass", f"binds {', '.join(drivers)} alone ({driver}), no toolkit runtime")
         shown = ", ".join(bound) or "nothing of the runtime"
         return Finding("pass", f"binds {shown}, as {declared} provides")
     message = f"binds {', '.join(wrong)}, but the matrix declares {declared}"

@@ -1,0 +1,80 @@
+"""How smoke runs the matrix's commands and judges what they print.
+
+A command's verdict is a JSON object with an `ok` key that ends its standard output: its last line
+(earlier lines may be the library's logs), or the whole output when it is one JSON document (a
+pretty-printed object). A plain command passes on exit 0 unless it prints such a verdict with
+`ok` other than true; a self-test (`engine.smoke.self_tests`) must print one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+MAX_LINES = 400
+"""How many of the last lines are tried as the start of a multi-line JSON object."""
+
+
+@dataclass(frozen=True)
+class SmokeCommand:
+    argv: tuple[str, ...]
+    self_test: bool
+
+
+def smoke_commands(
+    commands: tuple[tuple[str, ...], ...], self_tests: tuple[tuple[str, ...], ...]
+) -> list[SmokeCommand]:
+    """The variant's commands in the order they run: the plain ones, then the self-tests."""
+    return [SmokeCommand(c, False) for c in commands] + [SmokeCommand(c, True) for c in self_tests]
+
+
+def command_argv(command: tuple[str, ...], *, python: str, bindir: Path, import_name: str) -> list[str]:
+    """The command as it runs: `{python}` (a whole argument) is the venv's interpreter,
+    `{import_name}` (anywhere) the variant's import package, a program the venv installed by path."""
+    argv = [python if part == "{python}" else part.replace("{import_name}", import_name) for part in command]
+    if argv[0] != python and (bindir / argv[0]).exists():
+        argv[0] = str(bindir / argv[0])
+    return argv
+
+
+def shown(command: tuple[str, ...], import_name: str) -> str:
+    """The command as the report names it."""
+    return " ".join(command).replace("{python}", "python").replace("{import_name}", import_name)
+
+
+def json_ok(stdout: str) -> bool | None:
+    """The `ok` value of the JSON object that ends stdout (the whole of it, or its last lines from
+    one that starts an object); None when the output ends with no such object."""
+    text = stdout.strip()
+    if not text:
+        return None
+    candidates = [text]
+    lines = text.splitlines()
+    start = max(len(lines) - MAX_LINES, 0)
+    candidates += [
+        "\n".join(lines[i:])
+        for i in range(len(lines) - 1, start - 1, -1)
+        if lines[i].lstrip().startswith("{")
+    ]
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "ok" in data:
+            return data["ok"] is True
+        return None
+    return None
+
+
+def judge(returncode: int, stdout: str, *, self_test: bool) -> tuple[bool, str]:
+    """(passed, the step's detail) for a command that ended with `returncode` and printed `stdout`."""
+    if returncode != 0:
+        return False, f"exit {returncode}"
+    verdict = json_ok(stdout)
+    if verdict is None:
+        if self_test:
+            return False, 'printed no verdict: a self-test must end its output with a JSON object with "ok"'
+        return True, ""
+    return verdict, "ok: true" if verdict else "reported ok: false"
