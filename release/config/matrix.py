@@ -25,9 +25,8 @@ from release.config.dataschema import (
 from release.config.facts import ImageFacts, facts_path, load_facts
 from release.config.machines import DEFAULT_MACHINE, floor_for, machine_of_tag
 from release.config.resources import toolkit_backends
-from release.config.shapes import shape_problems
+from release.config.shapes import held_back_problems, shape_problems, system_package_shape_problems
 from release.config.sysdeps import SystemPackage
-from release.config.sysdeps import problems as system_package_problems
 from release.errors import MatrixError, Problem, UsageError
 
 SCHEMA_FILE = Path(__file__).with_name("matrix.schema.json")
@@ -472,8 +471,8 @@ def loads(
         raise MatrixError(reader.problems)
     backends = load_backends(backends_dir or default_backends_dir(path))
     problems = check(matrix, backends, reader.lines, display)
-    problems += _check_held_back(matrix, reader.lines, display)
-    problems += _system_package_problems(matrix, reader.lines, display)
+    problems += held_back_problems(matrix, reader.lines, display)
+    problems += system_package_shape_problems(matrix, reader.lines, display)
     problems += shape_problems(matrix, reader.lines, display)
     problems += one_line_values(matrix, reader.lines, display, reported=[p.key for p in problems])
     if problems:
@@ -482,32 +481,6 @@ def loads(
     return LoadedMatrix(
         matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines, image_facts=facts
     )
-
-
-def _system_package_problems(matrix: Matrix, lines: Mapping[str, int], display: str) -> list[Problem]:
-    declared = [("engine.system_packages", matrix.engine.system_packages)] + [
-        (f"variants.{n}.system_packages", v.system_packages) for n, v in matrix.variants.items()
-    ]
-    found: list[Problem] = []
-    for key, packages in declared:
-        for where, message in system_package_problems(key, packages):
-            line = lines.get(where) or lines.get(where.rsplit("[", 1)[0]) or lines.get(key)
-            found.append(Problem(display, line, printable(where), printable(message)))
-    return found
-
-
-def _check_held_back(matrix: Matrix, lines: Mapping[str, int], file: str) -> list[Problem]:
-    """A hold names its reason on one line."""
-    problems = []
-    for name, variant in matrix.variants.items():
-        if variant.held_back is None:
-            continue
-        key = f"variants.{name}.held_back"
-        reason = variant.held_back.strip()
-        if not reason or any(c in reason for c in "\r\n\0"):
-            message = "give the reason on one line (the plan, release notes and GitHub Release show it)"
-            problems.append(Problem(file, lines.get(key), key, message))
-    return problems
 
 
 def default_backends_dir(matrix_path: Path) -> tuple[Path, ...]:

@@ -15,6 +15,7 @@ from tomlkit.exceptions import TOMLKitError
 from release.config.checkbase import _IDENTIFIER, _PEP508_NAME
 from release.config.checks import HTTP_URL, collector
 from release.config.dataschema import dotted, printable, suggest
+from release.config.sysdeps import problems as system_package_problems
 from release.errors import Problem
 
 Matrix = Any  # release.config.matrix imports this module
@@ -83,4 +84,31 @@ def build_requires_problems(
         )
         line = lines.get(key) or lines.get(dotted(dotted("variants", variant), "build_requires"))
         problems.append(Problem(file, line, printable(key), printable(message)))
+    return problems
+
+
+def system_package_shape_problems(matrix: Matrix, lines: Mapping[str, int], display: str) -> list[Problem]:
+    """Each declared system package is one the build can install (`release.config.sysdeps`)."""
+    declared = [("engine.system_packages", matrix.engine.system_packages)] + [
+        (f"variants.{n}.system_packages", v.system_packages) for n, v in matrix.variants.items()
+    ]
+    found: list[Problem] = []
+    for key, packages in declared:
+        for where, message in system_package_problems(key, packages):
+            line = lines.get(where) or lines.get(where.rsplit("[", 1)[0]) or lines.get(key)
+            found.append(Problem(display, line, printable(where), printable(message)))
+    return found
+
+
+def held_back_problems(matrix: Matrix, lines: Mapping[str, int], file: str) -> list[Problem]:
+    """A hold names its reason on one line."""
+    problems = []
+    for name, variant in matrix.variants.items():
+        if variant.held_back is None:
+            continue
+        key = f"variants.{name}.held_back"
+        reason = variant.held_back.strip()
+        if not reason or any(c in reason for c in "\r\n\0"):
+            message = "give the reason on one line (the plan, release notes and GitHub Release show it)"
+            problems.append(Problem(file, lines.get(key), key, message))
     return problems
