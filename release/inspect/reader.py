@@ -35,6 +35,7 @@ from release.inspect.elf import (
     ElfReadError,
     Plan,
     describe,
+    dynamic_keep,
     is_elf,
     plan_reading,
     tables_needed,
@@ -88,6 +89,8 @@ class _ElfStream:
         """Where a read of a range of the file can resume (a large file is read again in places)."""
         self.head = bytearray()
         self.plan: Plan | None = None
+        self.keep: list[tuple[int, int]] = []
+        """The plan's ranges, and the tables its dynamic segment names once that has passed."""
         self.kept: list[tuple[int, bytes]] = []
         self.scanner = DeviceScanner(size, names)
         self.blocks = array.array("I")
@@ -102,6 +105,7 @@ class _ElfStream:
             if len(self.head) < min(_HEAD, self.size):
                 return
             self.plan = plan_reading(self.name, bytes(self.head), self.size)
+            self.keep = list(self.plan.keep)
             waiting, self._waiting = self._waiting, []
             for at, data in waiting:
                 self._take(self.plan, at, data)
@@ -111,7 +115,11 @@ class _ElfStream:
     def _take(self, plan: Plan, offset: int, piece: bytes) -> None:
         for at, loaded in _overlaps(plan.loaded, offset, piece):
             self.scanner.feed(at, loaded)
-        self.kept.extend(_overlaps(plan.keep, offset, piece))
+        self.kept.extend(_overlaps(self.keep, offset, piece))
+        if plan.dynamic is not None and offset < plan.dynamic[1] <= offset + len(piece):
+            more = dynamic_keep(Image(self.size, self.kept))
+            self.keep.extend(more)
+            self.kept.extend(_overlaps(more, offset, piece))
         with memoryview(piece) as view:
             at = 0
             while at < len(view):
