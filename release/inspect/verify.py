@@ -99,8 +99,19 @@ def facts(ctx: RuleContext, judged_with: Sequence[str] = ()) -> str:
     """The digest of what a wheel is judged against: the matrix, the resolved variant (every fact
     of it), the runtime libraries kept out, release mode, the expected version, the policies, the
     toolkit override, and the other wheels judged with it (`verify_release`)."""
-    judged = (ctx.matrix, ctx.variant, ctx.excludes, ctx.release, ctx.expected_version, ctx.policies)
-    return facts_digest((*judged, ctx.toolkit_override, tuple(judged_with)))
+    judged = (ctx.matrix, ctx.variant, ctx.excludes, ctx.release, ctx.expected_version)
+    return facts_digest((*judged, _policies_digest(ctx.policies), ctx.toolkit_override, tuple(judged_with)))
+
+
+_POLICY_DIGESTS: dict[int, tuple[tuple[Policy, ...], str]] = {}
+
+
+def _policies_digest(policies: tuple[Policy, ...]) -> str:
+    """The policies' part of the facts, written out once per policies object (thousands of names)."""
+    known = _POLICY_DIGESTS.get(id(policies))
+    if known is None or known[0] is not policies:
+        known = _POLICY_DIGESTS[id(policies)] = (policies, facts_digest(policies))
+    return known[1]
 
 
 def judge(
@@ -189,7 +200,7 @@ def reused(
         matrix = matrix or str(variant.matrix_root)
     else:
         globs = _known_runtime()[0]
-    judged = (matrix, variant, globs, release, expected_version, manylinux_policies())
+    judged = (matrix, variant, globs, release, expected_version, _policies_digest(manylinux_policies()))
     report, _why = reusable(wheel, sha256, facts_digest((*judged, toolkit_override, ())))
     return report
 

@@ -75,7 +75,7 @@ def _edit(wheel: Path, change: Any) -> None:
 @pytest.mark.parametrize(
     ("change", "why"),
     [
-        (lambda d: d.update(ok=not d["ok"]), "content is not what its stamp records"),
+        (lambda d: d.update(ok=not d["ok"]), "ok is not what its rules say"),
         (lambda d: d["rules"][0].update(message="edited"), "content is not what its stamp records"),
         (lambda d: d["reuse"].update(toolkit="0.0.1"), "made by toolkit 0.0.1"),
         (lambda d: d["reuse"].update(rules="0" * 64), "another rule set"),
