@@ -117,7 +117,8 @@ class _ElfStream:
             self.scanner.feed(at, loaded)
         self.kept.extend(_overlaps(self.keep, offset, piece))
         if plan.dynamic is not None and offset < plan.dynamic[1] <= offset + len(piece):
-            more = dynamic_keep(Image(self.size, self.kept))
+            near = [p for at, data in self.kept for p in _overlaps([plan.dynamic], at, data)]
+            more = dynamic_keep(Image(self.size, [(0, bytes(self.head)), *near]))
             self.keep.extend(more)
             self.kept.extend(_overlaps(more, offset, piece))
         with memoryview(piece) as view:
@@ -283,7 +284,6 @@ def _describe(
         """The code fingerprint of `ranges`: from the kept bytes, else from the blocks' CRC-32,
         else (code too small to hold a whole block, and not kept) read again up to it."""
         code = CodeFingerprint()
-        image = Image(entry.size, kept)
         if all(image.holds(lo, hi - lo) for lo, hi in ranges):
             for lo, hi in ranges:
                 code.update(image.read(lo, hi - lo))
