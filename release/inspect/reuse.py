@@ -17,7 +17,7 @@ import dataclasses
 import enum
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path, PurePath
 
 from release import __version__
@@ -53,9 +53,10 @@ def _canonical(value: object) -> str:
     return repr(value)
 
 
-def reusable(wheel: Path, sha256: str, facts: str) -> tuple[VerifyReport | None, str]:
-    """(the report beside `wheel`, read back, when it vouches for bytes hashing to `sha256` judged
-    against `facts`; else None, why not)."""
+def reusable(wheel: Path, facts: str, sha256: Callable[[], str]) -> tuple[VerifyReport | None, str]:
+    """(the report beside `wheel`, read back, when it vouches for the wheel's bytes judged against
+    `facts`; else None, why not). `sha256` hashes the wheel: called last, once the report would
+    vouch, so that a wheel without such a report is not hashed once more before its full verify."""
     target = report_path(wheel)
     try:
         with open_regular(target) as fh:
@@ -72,7 +73,7 @@ def reusable(wheel: Path, sha256: str, facts: str) -> tuple[VerifyReport | None,
         return None, "its report is not JSON"
     if not isinstance(document, dict):
         return None, "its report is not a JSON object"
-    why = _not_intact(document, wheel, sha256, facts)
+    why = _not_intact(document, wheel, facts)
     if why:
         return None, why
     try:
@@ -81,17 +82,22 @@ def reusable(wheel: Path, sha256: str, facts: str) -> tuple[VerifyReport | None,
         return None, "its report does not read back"
     if report.to_json() != document:  # its stamp's digest included: an edited byte shows here
         return None, "its report's content is not what its stamp records (edited, or not written by verify)"
+    try:
+        if sha256() != report.sha256:
+            return None, "its bytes are not the reported ones"
+    except OSError as exc:
+        return None, f"it cannot be hashed ({exc.strerror})"
     return report, ""
 
 
-def _not_intact(document: Mapping[str, object], wheel: Path, sha256: str, facts: str) -> str:
-    """Why the report does not vouch for these bytes under these facts ('' when it does)."""
+def _not_intact(document: Mapping[str, object], wheel: Path, facts: str) -> str:
+    """Why the report does not vouch for the wheel under these facts ('' when it may: its bytes
+    are hashed last)."""
     mark = document.get("reuse")
     checks = (
         (document.get("schema_version") == SCHEMA_VERSION, "its report has another schema version"),
         (isinstance(mark, dict), "its report carries no reuse stamp"),
         (document.get("wheel") == wheel.name, "its report is another wheel's"),
-        (document.get("sha256") == sha256, "its bytes are not the reported ones"),
         (document.get("size") == wheel.stat().st_size, "its size is not the reported one"),
     )
     for holds, why in checks:

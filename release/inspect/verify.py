@@ -191,17 +191,13 @@ def reused(
 ) -> VerifyReport | None:
     """The intact report beside `wheel` that vouches for its bytes under these facts, or None."""
     wheel = Path(wheel)
-    try:
-        sha256 = file_sha256(wheel)
-    except OSError:
-        return None  # the full verify says why in one line
     if variant is not None:
         globs = variant.excludes
         matrix = matrix or str(variant.matrix_root)
     else:
         globs = _known_runtime()[0]
     judged = (matrix, variant, globs, release, expected_version, _policies_digest(manylinux_policies()))
-    report, _why = reusable(wheel, sha256, facts_digest((*judged, toolkit_override, ())))
+    report, _why = reusable(wheel, facts_digest((*judged, toolkit_override, ())), lambda: file_sha256(wheel))
     return report
 
 

@@ -48,6 +48,15 @@ def test_an_intact_report_of_the_same_bytes_is_reused(
     assert written["reuse"]["toolkit"] and written["reuse"]["rules"] == report_module.ruleset()
 
 
+def test_a_wheel_without_a_report_is_not_hashed_before_its_verify(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "xfer-engine-cpu", "0.1.0", "3.12")
+
+    def hashed() -> str:
+        raise AssertionError("hashed, with no report that could vouch")
+
+    assert reuse.reusable(wheel, "f" * 64, hashed) == (None, "no report beside it")
+
+
 def test_full_checks_again(verified: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _full_verify_runs(monkeypatch)
     assert not verify_wheel(verified).reused  # reuse is asked for, never assumed
@@ -62,7 +71,8 @@ def test_a_changed_byte_is_verified_again(verified: Path, monkeypatch: pytest.Mo
     with pytest.raises(Exception):  # noqa: B017 (a damaged wheel: verify says why)
         verify_wheel(verified, reuse=True)
     assert calls == [verified]
-    assert reuse.reusable(verified, "0" * 64, "f")[1] == "its bytes are not the reported ones"
+    facts = json.loads(report_path(verified).read_text())["reuse"]["facts"]
+    assert reuse.reusable(verified, facts, lambda: "0" * 64)[1] == "its bytes are not the reported ones"
 
 
 def _edit(wheel: Path, change: Any) -> None:
@@ -89,7 +99,7 @@ def test_a_report_that_is_not_intact_is_verified_again(
 ) -> None:
     original = json.loads(report_path(verified).read_text())
     _edit(verified, change)
-    assert why in reuse.reusable(verified, original["sha256"], original["reuse"]["facts"])[1]
+    assert why in reuse.reusable(verified, original["reuse"]["facts"], lambda: original["sha256"])[1]
     calls = _full_verify_runs(monkeypatch)
     assert not verify_wheel(verified, reuse=True).reused
     assert calls == [verified]
