@@ -57,6 +57,8 @@ from release.wheel.zip import Archive, ZipEntry, ZipError, read_directory
 TEXT_LEAVES = ("METADATA", "WHEEL", "RECORD")
 MAX_SMALL_READ = 1 << 20
 """What `WheelContents.read` returns at most (it reads `__init__.py` for the variant guard)."""
+MAX_HELD = 32 << 20
+"""Bytes of small members held whole in all (see `_held`)."""
 _HEAD = 64 << 10
 """Bytes of an ELF file gathered before its reading is planned."""
 _REFETCH_LIMIT = 64 << 20
@@ -158,7 +160,8 @@ class _Read:
 
     digest: str
     elf: ElfInfo | None
-    text: str | None
+    data: bytes | None
+    """The member's bytes, for a member held whole (see `_held`)."""
 
 
 def _ahead(source: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
@@ -202,12 +205,11 @@ def _read_member(
     device_sections: Sequence[str],
     names: re.Pattern[bytes],
     *,
-    text: bool,
+    hold: bool,
 ) -> _Read:
     if entry.size < 64:  # too small to be an ELF file: one read
         data = read_member(archive, entry, budget, most=64)
-        small = data.decode("utf-8", "replace") if text else None
-        return _Read(record_digest(hashlib.sha256(data).digest()), None, small)
+        return _Read(record_digest(hashlib.sha256(data).digest()), None, data if hold else None)
     digest = hashlib.sha256()
     elf: _ElfStream | None = None
     first: list[tuple[int, bytes]] | None = []  # pieces until the first 64 bytes tell if it is ELF
@@ -217,7 +219,7 @@ def _read_member(
     stream = pieces(archive, entry, budget, checkpoints=checkpoints if entry.size > HEAD_KEEP else None)
     for piece in _ahead(stream) if entry.size >= _AHEAD else stream:
         digest.update(piece)
-        if text:
+        if hold:
             held += piece
         if elf is not None:
             elf.feed(offset, piece)
@@ -233,7 +235,7 @@ def _read_member(
         info = _describe(
             archive, entry, budget, elf, whole=whole, device_sections=device_sections, names=names
         )
-    return _Read(record_digest(whole), info, held.decode("utf-8", errors="replace") if text else None)
+    return _Read(record_digest(whole), info, bytes(held) if hold else None)
 
 
 def _elf_stream(
@@ -336,10 +338,9 @@ def _read_all(
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     def read(entry: ZipEntry) -> _Read:
-        text = entry.name in texts
-        return _read_member(archive, entry, budget, device_sections, names, text=text)
+        return _read_member(archive, entry, budget, device_sections, names, hold=entry.name in held)
 
-    texts = {e.name for e in files if dist_info_leaf(e.name) in TEXT_LEAVES}
+    held = _held(files)
 
     large = iter(sorted((e for e in files if e.size >= _LARGE), key=lambda e: -e.size))
     results: dict[ZipEntry, _Read] = {}
@@ -359,6 +360,26 @@ def _read_all(
             for _, future in pending:
                 future.cancel()
     return results
+
+
+def _held(files: Sequence[ZipEntry]) -> set[str]:
+    """The members held whole as they pass, so that no rule reads one again: the dist-info's files
+    (METADATA, WHEEL, RECORD, SBOMs, variant.json) and every `__init__.py` (the variant guard), each
+    at most `MAX_SMALL_READ` bytes, `MAX_HELD` bytes in all (smallest first; beyond it, `read`
+    reads a member again)."""
+    wanted = [
+        e
+        for e in files
+        if e.size <= MAX_SMALL_READ and (".dist-info/" in e.name or e.name.endswith("__init__.py"))
+    ]
+    held: set[str] = {e.name for e in files if dist_info_leaf(e.name) in TEXT_LEAVES}
+    total = 0
+    for entry in sorted(wanted, key=lambda e: e.size):
+        total += entry.size
+        if total > MAX_HELD:
+            break
+        held.add(entry.name)
+    return held
 
 
 def _budget(files: Sequence[ZipEntry], size: int) -> Budget:
@@ -428,7 +449,8 @@ def _contents(
         Member(e.name, install_path(e.name), e.size, e.unix_mode & 0o7777, results[e].digest, e.is_symlink)
         for e in files
     ]
-    texts = {e.name: t for e in files if (t := results[e].text) is not None}
+    held = {e.name: d for e in files if (d := results[e].data) is not None}
+    texts = {n: held[n].decode("utf-8", errors="replace") for n in held if dist_info_leaf(n) in TEXT_LEAVES}
     metadata: dict[str, str] = {}
     with contextlib.suppress(WheelReadError):
         headers = parse_metadata(texts[dist_info_member(texts, "METADATA")])
@@ -436,6 +458,8 @@ def _contents(
     by_name = {e.name: e for e in files}
 
     def read(member: str) -> bytes:
+        if member in held and len(held[member]) <= MAX_SMALL_READ:
+            return held[member]  # held as it passed: not read again
         try:
             with path.open("rb") as fh:
                 again = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)

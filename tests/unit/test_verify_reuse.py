@@ -133,3 +133,17 @@ def test_facts_are_the_same_in_every_process() -> None:
     one = reuse.facts_digest((frozenset({"b", "a"}), {"y": 1, "x": (Path("/p"),)}))
     assert one == reuse.facts_digest((frozenset({"a", "b"}), {"x": (Path("/p"),), "y": 1}))
     assert one != reuse.facts_digest((frozenset({"a"}), {"x": (Path("/p"),), "y": 1}))
+
+
+def test_the_members_rules_read_whole_are_held_from_the_one_pass(tmp_path: Path) -> None:
+    """The variant guard's `__init__.py` and the dist-info's files are held as they stream by: a
+    rule reading them does not open the wheel again (issue 49)."""
+    from release.inspect.reader import read_wheel
+
+    wheel = make_wheel(tmp_path, "xfer-engine-cpu", "0.1.0", "3.12", extra={"xfer/__init__.py": b"# guard\n"})
+    contents = read_wheel(wheel, ())
+    wheel.unlink()  # a second reading would fail now
+    assert contents.read("xfer/__init__.py") == b"# guard\n"
+    for member in contents.members:
+        if ".dist-info/" in member.name:
+            assert len(contents.read(member.name)) == member.size
