@@ -47,6 +47,7 @@ from release.wheel.archive import (
     dist_info_leaf,
     dist_info_member,
     install_path,
+    is_dist_info,
     parse_metadata,
     record_digest,
 )
@@ -370,7 +371,7 @@ def _held(files: Sequence[ZipEntry]) -> set[str]:
     wanted = [
         e
         for e in files
-        if e.size <= MAX_SMALL_READ and (".dist-info/" in e.name or e.name.endswith("__init__.py"))
+        if e.size <= MAX_SMALL_READ and (is_dist_info(e.name) or e.name.endswith("__init__.py"))
     ]
     held: set[str] = {e.name for e in files if dist_info_leaf(e.name) in TEXT_LEAVES}
     total = 0
