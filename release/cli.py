@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "plan": ("plan", "expand the matrix into build (or smoke) steps, or a workflow's plan"),
     "build": ("build", "build, repair and verify wheels for selected steps"),
     "repair": ("repair", "auditwheel repair one wheel with a variant's (or explicit) excludes"),
-    "verify": ("verify", "inspect wheels and apply the verification rules"),
+    "verify": ("verify", "inspect wheels and apply the rules (a wheel beside its intact report: a hash)"),
     "smoke": ("smoke", "install wheels in fresh environments and simulated images"),
     "hardware": ("hardware", "one leg of the hardware tier: verified wheel, scripts, device selftest"),
     "publish": ("publish", "preflight the whole set and upload it idempotently"),

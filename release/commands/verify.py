@@ -34,6 +34,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--write-reports", action="store_true", help=f"also write <wheel>{REPORT_SUFFIX} beside each wheel"
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help=f"check every rule again, even beside an intact {REPORT_SUFFIX} of the same bytes",
+    )
 
 
 def _collect(arguments: Sequence[str]) -> list[Path]:
@@ -102,7 +107,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
     if len(wheels) > 1 and loaded is not None:
         reports = verify_release(mapped, variants=variants, **common)
     else:
-        reports = [verify_wheel(w, variant=v, **common) for w, v in mapped]
+        reports = [verify_wheel(w, variant=v, reuse=not args.full, **common) for w, v in mapped]
     _render(reports, as_json=args.json, write_reports=args.write_reports)
     failures = failure_summary(reports)
     if failures:
@@ -112,9 +117,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
 
 def _render(reports: Sequence[VerifyReport], *, as_json: bool, write_reports: bool) -> None:
     for report in reports:
-        if write_reports:
+        if write_reports and not report.reused:
             write_report(report)
-        if not as_json:
+        if report.reused:
+            print(reused_line(report), file=sys.stderr if as_json else sys.stdout, flush=True)
+        elif not as_json:
             print(render_report(report), flush=True)
     if as_json:
         document: object = reports[0].to_json() if len(reports) == 1 else [r.to_json() for r in reports]
@@ -123,6 +130,15 @@ def _render(reports: Sequence[VerifyReport], *, as_json: bool, write_reports: bo
     rows = [(r.wheel.name, r.variant or "-", _verdict(r), ", ".join(r.failed)) for r in reports]
     summary = table.render(("wheel", "variant", "result", "failed rules"), rows, title="Verify")
     print(summary, file=sys.stderr if as_json else sys.stdout, flush=True)
+
+
+def reused_line(report: VerifyReport) -> str:
+    """The one line that says a report was reused, not judged again."""
+    return (
+        f"{report.wheel.name}: sha256 {report.sha256[:16]}... is the bytes its intact report vouches for "
+        f"(this toolkit and rule set, the same facts): re-checks skipped, the report's verdict stands "
+        f"({_verdict(report)}); --full checks again"
+    )
 
 
 def _distribution(wheel: Path) -> str:

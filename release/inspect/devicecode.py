@@ -109,7 +109,7 @@ class DeviceScanner:
         while position < end:
             for i, (magic, _start) in enumerate(starts):
                 if upcoming[i] < position:
-                    found = window.find(magic, position)
+                    found = _find(window, magic, position, end)
                     upcoming[i] = found if found >= 0 else len(window)
             hit = min(upcoming)
             if hit >= end:
@@ -171,6 +171,17 @@ class DeviceScanner:
         """The bytes before `end` belong to a container already read: they are not scanned."""
         if end <= self.size:
             self._covered = max(self._covered, end)
+
+
+def _find(window: bytes, magic: bytes, start: int, end: int) -> int:
+    """Where `magic` first starts in `window` from `start` (-1: nowhere before `end`). A magic
+    ending in a zero byte (the fat binary's, as most code bytes are zero) is found by its first five
+    bytes: bytes.find skips by the needle's last byte, and skips through a binary twice as fast."""
+    needle = magic[:5] if magic.endswith(b"\0") else magic
+    found = window.find(needle, start)
+    while 0 <= found < end and not window.startswith(magic, found):
+        found = window.find(needle, found + 1)
+    return found
 
 
 class ContainerFormat(Protocol):

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.inspect.elfformat import (
+    DT_GNU_HASH,
+    DT_HASH,
     DT_NEEDED,
     DT_RPATH,
     DT_RUNPATH,
@@ -112,6 +114,10 @@ MAX_COMMENT = 16 << 10
 """Bytes of a `.comment` section read at most (real ones hold a few strings, merged by the linker)."""
 MAX_COMMENT_STRINGS = 32
 MAX_COMMENT_LENGTH = 200
+AROUND_LOAD, SEGMENT_HEAD, TABLE_WINDOW = 64 << 10, 256 << 10, 1 << 20
+"""Bytes kept around each loadable segment's bytes (before, after: where `.comment` and section
+names lie) and from its start (patchelf puts the tables it moves there); bytes kept from the start
+of a table that only its section header gives a size to."""
 PHDRS_WITHIN = 1 << 20
 """The program headers must lie in the file's first MiB (every linker puts them after the header)."""
 Architectures = Callable[[Sequence[tuple[int, int]]], tuple[str, ...]]
@@ -151,6 +157,8 @@ class Plan:
     keep: tuple[tuple[int, int], ...]
     loaded: tuple[tuple[int, int], ...]
     """The loadable segments: GPU code is loaded, so only these are searched for it."""
+    dynamic: tuple[int, int] | None = None
+    """The dynamic segment: once it has passed, `dynamic_keep` adds the tables it names."""
 
 
 def plan_reading(path: str, head: bytes, size: int) -> Plan:
@@ -169,8 +177,18 @@ def _plan(head: bytes, size: int) -> Plan:
         raise ElfFormatError(msg)
     segments = read_segments(header, Image(size, [(0, head)]))
     keep = [(0, min(size, HEAD_KEEP))]
+    # Past the end of each loadable segment's bytes lies `.comment`; before a segment that patchelf
+    # added, the section names, and at its start the tables it moved: kept, they are not read again.
+    for start, end in loaded_ranges(segments):
+        keep += [
+            (max(0, start - AROUND_LOAD), min(end, start + SEGMENT_HEAD)),
+            (end, min(size, end + AROUND_LOAD)),
+        ]
     limits = {PT_DYNAMIC: MAX_DYNAMIC, PT_NOTE: MAX_NOTES, PT_INTERP: 4096}
+    dynamic = None
     for seg in segments:
+        if seg.type == PT_DYNAMIC:
+            dynamic = (seg.offset, seg.offset + seg.filesz)
         if seg.type in limits:
             if seg.filesz > limits[seg.type]:
                 msg = f"a segment of type {seg.type} holds {seg.filesz} bytes (more than {limits[seg.type]})"
@@ -183,7 +201,22 @@ def _plan(head: bytes, size: int) -> Plan:
             msg = f"a section header table of {table} bytes"
             raise ElfFormatError(msg)
         keep.append((max(0, header.shoff - TAIL_KEEP), header.shoff + table))
-    return Plan(tuple(keep), tuple(loaded_ranges(segments)))
+    return Plan(tuple(keep), tuple(loaded_ranges(segments)), dynamic)
+
+
+def dynamic_keep(image: Image) -> list[tuple[int, int]]:
+    """The ranges the dynamic entries name (string table, version needs, symbol hash table), kept as
+    the file streams on: not read again where they lie past its first bytes (patchelf moves
+    `.dynstr` to the end). Empty where the entries do not parse (`describe` says why)."""
+    try:
+        header = read_header(image.read(0, min(image.size, 64)), image.size)
+        segment = next(s for s in read_segments(header, image) if s.type == PT_DYNAMIC)
+        values = dict(dynamic_entries(header, image.read(segment.offset, segment.filesz)))
+    except (ElfFormatError, MissingRange, struct.error, StopIteration):
+        return []
+    sizes = {DT_STRTAB: values.get(DT_STRSZ, 0), DT_VERNEED: TABLE_WINDOW, DT_GNU_HASH: TABLE_WINDOW}
+    places = {tag: address_to_offset(header, values[tag]) for tag in (*sizes, DT_HASH) if tag in values}
+    return [(w[0], w[0] + min(sizes.get(t, TABLE_WINDOW), w[1], MAX_DYNAMIC)) for t, w in places.items() if w]
 
 
 def tables_needed(path: str, image: Image) -> list[tuple[int, int]]:

@@ -35,6 +35,7 @@ from release.inspect.elf import (
     ElfReadError,
     Plan,
     describe,
+    dynamic_keep,
     is_elf,
     plan_reading,
     tables_needed,
@@ -46,6 +47,7 @@ from release.wheel.archive import (
     dist_info_leaf,
     dist_info_member,
     install_path,
+    is_dist_info,
     parse_metadata,
     record_digest,
 )
@@ -56,6 +58,8 @@ from release.wheel.zip import Archive, ZipEntry, ZipError, read_directory
 TEXT_LEAVES = ("METADATA", "WHEEL", "RECORD")
 MAX_SMALL_READ = 1 << 20
 """What `WheelContents.read` returns at most (it reads `__init__.py` for the variant guard)."""
+MAX_HELD = 32 << 20
+"""Bytes of small members held whole in all (see `_held`)."""
 _HEAD = 64 << 10
 """Bytes of an ELF file gathered before its reading is planned."""
 _REFETCH_LIMIT = 64 << 20
@@ -88,6 +92,8 @@ class _ElfStream:
         """Where a read of a range of the file can resume (a large file is read again in places)."""
         self.head = bytearray()
         self.plan: Plan | None = None
+        self.keep: list[tuple[int, int]] = []
+        """The plan's ranges, and the tables its dynamic segment names once that has passed."""
         self.kept: list[tuple[int, bytes]] = []
         self.scanner = DeviceScanner(size, names)
         self.blocks = array.array("I")
@@ -102,6 +108,7 @@ class _ElfStream:
             if len(self.head) < min(_HEAD, self.size):
                 return
             self.plan = plan_reading(self.name, bytes(self.head), self.size)
+            self.keep = list(self.plan.keep)
             waiting, self._waiting = self._waiting, []
             for at, data in waiting:
                 self._take(self.plan, at, data)
@@ -111,7 +118,12 @@ class _ElfStream:
     def _take(self, plan: Plan, offset: int, piece: bytes) -> None:
         for at, loaded in _overlaps(plan.loaded, offset, piece):
             self.scanner.feed(at, loaded)
-        self.kept.extend(_overlaps(plan.keep, offset, piece))
+        self.kept.extend(_overlaps(self.keep, offset, piece))
+        if plan.dynamic is not None and offset < plan.dynamic[1] <= offset + len(piece):
+            near = [p for at, data in self.kept for p in _overlaps([plan.dynamic], at, data)]
+            more = dynamic_keep(Image(self.size, [(0, bytes(self.head)), *near]))
+            self.keep.extend(more)
+            self.kept.extend(_overlaps(more, offset, piece))
         with memoryview(piece) as view:
             at = 0
             while at < len(view):
@@ -149,7 +161,8 @@ class _Read:
 
     digest: str
     elf: ElfInfo | None
-    text: str | None
+    data: bytes | None
+    """The member's bytes, for a member held whole (see `_held`)."""
 
 
 def _ahead(source: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
@@ -193,12 +206,11 @@ def _read_member(
     device_sections: Sequence[str],
     names: re.Pattern[bytes],
     *,
-    text: bool,
+    hold: bool,
 ) -> _Read:
     if entry.size < 64:  # too small to be an ELF file: one read
         data = read_member(archive, entry, budget, most=64)
-        small = data.decode("utf-8", "replace") if text else None
-        return _Read(record_digest(hashlib.sha256(data).digest()), None, small)
+        return _Read(record_digest(hashlib.sha256(data).digest()), None, data if hold else None)
     digest = hashlib.sha256()
     elf: _ElfStream | None = None
     first: list[tuple[int, bytes]] | None = []  # pieces until the first 64 bytes tell if it is ELF
@@ -208,7 +220,7 @@ def _read_member(
     stream = pieces(archive, entry, budget, checkpoints=checkpoints if entry.size > HEAD_KEEP else None)
     for piece in _ahead(stream) if entry.size >= _AHEAD else stream:
         digest.update(piece)
-        if text:
+        if hold:
             held += piece
         if elf is not None:
             elf.feed(offset, piece)
@@ -224,7 +236,7 @@ def _read_member(
         info = _describe(
             archive, entry, budget, elf, whole=whole, device_sections=device_sections, names=names
         )
-    return _Read(record_digest(whole), info, held.decode("utf-8", errors="replace") if text else None)
+    return _Read(record_digest(whole), info, bytes(held) if hold else None)
 
 
 def _elf_stream(
@@ -275,7 +287,6 @@ def _describe(
         """The code fingerprint of `ranges`: from the kept bytes, else from the blocks' CRC-32,
         else (code too small to hold a whole block, and not kept) read again up to it."""
         code = CodeFingerprint()
-        image = Image(entry.size, kept)
         if all(image.holds(lo, hi - lo) for lo, hi in ranges):
             for lo, hi in ranges:
                 code.update(image.read(lo, hi - lo))
@@ -328,10 +339,9 @@ def _read_all(
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     def read(entry: ZipEntry) -> _Read:
-        text = entry.name in texts
-        return _read_member(archive, entry, budget, device_sections, names, text=text)
+        return _read_member(archive, entry, budget, device_sections, names, hold=entry.name in held)
 
-    texts = {e.name for e in files if dist_info_leaf(e.name) in TEXT_LEAVES}
+    held = _held(files)
 
     large = iter(sorted((e for e in files if e.size >= _LARGE), key=lambda e: -e.size))
     results: dict[ZipEntry, _Read] = {}
@@ -351,6 +361,26 @@ def _read_all(
             for _, future in pending:
                 future.cancel()
     return results
+
+
+def _held(files: Sequence[ZipEntry]) -> set[str]:
+    """The members held whole as they pass, so that no rule reads one again: the dist-info's files
+    (METADATA, WHEEL, RECORD, SBOMs, variant.json) and every `__init__.py` (the variant guard), each
+    at most `MAX_SMALL_READ` bytes, `MAX_HELD` bytes in all (smallest first; beyond it, `read`
+    reads a member again)."""
+    wanted = [
+        e
+        for e in files
+        if e.size <= MAX_SMALL_READ and (is_dist_info(e.name) or e.name.endswith("__init__.py"))
+    ]
+    held: set[str] = {e.name for e in files if dist_info_leaf(e.name) in TEXT_LEAVES}
+    total = 0
+    for entry in sorted(wanted, key=lambda e: e.size):
+        total += entry.size
+        if total > MAX_HELD:
+            break
+        held.add(entry.name)
+    return held
 
 
 def _budget(files: Sequence[ZipEntry], size: int) -> Budget:
@@ -420,7 +450,8 @@ def _contents(
         Member(e.name, install_path(e.name), e.size, e.unix_mode & 0o7777, results[e].digest, e.is_symlink)
         for e in files
     ]
-    texts = {e.name: t for e in files if (t := results[e].text) is not None}
+    held = {e.name: d for e in files if (d := results[e].data) is not None}
+    texts = {n: held[n].decode("utf-8", errors="replace") for n in held if dist_info_leaf(n) in TEXT_LEAVES}
     metadata: dict[str, str] = {}
     with contextlib.suppress(WheelReadError):
         headers = parse_metadata(texts[dist_info_member(texts, "METADATA")])
@@ -428,6 +459,8 @@ def _contents(
     by_name = {e.name: e for e in files}
 
     def read(member: str) -> bytes:
+        if member in held and len(held[member]) <= MAX_SMALL_READ:
+            return held[member]  # held as it passed: not read again
         try:
             with path.open("rb") as fh:
                 again = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)

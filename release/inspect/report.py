@@ -4,11 +4,14 @@ readable rendering."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import __version__
 from release.inspect.elf import ElfInfo
 from release.inspect.rules import RULE_IDS
 from release.inspect.rules.registry import STATUSES, RuleResult
@@ -39,6 +42,11 @@ class VerifyReport:
     rules: tuple[RuleResult, ...]
     sha256: str = ""
     """sha256 of exactly the bytes the rules judged (taken while the wheel was read)."""
+    facts: str = ""
+    """The digest of what the wheel was judged against (see `release.inspect.reuse`): with it,
+    the JSON carries the `reuse` stamp a later verify of the same bytes may reuse it by."""
+    reused: bool = False
+    """Read back from an intact report of the same bytes, not judged again."""
 
     @property
     def ok(self) -> bool:
@@ -71,6 +79,45 @@ class VerifyReport:
         return next(r for r in self.rules if r.id == rule_id)
 
     def to_json(self) -> dict[str, object]:
+        document = self._document()
+        if not self.facts:
+            return document
+        mark = {
+            "toolkit": __version__,
+            "rules": ruleset(),
+            "facts": self.facts,
+            "digest": content_digest(document),
+        }
+        return {**document, "reuse": mark}
+
+    @classmethod
+    def from_json(cls, document: Mapping[str, object], wheel: Path, *, reused: bool = False) -> VerifyReport:
+        """The report a JSON document of this schema describes (`KeyError`, `TypeError` or
+        `ValueError` when it is none); its ELF files carry what the JSON does."""
+        data: dict[str, object] = dict(document)
+        elf_files = tuple(_elf_from_json(e) for e in _list(data["elf_files"]))
+        rules = tuple(_rule_from_json(r) for r in _list(data["rules"]))
+        mark = data.get("reuse")
+        return cls(
+            wheel=wheel,
+            size=_int(data["size"]),
+            unpacked_size=_int(data["unpacked_size"]),
+            distribution=str(data["distribution"]),
+            version=str(data["version"]),
+            tags=tuple(map(str, _list(data["tags"]))),
+            platform_tags=tuple(map(str, _list(data["platform_tags"]))),
+            variant=_optional(data["variant"]),
+            matrix=_optional(data["matrix"]),
+            release_mode=data["release_mode"] is True,
+            runtime_bound=tuple(map(str, _list(data["runtime_bound"]))),
+            elf_files=elf_files,
+            rules=rules,
+            sha256=str(data["sha256"]),
+            facts=str(mark["facts"]) if isinstance(mark, dict) else "",
+            reused=reused,
+        )
+
+    def _document(self) -> dict[str, object]:
         return {
             "schema_version": SCHEMA_VERSION,
             "wheel": self.wheel.name,
@@ -92,6 +139,73 @@ class VerifyReport:
             "elf_files": [elf_json(e) for e in self.elf_files],
             "rules": [r.to_json() for r in self.rules],
         }
+
+
+@functools.cache
+def ruleset() -> str:
+    """The rule set's version: the sha256 of the source of every module that reads or judges a
+    wheel (`release/inspect`, `release/wheel`), with the registry's rule ids: any change to a
+    rule, the reader or the ELF parser is a new rule set, whatever the toolkit's version says."""
+    digest = hashlib.sha256(",".join(RULE_IDS).encode())
+    root = Path(__file__).resolve().parent.parent
+    for package in ("inspect", "wheel"):
+        for path in sorted((root / package).rglob("*.py")):
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def content_digest(document: Mapping[str, object]) -> str:
+    """The sha256 of a report's JSON without its `reuse` stamp, keys sorted."""
+    body = {k: v for k, v in document.items() if k != "reuse"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _list(value: object) -> list[object]:
+    if not isinstance(value, list):
+        raise TypeError(value)
+    return value
+
+
+def _int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(value)
+    return value
+
+
+def _optional(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _rule_from_json(value: object) -> RuleResult:
+    if not isinstance(value, dict):
+        raise TypeError(value)
+    status = next(s for s in STATUSES if s == value["status"])  # StopIteration: not a status
+    return RuleResult(str(value["id"]), status, str(value["message"]), tuple(map(str, _list(value["paths"]))))
+
+
+def _elf_from_json(value: object) -> ElfInfo:
+    """An ELF file's facts as a report writes them (its newest required versions stand for the
+    requirements; no code fingerprint)."""
+    if not isinstance(value, dict):
+        raise TypeError(value)
+    versions = (("GLIBC", "max_glibc"), ("GLIBCXX", "max_glibcxx"), ("CXXABI", "max_cxxabi"))
+    return ElfInfo(
+        path=str(value["path"]),
+        size=_int(value["size"]),
+        executable=value["executable"] is True,
+        needed=tuple(map(str, _list(value["needed"]))),
+        soname=_optional(value["soname"]),
+        rpath=tuple(map(str, _list(value["rpath"]))),
+        runpath=tuple(map(str, _list(value["runpath"]))),
+        version_requirements=tuple(("", f"{p}_{value[k]}") for p, k in versions if value[k] is not None),
+        debug_sections=tuple(map(str, _list(value["debug_sections"]))),
+        device_sections=tuple(map(str, _list(value["device_code_sections"]))),
+        architectures=tuple(map(str, _list(value["architectures"]))),
+        code_sha256="",
+        machine=str(value["machine"]),
+        padding=_int(value["padding"]),
+        comment=tuple(map(str, _list(value["comment"]))),
+    )
 
 
 def elf_json(info: ElfInfo) -> dict[str, object]:
@@ -206,6 +320,24 @@ def report_schema() -> dict[str, object]:
             },
         }
     )
+    stamp = _object(
+        {
+            "toolkit": {"type": "string", "description": "The toolkit version that verified."},
+            "rules": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "The rule set's digest."},
+            "facts": {
+                "type": "string",
+                "pattern": "^[0-9a-f]{64}$",
+                "description": "What it was judged against.",
+            },
+            "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "sha256 of the rest."},
+        }
+    )
+    properties = report["properties"]
+    assert isinstance(properties, dict)  # noqa: S101 (built just above)
+    properties["reuse"] = {
+        **stamp,
+        "description": "What a later verify of the same bytes checks before it reuses this report.",
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://example.invalid/gpu-wheel-release/inspect/verify.schema.json",

@@ -22,8 +22,10 @@ from release.inspect.devicecode import architecture_names
 from release.inspect.policy import Policy, policies_from_json
 from release.inspect.reader import parse_name, read_wheel
 from release.inspect.report import VerifyReport
+from release.inspect.reuse import facts_digest, reusable
 from release.inspect.rules import RULES
 from release.inspect.rules.registry import RuleContext, RuleResult, matches
+from release.wheel.files import file_sha256
 from release.wheel.names import platforms_of, report_path
 
 if TYPE_CHECKING:
@@ -93,7 +95,28 @@ def inspect_wheel(
     )
 
 
-def judge(ctx: RuleContext, results: Sequence[RuleResult] | None = None) -> VerifyReport:
+def facts(ctx: RuleContext, judged_with: Sequence[str] = ()) -> str:
+    """The digest of what a wheel is judged against: the matrix, the resolved variant (every fact
+    of it), the runtime libraries kept out, release mode, the expected version, the policies, the
+    toolkit override, and the other wheels judged with it (`verify_release`)."""
+    judged = (ctx.matrix, ctx.variant, ctx.excludes, ctx.release, ctx.expected_version)
+    return facts_digest((*judged, _policies_digest(ctx.policies), ctx.toolkit_override, tuple(judged_with)))
+
+
+_POLICY_DIGESTS: dict[int, tuple[tuple[Policy, ...], str]] = {}
+
+
+def _policies_digest(policies: tuple[Policy, ...]) -> str:
+    """The policies' part of the facts, written out once per policies object (thousands of names)."""
+    known = _POLICY_DIGESTS.get(id(policies))
+    if known is None or known[0] is not policies:
+        known = _POLICY_DIGESTS[id(policies)] = (policies, facts_digest(policies))
+    return known[1]
+
+
+def judge(
+    ctx: RuleContext, results: Sequence[RuleResult] | None = None, judged_with: Sequence[str] = ()
+) -> VerifyReport:
     """The report of one inspected wheel: every rule applied (or the results given)."""
     contents = ctx.wheel
     runtime_bound = sorted({n for e in contents.elf_files for n in e.needed if matches(n, ctx.excludes)})
@@ -112,6 +135,7 @@ def judge(ctx: RuleContext, results: Sequence[RuleResult] | None = None) -> Veri
         elf_files=tuple(contents.elf_files),
         rules=tuple(results) if results is not None else tuple(r.apply(ctx) for r in RULES),
         sha256=contents.sha256,
+        facts=facts(ctx, judged_with),
     )
 
 
@@ -123,13 +147,28 @@ def verify_wheel(
     release: bool = False,
     expected_version: str | None = None,
     toolkit_override: str | None = None,
+    reuse: bool = False,
 ) -> VerifyReport:
     """Inspect one wheel and apply every rule against the resolved `variant` it is one of.
 
     Rules that need a variant say `not-applicable` without one (no matrix, or a wheel that is none
     of the matrix's distributions); `release` turns the floor warning into a failure;
     `expected_version` (a release tag like v1.2.0 or a version) is checked by wheel-name. Rules
-    over the wheels of a release (`consistency`) say `not-applicable`: see `verify_release`."""
+    over the wheels of a release (`consistency`) say `not-applicable`: see `verify_release`.
+    With `reuse`, an intact report beside the wheel, of the same bytes judged against the same
+    facts by this toolkit and rule set, is read back instead (`release.inspect.reuse`): the
+    re-verify costs a hash of the wheel."""
+    if reuse:
+        found = reused(
+            wheel,
+            variant=variant,
+            matrix=matrix,
+            release=release,
+            expected_version=expected_version,
+            toolkit_override=toolkit_override,
+        )
+        if found is not None:
+            return found
     ctx = inspect_wheel(
         wheel,
         variant=variant,
@@ -139,6 +178,27 @@ def verify_wheel(
         toolkit_override=toolkit_override,
     )
     return judge(ctx)
+
+
+def reused(
+    wheel: Path,
+    *,
+    variant: ResolvedVariant | None,
+    matrix: str | None,
+    release: bool,
+    expected_version: str | None,
+    toolkit_override: str | None,
+) -> VerifyReport | None:
+    """The intact report beside `wheel` that vouches for its bytes under these facts, or None."""
+    wheel = Path(wheel)
+    if variant is not None:
+        globs = variant.excludes
+        matrix = matrix or str(variant.matrix_root)
+    else:
+        globs = _known_runtime()[0]
+    judged = (matrix, variant, globs, release, expected_version, _policies_digest(manylinux_policies()))
+    report, _why = reusable(wheel, facts_digest((*judged, toolkit_override, ())), lambda: file_sha256(wheel))
+    return report
 
 
 def verify_release(
@@ -160,7 +220,8 @@ def verify_release(
         if rule.across is not None:
             for row, found in zip(results, rule.across(contexts, variants), strict=True):
                 row[index] = rule.result(found)
-    return [judge(ctx, row) for ctx, row in zip(contexts, results, strict=True)]
+    names = sorted(w.name for w, _v in wheels)
+    return [judge(ctx, row, names) for ctx, row in zip(contexts, results, strict=True)]
 
 
 def write_report(report: VerifyReport, path: Path | None = None) -> Path:

@@ -16,7 +16,9 @@ from release.inspect.elf import (
     MAX_COMMENT_STRINGS,
     ElfReadError,
     comment_strings,
+    dynamic_keep,
     inspect_elf,
+    plan_reading,
     read_elf_file,
     tables_needed,
 )
@@ -254,3 +256,33 @@ def test_runtime_files_follow_needed_through_our_reader(tmp_path: Path) -> None:
     (libdir / "libnuma.so.1").write_bytes(elf_bytes(needed=("libc.so.6",)))
     (libdir / "libother.so.1").write_bytes(elf_bytes(needed=("libnuma.so.1",)))
     assert runtime_files(libdir, ("libamdhip64.so*",)) == ("libamdhip64.so.7", "libhsakmt.so.1")
+
+
+def test_the_tables_the_dynamic_segment_names_are_kept_as_the_file_streams() -> None:
+    """A library whose string table or hash table lies past its first bytes (patchelf moves them
+    to a segment at the end) is not inflated a second time: once the dynamic segment has passed,
+    the ranges it names are kept (issue 49)."""
+    built = ElfImage(text=b"\x90" * (1 << 20))
+    data = bytes(built.build())
+    plan = plan_reading("big.so", data[: 1 << 20], len(data))
+    assert plan.dynamic is not None
+    held = Image(len(data), [(lo, data[lo:hi]) for lo, hi in plan.keep])
+    ranges = dynamic_keep(held)
+    strtab = built.section_offset[".dynstr"]
+    verneed = built.section_offset[".gnu.version_r"]
+    assert any(lo == strtab and hi > strtab for lo, hi in ranges)
+    assert any(lo == verneed for lo, _hi in ranges)
+    assert dynamic_keep(Image(len(data), [(0, data[:64])])) == []  # no dynamic segment at hand: nothing
+    loaded_end = max(hi for _lo, hi in plan.loaded)
+    if loaded_end < len(data):  # the bytes after a loadable segment (`.comment`) are kept
+        assert any(lo == loaded_end for lo, _hi in plan.keep)
+
+
+def test_a_magic_is_found_by_its_prefix_and_checked_whole() -> None:
+    """The fat binary magic is searched by its first five bytes (faster), and a prefix followed by
+    other bytes is no container."""
+    decoy = NV_MAGIC[:5] + b"\x07" * 11
+    window = b"\0" * 100 + decoy + b"\0" * 7 + NV_MAGIC + b"\0" * 8
+    at = window.index(NV_MAGIC)
+    assert devicecode._find(window, NV_MAGIC, 0, len(window)) == at
+    assert devicecode._find(window, NV_MAGIC, at + 1, len(window)) == -1
