@@ -20,7 +20,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("variant wheels", ("variants",)),
     ("plan", ("plan",)),
     ("configuration", ("config",)),
-    ("foundation", ("wheel", "errors", "table", "atomic", "interrupts", "environment", "settings", "layers")),
+    ("foundation", ("wheel", "errors", "table", "atomic", "interrupts", "settings", "layers")),
 )
 """(layer, its packages and top-level modules), from the top (commands) to the bottom."""
 

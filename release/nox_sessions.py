@@ -32,7 +32,7 @@ import nox
 from release import settings
 from release.build.interpreters import Interpreter, interpreter, missing_table
 from release.config import matrix as matrix_mod
-from release.environment import in_ci
+from release.settings import in_ci
 
 _skipped: list[Interpreter] = []
 

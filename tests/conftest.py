@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from release import settings
-from release.environment import in_ci
+from release.settings import in_ci
 from tests import ci_time
 
 

@@ -28,11 +28,11 @@ from release.build.toolchain import (
 from release.commands.plan import check_engine_source
 from release.config.matrix import LoadedMatrix
 from release.config.resources import setup_podman_command
-from release.environment import in_ci, in_github_actions
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan, select
 from release.plan.version import build_version
+from release.settings import in_ci, in_github_actions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

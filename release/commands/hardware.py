@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -62,12 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
     add("--wheel", type=Path, help="this wheel file (its verify report beside it) instead of a wheelhouse")
     add("--release", metavar="TAG", help="download the leg's wheel and report from this tag's GitHub Release")
-    add(
-        "--repository",
-        default=os.environ.get("GITHUB_REPOSITORY", ""),
-        metavar="OWNER/NAME",
-        help="with --release: the repository (default: $GITHUB_REPOSITORY)",
-    )
+    settings.argument(
+        parser, "--repo", env="GITHUB_REPOSITORY", metavar="OWNER/NAME",
+        help="with --release: the GitHub repository",
+    )  # fmt: skip
     add(
         "--index",
         metavar="URL",
@@ -145,12 +142,12 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch
     if args.wheel is not None:
         return args.wheel, variant.import_name
     if args.release:
-        if not args.repository:
-            msg = "--release needs --repository OWNER/NAME (or $GITHUB_REPOSITORY)"
+        if not args.repo:
+            msg = "--release needs --repo OWNER/NAME (or $GITHUB_REPOSITORY)"
             raise UsageError(msg)
         pattern = fetch.wheel_pattern(variant.distribution, version)
         return fetch.from_release(
-            args.release, args.repository, pattern, scratch / "wheel"
+            args.release, args.repo, pattern, scratch / "wheel"
         ), variant.import_name
     if args.index:
         return _from_index(args, loaded, variant, version, scratch / "wheel"), variant.import_name
@@ -190,7 +187,7 @@ def _from_index(
 
 def _source(args: argparse.Namespace, wheel: Path) -> str:
     if args.release:
-        return f"{wheel.name} from the GitHub Release {args.release} of {args.repository}"
+        return f"{wheel.name} from the GitHub Release {args.release} of {args.repo}"
     if args.index:
         return f"{wheel.name} from {args.index}; no report there: verify ran here on these bytes"
     return str(wheel)

@@ -29,10 +29,10 @@ from release.build.host import build_variant
 from release.build.toolchain import find_toolchain
 from release.commands.build import check_toolkit, require_engine
 from release.config.matrix import LoadedMatrix
-from release.environment import in_github_actions
 from release.errors import ReproduceError, ToolchainError, UsageError
 from release.plan.steps import BuildStep, make_plan
 from release.reproduce import inputs, rebuild
+from release.settings import in_github_actions
 
 MARKER = ".release-reproduce"
 """Marks `--out` as ours: only such a directory (or an empty one) is cleared before a rebuild."""

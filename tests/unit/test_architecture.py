@@ -204,10 +204,13 @@ def test_the_platform_floor_is_parsed_in_one_place() -> None:
 
 
 def test_ci_is_read_in_one_place() -> None:
-    """`CI` and `GITHUB_ACTIONS` are read by `release.environment` only: the toolkit, noxfile.py
-    and the test suite (its conftest included) ask `in_ci()`, so they cannot disagree."""
-    reading = re.compile(r"""(environ\.get\(|environ\[|getenv\()\s*["'](CI|GITHUB_ACTIONS)["']""")
-    home = RELEASE / "environment.py"
+    """`CI`, `GITHUB_ACTIONS`, `GITHUB_REPOSITORY` and `PYENV_ROOT` are read by `release.settings`
+    only: the toolkit, noxfile.py and the test suite (its conftest included) ask `in_ci()`,
+    `pyenv_root()` or a flag declared with `settings.argument`, so they cannot disagree."""
+    reading = re.compile(
+        r"""(environ\.get\(|environ\[|getenv\()\s*["'](CI|GITHUB_ACTIONS|GITHUB_REPOSITORY|PYENV_ROOT)["']"""
+    )
+    home = RELEASE / "settings.py"
     files = [*RELEASE.rglob("*.py"), *(RELEASE.parent / "tests").rglob("*.py"), RELEASE.parent / "noxfile.py"]
     hits = [
         f"{path.relative_to(RELEASE.parent)}:{number}"
@@ -217,6 +220,7 @@ def test_ci_is_read_in_one_place() -> None:
         if reading.search(line)
     ]
     assert hits == []
+    assert not (RELEASE / "environment.py").exists(), "settings.py absorbed environment.py"
 
 
 def test_runtime_globs_are_decided_in_one_place() -> None:
