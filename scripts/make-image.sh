@@ -230,7 +230,7 @@ check_image() {  # every interpreter runs, the compilers are the asked GCC, a ve
   fi
   if [ "${#py_list[@]}" -gt 0 ]; then
     v="${py_list[0]}"
-    # The venv a smoke leg makes: no ensurepip, the interpreter's pip aimed at it (release/build/venv.py)
+    # The venv a smoke leg makes: no ensurepip, the interpreter's pip aimed at it (release/machine/venv.py)
     py="/opt/python/cp${v/./}-cp${v/./}/bin/python"
     podman run --rm "$tag" sh -c "$py -m venv --without-pip /tmp/v && $py -m pip --python /tmp/v/bin/python --version" \
       >/dev/null 2>&1 || die "a venv cannot be created and filled by pip --python with CPython $v in $tag"

@@ -31,17 +31,16 @@ from pathlib import Path
 from typing import Any
 
 from release import settings
-from release.build.toolchain import container_engine
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
 from release.hardware import container as containers
 from release.hardware import fetch, pair
 from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_version, run_leg
 from release.inspect.verify import verify_wheel, write_report
+from release.machine.containers import STANDINS_ENV, container_engine, image_python, standins
+from release.machine.containers import interpreter as image_interpreter_path
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
-from release.smoke.container import STANDINS_ENV, image_python, standins
-from release.smoke.container import interpreter as image_interpreter_path
 from release.smoke.selection import wheels_for
 from release.table import render
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from release.build.toolchain import container_engine
 from release.config.matrix import load
+from release.machine.containers import container_engine
 from release.plan.steps import make_plan
 from release.settings import in_ci
 

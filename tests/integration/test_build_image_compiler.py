@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.toolchain import container_engine
 from release.inspect.elf import inspect_elf
+from release.machine.containers import container_engine
 from release.plan.resolve import LocalImage
 from release.settings import in_ci
 from tests.integration.conftest import LocalImages

@@ -11,7 +11,7 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from release.build import images
+from release.machine import images
 
 from .conftest import LocalImages
 

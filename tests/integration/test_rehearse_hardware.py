@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.build.images import ensure, exists
-from release.build.toolchain import container_engine
 from release.config.matrix import load
+from release.machine.containers import container_engine
+from release.machine.images import ensure, exists
 from release.plan.steps import make_plan
 from release.settings import in_ci
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.toolchain import container_engine
 from release.inspect.elf import inspect_elf, is_elf
+from release.machine.containers import container_engine
 from release.settings import in_ci
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 

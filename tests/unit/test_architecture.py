@@ -123,6 +123,39 @@ def test_dependencies_point_from_commands_to_stages_to_plan_to_configuration() -
     assert wrong == []
 
 
+def test_no_stage_imports_another_stage() -> None:
+    """Stages stand on the machine (`release/machine/`), not on each other: what two stages share
+    moves down; only the orchestrators (`rehearse`, `reproduce`) run other stages."""
+    stages = set(dict(LAYERS)["stages"])
+    crossing = sorted(
+        f"{a} imports {b}" for a, targets in _package_graph().items() if a in stages
+        for b in targets if b in stages and b != a
+    )  # fmt: skip
+    assert crossing == []
+    assert set(dict(LAYERS)["orchestrators"]) == {"rehearse", "reproduce"}
+
+
+def test_no_package_is_named_like_build_output() -> None:
+    """No directory of `release/` is named `build` (or `dist`): tools and readers skip such names."""
+    output = ("build", "dist", "out", "target")
+    named = [p.name for p in RELEASE.iterdir() if p.name in output and any(p.glob("*.py"))]
+    assert named == []
+
+
+def test_container_argv_is_assembled_in_one_module() -> None:
+    """`run`, `exec` and the detached container are spelled in `release/machine/containers.py` only."""
+    spelled = re.compile(r"""["'](run|exec)["'],\s*["'](--rm|-d|-w|-e)["']|["']exec["'],\s*\*""")
+    home = RELEASE / "machine" / "containers.py"
+    hits = [
+        f"{path.relative_to(RELEASE.parent)}:{number}"
+        for path in RELEASE.rglob("*.py") if path != home
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if spelled.search(line)
+    ]  # fmt: skip
+    assert hits == []
+    assert spelled.search(home.read_text(encoding="utf-8"))
+
+
 def test_no_module_over_500_lines() -> None:
     long = {n: len(p.read_text(encoding="utf-8").splitlines()) for n, p in _modules().items()}
     assert {n: c for n, c in long.items() if c > 500} == {}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.host import forget_stale_builds, remove_previous_wheels
-from release.build.stage import _ignore
+from release.builder.host import forget_stale_builds, remove_previous_wheels
+from release.builder.stage import _ignore
 from release.config.matrix import load
 from release.errors import MatrixError
 from release.publish.index import simple_url_for
@@ -77,7 +77,7 @@ def test_settings_that_could_never_work_are_refused(tmp_path: Path, old: str, ne
 
 
 def test_the_summary_names_the_compiler_short() -> None:
-    from release.build.host import compiler_summary
+    from release.builder.host import compiler_summary
 
     assert compiler_summary(("GCC: (Debian 14.4.0-3) 14.4.0",)) == "GCC 14.4.0"
     assert compiler_summary(("GCC: (GNU) 14.2.1 20240801 (Red Hat 14.2.1-1)",)) == "GCC 14.2.1"
@@ -89,9 +89,9 @@ def test_the_summary_names_the_compiler_short() -> None:
 
 def test_a_build_image_whose_glibc_no_policy_covers_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """sid's glibc 2.43 is newer than every manylinux policy auditwheel knows: one line names a base."""
-    from release.build import images
     from release.errors import ToolchainError
     from release.inspect.verify import manylinux_policies
+    from release.machine import images
     from release.plan.resolve import LocalImage
 
     newest = manylinux_policies()[-1].libc
@@ -109,8 +109,8 @@ def test_a_build_image_whose_glibc_no_policy_covers_is_refused(monkeypatch: pyte
 def test_images_get_the_interpreters_the_toolkit_finds(monkeypatch: pytest.MonkeyPatch) -> None:
     """make-image.sh is given each Python's own prefix (--python-dir), only those found; the
     environment interpreter is 3.9 where there is one, else the newest; none at all is one line."""
-    from release.build import images
     from release.errors import ToolchainError
+    from release.machine import images
     from release.plan.resolve import LocalImage
 
     homes = {"3.9": Path("/p/3.9.18"), "3.11": Path("/p/3.11.7"), "3.12": Path("/p/3.12.1")}
@@ -138,7 +138,7 @@ def test_a_runtime_layout_of_one_python_names_every_supported_python_as_its_base
     so a one-Python stand-in and the four-Python smoke images share one, as does an image of packages
     all from other archives; for the suite's own packages without a layout, or for a build image,
     there is no such option."""
-    from release.build import images
+    from release.machine import images
     from release.plan.resolve import LocalImage
 
     homes = {"3.10": Path("/p/3.10.13"), "3.12": Path("/p/3.12.1"), "3.13": Path("/p/3.13.0")}

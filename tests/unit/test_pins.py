@@ -2,7 +2,7 @@
 
 Each row names a feature the toolkit relies on and the first release that has it (from the
 tool's own changelog). Lowering a bound below the newest feature's release fails here; so does
-an unpinned cibuildwheel, whose options `release/build/cibw.py` generates.
+an unpinned cibuildwheel, whose options `release/builder/cibw.py` generates.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from release.build.images import make_command
 from release.config import pins
+from release.machine.images import make_command
 from release.plan.resolve import LocalImage
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.build import cibw
-from release.build.host import BuildContext, pep517_invocation
-from release.build.toolchain import Toolchain
+from release.builder import cibw
+from release.builder.host import BuildContext, pep517_invocation
 from release.config.matrix import LoadedMatrix, loads
 from release.inspect.verify import verify_wheel
+from release.machine.toolchain import Toolchain
 from release.plan.resolve import read_build_backend, resolve_variant
 from release.plan.steps import BuildStep, make_plan
 from release.plan.version import tag_version, version_from_tag
@@ -190,7 +190,7 @@ def _interpreters(fake_interpreters: object) -> None:
 def _rocm_build_image(tmp_path: Path, **build_image: object) -> tuple[str | None, list[str]]:
     """(the rocm local build image's GCC major, its make-image.sh command) for a matrix whose
     `variants.rocm.build_image` has `build_image` merged in (`debian` keys merged too)."""
-    from release.build.images import make_command
+    from release.machine.images import make_command
 
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     declared = data["variants"]["rocm"]["build_image"]
@@ -232,7 +232,7 @@ def test_the_cuda_build_image_installs_the_declared_toolkit_with_the_backends_co
     """`toolkit_install: [--from-pypi]`: make-image.sh runs cuda.json's install command for the
     variant's toolkit with those arguments; `[]` runs it with none (rocm: it adds the host-only
     hipcc to Debian's HIP); a recipe without the key installs nothing."""
-    from release.build.images import make_command
+    from release.machine.images import make_command
 
     plan = make_plan(_matrix(tmp_path))
     cuda, rocm = plan.variant("cuda").build_image.local_recipe, plan.variant("rocm").build_image.local_recipe

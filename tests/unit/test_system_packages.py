@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from release.build import cibw, images
-from release.build.sysdeps import Probes, host_family, missing, require_system_packages, search_dirs
+from release.builder import cibw
+from release.builder.sysdeps import Probes, host_family, missing, require_system_packages, search_dirs
 from release.config.matrix import LoadedMatrix, loads
 from release.config.sysdeps import SystemPackage
 from release.errors import MatrixError, ToolchainError
+from release.machine import images
 from release.plan.steps import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,12 +12,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from release.build.interpreters import self_contained_home
-from release.build.lock import build_lock
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.pins import requirement
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
+from release.machine.containers import run_script
+from release.machine.interpreters import self_contained_home
+from release.machine.lock import build_lock
 from release.plan.resolve import LocalImage
 from release.wheel.names import manylinux_interpreter
 
@@ -136,9 +137,7 @@ def require_repairable_glibc(engine: str, image: LocalImage) -> None:
 
 def image_glibc(engine: str, tag: str) -> tuple[int, int] | None:
     """The glibc version of an image (`getconf GNU_LIBC_VERSION`), or None where it cannot say."""
-    argv = [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", tag, "-c",
-            "getconf GNU_LIBC_VERSION"]  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+    proc = run_script(engine, tag, "getconf GNU_LIBC_VERSION", timeout=300)
     match = re.search(r"glibc (\d+)\.(\d+)", proc.stdout)
     return (int(match.group(1)), int(match.group(2))) if proc.returncode == 0 and match else None
 
@@ -216,13 +215,7 @@ def _run_streamed(argv: list[str], *, log: Callable[[str], None]) -> tuple[int, 
 def _absent_paths(engine: str, image: str, paths: list[str]) -> list[str]:
     """Which of `paths` are not executables in the image (one short container run)."""
     script = "for p in " + " ".join(paths) + '; do [ -x "$p" ] || echo "$p"; done'
-    proc = subprocess.run(
-        [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", image, "-c", script],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    proc = run_script(engine, image, script, timeout=300)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["cannot run it"])[-1]
         msg = f"image {image} does not run: {last}"
