@@ -32,6 +32,24 @@ layer_layout() {  # PREFIX VIA GLOBS: the runtime's libraries moved into PREFIX,
   ldconfig
 }
 
+layer_unload() {  # GLOBS: the runtime's files off the loader's path (TheRock's layouts find their own)
+  local globs g; IFS=, read -r -a globs <<<"$1"
+  for g in "${globs[@]}"; do rm -f /usr/lib/x86_64-linux-gnu/$g; done
+  ldconfig; ! ldconfig -p | grep -q "${globs[0]%%[.*]*}"
+}
+
+layer_therock_os() {  # PREFIX GLOBS LINKS: the staged runtime (RUNPATH $ORIGIN) in PREFIX, LINKS to it
+  local f; layer_unload "$2"; mkdir -p "$1" && cp -P /stage/*.so.* "$1/"
+  if [ -n "$3" ]; then mkdir -p "$3"; for f in "$1"/*; do ln -s "$f" "$3/"; done; fi
+}
+
+layer_therock_pip() {  # PREFIX GLOBS V: the stand-in SDK's wheels in a venv at PREFIX, CPython V sees it
+  local py="/opt/python/cp${3/./}-cp${3/./}"
+  layer_unload "$2"; "$py/bin/python" -m venv --without-pip "$1"
+  "$py/bin/python" -m pip --python "$1/bin/python" install -q --no-index --no-deps /stage/wheels/*.whl
+  cp /stage/sitecustomize.py "$py/lib/python$3/"
+}
+
 layer_drop() {  # V=DIR...: the base's interpreters this image does not have
   local d v
   for d in "$@"; do

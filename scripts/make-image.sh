@@ -8,7 +8,8 @@
 #   make-image.sh layer --tag T --label K=V --from IMAGE [options] KIND ARGS...
 #     one layer over IMAGE: scripts/image-layers.sh's layer_KIND ARGS run in a container of it,
 #     committed; KIND is toolkit (CMD BINDIR: a toolkit install), packages (MIRROR SUITE ARCHIVE
-#     'PKG ...'...: from another archive) or layout (PREFIX VIA GLOBS: the runtime libraries moved)
+#     'PKG ...'...: from another archive), layout (PREFIX VIA GLOBS: the runtime libraries moved),
+#     therock_os and therock_pip (TheRock's layouts, of the files the caller staged: --mount)
 # Options:
 #   --tag NAME, --label K=V      the image's tag (localhost/...) and its inputs label (K=hash)
 #   --pythons 3.10,3.11          the image's CPython versions (label io.xfer.image.pythons)
@@ -25,6 +26,7 @@
 #   --from IMAGE                 layer: the image under it
 #   --drop V=DIR                 layer: CPython V (at DIR) removed in it (repeatable)
 #   --env K=V                    layer: an environment variable it adds (repeatable)
+#   --mount DIR                  layer: DIR at /stage, read-only (a TheRock layout's staged files)
 #
 # Interpreters keep their host path (their RUNPATH is DIR/lib, libpython is shared), without
 # site-packages, test suites, tkinter, the static libpython, the -O/-OO bytecode and the shared
@@ -45,7 +47,7 @@ case "${1:-}" in
 esac
 tag="" label="" suite=sid mirror=http://deb.debian.org/debian include="" pythons="" env_python=none
 minbase_only=0 gcc_major="" auditwheel_req="" workdir=/var/tmp/xfer-images refresh_base=0 from=""
-extra_env=() dropped=()
+extra_env=() dropped=() mounts=()
 declare -A py_dir=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -65,6 +67,7 @@ while [ $# -gt 0 ]; do
     --from) from="$2"; shift 2 ;;
     --drop) [[ "$2" == *=/* ]] || die "--drop takes V=DIR"; dropped+=("$2"); shift 2 ;;
     --env) extra_env+=("$2"); shift 2 ;;
+    --mount) mounts+=(-v "$2:/stage:ro"); shift 2 ;;
     --*) die "unknown option '$1' (see --help)" ;;
     *) break ;;
   esac
@@ -78,11 +81,11 @@ mkdir -p "$logs"
 if [ "$leaf" = layer ]; then
   [ -n "$from" ] && [ $# -ge 1 ] || die "layer needs --from IMAGE and a KIND (toolkit, packages, layout)"
   kind="$1"; shift
-  case "$kind" in toolkit|packages) network=host ;; layout) network=none ;; *) die "no layer kind '$kind'" ;; esac
+  case "$kind" in toolkit|packages) network=host ;; layout|therock_*) network=none ;; *) die "no layer kind '$kind'" ;; esac
   out="$logs/$kind.log" ctr="xfer-layer-$$-$RANDOM" what="$kind ($*)"
   step "$what${dropped[*]:+, without CPython ${dropped[*]%%=*}} (a layer over ${from:0:12})"
   # shellcheck disable=SC2016
-  podman run --name "$ctr" --network="$network" -v "$(dirname "$script_path"):/mnt/xfer-scripts:ro" \
+  podman run --name "$ctr" --network="$network" -v "$(dirname "$script_path"):/mnt/xfer-scripts:ro" "${mounts[@]}" \
     "$from" bash -c 'set -e; export DEBIAN_FRONTEND=noninteractive PIP_DISABLE_PIP_VERSION_CHECK=1
 . /mnt/xfer-scripts/image-layers.sh; read -r -a drop <<<"$1"; kind="$2"; shift 2
 "layer_$kind" "$@"; layer_drop "${drop[@]}"
@@ -104,9 +107,7 @@ fi
 
 # ---- base: the packages, the interpreters ---------------------------------------------------------
 [ "$minbase_only" -eq 1 ] || [ -n "$auditwheel_req" ] || die "a build image needs --auditwheel SPEC"
-for tool in podman debootstrap; do
-  command -v "$tool" >/dev/null || die "$tool not found: run scripts/setup-podman.sh first"
-done
+command -v podman >/dev/null && command -v debootstrap >/dev/null || die "podman or debootstrap not found: run scripts/setup-podman.sh first"
 IFS=, read -r -a py_list <<<"$pythons"
 all_py=("${py_list[@]}")
 if [ "$env_python" != none ]; then

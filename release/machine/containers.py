@@ -29,11 +29,30 @@ def container_engine() -> str | None:
 
 
 def run_script(
-    engine: str, image: str, script: str, *, network: str = "none", timeout: float = 300
+    engine: str,
+    image: str,
+    script: str,
+    *,
+    network: str = "none",
+    timeout: float = 300,
+    mounts: Mapping[Path, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """`script` run by /bin/sh in one `--rm` container of `image` (no network unless `network`
-    says), its output captured as text; a run past `timeout` raises `subprocess.TimeoutExpired`."""
-    argv = [engine, "run", "--rm", f"--network={network}", "--entrypoint", "/bin/sh", image, "-c", script]
+    says; each host directory of `mounts` at its path in the container), its output captured as
+    text; a run past `timeout` raises `subprocess.TimeoutExpired`."""
+    volumes = [word for host, inside in (mounts or {}).items() for word in ("-v", f"{host}:{inside}")]
+    argv = [
+        engine,
+        "run",
+        "--rm",
+        f"--network={network}",
+        *volumes,
+        "--entrypoint",
+        "/bin/sh",
+        image,
+        "-c",
+        script,
+    ]
     return subprocess.run(
         argv, capture_output=True, text=True, errors="replace", check=False, timeout=timeout
     )

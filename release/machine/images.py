@@ -92,6 +92,7 @@ def recipe_of(image: LocalImage) -> Recipe:
         runtime_prefix=image.runtime_prefix or "",
         runtime_via=(image.runtime_via or "ld.so.conf.d") if image.runtime_prefix else "ld.so.conf.d",
         runtime_libs=image.runtime_globs if image.runtime_prefix else RUNTIME_LIBS,
+        runtime_links=(image.runtime_links or "") if image.runtime_prefix else "",
         base_pythons=base_pythons,
         toolkit_install=(image.toolkit_install or "") if image.toolchain else "",
     )

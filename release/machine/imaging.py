@@ -15,6 +15,7 @@ import dataclasses
 import fcntl
 import os
 import re
+import shutil
 import subprocess
 import threading
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
+from release.machine import therock
 from release.machine.containers import run_script
 from release.machine.lock import build_lock
 from release.machine.recipe import Digests, Recipe, inputs_hash, inputs_text, read_digests
@@ -107,7 +109,15 @@ def _make(engine: str, recipe: Recipe, digests: Digests, *, log: Log, force: boo
             with one_maker(lambda line: log(f"  {line}"), under.tag):
                 _make(engine, under, digests, log=lambda line: log(f"  {line}"), force=False)
             base_id = _podman(engine, "image", "inspect", under.tag, "--format", "{{.Id}}").strip()
-            _leaf(_layer_argv(recipe, kind, base_id, inputs), recipe.tag, log=log)
+            argv = _layer_argv(recipe, kind, base_id, inputs)
+            if kind == "layout" and recipe.runtime_via in therock.LAYOUTS:
+                staged = therock.stage(engine, base_id, recipe)
+                try:
+                    _leaf(["layer", "--mount", str(staged), *argv[1:]], recipe.tag, log=log)
+                finally:
+                    shutil.rmtree(staged, ignore_errors=True)
+            else:
+                _leaf(argv, recipe.tag, log=log)
         _drop_old(engine, recipe.tag, old)
         check_image(engine, recipe, log=log)
         size = _podman(engine, "image", "inspect", recipe.tag, "--format", "{{.Size}}").strip()
@@ -139,6 +149,8 @@ def _layer_argv(recipe: Recipe, kind: str, base: str, inputs: str) -> list[str]:
     """The `layer` leaf's arguments: the kind's script in a container of `base`, committed."""
     argv = [*_head("layer", recipe, inputs), "--from", base]
     argv += [arg for v in recipe.dropped for arg in ("--drop", f"{v}={recipe.home(v)}")]
+    if kind == "layout" and recipe.runtime_via in therock.LAYOUTS:
+        return [*argv, *therock.layer_args(recipe)]
     if kind == "layout":
         if recipe.runtime_via == "LD_LIBRARY_PATH":
             argv += ["--env", f"LD_LIBRARY_PATH={recipe.runtime_prefix}"]

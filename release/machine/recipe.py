@@ -48,6 +48,8 @@ class Recipe:
     runtime_prefix: str = ""
     runtime_via: str = "ld.so.conf.d"
     runtime_libs: tuple[str, ...] = RUNTIME_LIBS
+    runtime_links: str = ""
+    """A directory of symbolic links to the `runtime_prefix` runtime's files (TheRock's /opt/rocm/lib)."""
     base_pythons: tuple[str, ...] = ()
     """With a layer: the interpreters of the image under it (a superset of `pythons`; empty: the same)."""
     toolkit_install: str = ""
@@ -83,7 +85,7 @@ class Recipe:
         if self.runtime_prefix:
             return "layout", dataclasses.replace(
                 self, runtime_prefix="", runtime_via="ld.so.conf.d", runtime_libs=RUNTIME_LIBS,
-                base_pythons=(), pythons=under,
+                runtime_links="", base_pythons=(), pythons=under,
             )  # fmt: skip
         if self.toolkit_install:
             return "toolkit", dataclasses.replace(self, toolkit_install="")
@@ -101,6 +103,8 @@ class Digests:
     leaf: str
     toolkit: str
     ca: tuple[tuple[str, str], ...] = ()
+    therock: str = ""
+    """The TheRock pip stand-in's sources (scripts/therock-standin), an input of `rocm_sdk` layouts."""
 
 
 def inputs_text(recipe: Recipe, digests: Digests) -> str:
@@ -111,8 +115,12 @@ def inputs_text(recipe: Recipe, digests: Digests) -> str:
         f"suite={recipe.suite} mirror={recipe.mirror} include={','.join(recipe.include)} "
         f"minbase={int(recipe.minbase)} prefix={recipe.runtime_prefix} via={recipe.runtime_via} "
         f"libs={','.join(recipe.runtime_libs)} env_python={recipe.env_python or 'none'}",
-        "env=",
     ]
+    if recipe.runtime_links:
+        lines.append(f"links={recipe.runtime_links}")
+    if recipe.runtime_via == "rocm_sdk":
+        lines.append(f"{digests.therock}  -")
+    lines.append("env=")
     if recipe.dropped:
         lines.append(f"base-pythons={','.join(recipe.base_pythons)}")
     lines.append(f"auditwheel={recipe.auditwheel} gcc={recipe.gcc}")
@@ -139,7 +147,9 @@ def read_digests(scripts: Path, ca_dir: Path = CA_DIR) -> Digests:
     """The digests of this checkout's scripts and this host's CA certificates."""
     toolkit = [*sorted(scripts.glob("install-*.sh")), scripts / "hipcc-host.sh", scripts / "runtimes.tsv"]
     ca = sorted(ca_dir.glob("*.crt")) if ca_dir.is_dir() else []
+    standin = scripts / "therock-standin"
     return Digests(
+        therock=_sha256([*sorted(standin.glob("*.py")), *sorted(standin.glob("*/*.py"))]),
         leaf=_sha256([scripts / name for name in LEAF_SCRIPTS]),
         toolkit=_sha256(toolkit),
         ca=tuple((str(path), _sha256([path])) for path in ca),

@@ -121,6 +121,7 @@ class LocalImage:
     runtime_prefix: str | None = None
     runtime_via: str | None = None
     runtime_globs: tuple[str, ...] = ()
+    runtime_links: str | None = None
     toolkit_install: str | None = None
     """A build image's toolkit install command (the backend's install command, the declared
     toolkit and the recipe's arguments), run in the image by make-image.sh."""
