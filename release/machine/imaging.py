@@ -100,7 +100,7 @@ def _make(engine: str, recipe: Recipe, digests: Digests, *, log: Log, force: boo
             return done("tagged")
         layer = recipe.layer()
         if layer is None:
-            _leaf(_base_argv(recipe, inputs), recipe.tag, log=log)
+            _leaf(base_argv(recipe, inputs), recipe.tag, log=log)
         else:
             kind, under = layer
             under_inputs = inputs_hash(inputs_text(under, digests))
@@ -109,7 +109,7 @@ def _make(engine: str, recipe: Recipe, digests: Digests, *, log: Log, force: boo
             with one_maker(lambda line: log(f"  {line}"), under.tag):
                 _make(engine, under, digests, log=lambda line: log(f"  {line}"), force=False)
             base_id = _podman(engine, "image", "inspect", under.tag, "--format", "{{.Id}}").strip()
-            argv = _layer_argv(recipe, kind, base_id, inputs)
+            argv = layer_argv(recipe, kind, base_id, inputs)
             if kind == "layout" and recipe.runtime_via in therock.LAYOUTS:
                 staged = therock.stage(engine, base_id, recipe)
                 try:
@@ -134,7 +134,7 @@ def _head(leaf: str, recipe: Recipe, inputs: str) -> list[str]:
     return [leaf, "--tag", recipe.tag, "--label", f"{LABEL}={inputs}", "--pythons", ",".join(recipe.pythons)]
 
 
-def _base_argv(recipe: Recipe, inputs: str) -> list[str]:
+def base_argv(recipe: Recipe, inputs: str) -> list[str]:
     """The `base` leaf's arguments: debootstrap, the interpreters, the toolchain, import."""
     argv = [*_head("base", recipe, inputs), "--suite", recipe.suite, "--mirror", recipe.mirror]
     argv += ["--include", ",".join(recipe.include)]
@@ -145,7 +145,7 @@ def _base_argv(recipe: Recipe, inputs: str) -> list[str]:
     return [*argv, "--gcc", recipe.gcc] if recipe.gcc else argv
 
 
-def _layer_argv(recipe: Recipe, kind: str, base: str, inputs: str) -> list[str]:
+def layer_argv(recipe: Recipe, kind: str, base: str, inputs: str) -> list[str]:
     """The `layer` leaf's arguments: the kind's script in a container of `base`, committed."""
     argv = [*_head("layer", recipe, inputs), "--from", base]
     argv += [arg for v in recipe.dropped for arg in ("--drop", f"{v}={recipe.home(v)}")]
