@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from scikit_build_core import resources  # noqa: E402
 
-from release.build.interpreters import find_interpreter  # noqa: E402
+from release.machine.interpreters import find_interpreter  # noqa: E402
 
 # Runs in the measured Python with PYTHONPATH=<build>/python: prints {"write_us", "prop_ns"}.
 PROBE = """

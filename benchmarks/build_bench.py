@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import heavy_engine  # noqa: E402
 
-from release.build.prebuild import builder_python  # noqa: E402
-from release.build.reuse import CacheStats, read_stats_log  # noqa: E402
+from release.builder.prebuild import builder_python  # noqa: E402
+from release.builder.reuse import CacheStats, read_stats_log  # noqa: E402
 
 GOAL_ABI3 = 1.3
 GOAL_HEAVY = 1.5

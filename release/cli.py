@@ -51,11 +51,34 @@ NO_MATRIX = {"init", "schema", "verify-release", "workflows"}
 DEFAULT_MATRIX = "matrix.yaml"
 
 
+COMMAND_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("everyday", ("plan", "build", "repair", "verify", "smoke", "publish")),
+    (
+        "release day",
+        ("release-checks", "verify-release", "github-release", "ready", "reproduce", "check-resolution"),
+    ),
+    (
+        "maintainers",
+        ("init", "schema", "workflows", "rehearse", "images", "variants", "hardware", "toolchain",
+         "cibuildwheel-config"),
+    ),
+)  # fmt: skip
+"""Who reaches for each command, for the README's table: every command of `COMMANDS` in one group."""
+
+
 def command_table() -> str:
-    """The README's table of commands and its exit codes, generated from `COMMANDS` and
-    `EXIT_CODES` (`release schema --write`)."""
-    rows = ["| command | what it does |", "|---|---|"]
-    rows += [f"| `release {name}` | {help_text} |" for name, (_module, help_text) in COMMANDS.items()]
+    """The README's table of commands, grouped by who uses them, and its exit codes, generated from
+    `COMMAND_GROUPS`, `COMMANDS` and `EXIT_CODES` (`release schema --write`)."""
+    grouped = [name for _group, names in COMMAND_GROUPS for name in names]
+    if sorted(grouped) != sorted(COMMANDS):
+        msg = f"release/cli.py: COMMAND_GROUPS must name every command of COMMANDS once (it has {grouped})"
+        raise ReleaseError(msg)
+    rows = ["| | command | what it does |", "|---|---|---|"]
+    for group, names in COMMAND_GROUPS:
+        rows += [
+            f"| {group if index == 0 else ''} | `release {name}` | {COMMANDS[name][1]} |"
+            for index, name in enumerate(names)
+        ]
     codes = ", ".join(f"{code} {what}" for code, what in EXIT_CODES)
     return "\n".join(rows) + f"\n\nExit codes (also in `--help`): {codes}.\n"
 

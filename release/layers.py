@@ -14,15 +14,18 @@ from pathlib import Path
 from release.errors import ReleaseError
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("commands", ("__main__", "cli", "nox_sessions", "commands", "rehearse")),
-    ("stages", ("build", "smoke", "hardware", "publish", "init", "reproduce")),
+    ("commands", ("__main__", "cli", "nox_sessions", "commands")),
+    ("orchestrators", ("rehearse", "reproduce")),
+    ("stages", ("builder", "smoke", "hardware", "publish", "init")),
+    ("machine", ("machine",)),
     ("inspection", ("inspect",)),
     ("variant wheels", ("variants",)),
     ("plan", ("plan",)),
     ("configuration", ("config",)),
-    ("foundation", ("wheel", "errors", "table", "atomic", "interrupts", "environment", "settings", "layers")),
+    ("foundation", ("wheel", "errors", "table", "atomic", "interrupts", "settings", "layers")),
 )
-"""(layer, its packages and top-level modules), from the top (commands) to the bottom."""
+"""(layer, its packages and top-level modules), from the top (commands) to the bottom. Stages stand
+on the machine and never import one another; orchestrators run stages, so they sit above them."""
 
 PACKAGE = Path(__file__).resolve().parent
 
@@ -54,9 +57,21 @@ def summary(name: str, package: Path = PACKAGE) -> str:
     return " ".join(docstring.split("\n\n")[0].split()).replace("|", "\\|")
 
 
+def diagram() -> str:
+    """The layers as a text drawing, top layer first: each imports only from those below it."""
+    width = max(len(layer) for layer, _ in LAYERS)
+    lines = []
+    for index, (layer, names) in enumerate(LAYERS):
+        lines.append(f"{layer:<{width}}  {', '.join(names)}")
+        if index < len(LAYERS) - 1:
+            lines.append(f"{'':<{width // 2}}▼")
+    return "```text\n" + "\n".join(lines) + "\n```\n"
+
+
 def architecture_table(package: Path = PACKAGE) -> str:
-    """The Markdown table of every layer, its packages and what each holds, top layer first."""
-    rows = ["| layer | package | what it holds |", "|---|---|---|"]
+    """The layers drawn, then the Markdown table of every layer, its packages and what each holds,
+    top layer first."""
+    rows = [diagram(), "| layer | package | what it holds |", "|---|---|---|"]
     for layer, names in LAYERS:
         for name in names:
             shown = f"`release/{name}/`" if (package / name).is_dir() else f"`release/{name}.py`"

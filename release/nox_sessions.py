@@ -30,9 +30,9 @@ from pathlib import Path
 import nox
 
 from release import settings
-from release.build.interpreters import Interpreter, interpreter, missing_table
 from release.config import matrix as matrix_mod
-from release.environment import in_ci
+from release.machine.interpreters import Interpreter, interpreter, missing_table
+from release.settings import in_ci
 
 _skipped: list[Interpreter] = []
 

@@ -1,26 +1,35 @@
-"""Every `RELEASE_*` environment variable, declared once: name, kind, default and help.
+"""Every environment variable the toolkit reads, declared once: name, kind, default and help.
 
-The toolkit reads its settings through `value(NAME)`, never `os.environ` directly, so a variable
-cannot be read in one module under one spelling and documented in another under a different one.
-`release --help` lists them, `docs/settings.md` is rendered from them (a test keeps it current),
-and a test fails on a `RELEASE_*` name in the code that is not declared here.
+The toolkit's own (`RELEASE_*`) and those the platform sets (`CI`, `GITHUB_ACTIONS`,
+`GITHUB_REPOSITORY`, `PYENV_ROOT`) are read here and nowhere else, through `raw(NAME)` and the
+functions beside it, so a variable cannot be read in one module under one spelling and documented
+in another under a different one. A command-line flag whose default is a variable is declared with
+`argument(parser, "--flag", env=NAME)`: the flag, the variable and the default in one line.
+`release --help` lists the toolkit's, `docs/settings.md` is rendered from all of them (a test keeps
+it current), and a test fails on a `RELEASE_*` name in the code that is not declared here.
+
+`CI` (set to `true` by GitHub Actions and most CI services) means nothing may be skipped: a missing
+interpreter fails a nox session, a skipped test fails the suite. `GITHUB_ACTIONS=true` means the
+release workflow's own runner, where `build --container` uses the release image by default. The
+test suite's conftest asks the same functions, so the suite and the toolkit cannot disagree.
 
 A malformed value is a `UsageError` naming the variable, what it got and what it wants.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from release.errors import UsageError
 
 Kind = Literal["text", "path", "number", "switch"]
-Scope = Literal["toolkit", "tests", "set for builds"]
+Scope = Literal["toolkit", "platform", "tests", "set for builds"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +72,22 @@ SETTINGS: tuple[Setting, ...] = (
         name="RELEASE_RUNTIME_REQUIREMENTS", kind="text", default="", scope="set for builds",
         help="JSON {soname: {provided_by, install}} the toolkit gives the engine's build, so its "
         "import-time message names the runtime and how to install it",
+    ),
+    Setting(
+        name="CI", kind="text", default="", scope="platform",
+        help="true (or 1, yes): a CI service runs us, and nothing may be skipped",
+    ),
+    Setting(
+        name="GITHUB_ACTIONS", kind="text", default="", scope="platform",
+        help="true: a GitHub Actions runner (`build --container` then uses the release image)",
+    ),
+    Setting(
+        name="GITHUB_REPOSITORY", kind="text", default="", scope="platform",
+        help="OWNER/NAME: the default of every command's `--repo` (the GitHub repository)",
+    ),
+    Setting(
+        name="PYENV_ROOT", kind="path", default="", scope="platform",
+        help="where pyenv keeps its interpreters (default: ~/.pyenv)",
     ),
     Setting(
         name="RELEASE_TEST_TIER", kind="text", default="all", scope="tests",
@@ -145,6 +170,41 @@ def switch(name: str, environ: Mapping[str, str] | None = None) -> bool:
     return found == "1"
 
 
+_TRUE = frozenset({"true", "1", "yes"})
+
+
+def _flag(name: str, environ: Mapping[str, str] | None) -> bool:
+    return raw(name, environ).strip().lower() in _TRUE
+
+
+def in_ci(environ: Mapping[str, str] | None = None) -> bool:
+    """`CI=true` (or 1, yes): a CI service runs us, and nothing may be skipped."""
+    return _flag("CI", environ)
+
+
+def in_github_actions(environ: Mapping[str, str] | None = None) -> bool:
+    """`GITHUB_ACTIONS=true`: a GitHub Actions runner."""
+    return _flag("GITHUB_ACTIONS", environ)
+
+
+def pyenv_root(environ: Mapping[str, str] | None = None) -> Path:
+    """pyenv's root: `PYENV_ROOT`, else ~/.pyenv."""
+    return path("PYENV_ROOT", environ) or Path.home() / ".pyenv"
+
+
+def argument(
+    parser: Any, *flags: str, env: str, help: str, **kwargs: Any
+) -> argparse.Action:
+    """`parser.add_argument(*flags)` whose default is the declared variable `env` (when set), else
+    `kwargs["default"]`, with the variable named in its help: a flag, its variable and its default
+    declared once (auditwheel's `EnvironmentDefault`, nox's option set)."""
+    declared = setting(env)
+    value = raw(env)
+    if value != "":
+        kwargs["default"] = value
+    return parser.add_argument(*flags, help=f"{help} (default: ${declared.name})", **kwargs)  # type: ignore[no-any-return]
+
+
 def help_lines(scope: Scope = "toolkit") -> list[str]:
     """One line per setting of `scope`, for `release --help`."""
     return [f"  {s.name}: {s.help}" + (f" [default {s.default}]" if s.default else "") for s in SETTINGS
@@ -158,11 +218,13 @@ def markdown() -> str:
         "",
         "<!-- Generated from release/settings.py: `python -m release.settings > docs/settings.md`. -->",
         "",
-        "Every `RELEASE_*` variable the toolkit or its tests read is declared once, in",
-        "`release/settings.py`; a test fails on one that is not. `release --help` lists the toolkit's.",
+        "Every `RELEASE_*` variable the toolkit or its tests read, and every variable of the platform",
+        "the toolkit reads, is declared once, in `release/settings.py`; a test fails on one that is not.",
+        "`release --help` lists the toolkit's.",
     ]
     titles = {
-        "toolkit": "The toolkit reads", "set for builds": "The toolkit sets", "tests": "The test suite reads",
+        "toolkit": "The toolkit reads", "platform": "The toolkit reads from the platform",
+        "set for builds": "The toolkit sets", "tests": "The test suite reads",
     }  # fmt: skip
     for scope, title in titles.items():
         lines += ["", f"## {title}", "", "| variable | kind | default | what it does |", "|---|---|---|---|"]

@@ -56,7 +56,7 @@ check_version_arg() {
 }
 
 # toolkit_version PREFIX HEADER DEFINES PLACES FILE...: the version of the toolkit under PREFIX,
-# read as the toolkit does (release/build/toolchain.py read_version, from packaging/backends/*.json):
+# read as the toolkit does (release/machine/toolchain.py read_version, from packaging/backends/*.json):
 # the first X.Y[.Z] in the first version file present, else the header's macros: one number read by
 # its place values (PLACES, the backend's toolkit.version_places: "1000,10" reads CUDART_VERSION
 # 13000 as 13.0), or MAJOR,MINOR,PATCH macros joined by dots (PLACES "-"). Empty when unknown.
@@ -88,7 +88,7 @@ toolkit_version() {
 }
 
 # same_release DECLARED FOUND: true when FOUND has DECLARED's major.minor (6.4 matches 6.4.3),
-# the rule the toolkit applies before a build (release/build/toolchain.py toolkit_mismatch).
+# the rule the toolkit applies before a build (release/machine/toolchain.py toolkit_mismatch).
 same_release() {
   local declared="$1" found="$2"
   [ -n "$found" ] || return 1

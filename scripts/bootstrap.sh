@@ -52,7 +52,7 @@ done
 
 step "container engine (a variant whose declared toolkit is not this machine's builds in its local image)"
 needs_engine="$("$venv/bin/python" - <<'PY'
-from release.build.toolchain import find_toolchain
+from release.machine.toolchain import find_toolchain
 from release.commands.build import check_toolkit
 from release.config.matrix import load
 from release.errors import ToolchainError
@@ -81,7 +81,7 @@ fi
 
 step "interpreters of matrix.yaml"
 missing="$("$venv/bin/python" - <<'PY'
-from release.build.interpreters import find_interpreter
+from release.machine.interpreters import find_interpreter
 from release.config.matrix import load
 
 print(" ".join(v for v in load("matrix.yaml").matrix.python if find_interpreter(v) is None))

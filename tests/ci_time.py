@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import settings
-from release.build.images import MAKE_LOCK_DIR
+from release.machine.images import MAKE_LOCK_DIR
 
 SLOW_S = settings.number("RELEASE_SLOW_S")
 """A test whose own time is over this is marked `slow` (issue 32; RELEASE_SLOW_S changes it)."""

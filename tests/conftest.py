@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from release import settings
-from release.environment import in_ci
+from release.settings import in_ci
 from tests import ci_time
 
 
@@ -70,7 +70,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     basetemp = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
     _run["directory"] = ci_time.run_directory(basetemp, worker=hasattr(config, "workerinput"))
     _run["started"] = time.time()
-    from release.build import images
+    from release.machine import images
 
     images.ensure = ci_time.ensure_recorder(images.ensure, _note_image, lambda: str(_run["doing"]))  # type: ignore[assignment]
     if not config.pluginmanager.has_plugin("release-fixture-clock"):

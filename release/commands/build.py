@@ -14,27 +14,22 @@ import time
 from pathlib import Path
 
 from release import table
-from release.build.host import WheelResult, build_variant, summary
-from release.build.interpreters import Interpreter, interpreter, missing_table
-from release.build.lock import DEFAULT_WAIT_S
-from release.build.prebuild import say
-from release.build.toolchain import (
-    Toolchain,
-    container_engine,
-    find_toolchain,
-    install_hint,
-    toolkit_mismatch,
-)
+from release.builder.host import WheelResult, build_variant, summary
+from release.builder.prebuild import say
 from release.commands.plan import check_engine_source
 from release.config.machines import MACHINES, host_machine
 from release.config.matrix import LoadedMatrix
 from release.config.resources import setup_podman_command
-from release.environment import in_ci, in_github_actions
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
+from release.machine.containers import container_engine
+from release.machine.interpreters import Interpreter, interpreter, missing_table
+from release.machine.lock import DEFAULT_WAIT_S
+from release.machine.toolchain import Toolchain, find_toolchain, install_hint, toolkit_mismatch
 from release.plan.machine import machine_of
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan, select
 from release.plan.version import build_version
+from release.settings import in_ci, in_github_actions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -310,7 +305,7 @@ def _in_container(
 ) -> list[WheelResult]:
     """The steps built in their variant's image. On a local run (not `CI=true`) the Pythons the
     image lacks are skipped and added to `missing`, with the command that gets them."""
-    from release.build.container import run_cibuildwheel  # noqa: PLC0415
+    from release.builder.container import run_cibuildwheel  # noqa: PLC0415
 
     results, lacking = run_cibuildwheel(
         steps,

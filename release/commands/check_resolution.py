@@ -41,9 +41,9 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from release.build.interpreters import require_interpreter
 from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError, UsageError
+from release.machine.interpreters import require_interpreter
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.publish.release_day import held_names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from release.build.cibw import FORMATS, render, stable_abi_override
+from release.builder.cibw import FORMATS, render, stable_abi_override
 from release.config.machines import MACHINES
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError

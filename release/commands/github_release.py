@@ -30,11 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "paths", nargs="+", metavar="DIR_OR_FILE", help="files, or directories of files, to attach"
     )
     parser.add_argument("--tag", help="the release tag (default: the pushed tag in GitHub Actions)")
-    parser.add_argument(
-        "--repo",
-        default=os.environ.get("GITHUB_REPOSITORY"),
-        metavar="OWNER/NAME",
-        help="the GitHub repository (default: GITHUB_REPOSITORY)",
+    settings.argument(
+        parser, "--repo", env="GITHUB_REPOSITORY", metavar="OWNER/NAME", help="the GitHub repository"
     )
     parser.add_argument(
         "--manifest",

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import re
 import subprocess
 import sys
@@ -32,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from release import settings
-from release.build.toolchain import container_engine
 from release.config.machines import host_machine
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
@@ -40,10 +38,10 @@ from release.hardware import container as containers
 from release.hardware import fetch, pair
 from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_version, run_leg
 from release.inspect.verify import verify_wheel, write_report
+from release.machine.containers import STANDINS_ENV, container_engine, image_python, standins
+from release.machine.containers import interpreter as image_interpreter_path
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
-from release.smoke.container import STANDINS_ENV, image_python, standins
-from release.smoke.container import interpreter as image_interpreter_path
 from release.smoke.selection import wheels_for
 from release.table import render
 
@@ -63,12 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
     add("--wheel", type=Path, help="this wheel file (its verify report beside it) instead of a wheelhouse")
     add("--release", metavar="TAG", help="download the leg's wheel and report from this tag's GitHub Release")
-    add(
-        "--repository",
-        default=os.environ.get("GITHUB_REPOSITORY", ""),
-        metavar="OWNER/NAME",
-        help="with --release: the repository (default: $GITHUB_REPOSITORY)",
-    )
+    settings.argument(
+        parser, "--repo", env="GITHUB_REPOSITORY", metavar="OWNER/NAME",
+        help="with --release: the GitHub repository",
+    )  # fmt: skip
     add(
         "--index",
         metavar="URL",
@@ -146,13 +142,13 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch
     if args.wheel is not None:
         return args.wheel, variant.import_name
     if args.release:
-        if not args.repository:
-            msg = "--release needs --repository OWNER/NAME (or $GITHUB_REPOSITORY)"
+        if not args.repo:
+            msg = "--release needs --repo OWNER/NAME (or $GITHUB_REPOSITORY)"
             raise UsageError(msg)
         machine = host_machine() if len(variant.floors) > 1 else None  # this runner's own wheel
         pattern = fetch.wheel_pattern(variant.distribution, version, machine)
         return fetch.from_release(
-            args.release, args.repository, pattern, scratch / "wheel"
+            args.release, args.repo, pattern, scratch / "wheel"
         ), variant.import_name
     if args.index:
         return _from_index(args, loaded, variant, version, scratch / "wheel"), variant.import_name
@@ -192,7 +188,7 @@ def _from_index(
 
 def _source(args: argparse.Namespace, wheel: Path) -> str:
     if args.release:
-        return f"{wheel.name} from the GitHub Release {args.release} of {args.repository}"
+        return f"{wheel.name} from the GitHub Release {args.release} of {args.repo}"
     if args.index:
         return f"{wheel.name} from {args.index}; no report there: verify ran here on these bytes"
     return str(wheel)

@@ -19,10 +19,10 @@ from __future__ import annotations
 import argparse
 
 from release import table
-from release.build.toolchain import container_engine
 from release.config.facts import FACTS_FILE, facts_path, load_facts, save_facts
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError
+from release.machine.containers import container_engine
 from release.smoke.probe import changed_since, probe_matrix
 
 

@@ -7,9 +7,9 @@ import math
 import os
 from pathlib import Path
 
-from release.build.lock import build_lock
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, UsageError
+from release.machine.lock import build_lock
 from release.plan.steps import Plan, make_plan
 from release.plan.version import route, tag_from_env, version_from_tag
 from release.publish import index, variant_upload

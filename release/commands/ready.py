@@ -16,19 +16,17 @@ import argparse
 import os
 from pathlib import Path
 
-from release import table
+from release import settings, table
 from release.config.matrix import LoadedMatrix
 from release.plan.inputs import TITLE, markdown, readiness, require_ready
 from release.plan.steps import make_plan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--repo",
-        default=os.environ.get("GITHUB_REPOSITORY"),
-        metavar="OWNER/NAME",
-        help="the GitHub repository that publishes (default: GITHUB_REPOSITORY)",
-    )
+    settings.argument(
+        parser, "--repo", env="GITHUB_REPOSITORY", metavar="OWNER/NAME",
+        help="the GitHub repository that publishes",
+    )  # fmt: skip
     parser.add_argument(
         "--workflow", type=Path, help="the release workflow (default: .github/workflows/release.yml)"
     )

@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "toolkit that is not on the index yet",
     )
     add(
-        "--repository", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs"
+        "--repo", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs"
     )
 
 
@@ -113,7 +113,7 @@ def _env(pairs: list[str], flag: str = "--env") -> dict[str, str]:
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     rehearsed = session.rehearse(
         loaded, tag=args.tag, workflow_path=args.workflow, work=args.work, lowest=not args.latest,
-        variant=args.variant, user=args.user, repository=args.repository, env=_env(args.env),
+        variant=args.variant, user=args.user, repository=args.repo, env=_env(args.env),
         inputs=_env(args.input, "--input"), release_assets=args.release_assets, pythons=args.python,
         floor=args.floor, toolkit=args.toolkit, installer=args.installer,
         log=lambda line: print(line, flush=True),

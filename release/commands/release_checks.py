@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from functools import partial
 from pathlib import Path
 
+from release import settings
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError
 from release.plan.steps import make_plan
@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="upload URL of the index (default: the matrix's route for the tag)",
     )
     add("--index-url", metavar="URL", help="simple-API URL of that index (derived for PyPI and pypiserver)")
-    add("--repo", default=os.environ.get("GITHUB_REPOSITORY"), metavar="OWNER/NAME",
-        help="the GitHub repository that publishes (default: GITHUB_REPOSITORY)")  # fmt: skip
+    settings.argument(parser, "--repo", env="GITHUB_REPOSITORY", metavar="OWNER/NAME",
+                      help="the GitHub repository that publishes")  # fmt: skip
     add("--workflow", type=Path, help="the publishing workflow (default: .github/workflows/release.yml)")
     add("--size-limit", type=int, metavar="BYTES", help="the index's per-file limit (default: 100 MiB)")
     add(

@@ -6,12 +6,12 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
-from release.build.repair import repair_wheel
-from release.build.toolchain import find_toolchain, toolkit_mismatch
+from release.builder.repair import repair_wheel
 from release.config.backends import Backend, load_backends
 from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError, UsageError
+from release.machine.toolchain import find_toolchain, toolkit_mismatch
 from release.plan.resolve import resolve_variant
 from release.wheel.names import FLOOR
 

@@ -25,14 +25,14 @@ import shutil
 from pathlib import Path
 
 from release import table
-from release.build.host import build_variant
-from release.build.toolchain import find_toolchain
+from release.builder.host import build_variant
 from release.commands.build import check_toolkit, require_engine
 from release.config.matrix import LoadedMatrix
-from release.environment import in_github_actions
 from release.errors import ReproduceError, ToolchainError, UsageError
+from release.machine.toolchain import find_toolchain
 from release.plan.steps import BuildStep, make_plan
 from release.reproduce import inputs, rebuild
+from release.settings import in_github_actions
 
 MARKER = ".release-reproduce"
 """Marks `--out` as ours: only such a directory (or an empty one) is cleared before a rebuild."""
@@ -126,7 +126,7 @@ def _builder(
         return [r.wheel for r in results]
 
     def in_container(steps: tuple[BuildStep, ...], wheelhouse: Path, version: str) -> list[Path]:
-        from release.build.container import run_cibuildwheel  # noqa: PLC0415
+        from release.builder.container import run_cibuildwheel  # noqa: PLC0415
 
         results, lacking = run_cibuildwheel(
             steps, wheelhouse=wheelhouse, version=version, engine=require_engine(),

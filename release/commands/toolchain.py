@@ -13,14 +13,14 @@ import argparse
 import shutil
 
 from release import table
-from release.build.install import install_backend, install_pythons, run_script, script_for
-from release.build.interpreters import interpreter
-from release.build.toolchain import find_toolchain, install_hint, toolkit_scripts
 from release.config.backends import load_backends
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError, UsageError
+from release.machine.install import install_backend, install_pythons, run_script, script_for
+from release.machine.interpreters import interpreter
+from release.machine.toolchain import find_toolchain, install_hint, toolkit_scripts
 from release.plan.steps import make_plan
 from release.smoke.hostruntime import install_smoke_runtime
 

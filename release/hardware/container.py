@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.smoke.container import pull, remove_container, start_container
+from release.machine.containers import exec_prefix, pull, remove_container, start_container
 
 _COUNTER = itertools.count()
 
@@ -103,10 +103,7 @@ class Container:
 
     def prefix(self, env: dict[str, str]) -> list[str]:
         """The words before a command that run it in this container with `env`."""
-        words = [self.engine, "exec"]
-        for key, value in sorted(env.items()):
-            words += ["-e", f"{key}={value}"]
-        return [*words, self.name]
+        return exec_prefix(self.engine, self.name, dict(sorted(env.items())))
 
     def close(self) -> None:
         """Hand what the image's user (root, in serving images) wrote back to us, then remove it."""

@@ -20,13 +20,13 @@ from typing import Any
 
 from release import table
 from release.config.matrix import LoadedMatrix
-from release.errors import ReleaseError, ToolchainError, UsageError
+from release.errors import ReleaseError, SmokeError, ToolchainError, UsageError
+from release.machine.containers import STANDINS_ENV, start_container
 from release.plan.steps import make_plan
 from release.rehearse import expressions, gh_standin
 from release.rehearse.services import Services, User, give, reachable, runner_user
 from release.rehearse.steps import Instance, Setup, StepFailed, run_step
 from release.rehearse.workflow import Job, Workflow
-from release.smoke.container import STANDINS_ENV
 from release.variants.resolution import uv_binary
 from release.wheel.names import is_report
 
@@ -269,8 +269,8 @@ class Rehearsal:
         reused as root before the jobs, as a registry holds them before a run. Only the kinds the
         workflow's commands use: hardware.yml builds nothing, so it gets no build image (making
         one takes minutes, and a trimmed matrix's recipe would replace the full one's image)."""
-        from release.build import images  # noqa: PLC0415 (only with a container engine)
-        from release.build.toolchain import container_engine  # noqa: PLC0415
+        from release.machine import images  # noqa: PLC0415 (only with a container engine)
+        from release.machine.containers import container_engine  # noqa: PLC0415
 
         engine = container_engine()
         if engine is None:
@@ -404,14 +404,10 @@ class Rehearsal:
             raise StepFailed(msg)
         name = f"rehearse-{os.getpid()}-{instance.slug}"[:60]
         instance.workspace.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(
-            ["podman", "run", "-d", "--rm", "--network=host", "--name", name,
-             "-v", f"{instance.home}:{instance.home}", "--entrypoint", "/bin/sh", image, "-c", "sleep 86400"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            msg = f"cannot start a container of {image}: {proc.stderr.strip().splitlines()[-1:]}"
-            raise StepFailed(msg)
+        try:
+            start_container("podman", image, name, mounts=[(instance.home, True)])
+        except SmokeError as exc:
+            raise StepFailed(str(exc)) from None
         instance.container = name
 
     def _outputs(self, job: Job, results: list[Result]) -> dict[str, str]:

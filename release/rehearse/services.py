@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import settings
 from release.errors import ToolchainError
 
 RUNNER = "runner"
@@ -211,7 +212,7 @@ def _relocate(executable: Path) -> None:
 
 
 def _local_python(version: str) -> Path | None:
-    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    root = settings.pyenv_root() / "versions"
     candidates = sorted(
         root.glob(f"{version}.*"), key=lambda p: [int(x) for x in p.name.split(".") if x.isdigit()]
     )

@@ -18,6 +18,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from release.errors import ReleaseError
+from release.machine.containers import exec_prefix
 from release.rehearse import expressions
 from release.rehearse.pins import lowest_pins, wheel_lowest_pins
 from release.rehearse.services import User, give, setup_python
@@ -130,11 +131,8 @@ def run_script(
     give(Path(name), instance.user)
     bash = shell_argv(shell, name)
     if instance.container is not None:
-        argv = ["podman", "exec", "-w", str(instance.workspace)]
-        for key, value in env.items():
-            if key not in ("PATH", "HOME", "USER", "CONTAINER_HOST"):
-                argv += ["-e", f"{key}={value}"]
-        argv += [instance.container, *bash]
+        passed = {k: v for k, v in env.items() if k not in ("PATH", "HOME", "USER", "CONTAINER_HOST")}
+        argv = [*exec_prefix("podman", instance.container, passed, workdir=instance.workspace), *bash]
     else:
         argv = bash if as_root else [*instance.user.switch, *bash]
     logfile = instance.logfile or instance.home / "job.log"

@@ -29,10 +29,10 @@ from importlib import metadata, resources
 from pathlib import Path
 
 from release import DISTRIBUTION, __version__
-from release.build import images
-from release.build.prebuild import source_date_epoch
-from release.build.toolchain import container_engine
+from release.builder.prebuild import source_date_epoch
 from release.errors import ReleaseError
+from release.machine import images
+from release.machine.containers import container_engine
 from release.plan.resolve import ResolvedBuildImage, ResolvedVariant
 from release.smoke.probe import run_probe
 from release.wheel.names import parse_platform_tag

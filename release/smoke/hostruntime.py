@@ -15,11 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.build.images import usable as local_image_usable
-from release.build.install import install_backend
-from release.build.toolchain import container_engine, install_hint
 from release.config.matrix import Image
 from release.errors import ToolchainError
+from release.machine.containers import container_engine
+from release.machine.images import usable as local_image_usable
+from release.machine.install import install_backend
+from release.machine.toolchain import install_hint
 from release.plan.resolve import ResolvedImage, ResolvedVariant
 from release.smoke.image import distribution_libdir, runtime_files
 

@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import NamedTuple
 
 from release import settings
-from release.build.lock import build_lock
 from release.config.matrix import Simulation
 from release.errors import SmokeError, ToolchainError
 from release.inspect.elf import ElfReadError, read_elf_file
+from release.machine.lock import build_lock
 from release.smoke.namespace import namespace_runner, sudo_problem
 from release.smoke.namespace import tool as _tool
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from release import settings
 from release.config.matrix import Image, Simulation
+from release.machine.containers import STANDINS_ENV, standins
 from release.plan.resolve import LocalImage, ResolvedImage
-from release.smoke.container import STANDINS_ENV, standins
 from release.smoke.selection import HOST_IMAGE
 from release.wheel.names import WheelName, parse_platform_tag, parse_wheel_name
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from release.config.facts import FACTS_FILE, SYSTEM_LIBRARY_DIRS, ImageFacts, Layout, Via
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
+from release.machine.containers import pull as pull_image
+from release.machine.containers import run_script
 from release.plan.imagefacts import Disagreement, compare, current, image_sonames, pinned_without_facts
 from release.plan.steps import make_plan
-from release.smoke.container import pull as pull_image
 from release.table import printable
 
 PROBE_TIMEOUT = 300.0
@@ -54,17 +55,16 @@ true
 
 def run_probe(engine: str, reference: str, text: str, *, timeout: float = PROBE_TIMEOUT) -> str:
     """The script's output from one `--rm` container of `reference` (no network, no GPU)."""
-    argv = [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", reference, "-c", text]
     try:
-        proc = subprocess.run(argv, capture_output=True, check=False, timeout=timeout)
+        proc = run_script(engine, reference, text, timeout=timeout)
     except subprocess.TimeoutExpired:
         msg = f"probing {reference} took over {timeout:.0f} s ({engine} run); is the engine answering?"
         raise SmokeError(msg) from None
     if proc.returncode != 0:
-        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["no output"]
+        lines = proc.stderr.strip().splitlines() or ["no output"]
         msg = f"cannot probe {reference} ({engine} run exited {proc.returncode}): {lines[-1]}"
         raise SmokeError(msg)
-    return proc.stdout[:MAX_OUTPUT].decode("utf-8", "replace")
+    return proc.stdout[:MAX_OUTPUT]
 
 
 def _version_key(version: str) -> tuple[int, ...]:

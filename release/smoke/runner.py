@@ -17,19 +17,19 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from release.build.images import ensure as ensure_image
-from release.build.images import usable as local_image_usable
-from release.build.interpreters import require_interpreter
-from release.build.toolchain import container_engine
-from release.build.venv import fresh_venv_argv, interpreter_installs, pip_argv, runs_pip
 from release.config.matrix import Image
 from release.errors import SmokeError, ToolchainError, UsageError, VerifyError
 from release.inspect.rules.runtime import vendored_runtime as vendored_runtime_rule
 from release.inspect.verify import inspect_wheel
+from release.machine.containers import container_engine, image_interpreter
+from release.machine.containers import interpreter as container_interpreter
+from release.machine.containers import pull as pull_image
+from release.machine.images import ensure as ensure_image
+from release.machine.images import usable as local_image_usable
+from release.machine.interpreters import require_interpreter
+from release.machine.venv import fresh_venv_argv, interpreter_installs, pip_argv, runs_pip
 from release.plan.resolve import LocalImage, ResolvedVariant
-from release.smoke.container import ContainerSandbox, image_interpreter
-from release.smoke.container import interpreter as container_interpreter
-from release.smoke.container import pull as pull_image
+from release.smoke.container import ContainerSandbox
 from release.smoke.hostruntime import HostRuntime, find_host_runtime, needs_host_runtime, require_host_runtime
 from release.smoke.image import (
     Bind,
@@ -252,7 +252,7 @@ class Smoke:
     def create_venv(self, interpreter: Path) -> None:
         """The fresh venv `python -m venv` makes. pip is put in it only where the interpreter's
         own pip cannot install into it or a smoke command runs pip; otherwise that pip installs,
-        running under the venv's interpreter (`--python`, release.build.venv)."""
+        running under the venv's interpreter (`--python`, release.machine.venv)."""
         seed = any(runs_pip(c) for c in (*self.variant.smoke_commands, *self.variant.smoke_self_tests))
         result = self._run(fresh_venv_argv(interpreter, self.venv, seed=seed))
         ok, shared = result.returncode == 0, interpreter_installs(result.stdout)

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from release.build.interpreters import find_interpreter
 from release.config.machines import host_machine, machine_of_tag
 from release.config.matrix import Image, Simulation
 from release.config.pythons import newer_pythons
 from release.errors import SmokeError, UsageError
+from release.machine.interpreters import find_interpreter
 from release.plan.resolve import ResolvedVariant
 from release.wheel.names import InvalidWheelName, WheelName, parse_wheel_name, python_tag
 

@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.build import images
-from release.build.interpreters import interpreter
-from release.build.lock import build_lock
-from release.build.toolchain import container_engine
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import load
 from release.errors import ToolchainError
+from release.machine import images
+from release.machine.containers import container_engine
+from release.machine.interpreters import interpreter
+from release.machine.lock import build_lock
 from release.plan.resolve import LocalImage
 from release.plan.steps import Plan, make_plan
 from release.variants.resolution import uv_binary

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from release.build.toolchain import container_engine
 from release.config.matrix import load
-from release.environment import in_ci
+from release.machine.containers import container_engine
 from release.plan.steps import make_plan
+from release.settings import in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = "3.12"

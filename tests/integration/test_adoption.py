@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from release import settings
-from release.build.interpreters import find_interpreter
+from release.machine.interpreters import find_interpreter
 
 from .toolkit_install import InstalledToolkit
 

@@ -22,11 +22,11 @@ import pytest
 import yaml
 
 from release import requirement
-from release.build.interpreters import find_interpreter
 from release.config.matrix import load
+from release.machine.containers import STANDINS_ENV
+from release.machine.interpreters import find_interpreter
 from release.plan.resolve import LocalImage
 from release.plan.steps import make_plan
-from release.smoke.container import STANDINS_ENV
 
 from .conftest import ROOT, LocalImages, fresh_venv
 from .rehearsal import table

@@ -38,7 +38,7 @@ import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
-from release.build.interpreters import find_interpreter
+from release.machine.interpreters import find_interpreter
 
 from .conftest import ROOT, toolkit
 
@@ -415,7 +415,7 @@ def test_a_backend_and_a_transport_variant_from_data_alone(tmp_path: Path) -> No
     raw = sorted((tmp_path / "build" / "toygpu" / "dist").rglob("*.whl"))
     assert raw, "the unrepaired wheel of the build is kept under build/toygpu/dist"
     code = (
-        "import sys; from pathlib import Path; from release.build import repair;"
+        "import sys; from pathlib import Path; from release.builder import repair;"
         f"r = repair.repair_wheel(Path({str(raw[0])!r}), floor={FLOOR!r}, "
         f"dest_dir=Path({str(tmp_path / 'vendored')!r}), excludes=());"
         "print(r.wheel)"

@@ -16,10 +16,10 @@ import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
-from release.build.toolchain import find_toolchain
 from release.config.backends import load_backends
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError
+from release.machine.toolchain import find_toolchain
 from tests.integration.conftest import (
     HOST_FLOOR,
     HOST_PYTHONS,
@@ -117,7 +117,7 @@ def test_repair_without_excludes_vendors_the_runtime_and_verify_catches_it(
     raw = sorted((matrix.parent / "build" / "rocm" / "dist" / tag(OLDEST)).glob("*.whl"))
     assert len(raw) == 1, "the unrepaired wheel of the build is kept under build/rocm/dist"
     code = (
-        "import sys; from pathlib import Path; from release.build import repair;"
+        "import sys; from pathlib import Path; from release.builder import repair;"
         f"r = repair.repair_wheel(Path({str(raw[0])!r}), floor='manylinux_2_28_x86_64', "
         f"dest_dir=Path({str(tmp_path)!r}), excludes=());"
         "print(r.wheel)"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from release.build.toolchain import container_engine
-from release.environment import in_ci
 from release.inspect.elf import inspect_elf
+from release.machine.containers import container_engine
 from release.plan.resolve import LocalImage
+from release.settings import in_ci
 from tests.integration.conftest import LocalImages
 
 pytestmark = pytest.mark.integration

@@ -19,12 +19,12 @@ import pytest
 import yaml
 
 from release import settings
-from release.build.container import container_keys
-from release.build.toolchain import container_engine
+from release.builder.container import container_keys
 from release.config.matrix import load
-from release.environment import in_ci
 from release.inspect.elf import inspect_elf, is_elf
+from release.machine.containers import container_engine
 from release.plan.steps import make_plan
+from release.settings import in_ci
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 
 ENGINE = container_engine()

@@ -11,11 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from release.build import cibw, compiler_cache
-from release.build.toolchain import container_engine
-from release.config.matrix import load
 from release.environment import in_ci
+
+from release.builder import cibw, compiler_cache
+from release.config.matrix import load
+from release.machine.containers import container_engine
 from release.plan.steps import make_plan
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 

@@ -283,7 +283,7 @@ def test_two_engines_in_separate_processes(venv_python, tmp_path):
 def abi3_build(cpu_core, tmp_path_factory) -> Path:
     """The extension built for the limited API of 3.12 the way scikit-build-core asks for it
     (wheel.py-api=cp312 sets SKBUILD_SABI_COMPONENT and SKBUILD_SABI_VERSION), with Python 3.12."""
-    from release.build.interpreters import find_interpreter
+    from release.machine.interpreters import find_interpreter
 
     py312 = find_interpreter("3.12")
     if py312 is None:
@@ -321,7 +321,7 @@ def test_abi3_extension_is_named_and_linked_for_the_stable_abi(abi3_build):
 
 
 def test_abi3_extension_runs_a_transfer_on_a_newer_python(abi3_build, tmp_path):
-    from release.build.interpreters import find_interpreter
+    from release.machine.interpreters import find_interpreter
 
     newer = find_interpreter("3.13")
     if newer is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build.interpreters import find_interpreter
+from release.machine.interpreters import find_interpreter
 
 from .conftest import ONE_PYTHON, ROOT, toolkit, write_host_matrix
 

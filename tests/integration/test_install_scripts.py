@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.build import cibw
-from release.build.toolchain import read_version, toolkit_mismatch
+from release.builder import cibw
 from release.config.backends import ToolkitProbe
 from release.config.matrix import LoadedMatrix, load
+from release.machine.toolchain import read_version, toolkit_mismatch
 from release.plan.resolve import LocalImage, ResolvedVariant
 from release.plan.steps import make_plan
 
@@ -151,7 +151,7 @@ def test_before_all_refuses_or_replaces_another_version(name: str, form: str, tm
     prefix = _fake_toolkit(tmp_path / "toolkit", variant, installed, form)
     probe = variant.backend.toolkit
     assert probe is not None
-    from release.build.toolchain import Toolchain
+    from release.machine.toolchain import Toolchain
 
     toolchain = Toolchain(variant.backend_name, prefix, read_version(prefix, probe), "test")
     assert toolkit_mismatch(

@@ -11,7 +11,10 @@ import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from release.build import images
+import pytest
+
+from release.machine import images
+from release.machine.recipe import Recipe
 
 from .conftest import LocalImages
 
@@ -117,11 +120,10 @@ def test_runtime_layouts_are_a_layer_over_one_image_and_a_repeated_recipe_is_a_t
         tags = [f"cp{v.replace('.', '')}-cp{v.replace('.', '')}" for v in recipe.pythons]
         assert listed.stdout.split() == tags, (recipe.tag, listed.stdout)
     # Serving images' recipes that differ only in their tag are one image.
-    same: dict[tuple[str, ...], list[str]] = {}
+    same: dict[Recipe, list[str]] = {}
     served = {image.local for v in local_images.plan.variants.values() for image in v.images if image.local}
     for recipe in sorted(served, key=lambda r: r.tag):
-        command = images.make_command(recipe)
-        key = tuple(command[:2] + command[4:])  # without --tag NAME
+        key = dataclasses.replace(images.recipe_of(recipe), tag="")  # the recipe without its name
         same.setdefault(key, []).append(local_images.make(recipe))
     repeated = [tags for tags in same.values() if len(tags) > 1]
     assert repeated, "matrix.yaml no longer names one recipe twice: this check needs another pair"
@@ -142,7 +144,7 @@ exec "$REAL_PODMAN" "$@"
 
 
 def test_a_passing_podman_images_failure_does_not_make_a_recipe_twice(
-    local_images: LocalImages, tmp_path: Path
+    local_images: LocalImages, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A second tag of a recipe an image already has is a tag of that image, also when the
     `podman images` that finds it fails once (as it does while another process removes an image):
@@ -161,18 +163,17 @@ def test_a_passing_podman_images_failure_does_not_make_a_recipe_twice(
         (bindir / "podman").chmod(0o755)
         state = tmp_path / "failed-once"
         env = {
-            **os.environ,
             "PATH": f"{bindir}:{os.environ['PATH']}",
             "FLAKY_STATE": str(state),
             "REAL_PODMAN": shutil.which(engine) or engine,
         }
-        proc = subprocess.run(
-            images.make_command(again), capture_output=True, text=True, check=False, timeout=600, env=env
-        )
-        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        lines: list[str] = []
+        images.ensure(engine, again, log=lines.append)
         assert state.exists(), "the stand-in podman never failed: this test proves nothing"
-        assert "the image made from the same inputs" in proc.stdout, proc.stdout[-2000:]
-        assert "debootstrap" not in proc.stdout, "the recipe was made a second time"
+        assert any("the image made from the same inputs" in line for line in lines), lines
+        assert not any("debootstrap" in line for line in lines), "the recipe was made a second time"
         ids = subprocess.run(
             [engine, "image", "inspect", THROWAWAY, AGAIN, "--format", "{{.Id}}"],
             capture_output=True, text=True, check=True, timeout=60,
@@ -223,9 +224,8 @@ def test_a_build_image_with_a_toolkit_is_one_layer_over_the_image_without_it(
     result, and a container of it has the base's environment (the install's settings are not kept)."""
     cpu, cuda = local_images.build_recipe("cpu"), local_images.build_recipe("cuda")
     assert cuda.toolkit_install and not cpu.toolkit_install
-    toolkit = {"--toolkit-install", cuda.toolkit_install}
-    without = [arg for arg in images.make_command(cuda) if arg not in toolkit]
-    assert without[4:] == images.make_command(cpu)[4:], "the cuda recipe is not the cpu one and a toolkit"
+    without = dataclasses.replace(images.recipe_of(cuda), tag=cpu.tag, toolkit_install="")
+    assert without == images.recipe_of(cpu), "the cuda recipe is not the cpu one and a toolkit"
     local_images.make_all([cuda, cpu])
     engine = local_images.engine
     described = {}

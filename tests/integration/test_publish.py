@@ -338,8 +338,8 @@ def test_end_to_end_with_built_wheels(
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"nothing to upload: all {len(expected)} file(s) were already on" in again.stdout
 
-    from release.build.interpreters import require_interpreter
     from release.config import matrix as matrix_mod
+    from release.machine.interpreters import require_interpreter
 
     loaded = matrix_mod.load(matrix_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "PYTHON"))}

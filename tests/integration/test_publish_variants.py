@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build.interpreters import find_interpreter
+from release.machine.interpreters import find_interpreter
 from release.variants.resolution import uv_binary
 from tests.integration.variant_release import UploadIndex, make_release
 

@@ -40,8 +40,8 @@ from pathlib import Path
 import pytest
 
 from release import settings
-from release.build import images
-from release.build.prebuild import source_date_epoch
+from release.builder.prebuild import source_date_epoch
+from release.machine import images
 from tests.readme import readme_commands
 
 from .conftest import ROOT, LocalImages
@@ -153,7 +153,7 @@ def seed_wheels_from_setup_phase(src: Path) -> tuple[dict[str, str], set[str]]:
     (build/rocm/stamps, which name each wheel relative to the checkout) go into the copy, and the
     container builds with the commit's SOURCE_DATE_EPOCH, the one the set-up phase built with (the
     copy has no .git to read it from). The build in the container then takes each wheel only if
-    its every input is unchanged (`release.build.container.container_keys`: the project's files,
+    its every input is unchanged (`release.builder.container.container_keys`: the project's files,
     the image's ID, cibuildwheel and its settings, the timestamp); any difference compiles it
     there. Returns the environment to pass in and the Pythons (cp311, ...) whose wheels were seeded
     (none outside .ci/run: everything is built)."""

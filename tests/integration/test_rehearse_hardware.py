@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.build.images import ensure, exists
-from release.build.toolchain import container_engine
 from release.config.matrix import load
-from release.environment import in_ci
+from release.machine.containers import container_engine
+from release.machine.images import ensure, exists
 from release.plan.steps import make_plan
+from release.settings import in_ci
 
 from .conftest import HOST_FLOOR, PRESENT_PYTHONS, ROOT, toolkit
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from release import requirement as toolkit_pin
-from release.build.container import install_command
-from release.build.interpreters import find_interpreter
+from release.builder.container import install_command
 from release.config.pins import requirement
+from release.machine.interpreters import find_interpreter
 from release.rehearse.services import current_user
 from release.rehearse.steps import Instance, Setup, _install
 from release.rehearse.workflow import Step

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build.repair import repair_wheel
+from release.builder.repair import repair_wheel
 from release.inspect.rules.sbom import path_hashes
 from release.inspect.verify import verify_wheel
 from release.plan.steps import make_plan

@@ -32,7 +32,7 @@ import pytest
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
-from release.build.interpreters import find_interpreter
+from release.machine.interpreters import find_interpreter
 from release.smoke.image import distribution_libdir
 
 from .conftest import ROOT, fresh_venv, toolkit

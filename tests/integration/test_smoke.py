@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.build.interpreters import find_interpreter
 from release.config.matrix import load
+from release.machine.interpreters import find_interpreter
 from release.plan.steps import make_plan
 from release.smoke.image import distribution_libdir
 from release.smoke.runner import smoke_variant

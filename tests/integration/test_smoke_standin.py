@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from release.build.images import ensure
-from release.build.toolchain import container_engine
 from release.config.matrix import load
-from release.environment import in_ci
+from release.machine.containers import container_engine
+from release.machine.images import ensure
 from release.plan.steps import make_plan
+from release.settings import in_ci
 
 from .conftest import ROOT, toolkit, write_wheel
 

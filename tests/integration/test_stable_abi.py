@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build.interpreters import find_interpreter
+from release.machine.interpreters import find_interpreter
 
 from .conftest import fresh_venv, toolkit
 from .publish_support import PASSWORD, USER, IndexServer, index_server

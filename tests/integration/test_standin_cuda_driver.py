@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from release.build.toolchain import find_toolchain
 from release.config.backends import load_backends
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError
 from release.inspect.elf import inspect_elf, is_elf
+from release.machine.toolchain import find_toolchain
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 
 pytestmark = pytest.mark.integration

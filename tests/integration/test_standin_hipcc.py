@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from release.build.toolchain import container_engine
-from release.environment import in_ci
 from release.inspect.elf import inspect_elf, is_elf
+from release.machine.containers import container_engine
+from release.settings import in_ci
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 
 ENGINE = container_engine()

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build.toolchain import container_engine
+from release.machine.containers import container_engine
 
 from .conftest import ROOT, toolkit
 

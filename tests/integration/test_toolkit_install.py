@@ -28,7 +28,7 @@ def test_the_wheel_carries_data_scripts_and_templates(toolkit_wheel: Path) -> No
     scripts = ("install-rocm.sh", "install-cuda.sh", "install-musa.sh", "_common.sh", "free-disk.sh")
     # a variant whose host lacks the declared toolkit builds in its local image by default: the
     # script that makes it, and the one that sets up podman, come with the toolkit
-    scripts += ("make-image.sh", "setup-podman.sh")
+    scripts += ("make-image.sh", "image-layers.sh", "setup-podman.sh")
     scripts += ("hipcc-host.sh",)  # install-rocm.sh puts it where HIP has no hipcc
     for script in (*scripts, "runtimes.tsv"):
         assert f"release/scripts_data/{script}" in names

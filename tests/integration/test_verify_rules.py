@@ -680,7 +680,7 @@ PyMODINIT_FUNC PyInit__xfer(void) { return PyModule_Create(&module); }
 
 
 def _include(python: str) -> str | None:
-    from release.build.interpreters import find_interpreter
+    from release.machine.interpreters import find_interpreter
 
     found = find_interpreter(python)
     if found is None:

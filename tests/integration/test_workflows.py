@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.build import cibw
+from release.builder import cibw
 from release.config.matrix import LoadedMatrix, load
 from release.plan.steps import make_plan
 

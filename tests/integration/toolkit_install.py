@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from release import DISTRIBUTION, __version__
-from release.build.interpreters import find_interpreter
+from release.machine.interpreters import find_interpreter
 
 from .conftest import ROOT, fresh_venv, made_once, run_shared
 

@@ -31,7 +31,7 @@ def _no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
 def fake_interpreters(monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """Self-contained interpreters as `make-image.sh` would be given them, whatever this machine
     has (a unit test must not depend on pyenv being here): 3.9 to 3.13 under /opt/test-pythons."""
-    from release.build import images
+    from release.machine import images
 
     homes = {f"3.{minor}": Path(f"/opt/test-pythons/3.{minor}.0") for minor in range(9, 14)}
     monkeypatch.setattr(images, "self_contained_home", homes.get)

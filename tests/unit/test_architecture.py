@@ -123,6 +123,39 @@ def test_dependencies_point_from_commands_to_stages_to_plan_to_configuration() -
     assert wrong == []
 
 
+def test_no_stage_imports_another_stage() -> None:
+    """Stages stand on the machine (`release/machine/`), not on each other: what two stages share
+    moves down; only the orchestrators (`rehearse`, `reproduce`) run other stages."""
+    stages = set(dict(LAYERS)["stages"])
+    crossing = sorted(
+        f"{a} imports {b}" for a, targets in _package_graph().items() if a in stages
+        for b in targets if b in stages and b != a
+    )  # fmt: skip
+    assert crossing == []
+    assert set(dict(LAYERS)["orchestrators"]) == {"rehearse", "reproduce"}
+
+
+def test_no_package_is_named_like_build_output() -> None:
+    """No directory of `release/` is named `build` (or `dist`): tools and readers skip such names."""
+    output = ("build", "dist", "out", "target")
+    named = [p.name for p in RELEASE.iterdir() if p.name in output and any(p.glob("*.py"))]
+    assert named == []
+
+
+def test_container_argv_is_assembled_in_one_module() -> None:
+    """`run`, `exec` and the detached container are spelled in `release/machine/containers.py` only."""
+    spelled = re.compile(r"""["'](run|exec)["'],\s*["'](--rm|-d|-w|-e)["']|["']exec["'],\s*\*""")
+    home = RELEASE / "machine" / "containers.py"
+    hits = [
+        f"{path.relative_to(RELEASE.parent)}:{number}"
+        for path in RELEASE.rglob("*.py") if path != home
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if spelled.search(line)
+    ]  # fmt: skip
+    assert hits == []
+    assert spelled.search(home.read_text(encoding="utf-8"))
+
+
 def test_no_module_over_500_lines() -> None:
     long = {n: len(p.read_text(encoding="utf-8").splitlines()) for n, p in _modules().items()}
     assert {n: c for n, c in long.items() if c > 500} == {}
@@ -204,10 +237,13 @@ def test_the_platform_floor_is_parsed_in_one_place() -> None:
 
 
 def test_ci_is_read_in_one_place() -> None:
-    """`CI` and `GITHUB_ACTIONS` are read by `release.environment` only: the toolkit, noxfile.py
-    and the test suite (its conftest included) ask `in_ci()`, so they cannot disagree."""
-    reading = re.compile(r"""(environ\.get\(|environ\[|getenv\()\s*["'](CI|GITHUB_ACTIONS)["']""")
-    home = RELEASE / "environment.py"
+    """`CI`, `GITHUB_ACTIONS`, `GITHUB_REPOSITORY` and `PYENV_ROOT` are read by `release.settings`
+    only: the toolkit, noxfile.py and the test suite (its conftest included) ask `in_ci()`,
+    `pyenv_root()` or a flag declared with `settings.argument`, so they cannot disagree."""
+    reading = re.compile(
+        r"""(environ\.get\(|environ\[|getenv\()\s*["'](CI|GITHUB_ACTIONS|GITHUB_REPOSITORY|PYENV_ROOT)["']"""
+    )
+    home = RELEASE / "settings.py"
     files = [*RELEASE.rglob("*.py"), *(RELEASE.parent / "tests").rglob("*.py"), RELEASE.parent / "noxfile.py"]
     hits = [
         f"{path.relative_to(RELEASE.parent)}:{number}"
@@ -217,6 +253,7 @@ def test_ci_is_read_in_one_place() -> None:
         if reading.search(line)
     ]
     assert hits == []
+    assert not (RELEASE / "environment.py").exists(), "settings.py absorbed environment.py"
 
 
 def test_runtime_globs_are_decided_in_one_place() -> None:

@@ -14,7 +14,6 @@ import jsonschema
 import pytest
 
 from release import cli
-from release.build.toolchain import decode_version, find_toolchain, read_version
 from release.config import backends as backends_mod
 from release.config.backends import Backend, load_backends
 from release.config.dataschema import spec
@@ -22,6 +21,7 @@ from release.config.matrix import default_backends_dir, loads
 from release.config.resources import toolkit_backends
 from release.errors import MatrixError
 from release.init import scan
+from release.machine.toolchain import decode_version, find_toolchain, read_version
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ROOT / "packaging" / "backends"
@@ -171,7 +171,7 @@ def test_cmake_spellings_come_from_the_data(tmp_path: Path) -> None:
 
 
 def test_no_backend_name_in_the_code_that_used_to_know_them() -> None:
-    modules = ("build/toolchain.py", "init/scan.py", "init/scaffold.py", "inspect/devicecode.py")
+    modules = ("machine/toolchain.py", "init/scan.py", "init/scaffold.py", "inspect/devicecode.py")
     for module in (f"release/{m}" for m in modules):
         text = (ROOT / module).read_text(encoding="utf-8")
         for word in ('"cuda"', '"rocm"', '"musa"', '"hip"', "CUDAToolkit_ROOT", "gfx\\d", "sm_\\d"):

@@ -28,7 +28,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from release import cli
-from release.build import cibw
+from release.builder import cibw
 from release.config import checks, dataschema, globs, matrix
 from release.errors import MatrixError
 from release.plan.steps import make_plan

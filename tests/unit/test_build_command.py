@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from release.build.host import WheelResult
-from release.build.interpreters import Interpreter
-from release.build.toolchain import Toolchain
+from release.builder.host import WheelResult
 from release.commands import build
 from release.config.backends import Backend
 from release.config.matrix import load
 from release.errors import ToolchainError, UsageError
+from release.machine.interpreters import Interpreter
+from release.machine.toolchain import Toolchain
 from release.plan.steps import BuildStep
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.host import forget_stale_builds, remove_previous_wheels
-from release.build.stage import _ignore
+from release.builder.host import forget_stale_builds, remove_previous_wheels
+from release.builder.stage import _ignore
 from release.config.matrix import load
 from release.errors import MatrixError
 from release.publish.index import simple_url_for
@@ -77,7 +77,7 @@ def test_settings_that_could_never_work_are_refused(tmp_path: Path, old: str, ne
 
 
 def test_the_summary_names_the_compiler_short() -> None:
-    from release.build.host import compiler_summary
+    from release.builder.host import compiler_summary
 
     assert compiler_summary(("GCC: (Debian 14.4.0-3) 14.4.0",)) == "GCC 14.4.0"
     assert compiler_summary(("GCC: (GNU) 14.2.1 20240801 (Red Hat 14.2.1-1)",)) == "GCC 14.2.1"
@@ -89,9 +89,9 @@ def test_the_summary_names_the_compiler_short() -> None:
 
 def test_a_build_image_whose_glibc_no_policy_covers_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     """sid's glibc 2.43 is newer than every manylinux policy auditwheel knows: one line names a base."""
-    from release.build import images
     from release.errors import ToolchainError
     from release.inspect.verify import manylinux_policies
+    from release.machine import images
     from release.plan.resolve import LocalImage
 
     newest = manylinux_policies()[-1].libc
@@ -109,36 +109,34 @@ def test_a_build_image_whose_glibc_no_policy_covers_is_refused(monkeypatch: pyte
 def test_images_get_the_interpreters_the_toolkit_finds(monkeypatch: pytest.MonkeyPatch) -> None:
     """make-image.sh is given each Python's own prefix (--python-dir), only those found; the
     environment interpreter is 3.9 where there is one, else the newest; none at all is one line."""
-    from release.build import images
     from release.errors import ToolchainError
+    from release.machine import images
     from release.plan.resolve import LocalImage
 
     homes = {"3.9": Path("/p/3.9.18"), "3.11": Path("/p/3.11.7"), "3.12": Path("/p/3.12.1")}
     monkeypatch.setattr(images, "self_contained_home", homes.get)
     build = LocalImage(tag="localhost/b", suite="trixie", packages=(), pythons=("3.10", "3.11", "3.12"),
                        toolchain=True)  # fmt: skip
-    cmd = images.make_command(build)
-    assert cmd[cmd.index("--pythons") + 1] == "3.11,3.12"
-    dirs = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--python-dir"]
-    assert set(dirs) == {"3.9=/p/3.9.18", "3.11=/p/3.11.7", "3.12=/p/3.12.1"}
-    assert cmd[cmd.index("--env-python") + 1] == "3.9"
+    recipe = images.recipe_of(build)
+    assert recipe.pythons == ("3.11", "3.12")
+    assert set(recipe.homes) == {("3.9", "/p/3.9.18"), ("3.11", "/p/3.11.7"), ("3.12", "/p/3.12.1")}
+    assert recipe.env_python == "3.9"
     del homes["3.9"]
-    cmd = images.make_command(build)
-    assert cmd[cmd.index("--env-python") + 1] == "3.12"
+    assert images.recipe_of(build).env_python == "3.12"
     homes.clear()
     with pytest.raises(ToolchainError, match=r"none is here .*release toolchain install python 3\.12"):
-        images.make_command(build)
+        images.recipe_of(build)
 
 
 def test_a_runtime_layout_of_one_python_names_every_supported_python_as_its_base(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A smoke image with a runtime layout is a layer over the image of its packages with every
-    supported interpreter found here (make-image.sh --base-pythons, each with its --python-dir),
+    supported interpreter found here (the recipe's base_pythons, each with its directory),
     so a one-Python stand-in and the four-Python smoke images share one, as does an image of packages
     all from other archives; for the suite's own packages without a layout, or for a build image,
     there is no such option."""
-    from release.build import images
+    from release.machine import images
     from release.plan.resolve import LocalImage
 
     homes = {"3.10": Path("/p/3.10.13"), "3.12": Path("/p/3.12.1"), "3.13": Path("/p/3.13.0")}
@@ -146,16 +144,16 @@ def test_a_runtime_layout_of_one_python_names_every_supported_python_as_its_base
     standin = LocalImage(tag="localhost/s", suite="trixie", packages=("libamdhip64-7/experimental",),
                          pythons=("3.12",), toolchain=False, runtime_prefix="/opt/rocm/lib",
                          runtime_via="LD_LIBRARY_PATH", runtime_globs=("libamdhip64.so*",))  # fmt: skip
-    cmd = images.make_command(standin)
-    assert cmd[cmd.index("--pythons") + 1] == "3.12"
-    assert cmd[cmd.index("--base-pythons") + 1] == "3.10,3.12,3.13"  # 3.11 is not here
-    dirs = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "--python-dir"]
-    assert sorted(dirs) == ["3.10=/p/3.10.13", "3.12=/p/3.12.1", "3.13=/p/3.13.0"]
+    recipe = images.recipe_of(standin)
+    assert recipe.pythons == ("3.12",)
+    assert recipe.base_pythons == ("3.10", "3.12", "3.13")  # 3.11 is not here
+    assert sorted(recipe.homes) == [("3.10", "/p/3.10.13"), ("3.12", "/p/3.12.1"), ("3.13", "/p/3.13.0")]
+    assert recipe.layer() is not None and recipe.layer()[1].pythons == ("3.10", "3.12", "3.13")
     # Packages all from other archives are a layer too (over the image without them), with the same
     # base; the suite's own packages without a layout are not.
-    archive = images.make_command(dataclasses.replace(standin, runtime_prefix=None, runtime_via=None))
-    assert archive[archive.index("--base-pythons") + 1] == "3.10,3.12,3.13"
+    archive = images.recipe_of(dataclasses.replace(standin, runtime_prefix=None, runtime_via=None))
+    assert archive.base_pythons == ("3.10", "3.12", "3.13")
     plain = dataclasses.replace(standin, packages=("libamdhip64-6",), runtime_prefix=None, runtime_via=None)
-    assert "--base-pythons" not in images.make_command(plain)
+    assert images.recipe_of(plain).base_pythons == () and images.recipe_of(plain).layer() is None
     build = dataclasses.replace(standin, toolchain=True)
-    assert "--base-pythons" not in images.make_command(build)
+    assert images.recipe_of(build).base_pythons == ()

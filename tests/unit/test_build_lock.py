@@ -1,5 +1,5 @@
 """A second build of one variant waits for the first, says who holds the lock, and gives up at
-its deadline (release.build.lock)."""
+its deadline (release.machine.lock)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.lock import LOCK_NAME, build_lock
 from release.errors import BuildError
+from release.machine.lock import LOCK_NAME, build_lock
 
 
 def test_the_holder_is_named_and_the_wait_ends_at_the_deadline(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 import tomlkit
 
 from release import cli
-from release.build import cibw
+from release.builder import cibw
 from release.commands import cibuildwheel_config
 from release.config.matrix import LoadedMatrix, load, loads
 from release.errors import UsageError

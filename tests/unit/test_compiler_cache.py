@@ -1,4 +1,4 @@
-"""The compiler cache of container builds (`release.build.compiler_cache`): its key, what it adds to
+"""The compiler cache of container builds (`release.builder.compiler_cache`): its key, what it adds to
 cibuildwheel's settings, the per-Python hits read back, and the cold cache of a rebuild."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from release.build import cibw, compiler_cache
+from release.builder import cibw, compiler_cache
 from release.config.matrix import LoadedMatrix, loads
 from release.plan.steps import BuildStep, make_plan
 

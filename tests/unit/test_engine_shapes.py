@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from release.build import cibw, host
-from release.build.host import venv_first_path
-from release.build.stage import rewrite_pyproject
-from release.build.toolchain import Toolchain
-from release.build.venv import runs_pip
+from release.builder import cibw, host
+from release.builder.host import venv_first_path
+from release.builder.stage import rewrite_pyproject
 from release.commands.plan import check_engine_source
 from release.config.matrix import LoadedMatrix, Metadata, loads
 from release.errors import BuildError, MatrixError
+from release.machine.toolchain import Toolchain
+from release.machine.venv import runs_pip
 from release.plan.resolve import RequirementSource
 from release.plan.runtimes import RUNTIME_ENV
 from release.plan.steps import make_plan

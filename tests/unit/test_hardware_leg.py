@@ -15,9 +15,9 @@ from release.commands import hardware
 from release.errors import SmokeError, UsageError
 from release.hardware.container import HostDevices, device_flags, ensure_image, pull_failure
 from release.hardware.fetch import wheel_pattern
+from release.machine import containers as smoke_container
+from release.machine.containers import standins
 from release.rehearse import gh_standin, workflow
-from release.smoke import container as smoke_container
-from release.smoke.container import standins
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "sha256:" + "ab" * 32
@@ -61,7 +61,7 @@ def test_a_tag_pull_failure_says_to_pin_it() -> None:
 def test_the_serving_image_is_pulled_by_the_smoke_pull_with_the_hardware_message(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Hardware and smoke share one pull (`release.smoke.container.pull`); each words the failure."""
+    """Hardware and smoke share one pull (`release.machine.containers.pull`); each words the failure."""
     ran: list[list[str]] = []
 
     def engine(argv: list[str], **_options: object) -> subprocess.CompletedProcess[str]:

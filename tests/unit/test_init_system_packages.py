@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from release import cli
-from release.build import cibw
+from release.builder import cibw
 from release.config.matrix import load
 from release.init.sysdeps import propose, requests
 from release.plan.steps import make_plan

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build import interpreters
 from release.errors import ToolchainError
+from release.machine import interpreters
 
 # A version no system ships, so /usr/bin and /usr/local/bin never answer for it.
 VERSION = "3.97"

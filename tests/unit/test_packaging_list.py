@@ -13,8 +13,8 @@ import pytest
 import tomlkit
 
 from release import __version__
-from release.build import container
-from release.build.cibw import cibuildwheel_options
+from release.builder import container
+from release.builder.cibw import cibuildwheel_options
 from release.config import resources
 from release.config.matrix import load
 from release.errors import ToolchainError

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from release import cli
-from release.build.cibw import cibuildwheel_options
+from release.builder.cibw import cibuildwheel_options
 from release.commands import build
 from release.commands.plan import github_outputs, second_builds
 from release.config import matrix

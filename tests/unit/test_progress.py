@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from release.build.prebuild import activity, build_progress
+from release.builder.prebuild import activity, build_progress
 
 
 @pytest.mark.parametrize(

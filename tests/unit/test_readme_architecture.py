@@ -35,8 +35,21 @@ def test_every_command_has_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [c for c in cli.COMMANDS if f"| `release {c}` |" not in table] == []
     assert "Exit codes (also in `--help`): 1 error, 2 usage," in table
     monkeypatch.setitem(cli.COMMANDS, "brand-new", ("plan", "a command the README does not know"))
+    with pytest.raises(ReleaseError, match="COMMAND_GROUPS must name every command"):
+        cli.command_table()
+    last, names = cli.COMMAND_GROUPS[-1]
+    groups = (*cli.COMMAND_GROUPS[:-1], (last, (*names, "brand-new")))
+    monkeypatch.setattr(cli, "COMMAND_GROUPS", groups)
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert with_section(readme, "commands", cli.command_table()) != readme
+
+
+def test_commands_are_grouped_by_who_uses_them() -> None:
+    """The README's table starts each group with its name: everyday, release day, maintainers."""
+    rows = [line for line in cli.command_table().splitlines() if line.startswith("| ") and "`release" in line]
+    starts = [row.split(" | ")[0].strip("| ") for row in rows]
+    assert [s for s in starts if s] == ["everyday", "release day", "maintainers"]
+    assert rows[0].startswith("| everyday | `release plan` |")
 
 
 def test_every_package_has_a_row_with_its_docstring() -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.lock import LOCK_NAME, build_lock
 from release.errors import BuildError, PublishError, UsageError
+from release.machine.lock import LOCK_NAME, build_lock
 from release.plan.version import version_from_tag
 from release.publish import index, manifest, redact
 from release.publish.upload import Candidate, Credentials, Uploader, classify

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.build import cibw
-from release.build.host import BuildContext, pep517_invocation
-from release.build.toolchain import Toolchain
+from release.builder import cibw
+from release.builder.host import BuildContext, pep517_invocation
 from release.config.matrix import LoadedMatrix, loads
 from release.inspect.verify import verify_wheel
+from release.machine.recipe import Recipe
+from release.machine.toolchain import Toolchain
 from release.plan.resolve import read_build_backend, resolve_variant
 from release.plan.steps import BuildStep, make_plan
 from release.plan.version import tag_version, version_from_tag
@@ -187,10 +188,10 @@ def _interpreters(fake_interpreters: object) -> None:
     """make_command reads the interpreters it gives an image: fakes, not this machine's."""
 
 
-def _rocm_build_image(tmp_path: Path, **build_image: object) -> tuple[str | None, list[str]]:
-    """(the rocm local build image's GCC major, its make-image.sh command) for a matrix whose
+def _rocm_build_image(tmp_path: Path, **build_image: object) -> tuple[str | None, Recipe]:
+    """(the rocm local build image's GCC major, its make-image.sh recipe) for a matrix whose
     `variants.rocm.build_image` has `build_image` merged in (`debian` keys merged too)."""
-    from release.build.images import make_command
+    from release.machine.images import recipe_of
 
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     declared = data["variants"]["rocm"]["build_image"]
@@ -203,7 +204,7 @@ def _rocm_build_image(tmp_path: Path, **build_image: object) -> tuple[str | None
     path.write_text(text, encoding="utf-8")
     recipe = resolve_variant(loads(text, path=path, backends_dir=BACKENDS), "rocm").build_image.local_recipe
     assert recipe is not None
-    return recipe.gcc, make_command(recipe)
+    return recipe.gcc, recipe_of(recipe)
 
 
 @pytest.mark.parametrize(
@@ -220,29 +221,25 @@ def _rocm_build_image(tmp_path: Path, **build_image: object) -> tuple[str | None
 def test_the_local_build_image_compiles_with_the_release_images_gcc(
     tmp_path: Path, build_image: dict[str, object], gcc: str | None
 ) -> None:
-    resolved, cmd = _rocm_build_image(tmp_path, **build_image)
+    resolved, recipe = _rocm_build_image(tmp_path, **build_image)
     assert resolved == gcc
-    if gcc is None:
-        assert "--gcc" not in cmd
-    else:
-        assert cmd[cmd.index("--gcc") + 1] == gcc
+    assert recipe.gcc == (gcc or "")
 
 
 def test_the_cuda_build_image_installs_the_declared_toolkit_with_the_backends_command(tmp_path: Path) -> None:
     """`toolkit_install: [--from-pypi]`: make-image.sh runs cuda.json's install command for the
     variant's toolkit with those arguments; `[]` runs it with none (rocm: it adds the host-only
     hipcc to Debian's HIP); a recipe without the key installs nothing."""
-    from release.build.images import make_command
+    from release.machine.images import recipe_of
 
     plan = make_plan(_matrix(tmp_path))
     cuda, rocm = plan.variant("cuda").build_image.local_recipe, plan.variant("rocm").build_image.local_recipe
     cpu = plan.variant("cpu").build_image.local_recipe
     assert cuda is not None and rocm is not None and cpu is not None
     assert cuda.toolkit_install == "bash scripts/install-cuda.sh 13.0 --from-pypi"
-    cmd = make_command(cuda)
-    assert cmd[cmd.index("--toolkit-install") + 1] == cuda.toolkit_install
+    assert recipe_of(cuda).toolkit_install == cuda.toolkit_install
     assert rocm.toolkit_install == "bash scripts/install-rocm.sh 7.2"
-    assert cpu.toolkit_install is None and "--toolkit-install" not in make_command(cpu)
+    assert cpu.toolkit_install is None and recipe_of(cpu).toolkit_install == ""
 
 
 def test_serving_images_get_no_compiler(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
-"""release.build.reuse: the order of wheel builds around a shared compiler cache, and ccache's
-settings and statistics; a container build's up-to-date stamp (release.build.container)."""
+"""release.builder.reuse: the order of wheel builds around a shared compiler cache, and ccache's
+settings and statistics; a container build's up-to-date stamp (release.builder.container)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.container import container_up_to_date
-from release.build.reuse import Wave, build_waves, ccache_env, read_stats_log, remember
+from release.builder.container import container_up_to_date
+from release.builder.reuse import Wave, build_waves, ccache_env, read_stats_log, remember
 from release.config.matrix import load
 from release.plan.steps import BuildStep, make_plan
 from release.wheel.files import file_sha256

@@ -178,8 +178,8 @@ def test_the_therock_images_are_layers_made_with_their_layout(monkeypatch: pytes
     (`--runtime-via rocm_sdk` into the /opt/venv stand-in, `none` into core-10.0/lib with links),
     each given the toolkit's patchelf and interpreter for the RUNPATH and the stand-in's wheels;
     what a probe of such an image would record is 'absent' (the import finds it, not the loader)."""
-    from release.build import images
     from release.config.matrix import load
+    from release.machine import images
     from release.plan.imagefacts import expected_layout
     from release.plan.steps import make_plan
 
@@ -197,10 +197,10 @@ def test_the_therock_images_are_layers_made_with_their_layout(monkeypatch: pytes
             via,
             links,
         )
-        cmd = images.make_command(local)
-        assert cmd[cmd.index("--runtime-via") + 1] == via and "--patchelf" in cmd and "--host-python" in cmd
-        assert ("--runtime-links" in cmd) == (links is not None)
-        assert cmd[cmd.index("--pythons") + 1] == "3.12" and "--base-pythons" in cmd  # a layer
+        recipe = images.recipe_of(local)
+        assert recipe.runtime_via == via and recipe.runtime_links == (links or "")
+        assert recipe.pythons == ("3.12",) and recipe.base_pythons  # a layer
+        assert recipe.layer()[0] == "layout"
         assert expected_layout(loaded.matrix.images[name]) == expected_layout(
             loaded.matrix.images["rocm-absent"]
         )

@@ -33,7 +33,8 @@ def test_every_name_in_the_code_is_declared() -> None:
             for name in NAME.findall(path.read_text(encoding="utf-8"))}  # fmt: skip
     undeclared = sorted((name, where) for name, where in used if name not in declared | NOT_VARIABLES)
     assert undeclared == [], "declare them in release/settings.py"
-    assert declared <= {name for name, _where in used}, "a declared setting nothing reads"
+    toolkits = {name for name in declared if name.startswith("RELEASE_")}
+    assert toolkits <= {name for name, _where in used}, "a declared setting nothing reads"
 
 
 def test_no_release_variable_is_read_past_the_settings() -> None:
@@ -67,3 +68,42 @@ def test_values_defaults_and_clear_errors() -> None:
             settings.number("RELEASE_HEARTBEAT", {"RELEASE_HEARTBEAT": bad})
     with pytest.raises(UsageError, match=r"RELEASE_SMOKE_NO_USERNS='yes': want 1 \(on\) or 0 \(off\)"):
         settings.switch("RELEASE_SMOKE_NO_USERNS", {"RELEASE_SMOKE_NO_USERNS": "yes"})
+
+
+def test_a_flag_its_variable_and_its_default_are_declared_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`settings.argument`: the variable, when set, is the flag's default, and its help names it."""
+    import argparse
+
+    monkeypatch.setenv("GITHUB_REPOSITORY", "ringlet/xfer")
+    parser = argparse.ArgumentParser()
+    settings.argument(parser, "--repo", env="GITHUB_REPOSITORY", help="the GitHub repository")
+    assert parser.parse_args([]).repo == "ringlet/xfer"
+    assert parser.parse_args(["--repo", "a/b"]).repo == "a/b"
+    assert "$GITHUB_REPOSITORY" in parser.format_help()
+    monkeypatch.delenv("GITHUB_REPOSITORY")
+    parser = argparse.ArgumentParser()
+    settings.argument(parser, "--repo", env="GITHUB_REPOSITORY", help="the GitHub repository")
+    assert parser.parse_args([]).repo is None
+    with pytest.raises(KeyError):
+        settings.argument(parser, "--other", env="NOT_DECLARED", help="x")
+
+
+def _command_help(command: str, capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit):
+        build_parser(command).parse_args([command, "--help"])
+    return capsys.readouterr().out
+
+
+def test_every_command_names_the_github_repository_repo(capsys: pytest.CaptureFixture[str]) -> None:
+    """One flag name for the GitHub repository: `--repo` (`--repository` is an index's URL)."""
+    for command in ("release-checks", "github-release", "ready", "hardware", "rehearse"):
+        assert "--repo OWNER/NAME" in _command_help(command, capsys), command
+    assert "--repository" not in _command_help("hardware", capsys)
+
+
+def test_platform_variables_are_read_through_the_settings() -> None:
+    assert settings.in_ci({"CI": "true"}) and settings.in_ci({"CI": "1"}) and not settings.in_ci({})
+    assert settings.in_github_actions({"GITHUB_ACTIONS": "true"})
+    assert not settings.in_github_actions({"CI": "1"})
+    assert settings.pyenv_root({"PYENV_ROOT": "/opt/pyenv"}) == Path("/opt/pyenv")
+    assert settings.pyenv_root({}) == Path.home() / ".pyenv"

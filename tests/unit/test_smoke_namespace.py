@@ -219,7 +219,7 @@ def test_as_a_user_an_absent_local_image_is_simulated_not_made(
     (wheels / "xfer_engine_rocm-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl").write_bytes(b"")
     made: list[str] = []
     ran: list[tuple[str, object]] = []
-    from release.build import images
+    from release.machine import images
 
     monkeypatch.setattr(images.os, "geteuid", lambda: 1001)
     monkeypatch.setattr(runner, "container_engine", lambda: "podman")

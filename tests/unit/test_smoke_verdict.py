@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.cibw import cibuildwheel_options
-from release.build.cibw import test_environment as import_test_environment
+from release.builder.cibw import cibuildwheel_options
+from release.builder.cibw import test_environment as import_test_environment
 from release.config.matrix import load
 from release.plan.resolve import RequirementSource
 from release.plan.steps import make_plan

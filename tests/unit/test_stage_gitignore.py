@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release.build.gitignore import GitIgnore, parse
-from release.build.stage import _ignore, require_test_source, stage_project
+from release.builder.gitignore import GitIgnore, parse
+from release.builder.stage import _ignore, require_test_source, stage_project
 from release.config.matrix import load
 from release.errors import BuildError
 from release.plan.resolve import RequirementSource

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from release import cli
-from release.build import install, interpreters
-from release.build import toolchain as toolchain_mod
 from release.config.backends import load_backends
 from release.config.resources import toolkit_backends
+from release.machine import install, interpreters
+from release.machine import toolchain as toolchain_mod
 from release.smoke import hostruntime
 
 

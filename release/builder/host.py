@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import table
-from release.build.lock import DEFAULT_WAIT_S, build_lock
-from release.build.prebuild import (
+from release.builder.prebuild import (
     build_env,
     builder_python,
     configuration_key,
@@ -31,8 +30,8 @@ from release.build.prebuild import (
     say,
     source_date_epoch,
 )
-from release.build.repair import RepairResult, repair_wheel
-from release.build.reuse import (
+from release.builder.repair import RepairResult, repair_wheel
+from release.builder.reuse import (
     build_waves,
     read_stats_log,
     remember,
@@ -40,11 +39,12 @@ from release.build.reuse import (
     up_to_date,
     wheel_key,
 )
-from release.build.stage import check_wheel_identity, stage_project
-from release.build.sysdeps import require_system_packages
-from release.build.toolchain import Toolchain, find_toolchain
+from release.builder.stage import check_wheel_identity, stage_project
+from release.builder.sysdeps import require_system_packages
 from release.errors import BuildError, ReleaseError, os_error_line
 from release.inspect.verify import verify_wheel, write_report
+from release.machine.lock import DEFAULT_WAIT_S, build_lock
+from release.machine.toolchain import Toolchain, find_toolchain
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
 from release.wheel.names import InvalidWheelName, parse_wheel_name, platform_field, report_path

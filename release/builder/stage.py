@@ -17,7 +17,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 from tomlkit.items import Array, Table
 
-from release.build.gitignore import GitIgnore
+from release.builder.gitignore import GitIgnore
 from release.config.dataschema import suggest
 from release.config.matrix import Metadata
 from release.errors import BuildError

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import atomic, interrupts
-from release.build.toolchain import check_patchelf, tool_path
 from release.errors import BuildError, UsageError
 from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
+from release.machine.toolchain import check_patchelf, tool_path
 from release.wheel.names import platform_field
 from release.wheel.own import own_members, read_dist_info
 from release.wheel.rewrite import rewrite_wheel

@@ -11,9 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from release.build.interpreters import find_interpreter
-from release.build.toolchain import toolkit_scripts
+from release import settings
 from release.errors import ReleaseError, ToolchainError, UsageError
+from release.machine.interpreters import find_interpreter
+from release.machine.toolchain import toolkit_scripts
 
 INSTALL_TIMEOUT = 1800  # seconds: a toolkit from a vendor repository is a large download
 
@@ -83,7 +84,7 @@ def _as_root(argv: list[str]) -> list[str]:
 
 
 def _pyenv() -> str | None:
-    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    root = settings.pyenv_root()
     exe = root / "bin" / "pyenv"
     return str(exe) if exe.is_file() else shutil.which("pyenv")
 

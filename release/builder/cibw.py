@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 
 import tomlkit
 
-from release.build.toolchain import link_env
 from release.config.sysdeps import packages_of, pkg_config_modules
 from release.errors import UsageError
+from release.machine.toolchain import link_env
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
 from release.wheel.names import parse_platform_tag

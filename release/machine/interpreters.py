@@ -15,12 +15,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import table
+from release import settings, table
 from release.errors import ToolchainError
 
 
 def _pyenv_root() -> Path:
-    return Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    return settings.pyenv_root()
 
 
 def _patch_key(path: Path) -> tuple[int, ...]:

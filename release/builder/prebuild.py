@@ -18,11 +18,11 @@ from typing import Any
 import tomlkit
 
 from release import interrupts, settings
-from release.build.interpreters import require_interpreter
-from release.build.reuse import ccache_env, ccache_missing_note, tree_digest
-from release.build.toolchain import Toolchain, require_tool
-from release.build.venv import fresh_venv_argv, pip_argv
+from release.builder.reuse import ccache_env, ccache_missing_note, tree_digest
 from release.errors import BuildError
+from release.machine.interpreters import require_interpreter
+from release.machine.toolchain import Toolchain, require_tool
+from release.machine.venv import fresh_venv_argv, pip_argv
 from release.plan.resolve import ResolvedVariant
 from release.wheel.names import python_tag
 
@@ -249,7 +249,7 @@ def builder_python(python: str, staged: Path, venvs: Path, env: Mapping[str, str
     log = venvs / f"{python_tag(python)}.log"
     log.unlink(missing_ok=True)
     # The venv `python -m venv` makes; the interpreter's own pip fills it where it can (no
-    # ensurepip: release.build.venv), under the venv's interpreter.
+    # ensurepip: release.machine.venv), under the venv's interpreter.
     run_logged(fresh_venv_argv(interpreter, venv), log=log, env=env)
     pip = pip_argv(interpreter, venv, seeded=(venv / "bin" / "pip").exists())
     run_logged([*pip, "install", "--quiet", "--disable-pip-version-check", *wanted], log=log, env=env)

@@ -215,13 +215,3 @@ def check_patchelf() -> str:
     return f"patchelf {version} at {path}"
 
 
-def container_engine() -> str | None:
-    """`docker` or `podman` when one answers (a client without a daemon does not count)."""
-    for name in ("podman", "docker"):
-        path = shutil.which(name)
-        if path is None:
-            continue
-        probe = subprocess.run([path, "info"], capture_output=True, check=False, timeout=30)
-        if probe.returncode == 0:
-            return name
-    return None

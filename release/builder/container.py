@@ -1,6 +1,6 @@
 """Container builds: cibuildwheel in the variant's build image, under podman or docker.
 
-The configuration is `release.build.cibw`'s, derived from the same resolved steps as a host build.
+The configuration is `release.builder.cibw`'s, derived from the same resolved steps as a host build.
 cibuildwheel copies its working directory into the container, so it runs from a small project
 made for the build (`build/<variant>/container/`): the staged engine (`src/`), the toolkit's own
 sources or the wheel it was installed from (for `before-build` to install it), and its toolchain
@@ -24,22 +24,23 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from release import atomic, interrupts
-from release.build import compiler_cache, images
-from release.build.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env
-from release.build.host import (
+from release.builder import compiler_cache
+from release.builder.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env
+from release.builder.host import (
     WheelResult,
     compiler_summary,
     one_variant,
     remove_previous_wheels,
     verify_summary,
 )
-from release.build.lock import DEFAULT_WAIT_S, build_lock
-from release.build.prebuild import say, source_date_epoch
-from release.build.reuse import remember, tree_digest, up_to_date, wheel_key
-from release.build.stage import check_wheel_identity, require_test_source, stage_project
+from release.builder.prebuild import say, source_date_epoch
+from release.builder.reuse import remember, tree_digest, up_to_date, wheel_key
+from release.builder.stage import check_wheel_identity, require_test_source, stage_project
 from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import BuildError, ToolchainError
 from release.inspect.verify import verify_wheel, write_report
+from release.machine import images
+from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
 from release.wheel.names import parse_wheel_name, report_path

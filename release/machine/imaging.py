@@ -1,0 +1,290 @@
+"""Making a local image from its recipe: the plan of bases and layers is Python's, the work is the two
+shell leaves of scripts/make-image.sh (`base`: debootstrap, interpreters, import; `layer`: a script
+in a container of a base, committed).
+
+An image whose label is its recipe's inputs hash is kept; an image of the same inputs under another
+tag is tagged; a layer's base is made (or found) first, under its own tag's lock. Every call is one
+line of /var/tmp/release-make-image/calls.log (epoch seconds, tag, inputs, what it did: up-to-date,
+tagged, layer or made, seconds, who asked) and its inputs are inputs/<hash>.txt there, which
+tests/ci_time.py reads to say why one tag was made twice."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from release.config.resources import missing_script_message, toolkit_scripts
+from release.errors import ToolchainError
+from release.machine import therock
+from release.machine.containers import run_script
+from release.machine.lock import build_lock
+from release.machine.recipe import LEAF_SCRIPTS, Digests, Recipe, inputs_hash, inputs_text, read_digests
+
+MAKE_TIMEOUT = 3600
+RECORD = Path("/var/tmp/release-make-image")  # noqa: S108 (machine-wide, root-owned)
+"""The per-tag locks, calls.log and inputs/<hash>.txt."""
+LABEL = "io.release.image.inputs"
+"""The label that carries an image's inputs hash (make-image.sh writes the one it is given)."""
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Made:
+    """What making one tag did (`up-to-date`, `tagged`, `layer`, `made`, calls.log's words)."""
+
+    did: str
+    seconds: float
+
+
+def one_maker(log: Log, tag: str) -> contextlib.AbstractContextManager[None]:
+    """Held while `tag` is made or checked: one maker per tag on a machine (the leaves keep their
+    scratch per run and their logs per tag; the debootstrap cache has a lock of its own)."""
+    name = ".make-" + re.sub(r"[^A-Za-z0-9._-]", "_", tag) + ".lock"
+    what = f"making the local image {tag}"
+    return build_lock(RECORD, what=what, wait_s=MAKE_TIMEOUT, say=log, name=name, error=ToolchainError)
+
+
+@contextlib.contextmanager
+def _one_recipe(inputs: str) -> Iterator[None]:
+    """One maker per recipe, whatever its tag: two tags of one recipe asked for side by side are one
+    image, the second a tag of the first (waits silently, as the per-tag lock has said its say)."""
+    fd = os.open(RECORD / f".inputs-{inputs[:32]}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def make(engine: str, recipe: Recipe, *, log: Log, force: bool = False) -> Made:
+    """Make `recipe.tag` unless it is up to date (per-tag lock held here). A leaf script the
+    installed toolkit lacks is one line naming the toolkit, the file and the fix."""
+    for name in LEAF_SCRIPTS:
+        if not (toolkit_scripts() / name).is_file():
+            raise ToolchainError(missing_script_message(name, f"making the local image {recipe.tag}"))
+    RECORD.joinpath("inputs").mkdir(parents=True, exist_ok=True)
+    with one_maker(log, recipe.tag):
+        return _make(engine, recipe, read_digests(toolkit_scripts()), log=log, force=force)
+
+
+def _make(engine: str, recipe: Recipe, digests: Digests, *, log: Log, force: bool) -> Made:
+    started = time.monotonic()
+    text = inputs_text(recipe, digests)
+    inputs = inputs_hash(text)
+    kept = RECORD / "inputs" / f"{inputs}.txt"
+    if not kept.exists():
+        kept.write_text(text + "\n", encoding="utf-8")
+
+    def done(did: str) -> Made:
+        _remember(recipe.tag, inputs, did, started)
+        return Made(did, time.monotonic() - started)
+
+    have = _podman(engine, "image", "inspect", recipe.tag, "--format", '{{index .Labels "' + LABEL + '"}}')
+    if not force and have.strip() == inputs:
+        log(f"{recipe.tag} is up to date (inputs {inputs[:12]}): nothing to do")
+        return done("up-to-date")
+    old = _podman(engine, "image", "inspect", recipe.tag, "--format", "{{.Id}}").strip()
+    with _one_recipe(inputs):
+        same = "" if force else _with_inputs(engine, inputs)
+        if same:
+            _run([engine, "tag", same, recipe.tag], what=f"{engine} tag {same} {recipe.tag}")
+            _drop_old(engine, recipe.tag, old)
+            log(f"{recipe.tag}: the image made from the same inputs ({same[:12]}), tagged")
+            return done("tagged")
+        layer = recipe.layer()
+        if layer is None:
+            _leaf(base_argv(recipe, inputs), recipe.tag, log=log)
+        else:
+            kind, under = layer
+            under_inputs = inputs_hash(inputs_text(under, digests))
+            under = dataclasses.replace(under, tag=f"localhost/release-{kind}-base-{under_inputs[:16]}")
+            log(f"the image without its {kind}: {under.tag}")
+            with one_maker(lambda line: log(f"  {line}"), under.tag):
+                _make(engine, under, digests, log=lambda line: log(f"  {line}"), force=False)
+            base_id = _podman(engine, "image", "inspect", under.tag, "--format", "{{.Id}}").strip()
+            argv = layer_argv(recipe, kind, base_id, inputs)
+            if kind == "layout" and recipe.runtime_via in therock.LAYOUTS:
+                staged = therock.stage(engine, base_id, recipe)
+                try:
+                    _leaf(["layer", "--mount", str(staged), *argv[1:]], recipe.tag, log=log)
+                finally:
+                    shutil.rmtree(staged, ignore_errors=True)
+            else:
+                _leaf(argv, recipe.tag, log=log)
+        _drop_old(engine, recipe.tag, old)
+        check_image(engine, recipe, log=log)
+        size = _podman(engine, "image", "inspect", recipe.tag, "--format", "{{.Size}}").strip()
+        log(f"{recipe.tag}: image size {int(size or 0) / 2**20:.0f} MiB")
+        return done("made" if layer is None else "layer")
+
+
+def _python_dirs(recipe: Recipe, versions: tuple[str, ...]) -> list[str]:
+    return [arg for v in versions for arg in ("--python-dir", f"{v}={recipe.home(v)}")]
+
+
+def _head(leaf: str, recipe: Recipe, inputs: str) -> list[str]:
+    """Both leaves' first words: the leaf, the tag, its label and its interpreters' label."""
+    return [leaf, "--tag", recipe.tag, "--label", f"{LABEL}={inputs}", "--pythons", ",".join(recipe.pythons)]
+
+
+def base_argv(recipe: Recipe, inputs: str) -> list[str]:
+    """The `base` leaf's arguments: debootstrap, the interpreters, the toolchain, import."""
+    argv = [*_head("base", recipe, inputs), "--suite", recipe.suite, "--mirror", recipe.mirror]
+    argv += ["--include", ",".join(recipe.include)]
+    argv += _python_dirs(recipe, recipe.all_pythons)
+    if recipe.minbase:
+        return [*argv, "--minbase-only"]
+    argv += ["--env-python", recipe.env_python or "none", "--auditwheel", recipe.auditwheel]
+    return [*argv, "--gcc", recipe.gcc] if recipe.gcc else argv
+
+
+def layer_argv(recipe: Recipe, kind: str, base: str, inputs: str) -> list[str]:
+    """The `layer` leaf's arguments: the kind's script in a container of `base`, committed."""
+    argv = [*_head("layer", recipe, inputs), "--from", base]
+    argv += [arg for v in recipe.dropped for arg in ("--drop", f"{v}={recipe.home(v)}")]
+    if kind == "layout" and recipe.runtime_via in therock.LAYOUTS:
+        return [*argv, *therock.layer_args(recipe)]
+    if kind == "layout":
+        if recipe.runtime_via == "LD_LIBRARY_PATH":
+            argv += ["--env", f"LD_LIBRARY_PATH={recipe.runtime_prefix}"]
+        return [*argv, "layout", recipe.runtime_prefix, recipe.runtime_via, ",".join(recipe.runtime_libs)]
+    if kind == "toolkit":
+        newest = recipe.pythons[-1]
+        return [*argv, "toolkit", recipe.toolkit_install, f"{recipe.home(newest)}/bin"]
+    archives = [word for archive, names in recipe.by_archive.items() for word in (archive, " ".join(names))]
+    return [*argv, "packages", recipe.mirror, recipe.suite, *archives]
+
+
+def _leaf(argv: list[str], tag: str, *, log: Log) -> None:
+    """Run one leaf of make-image.sh, its step lines passed on as they come (minutes of work); one
+    line naming what failed when it fails."""
+    returncode, last = _run_streamed(["bash", str(toolkit_scripts() / "make-image.sh"), *argv], log=log)
+    if returncode != 0:
+        msg = f"could not make image {tag}: {last or 'make-image.sh failed'}"
+        raise ToolchainError(msg)
+
+
+def _run_streamed(argv: list[str], *, log: Log) -> tuple[int, str]:
+    """(exit status, its last non-empty line); one deadline bounds the whole run."""
+    deadline = time.monotonic() + MAKE_TIMEOUT
+    last = ""
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as proc:
+        assert proc.stdout is not None  # noqa: S101 (PIPE above)
+        timer = threading.Timer(MAKE_TIMEOUT, proc.kill)
+        timer.start()
+        try:
+            for raw in proc.stdout:
+                line = raw.rstrip()
+                if line:
+                    last = line
+                    log(line)
+        finally:
+            timer.cancel()
+        returncode = proc.wait()
+    if time.monotonic() > deadline:
+        return returncode or 1, f"make-image.sh ran past {MAKE_TIMEOUT} s and was stopped"
+    return returncode, last
+
+
+def _podman(engine: str, *args: str) -> str:
+    """The output of one quick engine call ('' when it fails: an absent image, most often)."""
+    proc = subprocess.run([engine, *args], capture_output=True, text=True, check=False, timeout=300)
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def _run(argv: list[str], *, what: str, timeout: float = 300) -> str:
+    proc = subprocess.run(
+        argv, capture_output=True, text=True, errors="replace", check=False, timeout=timeout
+    )
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+        msg = f"{what} failed: {last}"
+        raise ToolchainError(msg)
+    return proc.stdout
+
+
+def _with_inputs(engine: str, inputs: str) -> str:
+    """The newest image (any tag) labelled `inputs`, or ''. `podman images` fails now and then while
+    another process removes an image (it reads each image's labels; podman #24800): asked again,
+    so that a passing failure is not taken for "none" and the recipe made twice side by side."""
+    last = ""
+    for attempt in range(1, 6):
+        argv = [engine, "images", "--noheading", "--filter", f"label={LABEL}={inputs}", "--format", "{{.Id}}"]
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+        if proc.returncode == 0:
+            return next((w for w in proc.stdout.split() if re.fullmatch(r"[0-9a-f]{64}", w)), "")
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        if attempt < 5:
+            time.sleep(attempt)
+    msg = f"`{engine} images` failed five times: is there an image of inputs {inputs[:12]}? ({last})"
+    raise ToolchainError(msg)
+
+
+def _drop_old(engine: str, tag: str, old: str) -> None:
+    """The image `tag` named before, once nothing else names it."""
+    new = _podman(engine, "image", "inspect", tag, "--format", "{{.Id}}").strip()
+    if old and old != new:
+        subprocess.run([engine, "rmi", old], capture_output=True, check=False, timeout=300)
+
+
+def check_image(engine: str, recipe: Recipe, *, log: Log) -> None:
+    """Every interpreter runs, the compilers are the asked GCC, a venv can be made and filled."""
+    tag = recipe.tag
+
+    def run(script: str) -> str:
+        proc = run_script(engine, tag, script)
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+            msg = f"checking {tag} failed: {last}"
+            raise ToolchainError(msg)
+        return proc.stdout
+
+    if recipe.all_pythons:
+        probe = "".join(
+            f"printf '%s ' {_cp(v)}; /opt/python/{_cp(v)}/bin/python -c 'import sys, ssl, venv; "
+            "print(sys.version.split()[0])' || exit 1; "
+            for v in recipe.all_pythons
+        )
+        for line in run(probe).splitlines():
+            where, _, version = line.partition(" ")
+            log(f"in {tag}: /opt/python/{where}/bin/python is {version}")
+    if recipe.gcc:
+        majors = {v.split(".")[0] for v in run("for c in cc c++ gcc g++; do $c -dumpversion; done").split()}
+        if majors != {recipe.gcc}:
+            msg = f"cc, c++, gcc, g++ in {tag} report GCC {', '.join(sorted(majors))}, not GCC {recipe.gcc}"
+            raise ToolchainError(msg)
+        log(f"in {tag}: {run('c++ --version').splitlines()[0]}")
+    if recipe.pythons:
+        # The venv a smoke leg makes: no ensurepip, the interpreter's pip aimed at it (machine/venv.py).
+        py = f"/opt/python/{_cp(recipe.pythons[0])}/bin/python"
+        run(f"{py} -m venv --without-pip /tmp/v && {py} -m pip --python /tmp/v/bin/python --version")
+        log(f"in {tag}: python -m venv works, and its pip installs into one (--python)")
+
+
+def _cp(version: str) -> str:
+    return "cp{0}-cp{0}".format(version.replace(".", ""))
+
+
+def _remember(tag: str, inputs: str, did: str, started: float) -> None:
+    """One calls.log line (tests/ci_time.py reads it): who asked is the test, else this process."""
+    by = os.environ.get("PYTEST_CURRENT_TEST", "")
+    if not by:
+        with contextlib.suppress(OSError):
+            by = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]
+    by = re.sub(r" \([^)]*\)$", "", by.strip())
+    line = f"{int(time.time())}\t{tag}\t{inputs}\t{did}\t{int(time.monotonic() - started)}\t{by}\n"
+    with contextlib.suppress(OSError), (RECORD / "calls.log").open("a", encoding="utf-8") as out:
+        out.write(line)

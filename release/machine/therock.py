@@ -1,0 +1,66 @@
+"""TheRock's runtime layouts of a smoke image, staged on the host for make-image.sh's layer leaf:
+the runtime's files copied out of the image under the layer by soname, their RUNPATH `$ORIGIN` as
+TheRock's (patchelf), and for the pip layout (`rocm_sdk`) the stand-in SDK's wheels
+(scripts/therock-standin/wheels.py: `rocm_sdk`, the nonce-named library package, a torch that
+preloads through it) with the sitecustomize that shows the venv's packages to the image's Python."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from release.config.resources import toolkit_scripts
+from release.errors import ToolchainError
+from release.machine.containers import run_script
+from release.machine.recipe import Recipe
+from release.machine.toolchain import tool_path
+
+LAYOUTS = {"none": "therock_os", "rocm_sdk": "therock_pip"}
+"""runtime_via -> the layer function of scripts/image-layers.sh that lays TheRock's runtime out."""
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+
+def stage(engine: str, base: str, recipe: Recipe) -> Path:
+    """A temporary directory (the caller removes it) holding what the layer installs."""
+    where = Path(tempfile.mkdtemp(prefix="therock-stage."))
+    globs = " ".join(recipe.runtime_libs)
+    by_soname = 'case "$f" in *.so.[0-9]|*.so.[0-9][0-9]) cp -L "$f" /stage/ ;; esac'
+    script = f"set -e; cd {LIBDIR}; for f in {globs}; do {by_soname}; done"
+    proc = run_script(engine, base, script, mounts={where: "/stage"})
+    files = sorted(where.glob("*.so.*"))
+    if proc.returncode != 0 or not files:
+        why = (proc.stderr.strip().splitlines() or ["no file matched"])[-1]
+        wanted = ",".join(recipe.runtime_libs)
+        msg = f"no file matching {wanted} in {LIBDIR} of {base[:12]} ({why}): include the runtime package"
+        raise ToolchainError(msg)
+    patchelf = shutil.which("patchelf", path=tool_path()) or "patchelf"
+    _run([patchelf, "--set-rpath", "$ORIGIN", *map(str, files)], what="patchelf --set-rpath '$ORIGIN'")
+    if recipe.runtime_via == "rocm_sdk":
+        wheels = toolkit_scripts() / "therock-standin" / "wheels.py"
+        _run(
+            [sys.executable, str(wheels), str(where / "wheels"), "--torch", *map(str, files)],
+            what="the stand-in's wheels",
+        )
+        v = recipe.pythons[-1]
+        site = f"{recipe.runtime_prefix}/lib/python{v}/site-packages"
+        (where / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({site!r})\n", encoding="utf-8")
+    return where
+
+
+def layer_args(recipe: Recipe) -> list[str]:
+    """The layer function and its arguments (image-layers.sh) for a TheRock layout."""
+    globs = ",".join(recipe.runtime_libs)
+    if recipe.runtime_via == "rocm_sdk":
+        return ["therock_pip", recipe.runtime_prefix, globs, recipe.pythons[-1]]
+    return ["therock_os", recipe.runtime_prefix, globs, recipe.runtime_links]
+
+
+def _run(argv: list[str], *, what: str) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False, timeout=600)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        msg = f"{what} failed: {last}"
+        raise ToolchainError(msg)
