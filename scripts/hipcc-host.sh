@@ -3,7 +3,7 @@
 #
 # install-rocm.sh puts this at PREFIX/bin/hipcc (/usr/bin/hipcc for Debian's HIP) where no real
 # hipcc can be installed: Debian's hipcc 7.2 (experimental) needs GCC 16's C++ runtime from sid,
-# and a build image keeps its base suite's C library and C++ runtime (docs/rocm-hipcc.md says what
+# and a build image keeps its base suite's C library and C++ runtime (docs/records/rocm-hipcc.md says what
 # else was tried). Real projects call `hipcc` by name for host files that only call the HIP runtime
 # API (Mooncake's nvlink allocator): HIP's headers support that with a host compiler.
 #

@@ -1,4 +1,4 @@
-"""The run's own account of where its minutes go (docs/ci-time.md), and the check that the `slow`
+"""The run's own account of where its minutes go (docs/records/ci-time.md), and the check that the `slow`
 marker tells the truth.
 
 Every pytest process of a run (the one process, or each xdist worker) appends one JSON line per

@@ -45,7 +45,7 @@ def _no_job_summary(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
 
 
-# ---- the run's account of its time (tests/ci_time.py, docs/ci-time.md) ----------------------------
+# ---- the run's account of its time (tests/ci_time.py, docs/records/ci-time.md) ----------------------------
 
 _run: dict[str, object] = {"directory": None, "doing": "collection", "shared_s": 0.0, "setup_s": 0.0}
 

@@ -5,7 +5,7 @@
 #
 #   examples/mooncake/build.sh MOONCAKE_CHECKOUT [VARIANT...]     (default variants: cpu cuda rocm)
 #
-# MOONCAKE_CHECKOUT: a checkout of github.com/kvcache-ai/Mooncake (docs/real-engines.md names the
+# MOONCAKE_CHECKOUT: a checkout of github.com/kvcache-ai/Mooncake (docs/records/real-engines.md names the
 # pinned commit) with extern/yalantinglibs filled in (pybind11 comes from PyPI as a build
 # requirement). `release init` is run on it first (idempotent): it writes or refreshes the variant
 # guard in python/mooncake/__init__.py, which verify's variant-conflict rule requires; the matrix it

@@ -1,4 +1,4 @@
-"""docs/h200/variants.sh exits with the status of what it ran (uv's install, then the selftest),
+"""docs/records/h200/variants.sh exits with the status of what it ran (uv's install, then the selftest),
 and stops its index server on every way out. Run for real with bash, python's http.server and pip;
 uv and the installed engine are stand-ins (no uv wheel or GPU here), named as such: the stand-in
 uv lays out a fake xfer-engine whose selftest exits with the status the test asks for."""

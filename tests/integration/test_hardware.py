@@ -103,7 +103,7 @@ def test_prefill_and_decode_exchange_the_master_through_a_file(
     cpu_release: tuple[Path, Path], tmp_path: Path
 ) -> None:
     matrix, wheelhouse = cpu_release
-    address = tmp_path / "pd" / "master.json"  # as docs/gpu-validation.md: the folder is made
+    address = tmp_path / "pd" / "master.json"  # as docs/records/gpu-validation.md: the folder is made
     prefill = subprocess.Popen(
         _leg(matrix, wheelhouse, "--local", "--role", "prefill", "--address-file", str(address)),
         stdout=subprocess.PIPE,
@@ -138,7 +138,7 @@ def test_prefill_and_decode_exchange_the_master_through_a_file(
 
 def test_a_leg_from_the_wheels_own_folder_finds_the_matrix_above(cpu_release: tuple[Path, Path]) -> None:
     """`--wheel NAME` run in wheelhouse/cpu, no --matrix: the matrix.yaml above is the matrix and
-    NAME is the invocation directory's file (as on the GPU machine of docs/gpu-validation.md)."""
+    NAME is the invocation directory's file (as on the GPU machine of docs/records/gpu-validation.md)."""
     matrix, wheelhouse = cpu_release
     folder = wheelhouse / "cpu"
     (wheel,) = sorted(folder.glob("*.whl"))

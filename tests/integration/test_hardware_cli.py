@@ -1,4 +1,4 @@
-"""`release hardware` given bad input, as documented in docs/gpu-validation.md: each ends in one
+"""`release hardware` given bad input, as documented in docs/records/gpu-validation.md: each ends in one
 line, bounded, without a traceback. No wheel is built: each case stops before the leg installs one
 (tests/integration/test_hardware.py runs the legs themselves)."""
 

@@ -2,7 +2,7 @@
 
 Real ROCm engines compile host-only files with `hipcc` by name (Mooncake's nvlink allocator). The
 local ROCm image (the toolkit's matrix.yaml recipe, localhost/xfer-build-rocm) gets the toolkit's
-host-only hipcc from `install-rocm.sh 7.2` (docs/rocm-hipcc.md). The stand-in engine
+host-only hipcc from `install-rocm.sh 7.2` (docs/records/rocm-hipcc.md). The stand-in engine
 (tests/standins/hipcc_host: CMake, scikit-build-core, a TEST STAND-IN, not a real engine) compiles
 one such file with it, links it into its extension, and goes through build, repair, verify and
 smoke in real podman containers, one Python (3.12)."""

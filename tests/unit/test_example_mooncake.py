@@ -1,5 +1,5 @@
 """examples/mooncake/matrix.yaml, the standing example of a real third-party engine, stays a valid
-matrix as the model changes, and keeps the switches that make Mooncake build (docs/real-engines.md).
+matrix as the model changes, and keeps the switches that make Mooncake build (docs/records/real-engines.md).
 The Mooncake checkout itself is not here (no network in CI): examples/mooncake/build.sh builds it."""
 
 from __future__ import annotations

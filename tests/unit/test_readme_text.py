@@ -32,7 +32,7 @@ GUIDES = (
 
 
 def _documents() -> list[Path]:
-    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+    return [README, *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def broken_links(document: Path, root: Path = ROOT) -> list[str]:
