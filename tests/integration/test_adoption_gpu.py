@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from release.environment import in_ci
 
 from release.machine.containers import container_engine
+from release.settings import in_ci
 
 from .conftest import ROOT, LocalImages
 from .test_adoption import FILES, git, needs_tools

@@ -11,12 +11,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from release.environment import in_ci
 
 from release.builder import cibw, compiler_cache
 from release.config.matrix import load
 from release.machine.containers import container_engine
 from release.plan.steps import make_plan
+from release.settings import in_ci
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 
 pytestmark = pytest.mark.integration

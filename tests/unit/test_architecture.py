@@ -319,3 +319,30 @@ def test_the_linter_reads_every_toolkit_module() -> None:
     names = {part for path in RELEASE.rglob("*.py") for part in path.relative_to(RELEASE.parent).parts}
     hidden = sorted((p, n) for p in patterns if "/" not in p for n in names if fnmatch.fnmatch(n, p))
     assert not hidden, f"pyproject.toml's ruff exclude hides toolkit modules (pattern, name): {hidden}"
+
+
+def test_every_toolkit_import_in_the_tree_names_a_module_that_exists() -> None:
+    """A module that moved (`release.environment` into `release.settings`, `release.build` into
+    `release.builder` and `release.machine`) leaves no import behind, in the toolkit or in any
+    test tier (the integration tier's imports run only where its tests do)."""
+    import importlib.util
+
+    root = RELEASE.parent
+    files = [*RELEASE.rglob("*.py"), *(root / "tests").rglob("*.py"), *(root / "benchmarks").rglob("*.py")]
+    missing = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            module = node.module or "" if isinstance(node, ast.ImportFrom) and node.level == 0 else ""
+            if module.split(".")[0] == "release":
+                if importlib.util.find_spec(module) is None:
+                    missing.append(f"{path.relative_to(root)}:{node.lineno}: {module}")
+                    continue
+                assert isinstance(node, ast.ImportFrom)
+                for alias in node.names:
+                    sub = f"{module}.{alias.name}"
+                    package = importlib.util.find_spec(module)
+                    if package is not None and package.submodule_search_locations and not hasattr(
+                        importlib.import_module(module), alias.name
+                    ) and importlib.util.find_spec(sub) is None:
+                        missing.append(f"{path.relative_to(root)}:{node.lineno}: {sub}")
+    assert missing == []
