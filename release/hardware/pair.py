@@ -128,7 +128,7 @@ def attach(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, An
 
             try:
                 fetch.await_artifact(
-                    args.done_artifact, run_id=run_id(), repository=args.repository,
+                    args.done_artifact, run_id=run_id(), repository=args.repo,
                     dest=Path(into), deadline=args.wait, alive=stop, log=log,
                 )  # fmt: skip
                 fetch.copy_into(Path(into), done_file)
@@ -172,7 +172,7 @@ def await_address_artifact(args: argparse.Namespace, log: Callable[[str], None])
     address.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="release-address-") as into:
         fetch.await_artifact(
-            args.address_artifact, run_id=run_id(), repository=args.repository,
+            args.address_artifact, run_id=run_id(), repository=args.repo,
             dest=Path(into), deadline=args.wait, log=log,
         )  # fmt: skip
         fetch.copy_into(Path(into), address)
