@@ -86,7 +86,7 @@ def _report(report_path: Path, wheel: Path) -> dict[str, Any]:
         if all(isinstance(i, str) for i in ids):
             return report  # type: ignore[return-value]  # (a dict, checked above)
         why = "not a verify report (an object with a list of rules)"
-    msg = f"{wheel.name}: no readable verify report beside it ({report_path.name}: {why})"
+    msg = f"{wheel.name}: no readable verify report beside it ({report_path}: {why})"
     raise SmokeError(msg)
 
 

@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "docs" / "h200" / "variants.sh"
+SCRIPT = ROOT / "docs" / "records" / "h200" / "variants.sh"
 
 STANDIN_UV = r"""#!python
 # STAND-IN for uv (tests/integration/test_h200_variants_script.py): no uv wheel exists here.

@@ -120,7 +120,8 @@ def test_the_real_matrix_rehearses_through_publish(
     # The job ran release.yml's own line, with the workflow's env, and the lowest pins.
     build = f"build cp{py}-cuda-manylinux_x86_64"
     log = (work / "logs" / f"{build}.log".replace(" ", "-")).read_text(encoding="utf-8")
-    assert '$ python -m release build --variant "$VARIANT" --python "$PYTHON" --tag "$TAG" --container' in log
+    line = '$ python -m release build --variant "$VARIANT" --python "$PYTHON" --arch "$ARCH" --tag "$TAG"'
+    assert line + " --container" in log
     assert "binds libcudart.so.13" in log
     pins = (work / "jobs" / build.replace(" ", "-") / "files" / "lowest-pins.txt").read_text(encoding="utf-8")
     assert re.search(r"^auditwheel==\d", pins, re.M)
