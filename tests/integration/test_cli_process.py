@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -83,21 +84,32 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 @pytest.mark.skipif(
     not settings.switch("RELEASE_CI_SETUP_RAN"), reason="the bytecode settings are .ci/run's (run it there)"
 )
-def test_under_ci_a_process_reuses_the_bytecode_the_last_one_compiled() -> None:
+def test_under_ci_a_process_reuses_the_bytecode_the_last_one_compiled(tmp_path: Path) -> None:
     """.ci/run lets Python keep its bytecode (a machine's PYTHONDONTWRITEBYTECODE=1 made each of the
     run's Python processes compile every module it imported again) in one tree of its own: after a
     CLI process, the toolkit's modules are there, a second process reads them
-    (it writes none again), and no __pycache__ appears beside the sources a build copies."""
+    (it writes none again), and no __pycache__ appears beside the sources a build copies. The
+    toolkit runs from a copy of release/ of its own, so that another test's process started from
+    this checkout at the same moment cannot be taken for one of these."""
     prefix = os.environ.get("PYTHONPYCACHEPREFIX", "")
     assert prefix, "PYTHONPYCACHEPREFIX is not set"
     assert "PYTHONDONTWRITEBYTECODE" not in os.environ, os.environ["PYTHONDONTWRITEBYTECODE"]
     assert not Path(prefix).resolve().is_relative_to(ROOT), f"{prefix} is inside the checkout"
-    before = set((ROOT / "release").rglob("__pycache__"))
-    assert run("-m", "release", "--help").returncode == 0
-    mirrored = Path(prefix + str(ROOT / "release"))
+    source = tmp_path / "src"
+    shutil.copytree(ROOT / "release", source / "release", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**os.environ, "PYTHONPATH": str(source)}
+
+    def cli() -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "release", "--help"]
+        return subprocess.run(
+            argv, cwd=source, env=env, text=True, capture_output=True, timeout=120, check=False
+        )
+
+    assert cli().returncode == 0
+    mirrored = Path(prefix + str(source / "release"))
     compiled = sorted(mirrored.glob("cli.*.pyc"))
     assert compiled, f"no compiled release/cli.py under {mirrored}"
     written = compiled[0].stat().st_mtime_ns
-    assert run("-m", "release", "--help").returncode == 0
+    assert cli().returncode == 0
     assert compiled[0].stat().st_mtime_ns == written, "the second process compiled release/cli.py again"
-    assert set((ROOT / "release").rglob("__pycache__")) == before, "a __pycache__ beside the sources"
+    assert list((source / "release").rglob("__pycache__")) == [], "a __pycache__ beside the sources"

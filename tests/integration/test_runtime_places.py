@@ -103,6 +103,9 @@ def test_the_init_guard_finds_a_therock_pip_runtime(tmp_path: Path) -> None:
     pip = [sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check"]
     subprocess.run([*pip, "install", "-q", "--no-index", "--no-deps", str(kv), *map(str, sdk)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "PYTHON", "ROCM_SDK"))}
+    # No bytecode beside the venv's packages: pip's uninstall (run with this run's PYTHONPYCACHEPREFIX)
+    # would leave such a __pycache__, and the SDK's package directory with it, a namespace package.
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
 
     def mapped(*modules: str) -> list[str]:
         proc = subprocess.run(
