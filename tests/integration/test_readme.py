@@ -41,7 +41,8 @@ import pytest
 
 from release import settings
 from release.builder.prebuild import source_date_epoch
-from release.machine import images
+from release.machine import imaging
+from release.machine.recipe import Recipe
 from tests.readme import readme_commands
 
 from .conftest import ROOT, LocalImages
@@ -72,12 +73,9 @@ def _why_not() -> str | None:
 
 def make_image(log: Path) -> None:
     """A fresh Debian 12: minbase plus ca-certificates (with this host's CA certificates, which
-    this network's TLS needs); make-image.sh keeps it while its inputs are unchanged."""
-    script = ROOT / "scripts" / "make-image.sh"
-    cmd = ["bash", str(script), "--tag", IMAGE, "--suite", SUITE, "--minbase-only"]
-    with log.open("w", encoding="utf-8") as out, images.one_maker(print, IMAGE):
-        proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=1800, check=False)
-    assert proc.returncode == 0, log.read_text(encoding="utf-8")[-3000:]
+    this network's TLS needs); the toolkit's image maker keeps it while its inputs are unchanged."""
+    with log.open("w", encoding="utf-8") as out:
+        imaging.make("podman", Recipe(tag=IMAGE, suite=SUITE), log=lambda line: print(line, file=out))
 
 
 @pytest.fixture(scope="session")
