@@ -18,7 +18,8 @@ from pathlib import Path
 from release import requirement
 from release.atomic import write_project_files
 from release.config.backends import Backend, load_backends
-from release.config.matrix import LoadedMatrix, default_backends_dir, loads
+from release.config.matrix import LoadedMatrix, loads
+from release.config.resources import default_backends_dir
 from release.errors import MatrixError, UsageError
 from release.init import repository
 from release.init.guard import guard_code, planned_guard

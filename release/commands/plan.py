@@ -22,7 +22,7 @@ from release.config.shapes import build_requires_problems
 from release.errors import MatrixError, Problem, UsageError
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
-from release.plan.steps import BuildStep, Plan, make_plan, select
+from release.plan.steps import BuildStep, Plan, awaiting_line, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 from release.variants.make import variant_set
 
@@ -171,6 +171,15 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         rows = [(name, variants[name].distribution, why) for name, why in plan.held_back.items()]
         held = table.render(("variant", "distribution", "reason"), rows, title="Held back: not released")
         print(held, file=where)
+    if args.github:
+        for name in plan.awaiting:
+            print(f"awaiting: {awaiting_line(loaded, name)}", file=sys.stderr)
+    elif plan.awaiting:
+        print(
+            f"awaiting a digest (pin: probe; no release or hardware job runs in them yet): images "
+            f"{', '.join(plan.awaiting)}: ci.yml's images job records them (`release ready` says more)",
+            file=where,
+        )
     if args.github != "release":
         for problem in [*unpinned_images(plan), *unfilled(loaded.path)]:
             print(f"warning: {problem}", file=sys.stderr)

@@ -218,6 +218,12 @@ def images(c: Context) -> None:
                 parse_image_reference(img.container)
             except ValueError as exc:
                 c.add(f"{key}.container", f"{img.container!r}: {exc}")
+        if img.pin == "probe" and (img.container is None or "@" in img.container):
+            c.add(
+                f"{key}.pin",
+                "`probe` pins a tag by the digest a probe records: write `container` as name:tag "
+                "(without @sha256:...), or leave `pin` out for a reference pinned by digest",
+            )
         sim = img.simulate
         if sim is not None and sim.runtime == "prefix" and not sim.prefix:
             c.add(
@@ -280,7 +286,9 @@ def unpinned_serving_images(
     problems = []
     for name in used:
         img = m.images.get(name)
-        if img is None or img.container is None or parse_image_reference(img.container).pinned:
+        if img is None or img.container is None or img.pin == "probe":
+            continue  # `pin: probe`: pinned by its recorded digest, or awaiting it (plan.awaiting)
+        if parse_image_reference(img.container).pinned:
             continue
         key = dotted(dotted("images", name), "container")
         line = lines.get(key, lines.get(dotted("images", name)))

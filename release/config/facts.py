@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from release.atomic import write_text
 from release.config.names import NAME, NAME_RULE, PYTHON_VERSION
@@ -205,3 +205,28 @@ def digest_of(reference: str) -> str | None:
     """The digest a reference pins (`...@sha256:...`), else None."""
     _, at, digest = reference.partition("@")
     return digest if at else None
+
+
+class _Pinned(Protocol):
+    @property
+    def container(self) -> str | None: ...
+    @property
+    def pin(self) -> str: ...
+
+
+def probe_pins(images: Mapping[str, _Pinned], facts: Mapping[str, ImageFacts]) -> dict[str, str]:
+    """Image name -> `tag@digest` for each `pin: probe` tag whose digest a probe recorded for
+    exactly that reference (facts of another tag, or only from public sources, pin nothing)."""
+    pins = {}
+    for name, image in images.items():
+        recorded = facts.get(name)
+        if image.pin != "probe" or image.container is None or "@" in image.container or recorded is None:
+            continue
+        # the probe of the tag, or a later one of the tag pinned by that digest
+        if (
+            recorded.source == "probe"
+            and recorded.digest
+            and recorded.reference.partition("@")[0] == image.container
+        ):
+            pins[name] = f"{image.container}@{recorded.digest}"
+    return pins

@@ -7,7 +7,7 @@ generated from them (`python -m release schema`), and a test fails when the two 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -22,9 +22,9 @@ from release.config.dataschema import (
     spec,
     suggest,
 )
-from release.config.facts import ImageFacts, facts_path, load_facts
+from release.config.facts import ImageFacts, facts_path, load_facts, probe_pins
 from release.config.machines import DEFAULT_MACHINE, floor_for, machine_of_tag
-from release.config.resources import toolkit_backends
+from release.config.resources import default_backends_dir
 from release.config.shapes import held_back_problems, shape_problems, system_package_shape_problems
 from release.config.sysdeps import SystemPackage
 from release.errors import MatrixError, Problem, UsageError
@@ -299,6 +299,18 @@ class Image:
     expect: Literal["pass", "runtime-missing"] = spec(
         "What the smoke test must see in this image.", default="pass"
     )
+    pin: Literal["digest", "probe"] = spec(
+        "How `container` is pinned: `digest`, written in it (`name:tag@sha256:...`); or `probe`, a "
+        "tag whose digest the ci.yml probe records in images.facts.json (`release images probe --pull "
+        "--write` where the registry is reachable). Until a digest is recorded the image awaits it: "
+        "no release or hardware job runs in it, and `release plan` and `release ready` say so.",
+        default="digest",
+    )
+
+    @property
+    def awaiting_digest(self) -> bool:
+        """A `pin: probe` tag whose digest no probe has recorded yet."""
+        return self.pin == "probe" and self.container is not None and "@" not in self.container
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -478,16 +490,10 @@ def loads(
     if problems:
         raise MatrixError(problems)
     facts = load_facts(facts_path(path))
+    pins = probe_pins(matrix.images, facts)
+    if pins:  # a `pin: probe` tag is used by the digest a probe recorded for it
+        images = {n: replace(i, container=pins.get(n, i.container)) for n, i in matrix.images.items()}
+        matrix = replace(matrix, images=images)
     return LoadedMatrix(
         matrix=matrix, path=path.resolve(), backends=backends, lines=reader.lines, image_facts=facts
     )
-
-
-def default_backends_dir(matrix_path: Path) -> tuple[Path, ...]:
-    """The toolkit's backend data, then a project's own `packaging/backends/` beside the matrix:
-    its files add backends, or replace the toolkit's of the same name."""
-    own = toolkit_backends()
-    local = matrix_path.resolve().parent / "packaging" / "backends"
-    if local.is_dir() and local.resolve() != own.resolve():
-        return (own, local)
-    return (own,)

@@ -51,3 +51,13 @@ def setup_podman_command() -> str:
     except ValueError:
         shown = script
     return f"bash {shown}"
+
+
+def default_backends_dir(matrix_path: Path) -> tuple[Path, ...]:
+    """The toolkit's backend data, then a project's own `packaging/backends/` beside the matrix:
+    its files add backends, or replace the toolkit's of the same name."""
+    own = toolkit_backends()
+    local = matrix_path.resolve().parent / "packaging" / "backends"
+    if local.is_dir() and local.resolve() != own.resolve():
+        return (own, local)
+    return (own,)

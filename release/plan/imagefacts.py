@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from release.config.facts import ImageFacts, Layout, digest_of
+from release.config.facts import ImageFacts, Layout, digest_of, probe_pins
 from release.config.matrix import Image, LoadedMatrix
 from release.config.names import ascii_int
 from release.errors import SmokeError
@@ -223,6 +223,16 @@ def pinned_without_facts(loaded: LoadedMatrix, recorded: Mapping[str, ImageFacts
         elif current(loaded, name, facts) is None:
             out[name] = f"facts recorded for {facts.digest or facts.reference}, not the pinned digest"
     return out
+
+
+def awaiting_digests(loaded: LoadedMatrix, recorded: Mapping[str, ImageFacts]) -> dict[str, str]:
+    """`pin: probe` tags that `recorded` (the file, with what a probe just found) gives no digest:
+    image name -> why."""
+    return {
+        name: "awaits its digest (pin: probe): no probe has recorded one"
+        for name, image in loaded.matrix.images.items()
+        if image.awaiting_digest and not probe_pins({name: image}, recorded)
+    }
 
 
 def refuse_missing_pythons(loaded: LoadedMatrix) -> None:

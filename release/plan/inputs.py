@@ -30,7 +30,7 @@ from release.config.imageref import parse_image_reference
 from release.config.matrix import Matrix
 from release.errors import ReleaseError
 from release.plan.imagefacts import pinned_without_facts
-from release.plan.steps import Plan
+from release.plan.steps import Plan, awaiting_line
 from release.plan.version import is_prerelease
 
 VARIABLE_JOBS: Mapping[str, tuple[str, ...]] = {
@@ -42,7 +42,7 @@ toolkit install (cibuildwheel passes the names into the container), and so does 
 job (`release reproduce`), its smoke job installs the runtime; ci.yml's readiness job only learns
 whether each is set."""
 
-Status = Literal["ok", "missing", "fail", "by hand", "held back"]
+Status = Literal["ok", "missing", "fail", "by hand", "held back", "awaiting"]
 BLOCKING: tuple[Status, ...] = ("missing", "fail")
 
 TITLE = "Before your first tag"
@@ -152,6 +152,12 @@ def _images(plan: Plan) -> list[Item]:
             items.append(Item("image", container, "ok", f"pinned by digest; {detail}"))
         else:
             items.append(Item("image", container, "fail", f"tag only; {detail}", problem))
+    for name, tag in plan.awaiting.items():
+        detail = (
+            f"images.{name}: pin: probe, no digest recorded yet: no release or hardware job runs in it "
+            "until ci.yml's images job records one"
+        )
+        items.append(Item("image", tag, "awaiting", detail, awaiting_line(loaded, name)))
     stale = pinned_without_facts(loaded, loaded.image_facts)
     for name in seen:
         facts = loaded.image_facts.get(name)
@@ -317,11 +323,18 @@ def markdown(plan: Plan) -> str:
         "- **Trusted publishers**, one per distribution and index (repository, workflow `release.yml`, "
         f"the environment above): {_names(items, 'index name')}. Each name must be yours or free."
     )
-    images = [i for i in items if i.kind == "image"]
+    images = [i for i in items if i.kind == "image" and i.status != "awaiting"]
     if images:
         out.append(
             "- **Serving images pinned by digest** (`name:tag@sha256:...`), pullable without "
             f"credentials: {_names(images, 'image')}."
+        )
+    awaiting = [i for i in items if i.kind == "image" and i.status == "awaiting"]
+    if awaiting:
+        out.append(
+            "- **Serving images awaiting their digest** (`pin: probe`; no release or hardware job runs "
+            "in them until ci.yml's images job records one in images.facts.json): "
+            f"{_names(awaiting, 'image')}."
         )
     runners = [i for i in items if i.kind == "runner"]
     if runners:

@@ -311,7 +311,11 @@ def resolve_variant(
         before_all=matrix.engine.before_all,
         architectures=variant.architectures,
         device_code=variant.device_code,
-        images=tuple(_image(loaded, i, variant, backend, globs) for i in variant.images),
+        images=tuple(
+            _image(loaded, i, variant, backend, globs)
+            for i in variant.images
+            if not matrix.images[i].awaiting_digest  # no job runs in a tag: Plan.awaiting
+        ),
         hardware=tuple(ResolvedHardware(name=h, hardware=matrix.hardware[h]) for h in variant.hardware),
         build_image=_build_image(loaded, name, variant, backend),
         smoke_commands=matrix.engine.smoke.commands,

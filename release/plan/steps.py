@@ -124,6 +124,9 @@ class Plan:
     images: tuple[ImageStep, ...]
     held_back: Mapping[str, str] = field(default_factory=dict)
     """Variants of the matrix left out of this plan on purpose (`held_back`), with their reasons."""
+    awaiting: Mapping[str, str] = field(default_factory=dict)
+    """Serving images of the plan's variants declared `pin: probe` whose digest no probe has
+    recorded yet: image name -> its tag. No job runs in them until one is (`awaiting_line`)."""
 
     def variant(self, name: str) -> ResolvedVariant:
         if name in self.held_back and name not in self.variants:
@@ -143,6 +146,18 @@ def held_back_line(loaded: LoadedMatrix, name: str) -> str:
     return (
         f"{where}: variant {name!r} ({loaded.matrix.variants[name].distribution}) is held back: {reason} "
         f"(remove variants.{name}.held_back to release it)"
+    )
+
+
+def awaiting_line(loaded: LoadedMatrix, name: str) -> str:
+    """Why no job runs in a serving image yet, located, and what records its digest."""
+    line = loaded.lines.get(f"images.{name}.container")
+    where = f"{loaded.path.name}:{line}" if line is not None else loaded.path.name
+    return (
+        f"{where}: images.{name} ({loaded.matrix.images[name].container}) awaits its digest (pin: probe): "
+        "no release or hardware job runs in it until `release images probe --pull --write` (ci.yml's "
+        "images job, where the registry is reachable) records one in images.facts.json and the file "
+        "is committed"
     )
 
 
@@ -176,7 +191,12 @@ def make_plan(
     backend = read_build_backend(loaded.engine_dir)
     resolved = {name: resolve_variant(loaded, name, build_backend=backend) for name in names}
     builds = _build_steps(loaded, resolved)
-    return Plan(loaded, resolved, builds, _smoke_steps(loaded, resolved), _image_steps(builds), held)
+    used = dict.fromkeys(i for n in names for i in loaded.matrix.variants[n].images)
+    awaiting = {
+        i: str(loaded.matrix.images[i].container) for i in used if loaded.matrix.images[i].awaiting_digest
+    }
+    smokes = _smoke_steps(loaded, resolved)
+    return Plan(loaded, resolved, builds, smokes, _image_steps(builds), held, awaiting)
 
 
 def _version(py: str) -> tuple[int, ...]:

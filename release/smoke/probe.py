@@ -15,7 +15,14 @@ from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
 from release.machine.containers import pull as pull_image
 from release.machine.containers import run_script
-from release.plan.imagefacts import Disagreement, compare, current, image_sonames, pinned_without_facts
+from release.plan.imagefacts import (
+    Disagreement,
+    awaiting_digests,
+    compare,
+    current,
+    image_sonames,
+    pinned_without_facts,
+)
 from release.plan.steps import make_plan
 from release.table import printable
 
@@ -188,21 +195,46 @@ def _toolkit_version(lines: list[str]) -> str | None:
 
 
 def image_digest(engine: str, reference: str) -> str | None:
-    """The pinned digest of `reference`, else the local image's id (`sha256:...`)."""
+    """The pinned digest of `reference`; else, for a tag pulled from its registry, the registry's
+    digest of it (what `name:tag@sha256:...` pins: `pin: probe` records it); else the local
+    image's id (`sha256:...`)."""
     _, at, digest = reference.partition("@")
     if at:
         return digest
     proc = subprocess.run(
-        [engine, "image", "inspect", "--format", "{{.Id}}", reference],
+        [engine, "image", "inspect", "--format", "{{json .RepoDigests}} {{.Id}}", reference],
         capture_output=True,
         text=True,
         check=False,
         timeout=120,
     )
-    found = proc.stdout.strip()
+    repo_digests, _, found = proc.stdout.strip().rpartition(" ")
     if proc.returncode != 0 or not found:
         return None
-    return found if found.startswith("sha256:") else f"sha256:{found}"
+    return registry_digest(reference, repo_digests) or (
+        found if found.startswith("sha256:") else f"sha256:{found}"
+    )
+
+
+def registry_digest(reference: str, repo_digests: str) -> str | None:
+    """The digest among an image's RepoDigests (`["docker.io/x/y@sha256:..."]`, JSON) that belongs
+    to `reference`'s repository; None where it has none (a local image)."""
+    try:
+        entries = json.loads(repo_digests or "null")
+    except ValueError:
+        return None
+    name = reference.rpartition(":")[0] if ":" in reference.rpartition("/")[2] else reference
+    if name.startswith("localhost/"):
+        return None  # made here: its id is what names it
+    for entry in entries if isinstance(entries, list) else []:
+        repo, at, digest = str(entry).partition("@")
+        if (
+            at
+            and repo.removeprefix("docker.io/") == name.removeprefix("docker.io/")
+            and digest.startswith("sha256:")
+        ):
+            return digest
+    return None
 
 
 def probe(
@@ -334,7 +366,8 @@ def probe_matrix(
         rows, problems = compare(loaded, name, facts)
         result.rows += [(r.image, r.fact, r.declared, r.found, source, r.status) for r in rows]
         result.disagreements += problems
-    pinned = pinned_without_facts(loaded, {**recorded, **result.probed})
+    merged = {**recorded, **result.probed}
+    pinned = pinned_without_facts(loaded, merged) | awaiting_digests(loaded, merged)
     result.without_facts = {n: why for n, why in pinned.items() if n in chosen}
     return result
 

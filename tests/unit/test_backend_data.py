@@ -17,8 +17,8 @@ from release import cli
 from release.config import backends as backends_mod
 from release.config.backends import Backend, load_backends
 from release.config.dataschema import spec
-from release.config.matrix import default_backends_dir, loads
-from release.config.resources import toolkit_backends
+from release.config.matrix import loads
+from release.config.resources import default_backends_dir, toolkit_backends
 from release.errors import MatrixError
 from release.init import scan
 from release.machine.toolchain import decode_version, find_toolchain, read_version

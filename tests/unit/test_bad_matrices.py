@@ -151,7 +151,7 @@ CASES = [
         "    architecture: [", "variants.rocm.architecture", "did you mean 'architectures'?"),
     bad("device-code-dashed", sub("    device_code: false", "    device-code: false"),
         "    device-code:", "variants.rocm.device-code", "did you mean 'device_code'?"),
-    bad("image-key-misspelt", sub('    container: "docker.io/vllm', '    containers: "docker.io/vllm'),
+    bad("image-key-misspelt", sub('    container: "docker.io/vllm/vllm-openai-rocm:v0.21', '    containers: "docker.io/vllm/vllm-openai-rocm:v0.21'),
         "    containers:", "images.vllm-rocm.containers", "did you mean 'container'?"),
     bad("simulate-key-misspelt", sub("{runtime: absent, rootfs:", "{runtime: absent, rootf:"),
         ("  clean-minbase:", "    simulate:"), "images.clean-minbase.simulate.rootf",

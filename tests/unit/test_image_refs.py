@@ -3,6 +3,7 @@ serving image that a release job would run by tag only (other plans warn)."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from release.config.checks import unpinned_serving_images
 from release.config.imageref import parse_image_reference
 from release.config.matrix import LoadedMatrix, loads
 from release.errors import MatrixError
+from release.plan.steps import make_plan
+from release.smoke.probe import registry_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ROOT / "packaging" / "backends"
@@ -134,3 +137,91 @@ def test_a_pinned_release_plan_succeeds(tmp_path: Path, capsys: pytest.CaptureFi
 def test_the_repository_pins_its_serving_images() -> None:
     loaded = _loaded(ROOT / "matrix.yaml")
     assert unpinned_serving_images(loaded.matrix, loaded.lines, "matrix.yaml") == []
+
+
+ROCM10 = "docker.io/lmsysorg/sglang:v0.5.21-rocm10-mi35x"
+AWAITING = {"vllm-rocm-v033", "sglang-rocm10", "sglang-rocm724"}
+
+
+def _pinned_matrix(tmp_path: Path, **replace: str) -> Path:
+    return _matrix(tmp_path, **{VLLM: f"{VLLM}@{DIGEST}", SGLANG: f"{SGLANG}@{DIGEST}"}, **replace)
+
+
+def _record(tmp_path: Path, name: str, reference: str, *, digest: str, source: str) -> None:
+    facts = {
+        "schema_version": 1,
+        "images": {
+            name: {
+                "reference": reference,
+                "digest": digest,
+                "source": source,
+                "pythons": {"3.12": "python3.12"},
+            }
+        },
+    }
+    (tmp_path / "images.facts.json").write_text(json.dumps(facts), encoding="utf-8")
+
+
+def test_probe_pinned_tags_await_their_digest_and_no_job_runs_in_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pin: probe` tags without a recorded digest: listed, never run by tag, never refused."""
+    path = _pinned_matrix(tmp_path)
+    plan = make_plan(_loaded(path))
+    assert set(plan.awaiting) == AWAITING
+    assert plan.awaiting["sglang-rocm10"] == ROCM10
+    assert not [s for s in plan.images if s.image.name in AWAITING]
+    assert not [s for s in plan.smokes if s.image in AWAITING]
+    assert cli.main(["--matrix", str(path), "plan", "--github", "release", "--tag", "v0.1.0"]) == 0
+    out, err = capsys.readouterr()
+    assert "rocm10" not in out and "v0.33.0" not in out, "no job may run a tag"
+    line = _line_of(ROCM10)
+    assert (
+        f"awaiting: matrix.yaml:{line}: images.sglang-rocm10 ({ROCM10}) awaits its digest (pin: probe)" in err
+    )
+    assert "release images probe --pull --write" in err
+
+
+def test_a_digest_a_probe_recorded_pins_the_tag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    other = "sha256:" + "fedcba9876543210" * 4
+    path = _pinned_matrix(tmp_path)
+    _record(tmp_path, "sglang-rocm10", ROCM10, digest=other, source="probe")
+    loaded = _loaded(path)
+    assert loaded.matrix.images["sglang-rocm10"].container == f"{ROCM10}@{other}"
+    plan = make_plan(loaded)
+    assert set(plan.awaiting) == AWAITING - {"sglang-rocm10"}
+    assert {s.container for s in plan.smokes if s.image == "sglang-rocm10"} == {f"{ROCM10}@{other}"}
+    assert cli.main(["--matrix", str(path), "plan", "--github", "release", "--tag", "v0.1.0"]) == 0
+    assert f'"container":"{ROCM10}@{other}"' in capsys.readouterr().out
+    # A later probe of the pinned reference keeps the pin; facts from public sources, or of
+    # another tag, pin nothing.
+    _record(tmp_path, "sglang-rocm10", f"{ROCM10}@{other}", digest=other, source="probe")
+    assert _loaded(path).matrix.images["sglang-rocm10"].container == f"{ROCM10}@{other}"
+    _record(tmp_path, "sglang-rocm10", ROCM10, digest=other, source="public")
+    assert _loaded(path).matrix.images["sglang-rocm10"].container == ROCM10
+    _record(tmp_path, "sglang-rocm10", ROCM10.replace("v0.5.21", "v0.5.20"), digest=other, source="probe")
+    assert _loaded(path).matrix.images["sglang-rocm10"].container == ROCM10
+
+
+def test_pin_probe_is_for_a_tag(tmp_path: Path) -> None:
+    path = _pinned_matrix(tmp_path, **{f'"{ROCM10}"': f'"{ROCM10}@{DIGEST}"'})
+    with pytest.raises(MatrixError) as info:
+        _loaded(path)
+    (problem,) = info.value.problems
+    assert problem.key == "images.sglang-rocm10.pin"
+    assert "write `container` as name:tag" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("reference", "repo_digests", "found"),
+    [
+        (ROCM10, f'["docker.io/lmsysorg/sglang@{DIGEST}"]', DIGEST),
+        (ROCM10, f'["lmsysorg/sglang@{DIGEST}"]', DIGEST),
+        (ROCM10, f'["docker.io/lmsysorg/other@{DIGEST}"]', None),
+        ("localhost/xfer-smoke-x:1", f'["localhost/xfer-smoke-x@{DIGEST}"]', None),
+        (ROCM10, "null", None),
+        (ROCM10, "not json", None),
+    ],
+)
+def test_the_registry_digest_of_a_pulled_tag(reference: str, repo_digests: str, found: str | None) -> None:
+    assert registry_digest(reference, repo_digests) == found

@@ -507,7 +507,16 @@ def test_ci_probes_the_serving_images_when_their_declarations_change(workflow: P
         "--pull",
         "--pull-timeout",
         "1800",
+        "--write",
         "--require",
         "--changed-since",
         '"$BASE"',
     ]
+    # What the probe wrote (a `pin: probe` tag's digest) must be committed: the job fails until
+    # it is, and hands the file over as an artifact.
+    names = [s.get("name", "") for s in job["steps"]]
+    facts_step = "The facts file holds what the probe recorded (digests of pin-probe tags)"
+    check = job["steps"][names.index(facts_step)]
+    assert check["run"].startswith("git diff --exit-code -- images.facts.json ||")
+    upload = job["steps"][-1]
+    assert upload["if"] == "failure()" and upload["with"]["path"] == "images.facts.json"
