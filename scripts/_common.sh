@@ -87,6 +87,20 @@ toolkit_version() {
   fi
 }
 
+# toolkit_probe BACKEND PREFIX: toolkit_version with BACKEND's probe from toolkits.tsv beside the
+# script (generated from packaging/backends/*.json by `release schema --write`), so the scripts
+# read a toolkit's version exactly as the backend data says the toolkit does.
+toolkit_probe() {
+  local table row _name header defines places files list=()
+  table="$(dirname "$0")/toolkits.tsv"
+  [ -f "$table" ] || die "$table is missing: it comes with the toolkit's scripts (release schema --write makes it)"
+  row="$(awk -F'\t' -v b="$1" '$1 == b' "$table")"
+  [ -n "$row" ] || die "$table has no row for backend $1 (release schema --write makes it from packaging/backends/$1.json)"
+  IFS=$'\t' read -r _name header defines places files <<<"$row"
+  [ "$files" = - ] || read -r -a list <<<"$files"
+  toolkit_version "$2" "$header" "$defines" "$places" "${list[@]}"
+}
+
 # same_release DECLARED FOUND: true when FOUND has DECLARED's major.minor (6.4 matches 6.4.3),
 # the rule the toolkit applies before a build (release/machine/toolchain.py toolkit_mismatch).
 same_release() {

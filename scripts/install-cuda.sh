@@ -90,7 +90,7 @@ driver_stub() {
 }
 
 other=""
-cuda_version() { toolkit_version "$1" include/cuda_runtime_api.h CUDART_VERSION 1000,10 version.json version.txt; }
+cuda_version() { toolkit_probe cuda "$1"; }
 for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/local/cuda; do
   if [ -n "$runtime_only" ] && [ -n "$prefix" ] && compgen -G "$prefix/lib*/$soname*" >/dev/null; then
     log "the CUDA $major runtime ($soname) is already installed under $prefix: nothing to do"

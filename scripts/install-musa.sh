@@ -31,7 +31,7 @@ version="${version:-${MUSA_VERSION:-}}"
 [ -z "$version" ] || check_version_arg "$version"
 target=/usr/local/musa
 
-musa_version() { toolkit_version "$1" include/musa_runtime_api.h MUSART_VERSION 1000,10 version.txt version.json; }
+musa_version() { toolkit_probe musa "$1"; }
 
 mismatch=""
 for prefix in "${MUSA_HOME:-}" "${MUSA_PATH:-}" "$target"; do

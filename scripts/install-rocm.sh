@@ -60,10 +60,7 @@ lookup_runtime() {
 }
 [ -z "$version" ] || lookup_runtime "$version"
 
-rocm_version() {
-  toolkit_version "$1" include/hip/hip_version.h HIP_VERSION_MAJOR,HIP_VERSION_MINOR,HIP_VERSION_PATCH - \
-    .info/version share/doc/rocm-core/version
-}
+rocm_version() { toolkit_probe rocm "$1"; }
 # runtime_at PREFIX: the declared release's runtime (libamdhip64.so.7 for ROCm 7.x and 10.x; any
 # libamdhip64 when none is declared) under PREFIX.
 runtime_at() {

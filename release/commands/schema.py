@@ -14,7 +14,7 @@ from pathlib import Path
 from release.cli import command_table
 from release.config import backends as backends_mod
 from release.config import matrix as matrix_mod
-from release.config.backends import RUNTIME_TABLE, load_backends, runtime_table
+from release.config.backends import RUNTIME_TABLE, TOOLKIT_TABLE, load_backends, runtime_table, toolkit_table
 from release.config.matrix import LoadedMatrix
 from release.config.resources import toolkit_backends, toolkit_scripts
 from release.errors import ReleaseError
@@ -60,6 +60,11 @@ def _committed() -> list[tuple[Path, str, str]]:
         (
             toolkit_scripts() / RUNTIME_TABLE,
             runtime_table(load_backends(toolkit_backends()).values()),
+            "packaging/backends/*.json",
+        ),
+        (
+            toolkit_scripts() / TOOLKIT_TABLE,
+            toolkit_table(load_backends(toolkit_backends()).values()),
             "packaging/backends/*.json",
         ),
         *generated_readme,

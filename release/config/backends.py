@@ -287,6 +287,31 @@ def runtime_table(backends: Iterable[Backend]) -> str:
     return "\n".join([*head, *rows]) + "\n"
 
 
+TOOLKIT_TABLE = "toolkits.tsv"
+"""The install scripts' copy of each backend's version probe, beside them (`release schema --write`)."""
+
+
+def toolkit_table(backends: Iterable[Backend]) -> str:
+    """How the install scripts read an installed toolkit's version, as the toolkit does
+    (`release.machine.toolchain.read_version`): one tab-separated row per backend with a toolkit."""
+    head = [
+        "# Generated from packaging/backends/*.json by `python -m release schema --write`: do not edit.",
+        "# The install scripts read it (bash, _common.sh toolkit_probe): per backend, the version header,",
+        "# its macro(s), the place values of one macro ('-': each macro is one part) and the version",
+        "# files (space-separated, the first found wins), relative to the toolkit's prefix. '-' is empty.",
+        "# backend\theader\tdefines\tplaces\tfiles",
+    ]
+    rows = []
+    for b in sorted(backends, key=lambda b: b.name):
+        t = b.toolkit
+        if t is None:
+            continue
+        places = ",".join(str(p) for p in t.version_places) or "-"
+        files = " ".join(t.version_files) or "-"
+        rows.append("\t".join((b.name, t.version_header or "-", t.version_define or "-", places, files)))
+    return "\n".join([*head, *rows]) + "\n"
+
+
 def _check(backend: Backend, file: str, lines: Mapping[str, int]) -> list[Problem]:
     """What the model cannot say: the tables agree with each other and the hint's placeholders exist."""
     problems: list[Problem] = []

@@ -145,7 +145,12 @@ def _sha256(paths: Sequence[Path]) -> str:
 
 def read_digests(scripts: Path, ca_dir: Path = CA_DIR) -> Digests:
     """The digests of this checkout's scripts and this host's CA certificates."""
-    toolkit = [*sorted(scripts.glob("install-*.sh")), scripts / "hipcc-host.sh", scripts / "runtimes.tsv"]
+    toolkit = [
+        *sorted(scripts.glob("install-*.sh")),
+        scripts / "hipcc-host.sh",
+        scripts / "runtimes.tsv",
+        scripts / "toolkits.tsv",
+    ]
     ca = sorted(ca_dir.glob("*.crt")) if ca_dir.is_dir() else []
     standin = scripts / "therock-standin"
     return Digests(

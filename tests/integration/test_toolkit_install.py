@@ -30,7 +30,7 @@ def test_the_wheel_carries_data_scripts_and_templates(toolkit_wheel: Path) -> No
     # script that makes it, and the one that sets up podman, come with the toolkit
     scripts += ("make-image.sh", "image-layers.sh", "setup-podman.sh")
     scripts += ("hipcc-host.sh",)  # install-rocm.sh puts it where HIP has no hipcc
-    for script in (*scripts, "runtimes.tsv"):
+    for script in (*scripts, "runtimes.tsv", "toolkits.tsv"):
         assert f"release/scripts_data/{script}" in names
     for workflow in ("release.yml", "ci.yml", "hardware.yml"):
         assert f"release/init/templates/{workflow}" in names

@@ -33,6 +33,7 @@ from release.config import checks, dataschema, globs, matrix
 from release.errors import MatrixError
 from release.plan.steps import make_plan
 
+VLLM_21 = "docker.io/vllm/vllm-openai-rocm:v0.21"  # one of two vLLM images: this one, once
 ROOT = Path(__file__).resolve().parents[2]
 REAL = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
 BACKENDS = ROOT / "packaging" / "backends"
@@ -151,7 +152,7 @@ CASES = [
         "    architecture: [", "variants.rocm.architecture", "did you mean 'architectures'?"),
     bad("device-code-dashed", sub("    device_code: false", "    device-code: false"),
         "    device-code:", "variants.rocm.device-code", "did you mean 'device_code'?"),
-    bad("image-key-misspelt", sub('    container: "docker.io/vllm/vllm-openai-rocm:v0.21', '    containers: "docker.io/vllm/vllm-openai-rocm:v0.21'),
+    bad("image-key-misspelt", sub(f'    container: "{VLLM_21}', f'    containers: "{VLLM_21}'),
         "    containers:", "images.vllm-rocm.containers", "did you mean 'container'?"),
     bad("simulate-key-misspelt", sub("{runtime: absent, rootfs:", "{runtime: absent, rootf:"),
         ("  clean-minbase:", "    simulate:"), "images.clean-minbase.simulate.rootf",

@@ -59,7 +59,14 @@ def test_the_wheel_carries_every_script_a_build_or_an_image_runs_and_what_each_r
         seen.add(name)
         assert (SCRIPTS / name).is_file(), f"scripts/{name} is named but absent"
         wanted |= set(_BESIDE.findall((SCRIPTS / name).read_text(encoding="utf-8")))
-    assert {"install-cuda.sh", "install-rocm.sh", "install-musa.sh", "_common.sh", "runtimes.tsv"} <= seen
+    assert {
+        "install-cuda.sh",
+        "install-rocm.sh",
+        "install-musa.sh",
+        "_common.sh",
+        "runtimes.tsv",
+        "toolkits.tsv",
+    } <= seen
     missing = sorted(seen - shipped)
     assert not missing, f"pyproject.toml package-data release.scripts_data lacks {missing}"
 
@@ -86,7 +93,7 @@ def test_an_installed_toolkit_puts_its_scripts_in_the_container_project(
     work = tmp_path / "project"
     project, before_build = container.container_project(steps, "0.1.0", work)
     assert "bash scripts/install-rocm.sh 7.2" in cibuildwheel_options(steps)["before-all"]
-    for name in ("install-rocm.sh", "_common.sh", "runtimes.tsv", "hipcc-host.sh"):
+    for name in ("install-rocm.sh", "_common.sh", "runtimes.tsv", "toolkits.tsv", "hipcc-host.sh"):
         assert (project / "scripts" / name).read_bytes() == (SCRIPTS / name).read_bytes()
     assert "gpu-wheel-release==" in before_build
 

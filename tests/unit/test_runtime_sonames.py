@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from release.config.backends import RUNTIME_TABLE, load_backends, runtime_table
+from release.config.backends import RUNTIME_TABLE, TOOLKIT_TABLE, load_backends, runtime_table, toolkit_table
 from release.config.matrix import LoadedMatrix, loads
 from release.config.resources import toolkit_scripts
 from release.errors import MatrixError
@@ -141,3 +141,31 @@ def test_backend_data_that_disagrees_with_itself_is_refused(
     with pytest.raises(MatrixError, match=r"rocm\.json") as caught:
         load_backends(_backends_with(tmp_path, **changes))
     assert message in str(caught.value)
+
+
+def test_the_install_scripts_read_versions_by_the_backend_datas_probe() -> None:
+    """scripts/toolkits.tsv is generated from each backend's `toolkit` probe (header, macros,
+    place values, version files), and the install scripts read an installed toolkit's version only
+    through it (`toolkit_probe`), never with a probe of their own."""
+    text = toolkit_table(load_backends(BACKENDS).values())
+    assert (toolkit_scripts() / TOOLKIT_TABLE).read_text(encoding="utf-8") == text
+    rows = {
+        row[0]: row for row in (line.split("\t") for line in text.splitlines() if not line.startswith("#"))
+    }
+    assert rows["cuda"] == [
+        "cuda",
+        "include/cuda_runtime_api.h",
+        "CUDART_VERSION",
+        "1000,10",
+        "version.json version.txt",
+    ]
+    assert rows["rocm"][1:4] == [
+        "include/hip/hip_version.h",
+        "HIP_VERSION_MAJOR,HIP_VERSION_MINOR,HIP_VERSION_PATCH",
+        "-",
+    ]
+    assert "cpu" not in rows  # no toolkit, no probe
+    for backend in ("cuda", "rocm", "musa"):
+        script = (toolkit_scripts() / f"install-{backend}.sh").read_text(encoding="utf-8")
+        assert f'toolkit_probe {backend} "$1"' in script
+        assert "toolkit_version " not in script, f"install-{backend}.sh probes a version its own way"
