@@ -42,13 +42,14 @@ from release.smoke.image import (
     missing_libraries,
     run_command,
 )
+from release.smoke.legs import plan_legs
 from release.smoke.outcome import Outcome, Step
-from release.smoke.placement import Placement, host_libc, host_platforms, place, uninstallable
+from release.smoke.placement import Placement, host_libc, host_platforms, uninstallable
 from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME, one_copy_argv, two_copies
 from release.smoke.refusal import absent_drivers, refusal_problem
 from release.smoke.requirements import install_argvs, left_out, missing_source_line, network_env
 from release.smoke.requirements import mounts as requirement_mounts
-from release.smoke.selection import HOST_IMAGE, declared_image, images_for, smoke_pythons, wheels_for
+from release.smoke.selection import HOST_IMAGE, wheels_for
 from release.smoke.verdict import command_argv, judge, shown, smoke_commands
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
 from release.wheel.files import file_sha256
@@ -392,7 +393,6 @@ def smoke_variant(
         raise SmokeError(msg)
     found = find_host_runtime(variant)
     host_runtime = found.files if found.matches else ()
-    resolved = {i.name: i for i in variant.images}
     platforms, libc = host_platforms(), host_libc()
     refused = {w: uninstallable(parse_wheel_name(w), platforms, libc) for w in wheels}
     build_recipe = variant.build_image.local_recipe
@@ -409,38 +409,28 @@ def smoke_variant(
     def usable(recipe: LocalImage) -> bool:
         return engine is not None and local_image_usable(engine, recipe)
 
+    legs = plan_legs(
+        variant, wheels, python=python, images=images, in_image=in_image,
+        host_has_runtime=found.usable or not variant.runtime_globs,
+        engine=engine, pull=pull, usable=usable, refused=refused,
+    )  # fmt: skip
     outcomes: list[Outcome] = []
     root = Path(tempfile.mkdtemp(prefix="release-smoke-"))
     try:
-        for wheel, version in ((w, v) for w in wheels for v in smoke_pythons(w, variant, python)):
-            has_runtime = found.usable or not variant.runtime_globs
-            pairs = images_for(variant, images, host_has_runtime=has_runtime)
-            if in_image is not None:
-                pairs = [(in_image, declared_image(variant, in_image))]
-            for image_name, declared in pairs:
-                if declared.python and version not in declared.python:
-                    continue
-                if in_image is not None:
-                    where = Placement(image=declared)
-                else:
-                    where = place(
-                        image_name, declared, resolved.get(image_name), version,
-                        engine=engine, pull=pull, usable=usable, cannot_install=refused[wheel],
-                        build_image=build_recipe, variant_has_runtime=bool(variant.runtime_globs),
-                    )  # fmt: skip
-                if where.container is None and declared.simulate is None and in_image is None:
-                    log(f"[{version} {image_name}] skipped: no simulation and no container engine here")
-                    continue
-                if where.note:
-                    log(f"[{version} {image_name}] {where.note}")
-                workdir = root / f"{wheel.stem}-{version}-{image_name}"
-                workdir.mkdir()
-                leg = _smoke_leg(
-                    variant, wheel, version, image_name, where,
-                    engine=engine, found=found, host_runtime=host_runtime, workdir=workdir, log=log,
-                    inside=in_image is not None,
-                )  # fmt: skip
-                outcomes.append(leg)
+        for leg in legs:
+            if leg.skipped:
+                log(f"{leg.label} skipped: {leg.skipped}")
+                continue
+            if leg.where.note:
+                log(f"{leg.label} {leg.where.note}")
+            workdir = root / f"{leg.wheel.stem}-{leg.python}-{leg.image}"
+            workdir.mkdir()
+            outcome = _smoke_leg(
+                variant, leg.wheel, leg.python, leg.image, leg.where,
+                engine=engine, found=found, host_runtime=host_runtime, workdir=workdir, log=log,
+                inside=in_image is not None,
+            )  # fmt: skip
+            outcomes.append(outcome)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return outcomes
