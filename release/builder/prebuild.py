@@ -128,9 +128,13 @@ def run_logged(cmd: list[str], *, log: Path, env: Mapping[str, str], cwd: Path |
                 + f" (log: {log})"
             )
 
-        done = process.stream(
-            cmd, timeout=process.BUILD_S, env=env, cwd=cwd, to=out, every=interval, tick=heartbeat
-        )
+        try:
+            done = process.stream(
+                cmd, timeout=process.BUILD_S, env=env, cwd=cwd, to=out, every=interval, tick=heartbeat
+            )
+        except process.TimedOut as exc:
+            msg = f"{exc}; its log: {log}"
+            raise BuildError(msg) from None
         returncode = done.returncode
     if returncode != 0:
         tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])

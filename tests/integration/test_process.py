@@ -146,6 +146,7 @@ def test_a_signal_to_the_toolkit_reaches_the_child_group(tmp_path: Path, signum:
             assert time.monotonic() < end, "the child never started"
             time.sleep(0.05)
         grandchild = int(pidfile.read_text())
+        assert not _gone(grandchild)
         toolkit.send_signal(signum)
         out, _ = toolkit.communicate(timeout=15)
     finally:
