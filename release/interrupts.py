@@ -1,8 +1,8 @@
 """SIGTERM is handled like SIGINT: long-running children (cmake and the ninja and compilers under
 it, cibuildwheel) stop with us, and the stack unwinds so temporary folders are removed.
 
-Such a child runs in its own process group (`start_new_session=True`) and is registered with
-`tracked`; on SIGINT or SIGTERM every registered group is sent SIGTERM and the main thread raises
+Such a child (every one `release.process` starts) runs in its own process group and is registered
+with `tracked`; on SIGINT or SIGTERM every registered group is sent SIGTERM and the main thread raises
 `Interrupted` (a KeyboardInterrupt), which `release.cli.main` turns into one line and 128 + the
 signal's number.
 """
@@ -106,49 +106,3 @@ def handled() -> Iterator[None]:
         _received.clear()
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-TIMED_OUT = 124
-"""The exit status `run_bounded` gives a command stopped at its deadline (as timeout(1) does)."""
-
-
-def run_bounded(cmd: list[str], *, timeout: float, env: dict[str, str] | None = None) -> tuple[int, str]:
-    """(exit status, stdout and stderr together) of `cmd`, in its own process group, tracked:
-    past `timeout` seconds the group is stopped (TERM, then KILL) and reaped, exit `TIMED_OUT`;
-    on SIGINT or SIGTERM the group is stopped and reaped within the grace period, and
-    `Interrupted` propagates. Nothing it started outlives the call. Raises OSError when `cmd`
-    cannot start."""
-    rc, out, _ = _run(cmd, timeout, env, merge=True)
-    return rc, out
-
-
-def run_bounded_apart(
-    cmd: list[str], *, timeout: float, env: dict[str, str] | None = None
-) -> tuple[int, str, str]:
-    """`run_bounded` with stdout and stderr kept apart: (exit status, stdout, stderr)."""
-    return _run(cmd, timeout, env, merge=False)
-
-
-def _run(cmd: list[str], timeout: float, env: dict[str, str] | None, *, merge: bool) -> tuple[int, str, str]:
-    check()
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE,
-        stdin=subprocess.DEVNULL, text=True, errors="replace", env=env, start_new_session=True,
-    )  # fmt: skip
-    try:
-        with tracked(proc):
-            try:
-                out, err = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                stop_group(proc)
-                try:  # a process that left the group may still hold a pipe: bounded too
-                    out, err = proc.communicate(timeout=_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    out, err = "", ""
-                said = f"\nno answer within {timeout:g}s: stopped"
-                return TIMED_OUT, (out or "") + (said if merge else ""), (err or "") + ("" if merge else said)
-        return proc.returncode, out or "", err or ""
-    finally:
-        for pipe in (proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()

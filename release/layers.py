@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("variant wheels", ("variants",)),
     ("plan", ("plan",)),
     ("configuration", ("config",)),
-    ("foundation", ("wheel", "errors", "table", "atomic", "interrupts", "settings", "layers")),
+    ("foundation", ("wheel", "errors", "table", "atomic", "interrupts", "process", "settings", "layers")),
 )
 """(layer, its packages and top-level modules), from the top (commands) to the bottom. Stages stand
 on the machine and never import one another; orchestrators run stages, so they sit above them."""

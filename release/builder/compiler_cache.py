@@ -21,11 +21,11 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import process
 from release.builder.cibw import quote
 from release.builder.reuse import CacheStats, ccache_env, wheel_key
 from release.machine.containers import run_script
@@ -70,11 +70,8 @@ class ContainerCache:
 
 def image_id(engine: str, image: str) -> str | None:
     try:
-        proc = subprocess.run(
-            [engine, "image", "inspect", image, "--format", "{{.Id}}"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
+        proc = process.run([engine, "image", "inspect", image, "--format", "{{.Id}}"], timeout=120)
+    except (OSError, process.TimedOut):
         return None
     found = proc.stdout.strip()
     return found if proc.returncode == 0 and found else None
@@ -83,8 +80,8 @@ def image_id(engine: str, image: str) -> str | None:
 def _pulled(engine: str, image: str) -> str | None:
     """The image's ID after pulling it (a release image cibuildwheel would pull anyway)."""
     try:
-        subprocess.run([engine, "pull", image], capture_output=True, timeout=1800, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        process.run([engine, "pull", image], timeout=1800)
+    except (OSError, process.TimedOut):
         return None
     return image_id(engine, image)
 
@@ -98,7 +95,7 @@ def compiler_identity(engine: str, image: str) -> str | None:
     )
     try:
         proc = run_script(engine, image, script, timeout=300)
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, process.TimedOut):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
 

@@ -16,14 +16,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from release import atomic, interrupts
+from release import atomic, process
 from release.builder import compiler_cache
 from release.builder.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env
 from release.builder.host import (
@@ -343,11 +342,9 @@ def _run_groups(
         env["SOURCE_DATE_EPOCH"] = epoch
         pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
         say(f"[{variant.name}] cibuildwheel in {image} through {engine} for Python {pythons}")
-        proc = subprocess.Popen(
-            cibuildwheel_command("src", scratch), cwd=project, env=env, start_new_session=True
+        proc = process.stream(
+            cibuildwheel_command("src", scratch), timeout=process.BUILD_S, cwd=project, env=env
         )
-        with interrupts.tracked(proc):
-            proc.wait()
         if proc.returncode != 0:
             shutil.rmtree(scratch, ignore_errors=True)
             msg = (
@@ -403,11 +400,8 @@ def container_keys(
     of the environment) and the timestamp. Empty when the image has no ID to read (not pulled yet):
     nothing is reused then."""
     try:
-        proc = subprocess.run(
-            [engine, "image", "inspect", image, "--format", "{{.Id}}"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
+        proc = process.run([engine, "image", "inspect", image, "--format", "{{.Id}}"], timeout=120)
+    except (OSError, process.TimedOut):
         return {}
     image_id = proc.stdout.strip()
     if proc.returncode != 0 or not image_id:

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Mapping
@@ -17,7 +16,7 @@ from typing import Any
 
 import tomlkit
 
-from release import interrupts, settings
+from release import interrupts, process, settings
 from release.builder.reuse import ccache_env, ccache_missing_note, tree_digest
 from release.errors import BuildError
 from release.machine.interpreters import require_interpreter
@@ -54,9 +53,7 @@ def source_date_epoch(root: Path) -> str:
         return os.environ["SOURCE_DATE_EPOCH"]
     if shutil.which("git") is None:
         return "315532800"  # 1980-01-01: no git, no commit time to take
-    proc = subprocess.run(
-        ["git", "-C", str(root), "log", "-1", "--format=%ct"], capture_output=True, text=True, check=False
-    )
+    proc = process.run(["git", "-C", str(root), "log", "-1", "--format=%ct"], timeout=process.QUERY_S)
     stamp = proc.stdout.strip()
     return stamp if proc.returncode == 0 and stamp.isdigit() else "315532800"
 
@@ -122,21 +119,23 @@ def run_logged(cmd: list[str], *, log: Path, env: Mapping[str, str], cwd: Path |
     with log.open("a", encoding="utf-8") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
-        proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, env=dict(env), cwd=cwd, start_new_session=True
-        )
-        with interrupts.tracked(proc):
-            while True:
-                try:
-                    returncode = proc.wait(timeout=interval or None)
-                    break
-                except subprocess.TimeoutExpired:
-                    progress = build_progress(_log_tail(log))
-                    say(
-                        f"  [{log.stem}] {activity(cmd)}: {_elapsed(time.monotonic() - started)}"
-                        + (f", {progress}" if progress else "")
-                        + f" (log: {log})"
-                    )
+
+        def heartbeat() -> None:
+            progress = build_progress(_log_tail(log))
+            say(
+                f"  [{log.stem}] {activity(cmd)}: {_elapsed(time.monotonic() - started)}"
+                + (f", {progress}" if progress else "")
+                + f" (log: {log})"
+            )
+
+        try:
+            done = process.stream(
+                cmd, timeout=process.BUILD_S, env=env, cwd=cwd, to=out, every=interval, tick=heartbeat
+            )
+        except process.TimedOut as exc:
+            msg = f"{exc}; its log: {log}"
+            raise BuildError(msg) from None
+        returncode = done.returncode
     if returncode != 0:
         tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-25:])
         msg = f"`{' '.join(cmd[:4])} …` failed (exit {returncode}); last lines of {log}:\n{tail}"
@@ -163,7 +162,7 @@ def build_env(variant: ResolvedVariant, toolchain: Toolchain, epoch: str, work: 
 def configuration_key(variant: ResolvedVariant, toolchain: Toolchain, env: Mapping[str, str]) -> str:
     """What every compilation of a variant depends on besides its sources: the toolkit found,
     the CMake variables and the compiler environment. A change invalidates cached builds."""
-    cmake = subprocess.run(["cmake", "--version"], capture_output=True, text=True, check=False).stdout
+    cmake = process.run(["cmake", "--version"], timeout=process.QUERY_S).stdout
     parts = {
         "toolchain": [str(toolchain.prefix), toolchain.version, sorted(toolchain.env.items())],
         "defines": sorted(variant.build.cmake_defines.items()),

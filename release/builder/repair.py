@@ -9,7 +9,6 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -17,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import atomic, interrupts
+from release import atomic, interrupts, process
 from release.errors import BuildError, UsageError
 from release.inspect.elf import ElfInfo, ElfReadError, inspect_elf, is_elf
 from release.machine.toolchain import check_patchelf, tool_path
@@ -56,7 +55,7 @@ def _auditwheel(wheel: Path, out: Path, plat: str, excludes: tuple[str, ...], en
         cmd += ["--exclude", pattern]
     cmd.append(str(wheel))
     interrupts.check()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    proc = process.run(cmd, env=env, timeout=process.REPAIR_S)
     if proc.returncode != 0:
         raise _RepairFailed(proc.stdout + proc.stderr)
     return proc.stdout + proc.stderr
@@ -102,9 +101,9 @@ def drop_build_rpaths(wheel: Path, out_dir: Path, env: dict[str, str]) -> tuple[
             scratch.write_bytes(data)
             action = ["--set-rpath", ":".join(kept)] if kept else ["--remove-rpath"]
             cmd = ["patchelf", *action, str(scratch)]
-            proc = subprocess.run(cmd, env=env, capture_output=True, check=False)
+            proc = process.run(cmd, env=env, timeout=process.CHANGE_S)
             if proc.returncode != 0:
-                why = proc.stderr.decode(errors="replace").strip()
+                why = proc.stderr.strip()
                 msg = f"patchelf could not rewrite the RUNPATH of {member}: {why}"
                 raise BuildError(msg)
             changed[member] = scratch.read_bytes()

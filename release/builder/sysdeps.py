@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import process
 from release.config.sysdeps import SystemPackage
 from release.errors import ToolchainError
 
@@ -70,9 +70,7 @@ def host_probes(env: Mapping[str, str] | None = None) -> Probes:
     def has_module(name: str) -> bool:
         if pkg_config is None:
             return False
-        proc = subprocess.run(
-            [pkg_config, "--exists", name], capture_output=True, check=False, timeout=60, env=dict(env)
-        )
+        proc = process.run([pkg_config, "--exists", name], timeout=60, env=env)
         return proc.returncode == 0
 
     def has_header(name: str) -> bool:

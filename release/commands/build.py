@@ -26,6 +26,7 @@ from release.machine.interpreters import Interpreter, interpreter, missing_table
 from release.machine.lock import DEFAULT_WAIT_S
 from release.machine.toolchain import Toolchain, find_toolchain, install_hint, toolkit_mismatch
 from release.plan.machine import machine_of
+from release.plan.placement import HostToolkit, place
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan, select
 from release.plan.version import build_version
@@ -198,33 +199,30 @@ Steps = dict[str, tuple[BuildStep, ...]]
 def _placement(
     args: argparse.Namespace, planned: Steps, *, every: bool
 ) -> tuple[Steps, Steps, list[tuple[str, str]], dict[str, str | None], str | None]:
-    """Where each variant builds: (on the host, in its local image, skipped with why, the host
-    builds' toolkit overrides, the container engine the image builds use)."""
+    """Where each variant builds (`release.plan.placement`, decided once from what this host has):
+    (on the host, in its local image, skipped with why, the host builds' toolkit overrides, the
+    container engine the image builds use)."""
+    variants = {name: selected[0].variant for name, selected in planned.items()}
+    toolkits = {name: host_toolkit(v, allow=args.allow_toolkit_mismatch) for name, v in variants.items()}
+    placed = place(variants, toolkits, engine=container_engine, setup_podman=setup_podman_command())
     on_host: Steps = {}
     in_image: Steps = {}
     skipped_variants: list[tuple[str, str]] = []
     overrides: dict[str, str | None] = {}
     engine: str | None = None
-    for name, selected in planned.items():
-        variant = selected[0].variant
-        try:
-            overrides[name] = _host_toolkit(variant, allow=args.allow_toolkit_mismatch)
-            on_host[name] = selected
-            continue
-        except ToolchainError as exc:
-            problem = exc
-        try:
-            engine = _engine_for(variant, problem, engine)
-        except ToolchainError as exc:
-            if not every or in_ci():
-                raise
-            skipped_variants.append((name, str(exc)))
-            continue
-        say(
-            f"{_short(problem)}; building in the declared toolkit's local image "
-            f"{variant.build_image.local} through {engine} (--allow-toolkit-mismatch builds on the host)"
-        )
-        in_image[name] = selected
+    for placement in placed:
+        name = placement.variant
+        if placement.where == "host":
+            overrides[name] = placement.override
+            on_host[name] = planned[name]
+        elif placement.where == "image":
+            say(placement.why)
+            engine = placement.engine
+            in_image[name] = planned[name]
+        elif not every or in_ci():
+            raise ToolchainError(placement.why)
+        else:
+            skipped_variants.append((name, placement.why))
     return on_host, in_image, skipped_variants, overrides, engine
 
 
@@ -266,32 +264,13 @@ def _on_host(
     return results
 
 
-def _host_toolkit(variant: ResolvedVariant, *, allow: bool) -> str | None:
-    """The host's toolkit is the declared one (None), or `allow` makes it an override; a missing
-    or mismatched toolkit raises the one-line ToolchainError."""
-    toolchain = find_toolchain(variant.backend)
-    return check_toolkit(variant, toolchain, allow=allow)
-
-
-def _short(problem: ToolchainError) -> str:
-    """What was found, without the remedies that follow it."""
-    return str(problem).split(": install ")[0]
-
-
-def _engine_for(variant: ResolvedVariant, problem: ToolchainError, known: str | None) -> str:
-    """The container engine that builds a variant whose host toolkit is missing or not the declared
-    one in its local image (`known`: the one an earlier variant found); the problem itself where
-    the variant has no local image or no engine answers (naming how to set one up)."""
-    if variant.build_image.local_recipe is None:
-        raise problem
-    engine = known or container_engine()
-    if engine is None:
-        msg = (
-            f"{problem}; or build in the declared toolkit's local image {variant.build_image.local}, "
-            f"which needs podman or docker: `{setup_podman_command()}`"
-        )
-        raise ToolchainError(msg)
-    return engine
+def host_toolkit(variant: ResolvedVariant, *, allow: bool) -> HostToolkit:
+    """What this host has for `variant`: its declared toolkit (or, with `allow`, another one as an
+    override), or the one-line problem of a missing or mismatched one."""
+    try:
+        return HostToolkit(None, check_toolkit(variant, find_toolchain(variant.backend), allow=allow))
+    except ToolchainError as exc:
+        return HostToolkit(str(exc))
 
 
 def _in_container(

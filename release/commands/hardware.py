@@ -23,14 +23,13 @@ import argparse
 import contextlib
 import json
 import re
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from release import settings
+from release import process, settings
 from release.config.machines import host_machine
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
@@ -172,7 +171,7 @@ def _from_index(
     spec = variant.distribution + (f"=={args.index_version}" if args.index_version else "")
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary", ":all:",
             "--python-version", version, "--index-url", args.index, "--dest", str(dest), spec]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=args.timeout)
+    done = process.run(argv, timeout=args.timeout)
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or ["no output"])[-1]
         msg = f"{args.index}: no wheel of {spec} for Python {version} ({why})"

@@ -26,10 +26,11 @@ from pathlib import Path
 
 from release import table
 from release.builder.host import build_variant
-from release.commands.build import check_toolkit, require_engine
+from release.commands.build import host_toolkit, require_engine
 from release.config.matrix import LoadedMatrix
 from release.errors import ReproduceError, ToolchainError, UsageError
-from release.machine.toolchain import find_toolchain
+from release.plan.placement import place
+from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan
 from release.reproduce import inputs, rebuild
 from release.settings import in_github_actions
@@ -109,6 +110,15 @@ def _fresh(out: Path) -> Path:
     return out
 
 
+def _require_host(variant: ResolvedVariant) -> None:
+    """A rebuild on the host takes the recorded path: the declared toolkit, no image fallback."""
+    (placement,) = place(
+        {variant.name: variant}, {variant.name: host_toolkit(variant, allow=False)}, engine=None
+    )
+    if placement.where != "host":
+        raise ToolchainError(placement.why)
+
+
 def _builder(
     args: argparse.Namespace, out: Path, release: rebuild.RecordedRelease, differing_packages: list[int]
 ) -> rebuild.Rebuild:
@@ -119,7 +129,7 @@ def _builder(
     read_packages = inputs.package_reader()
 
     def on_host(steps: tuple[BuildStep, ...], wheelhouse: Path, version: str) -> list[Path]:
-        check_toolkit(steps[0].variant, find_toolchain(steps[0].variant.backend), allow=False)
+        _require_host(steps[0].variant)
         results = build_variant(
             steps, wheelhouse=wheelhouse, version=version, jobs=args.jobs, work_root=out / "work"
         )

@@ -8,11 +8,11 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import process
 from release.machine.containers import exec_prefix, pull, remove_container, start_container
 
 _COUNTER = itertools.count()
@@ -109,8 +109,5 @@ class Container:
         """Hand what the image's user (root, in serving images) wrote back to us, then remove it."""
         if self.writable and os.getuid() != 0:
             owner = f"{os.getuid()}:{os.getgid()}"
-            subprocess.run(
-                [*self.prefix({}), "chown", "-R", owner, *map(str, self.writable)],
-                capture_output=True, check=False, timeout=300,
-            )  # fmt: skip
+            process.run([*self.prefix({}), "chown", "-R", owner, *map(str, self.writable)], timeout=300)
         remove_container(self.engine, self.name)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from release import process
 from release.errors import SmokeError
 from release.wheel.names import REPORT_SUFFIX, python_tag
 
@@ -27,13 +27,13 @@ def wheel_pattern(distribution: str, python: str, machine: str | None = None) ->
     return f"{dist}-*-{tag}-{tag}-*{f'_{machine}' if machine else ''}.whl"
 
 
-def _gh(argv: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def _gh(argv: list[str], timeout: float) -> process.Result:
     try:
-        return subprocess.run(["gh", *argv], capture_output=True, text=True, check=False, timeout=timeout)
+        return process.run(["gh", *argv], timeout=timeout)
     except FileNotFoundError:
         msg = "gh (the GitHub CLI) is not on PATH: install it, or give --wheel or --wheelhouse"
         raise SmokeError(msg) from None
-    except subprocess.TimeoutExpired:
+    except process.TimedOut:
         msg = f"gh {' '.join(argv[:3])}: no answer within {timeout:g}s"
         raise SmokeError(msg) from None
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from release import process
 from release.errors import SmokeError
 from release.table import printable
 from release.wheel.files import file_sha256, read_json, reason
@@ -151,17 +151,10 @@ def in_container(target: Path, prefix: Callable[[dict[str, str]], list[str]]) ->
     return Where(dict(os.environ), tuple(prefix(env)))
 
 
-def _run(argv: Sequence[str], where: Where, timeout: float) -> subprocess.CompletedProcess[str]:
+def _run(argv: Sequence[str], where: Where, timeout: float) -> process.Result:
     try:
-        return subprocess.run(
-            [*where.prefix, *argv],
-            env=where.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+        return process.run([*where.prefix, *argv], env=where.env, timeout=timeout)
+    except process.TimedOut:
         msg = f"{' '.join(argv)}: still running after {timeout:g}s"
         raise SmokeError(msg) from None
     except OSError as exc:
@@ -231,14 +224,14 @@ def _argv(template: Sequence[str], leg: Leg, **extra: str) -> list[str]:
     return [word.format(**values) for word in template]
 
 
-def last_line(done: subprocess.CompletedProcess[str]) -> str:
+def last_line(done: process.Result) -> str:
     """What a failed program said last (a traceback's exception line), one line of at most 300
     characters: a check's detail, and the leg's one error line, never carry a raw traceback."""
     lines = [ln.strip() for ln in (done.stderr or done.stdout or "").splitlines() if ln.strip()]
     return lines[-1][-300:] if lines else "no output"
 
 
-def _json_out(done: subprocess.CompletedProcess[str]) -> dict[str, Any] | None:
+def _json_out(done: process.Result) -> dict[str, Any] | None:
     text = done.stdout
     start = text.find("{")
     try:

@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -17,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from release import process
 from release.errors import SmokeError, UsageError
 from release.hardware import fetch
 
@@ -54,9 +54,7 @@ def detach(argv: list[str], args: argparse.Namespace) -> int:
     if "--json" not in child:
         child.append("--json")
     with record.open("w") as out, log_file.open("w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "release", *child], stdout=out, stderr=err, start_new_session=True
-        )
+        proc = process.start([sys.executable, "-m", "release", *child], stdout=out, stderr=err)
     pid_file.write_text(f"{proc.pid}\n", encoding="utf-8")
     end = time.monotonic() + args.timeout
     while not address.exists():

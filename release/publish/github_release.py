@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from release import interrupts
+from release import process
 from release.config.matrix import LoadedMatrix
 from release.errors import PublishError, ToolchainError, UsageError
 from release.publish import manifest, redact
@@ -127,7 +127,7 @@ GH_TIMEOUT = 1800.0
 def run_process(cmd: Sequence[str]) -> tuple[int, str, str]:
     """gh, tracked and bounded: stopped and reaped at `GH_TIMEOUT` or on SIGTERM/SIGINT."""
     try:
-        return interrupts.run_bounded_apart(list(cmd), timeout=GH_TIMEOUT)
+        return process.run_bounded_apart(list(cmd), timeout=GH_TIMEOUT)
     except FileNotFoundError:
         msg = f"{cmd[0]}: not found (install the GitHub CLI, or pass --gh PATH)"
         raise ToolchainError(msg) from None

@@ -25,7 +25,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from release import interrupts, table
+from release import process, table
 from release.config.machines import machine_of_tag
 from release.errors import PublishError, ReleaseError
 from release.inspect.verify import verify_release
@@ -311,7 +311,7 @@ def twine_check(paths: Sequence[Path]) -> list[str]:
     if not regular:
         return problems
     cmd = [sys.executable, "-m", "twine", "check", "--strict", *(str(p) for p in regular)]
-    rc, output = interrupts.run_bounded(cmd, timeout=TWINE_CHECK_TIMEOUT)
+    rc, output = process.run_bounded(cmd, timeout=TWINE_CHECK_TIMEOUT)
     if rc == 0:
         return problems
     lines = [

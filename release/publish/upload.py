@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release import interrupts
+from release import process
 from release.errors import PublishError
 from release.publish import handoff, index, redact
 
@@ -118,7 +118,7 @@ def classify(index_files: Mapping[str, str | None], candidate: Candidate) -> tup
     return "conflict", f"index sha256 {remote[:12]}…, local {candidate.sha256[:12]}…"
 
 
-TIMED_OUT = interrupts.TIMED_OUT
+TIMED_OUT = process.TIMED_OUT
 
 
 def run_process(
@@ -130,7 +130,7 @@ def run_process(
     # would slip past the redactor.
     wide = {**env, "COLUMNS": "4000"}
     try:
-        return interrupts.run_bounded(list(cmd), timeout=timeout, env=wide)
+        return process.run_bounded(list(cmd), timeout=timeout, env=wide)
     except OSError as exc:
         return 127, f"cannot run {cmd[0]}: {exc.strerror or exc}"
 

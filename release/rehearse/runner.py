@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release import table
+from release import process, table
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, ToolchainError, UsageError
 from release.machine.containers import STANDINS_ENV, start_container
@@ -361,7 +360,7 @@ class Rehearsal:
             self._run_steps(job, instance, status, result)
         finally:
             if instance.container is not None:
-                subprocess.run(["podman", "rm", "-f", instance.container], capture_output=True, check=False)
+                process.run(["podman", "rm", "-f", instance.container], timeout=120)
         result.seconds = time.monotonic() - started
         result.instance = instance
         verdict = "passed" if result.status == "success" else f"FAILED: {result.reason}"
@@ -398,7 +397,7 @@ class Rehearsal:
 
     def _start_container(self, instance: Instance, image: str) -> None:
         """A `container:` job: its steps run as root in the image, the workspace bind-mounted."""
-        present = subprocess.run(["podman", "image", "exists", image], capture_output=True, check=False)
+        present = process.run(["podman", "image", "exists", image], timeout=60)
         if present.returncode != 0:
             msg = f"container image {image} is not in the local store and no registry is reachable here"
             raise StepFailed(msg)

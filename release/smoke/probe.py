@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from release import process
 from release.config.facts import FACTS_FILE, SYSTEM_LIBRARY_DIRS, ImageFacts, Layout, Via
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
@@ -64,7 +64,7 @@ def run_probe(engine: str, reference: str, text: str, *, timeout: float = PROBE_
     """The script's output from one `--rm` container of `reference` (no network, no GPU)."""
     try:
         proc = run_script(engine, reference, text, timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except process.TimedOut:
         msg = f"probing {reference} took over {timeout:.0f} s ({engine} run); is the engine answering?"
         raise SmokeError(msg) from None
     if proc.returncode != 0:
@@ -201,12 +201,8 @@ def image_digest(engine: str, reference: str) -> str | None:
     _, at, digest = reference.partition("@")
     if at:
         return digest
-    proc = subprocess.run(
-        [engine, "image", "inspect", "--format", "{{json .RepoDigests}} {{.Id}}", reference],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
+    proc = process.run(
+        [engine, "image", "inspect", "--format", "{{json .RepoDigests}} {{.Id}}", reference], timeout=120
     )
     repo_digests, _, found = proc.stdout.strip().rpartition(" ")
     if proc.returncode != 0 or not found:
@@ -255,9 +251,7 @@ def probe(
 
 
 def present(engine: str, reference: str) -> bool:
-    proc = subprocess.run(
-        [engine, "image", "inspect", reference], capture_output=True, check=False, timeout=120
-    )
+    proc = process.run([engine, "image", "inspect", reference], timeout=120)
     return proc.returncode == 0
 
 
@@ -381,11 +375,8 @@ def changed_since(loaded: LoadedMatrix, revision: str) -> list[str]:
         msg = f"--changed-since {shown}: not a git revision (with a leading '-' it reaches git as an option)"
         raise UsageError(msg)
     files = [loaded.path.name, FACTS_FILE]
-    proc = subprocess.run(
+    proc = process.run(
         ["git", "-C", str(loaded.root), "diff", "--name-only", "--end-of-options", revision, "--", *files],
-        capture_output=True,
-        text=True,
-        check=False,
         timeout=120,
     )
     if proc.returncode != 0:

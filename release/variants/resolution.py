@@ -30,7 +30,7 @@ from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
-from release import interrupts
+from release import process
 from release.plan.resolve import ResolvedVariant
 from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
 from release.wheel.archive import parse_metadata
@@ -405,7 +405,7 @@ def run_case(
         env |= {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_NO_INPUT": "1"}
         # uv and pip run tracked in their own process group: stopped and reaped at the deadline
         # or on SIGTERM/SIGINT, whatever they started.
-        made_rc, made_output = interrupts.run_bounded(
+        made_rc, made_output = process.run_bounded(
             [str(uv), "venv", "--quiet", "--python", str(interpreter), str(venv)],
             timeout=INSTALL_TIMEOUT,
             env=env,
@@ -416,7 +416,7 @@ def run_case(
         command = install_command(
             case, venv, {**(outside or {}), **{n: s.url for n, s in servers.items()}}, pip_runner, platform
         )
-        rc, output = interrupts.run_bounded(list(command), timeout=INSTALL_TIMEOUT, env=env | dict(case.env))
+        rc, output = process.run_bounded(list(command), timeout=INSTALL_TIMEOUT, env=env | dict(case.env))
         # An index outside (the public one) is not observed: it is named when none of ours served.
         served = [n for n, s in servers.items() if len(s.fetched) > before[n]] or [
             n for n in case.indexes if n not in servers

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from release import process
 from release.commands import hardware
 from release.errors import SmokeError, UsageError
 from release.hardware.container import HostDevices, device_flags, ensure_image, pull_failure
@@ -64,11 +64,11 @@ def test_the_serving_image_is_pulled_by_the_smoke_pull_with_the_hardware_message
     """Hardware and smoke share one pull (`release.machine.containers.pull`); each words the failure."""
     ran: list[list[str]] = []
 
-    def engine(argv: list[str], **_options: object) -> subprocess.CompletedProcess[str]:
+    def engine(argv: list[str], **_options: object) -> process.Result:
         ran.append(argv)
-        return subprocess.CompletedProcess(argv, 125, "", "Error: manifest unknown\n")
+        return process.Result(tuple(argv), 125, "", "Error: manifest unknown\n")
 
-    monkeypatch.setattr(smoke_container.subprocess, "run", engine)
+    monkeypatch.setattr(smoke_container.process, "run", engine)
     with pytest.raises(SmokeError) as raised:
         ensure_image("podman", "docker.io/x/y:1", lambda _line: None, "matrix.yaml:9: images.y.container")
     assert str(raised.value) == pull_failure(
