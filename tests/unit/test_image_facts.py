@@ -144,7 +144,7 @@ def test_an_old_glibc_and_another_layout_disagree(tmp_path: Path) -> None:
 
 def test_an_image_expected_without_the_runtime_that_has_it_disagrees(tmp_path: Path) -> None:
     loaded = _loaded(tmp_path, REAL)
-    every = {v: "/x" for v in ("3.10", "3.11", "3.12", "3.13")}
+    every = {v: "/x" for v in loaded.matrix.python}
     facts = _facts(pythons=every, glibc="2.41", layout=Layout(runtime="system"),
                    runtime={HIP: f"/usr/lib/x86_64-linux-gnu/{HIP}"})  # fmt: skip
     _rows, problems = compare(loaded, "rocm6-only", facts)
