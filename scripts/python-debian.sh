@@ -14,7 +14,8 @@
 # name the prefix instead of /usr and its compilers gcc/g++, not x86_64-linux-gnu-gcc; pip installs into lib/python3.X/site-packages as upstream CPython
 # does, through
 # sysconfig's scheme and a sitecustomize (Debian's posix_local scheme and dist-packages are for a /usr Python); ensurepip's pip wheel
-# is in ensurepip/_bundled and ensurepip runs outside a venv; EXTERNALLY-MANAGED is gone (the prefix is no distribution's).
+# is in ensurepip/_bundled and ensurepip runs outside a venv; EXTERNALLY-MANAGED is gone (the prefix is no distribution's); its pip wheel
+# falls back to its own CA bundle where the system has none.
 # Extensions are built by the host's compiler against the headers and load into it as into any
 # CPython 3.X (the host's libstdc++ and others come through the loader's cache; sid's libc is newer).
 #
@@ -85,6 +86,31 @@ rm -rf "$out/lib/$multiarch/gconv" "$out/lib/$multiarch/audit"
 mkdir -p "$out/lib/$py/ensurepip/_bundled" "$out/lib/$py/site-packages"
 cp "$usr"/share/python-wheels/pip-*.whl "$out/lib/$py/ensurepip/_bundled/" \
   || die "python3-pip-whl has no pip wheel in usr/share/python-wheels"
+
+# Debian's pip reads /etc/ssl/certs/ca-certificates.crt only; a minimal root (a debootstrap minbase)
+# has none: there it falls back to the certificates the wheel carries, as upstream's pip does.
+python3 - "$out/lib/$py"/ensurepip/_bundled/pip-*.whl <<'PY' || die "adjusting the pip wheel's certifi failed"
+import base64, hashlib, sys, zipfile
+path, name = sys.argv[1], "pip/_vendor/certifi/core.py"
+old = "def where() -> str:\n    return DEBIAN_CA_CERTS_PATH\n"
+new = ("_bundled_where = where\n\n\ndef where() -> str:  # the system's certificates where there are any\n"
+       "    import os\n    return DEBIAN_CA_CERTS_PATH if os.path.exists(DEBIAN_CA_CERTS_PATH) else _bundled_where()\n")
+with zipfile.ZipFile(path) as zin:
+    entries = [(info, zin.read(info)) for info in zin.infolist()]
+files = dict((info.filename, data) for info, data in entries)
+text = files[name].decode()
+assert text.count(old) == 1, f"{name}: Debian's where() changed"
+files[name] = text.replace(old, new).encode()
+digest = base64.urlsafe_b64encode(hashlib.sha256(files[name]).digest()).rstrip(b"=").decode()
+record = next(n for n in files if n.endswith(".dist-info/RECORD"))
+files[record] = "".join(
+    f"{name},sha256={digest},{len(files[name])}\n" if line.startswith(name + ",") else line + "\n"
+    for line in files[record].decode().splitlines()
+).encode()
+with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zout:
+    for info, _ in entries:
+        zout.writestr(info, files[info.filename])
+PY
 
 # sysconfig names the prefix (and no /usr/share/python-wheels), and the compilers by their plain
 # names (scikit-build-core hands CC/CXX to CMake: a build image may have no triplet-named g++);

@@ -36,8 +36,8 @@ HOST_FLOOR = "manylinux_2_35_x86_64"  # what a Debian 12 host build can honestly
 PRESENT_PYTHONS = [v for v in SUPPORTED_PYTHONS if interpreter(v).usable]
 """The matrix's Pythons this machine has, with headers (on our machines: all of them)."""
 HOST_PYTHONS = list(dict.fromkeys(PRESENT_PYTHONS[:1] + PRESENT_PYTHONS[-1:]))
-"""The oldest and the newest present (3.10 and 3.13 on our machines; 3.11 alone on Debian 12)."""
-OLDEST, NEWEST = (HOST_PYTHONS[0], HOST_PYTHONS[-1]) if HOST_PYTHONS else ("3.10", "3.13")
+"""The oldest and the newest present (3.10 and 3.14 on our machines; 3.11 alone on Debian 12)."""
+OLDEST, NEWEST = (HOST_PYTHONS[0], HOST_PYTHONS[-1]) if HOST_PYTHONS else ("3.10", "3.14")
 ONE_PYTHON = "3.12" if "3.12" in PRESENT_PYTHONS else NEWEST
 HOST_VARIANTS = ["cpu", "rocm"]
 
