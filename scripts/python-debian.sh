@@ -46,6 +46,7 @@ done
 root="$cache/apt-$suite-$arch"
 mkdir -p "$root"/etc/apt/{apt.conf.d,preferences.d,sources.list.d} "$root"/var/lib/dpkg \
   "$root"/var/lib/apt/lists/partial "$root"/var/cache/apt/archives/partial
+exec {lock}>"$root.lock"; flock "$lock"  # one run at a time uses the apt root (a second waits)
 : >"$root/var/lib/dpkg/status"
 echo "deb $mirror $suite main" >"$root/etc/apt/sources.list"
 apt_opts=(-q -o "Dir=$root" -o "Dir::State::status=$root/var/lib/dpkg/status"
@@ -55,7 +56,7 @@ apt_opts=(-q -o "Dir=$root" -o "Dir::State::status=$root/var/lib/dpkg/status"
 log "Debian $suite's package lists ($mirror)"
 apt-get "${apt_opts[@]}" update >"$root/update.log" 2>&1 \
   || die "apt-get update of Debian $suite from $mirror failed (log: $root/update.log)"
-full="$(apt-cache "${apt_opts[@]}" show "$py-minimal" 2>/dev/null | sed -n 's/^Version: \([0-9.]*\).*/\1/p' | head -1)"
+full="$(apt-cache "${apt_opts[@]}" show "$py-minimal" 2>/dev/null | sed -n 's/^Version: \([0-9.]*\).*/\1/p' | head -1 || true)"
 [ -n "$full" ] || die "Debian $suite has no $py package ($mirror): no CPython $version to install from it"
 prefix="$versions/$full"
 log "CPython $full from Debian $suite's $py packages -> $prefix (with $suite's C library beside it)"

@@ -129,7 +129,7 @@ CASES = [
     bad("bad-explicit-int", sub("nodes: 2 ", "nodes: !!int two "),
         ("  mi350x-pd:", "    nodes:"), "hardware.mi350x-pd.nodes", "cannot read 'two'"),
     bad("python-as-float",
-        sub('python: ["3.10", "3.11", "3.12", "3.13", "3.14"]', 'python: [3.10, "3.11", "3.12", "3.13", "3.14"]'),
+        sub('python: ["3.10", "3.11"', 'python: [3.10, "3.11"'),
         "python: [3.10", "python[0]", 'YAML read 3.10 as the number 3.1: quote it ("3.10")'),
     bad("python-unsupported", minimal('python: ["3.12"]', 'python: ["3.9"]'),
         5, "python[0]", "'3.9' is not supported (supported: 3.10, 3.11, 3.12, 3.13, 3.14)"),
