@@ -7,15 +7,17 @@
 #
 #   bash scripts/python-debian.sh 3.14     # `release toolchain install python 3.14` runs it last
 #
-# What changes from Debian's build, and why: the interpreter's PT_INTERP and DT_RPATH (sid's glibc
-# is newer than the host's; DT_RPATH, unlike RUNPATH, also serves the modules it loads), and the
-# DT_RPATH of lib-dynload's modules;
-# include/python3.X/pyconfig.h is the real one, not Debian's multiarch wrapper; sysconfig's paths
-# name the prefix instead of /usr and its compilers gcc/g++, not x86_64-linux-gnu-gcc; pip installs into lib/python3.X/site-packages as upstream CPython
-# does, through
-# sysconfig's scheme and a sitecustomize (Debian's posix_local scheme and dist-packages are for a /usr Python); ensurepip's pip wheel
-# is in ensurepip/_bundled and ensurepip runs outside a venv; EXTERNALLY-MANAGED is gone (the prefix is no distribution's); its pip wheel
-# falls back to its own CA bundle where the system has none.
+# What changes from Debian's build, and why:
+# - the interpreter's PT_INTERP and DT_RPATH, and lib-dynload's DT_RPATH, name sid's loader and
+#   libraries in the prefix (sid's glibc is newer than the host's; DT_RPATH, unlike RUNPATH, also
+#   serves what the modules load);
+# - include/python3.X/pyconfig.h is the real one, not Debian's multiarch wrapper;
+# - sysconfig names the prefix, not /usr, and the compilers gcc/g++, not x86_64-linux-gnu-g++;
+# - pip installs into lib/python3.X/site-packages as upstream's does (sysconfig's scheme and a
+#   sitecustomize: Debian's posix_local scheme and dist-packages are for a /usr Python);
+# - ensurepip finds the pip wheel in ensurepip/_bundled and runs outside a venv too; that wheel's
+#   certifi falls back to its own CA bundle where the system has none; EXTERNALLY-MANAGED is gone;
+# - the standard library's bytecode is compiled (Debian's postinst would).
 # Extensions are built by the host's compiler against the headers and load into it as into any
 # CPython 3.X (the host's libstdc++ and others come through the loader's cache; sid's libc is newer).
 #
