@@ -188,7 +188,7 @@ def test_the_therock_images_are_layers_made_with_their_layout(monkeypatch: pytes
     made = {i.name: i for i in make_plan(loaded).variants["rocm"].images}
     want = {
         "therock-pip": ("/opt/venv", "rocm_sdk", None, ("3.12",)),  # SGLang's rocm10 images
-        "therock-os": ("/opt/rocm/core-10.0/lib", "none", "/opt/rocm/lib", ("3.12", "3.14")),  # and AMD's vLLM
+        "therock-os": ("/opt/rocm/core-10.0/lib", "none", "/opt/rocm/lib", ("3.12", "3.14")),  # + AMD vLLM
     }
     for name, (prefix, via, links, pythons) in want.items():
         local = made[name].local
