@@ -3,8 +3,9 @@
 # build needs (python3 with venv and headers, git, compilers, CMake, Ninja, ccache), the virtual
 # environment .venv with the toolkit and its test tools, the ROCm toolchain, podman where a variant's
 # declared toolkit is not this machine's (it then builds in its local image), and the interpreters
-# matrix.yaml lists (found where present; otherwise from uv or pyenv where they can download, or
-# the distribution's packages). Ends with a table of what the machine has and how to get the rest.
+# matrix.yaml lists (found where present; otherwise from uv or pyenv where they can download, the
+# distribution's packages, or Debian sid's build: scripts/python-debian.sh). Ends with a table of what
+# the machine has and how to get the rest.
 #
 #   bash scripts/bootstrap.sh            # as root, or as a user with sudo
 #
@@ -27,7 +28,7 @@ with venv and headers, git, a C++ compiler, CMake and Ninja, then: python3 -m ve
 
 step "Debian packages: python3 (venv, headers), git, compilers, CMake, Ninja, ccache"
 apt_install python3 python3-venv python3-dev git build-essential cmake ninja-build ccache \
-  ca-certificates file binutils
+  ca-certificates file binutils patchelf
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
   || die "python3 is $(python3 -V 2>&1): the toolkit needs Python 3.10 or newer"
 

@@ -1,6 +1,6 @@
 """Installing what a build needs: a backend's toolchain through the install script the toolkit
 ships (`scripts/install-<backend>.sh`), and CPython versions from uv, then pyenv, then the
-distribution's packages, whichever answers (`release toolchain install`)."""
+distribution's packages, then Debian unstable's build, whichever answers (`release toolchain install`)."""
 
 from __future__ import annotations
 
@@ -98,14 +98,27 @@ def _installers(version: str) -> list[tuple[str, list[str] | str]]:
     packages = [f"python{version}-dev", f"python{version}-venv"]
     apt = _as_root(["apt-get", "install", "-y", "-q", *packages]) if _apt_has(f"python{version}") else None
     ways.append(("apt", apt or f"no python{version} package in this distribution's archive"))
+    ways.append(("debian-sid", _debian_sid(version)))
     return ways
 
 
+def _debian_sid(version: str) -> list[str] | str:
+    """argv of `scripts/python-debian.sh VERSION` (Debian unstable's CPython, relocated with its own C
+    library), or why it cannot run here."""
+    bash, tools = shutil.which("bash"), ("dpkg-deb", "apt-get", "patchelf")
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if bash is None or missing:
+        return f"needs bash, {', '.join(tools)} ({' '.join(missing) or 'bash'} not found)"
+    return [bash, str(toolkit_scripts() / "python-debian.sh"), version]
+
+
 def install_python(version: str) -> Path:
-    """Make CPython `version` findable: uv, then pyenv, then apt; one line naming every attempt.
+    """Make CPython `version` findable: uv, then pyenv, then apt, then Debian unstable's build
+    (`scripts/python-debian.sh`); one line naming every attempt.
 
     uv and pyenv download (uv from github.com, pyenv from python.org); where neither is reachable
-    the distribution's packages are the last resort (Debian 12 carries 3.11 only)."""
+    the distribution's packages come next (Debian 12 carries 3.11 only), and last Debian sid's
+    binary packages, relocated into pyenv's versions directory with sid's own C library."""
     if not re.fullmatch(r"3\.\d+", version):
         msg = f"toolchain install python {version}: give a version like 3.12"
         raise UsageError(msg)

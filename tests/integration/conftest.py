@@ -24,7 +24,7 @@ from release.config.matrix import load
 from release.errors import ToolchainError
 from release.machine import images
 from release.machine.containers import container_engine
-from release.machine.interpreters import interpreter
+from release.machine.interpreters import interpreter, self_contained_home
 from release.machine.lock import build_lock
 from release.plan.resolve import LocalImage
 from release.plan.steps import Plan, make_plan
@@ -36,9 +36,22 @@ HOST_FLOOR = "manylinux_2_35_x86_64"  # what a Debian 12 host build can honestly
 PRESENT_PYTHONS = [v for v in SUPPORTED_PYTHONS if interpreter(v).usable]
 """The matrix's Pythons this machine has, with headers (on our machines: all of them)."""
 HOST_PYTHONS = list(dict.fromkeys(PRESENT_PYTHONS[:1] + PRESENT_PYTHONS[-1:]))
-"""The oldest and the newest present (3.10 and 3.13 on our machines; 3.11 alone on Debian 12)."""
-OLDEST, NEWEST = (HOST_PYTHONS[0], HOST_PYTHONS[-1]) if HOST_PYTHONS else ("3.10", "3.13")
+"""The oldest and the newest present (3.10 and 3.14 on our machines; 3.11 alone on Debian 12)."""
+OLDEST, NEWEST = (HOST_PYTHONS[0], HOST_PYTHONS[-1]) if HOST_PYTHONS else ("3.10", "3.14")
 ONE_PYTHON = "3.12" if "3.12" in PRESENT_PYTHONS else NEWEST
+
+
+def _own_c_library(version: str) -> bool:
+    """Whether CPython `version` here runs with a C library of its own (scripts/python-debian.sh's
+    3.14 carries Debian sid's glibc 2.43 in its lib/x86_64-linux-gnu)."""
+    home = self_contained_home(version)
+    return home is not None and any(home.glob("lib/*-linux-gnu/libc.so.6"))
+
+
+HOST_HIP_PYTHONS = [v for v in HOST_PYTHONS if not _own_c_library(v)] or HOST_PYTHONS[:1]
+"""The host Pythons that can load Debian 12's HIP 5.2: its libamdhip64.so.5 asks for an executable
+stack, which glibc 2.41 and later refuse in dlopen ("cannot enable executable stack"), so a Python
+with sid's glibc cannot load it (the images' HIP 7.2 does not ask; cp314 ROCm legs run there)."""
 HOST_VARIANTS = ["cpu", "rocm"]
 
 

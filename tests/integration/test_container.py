@@ -27,6 +27,9 @@ from release.plan.steps import make_plan
 from release.settings import in_ci
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 
+TAGS = tuple(f"cp{v.replace('.', '')}" for v in load(ROOT / "matrix.yaml").matrix.python)
+"""The matrix's Pythons as wheel tags: cp310 ... cp314."""
+
 ENGINE = container_engine()
 if ENGINE is None:
     if in_ci():
@@ -66,7 +69,7 @@ def container_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
         r"^(cp3\d+-rocm-\S+): up to date, nothing changed since its build in (\S+)", proc.stdout, re.M
     )
     if settings.switch("RELEASE_CI_SETUP_RAN"):
-        assert len(reused) == 4 and {image for _, image in reused} == {"localhost/xfer-build-rocm"}, (
+        assert len(reused) == len(TAGS) and {image for _, image in reused} == {"localhost/xfer-build-rocm"}, (
             proc.stdout
         )
     else:
@@ -114,7 +117,7 @@ def test_an_unchanged_container_build_takes_its_last_wheel_and_a_change_builds_a
 
 def test_container_build_binds_the_declared_rocm(container_wheels: Path) -> None:
     wheels = sorted((container_wheels / "rocm").glob("*.whl"))
-    assert [w.name.split("-")[2] for w in wheels] == ["cp310", "cp311", "cp312", "cp313"]
+    assert [w.name.split("-")[2] for w in wheels] == list(TAGS)
     for wheel in wheels:
         assert wheel.name.startswith("xfer_engine_rocm-0.1.0-")
         needed = _needed(wheel)

@@ -110,7 +110,7 @@ def test_generated_matrix_builds_a_setuptools_engine(tmp_path: Path) -> None:
     repaired) wheel declares it, and the next build binds it from the system instead."""
     project = write_kvmove(tmp_path)
     output = tmp_path / "matrix.yaml"
-    all_pythons = 'python: ["3.10", "3.11", "3.12", "3.13"]'
+    all_pythons = 'python: ["3.10", "3.11", "3.12", "3.13", "3.14"]'
     toolkit("init", str(project), "--variants", "cpu", "--output", str(output), cwd=tmp_path, env=ENV)
     output.write_text(output.read_text(encoding="utf-8").replace(all_pythons, f'python: ["{PY}"]'))
     loaded = load(output).matrix

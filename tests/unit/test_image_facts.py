@@ -145,7 +145,7 @@ def test_an_old_glibc_and_another_layout_disagree(tmp_path: Path) -> None:
 
 def test_an_image_expected_without_the_runtime_that_has_it_disagrees(tmp_path: Path) -> None:
     loaded = _loaded(tmp_path, REAL)
-    every = {v: "/x" for v in ("3.10", "3.11", "3.12", "3.13")}
+    every = {v: "/x" for v in loaded.matrix.python}
     facts = _facts(pythons=every, glibc="2.41", layout=Layout(runtime="system"),
                    runtime={HIP: f"/usr/lib/x86_64-linux-gnu/{HIP}"})  # fmt: skip
     _rows, problems = compare(loaded, "rocm6-only", facts)
@@ -177,7 +177,8 @@ def test_the_repository_declares_what_its_images_hold() -> None:
     """The recorded facts (public sources today) agree with matrix.yaml: SGLang's ROCm 7.2.0
     image is Python 3.10, and its stand-in is made with that Python."""
     loaded = load(ROOT / "matrix.yaml")
-    today = {"vllm-rocm-v033", "sglang-rocm10", "sglang-rocm724"}  # pin: probe, awaiting their digests
+    # pin: probe, awaiting their digests
+    today = {"vllm-rocm-v033", "amd-vllm-rocm10", "sglang-rocm10", "sglang-rocm724"}
     assert set(loaded.image_facts) == {"vllm-rocm", "sglang-rocm", *today}
     assert pinned_without_facts(loaded, loaded.image_facts) == {}
     assert set(awaiting_digests(loaded, loaded.image_facts)) == today

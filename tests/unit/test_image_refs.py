@@ -140,7 +140,7 @@ def test_the_repository_pins_its_serving_images() -> None:
 
 
 ROCM10 = "docker.io/lmsysorg/sglang:v0.5.21-rocm10-mi35x"
-AWAITING = {"vllm-rocm-v033", "sglang-rocm10", "sglang-rocm724"}
+AWAITING = {"vllm-rocm-v033", "amd-vllm-rocm10", "sglang-rocm10", "sglang-rocm724"}
 
 
 def _pinned_matrix(tmp_path: Path, **replace: str) -> Path:

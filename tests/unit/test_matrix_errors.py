@@ -129,10 +129,10 @@ CASES = [
     bad("bad-explicit-int", sub("nodes: 2 ", "nodes: !!int two "),
         ("  mi350x-pd:", "    nodes:"), "hardware.mi350x-pd.nodes", "cannot read 'two'"),
     bad("python-as-float",
-        sub('python: ["3.10", "3.11", "3.12", "3.13"]', 'python: [3.10, "3.11", "3.12", "3.13"]'),
+        sub('python: ["3.10", "3.11"', 'python: [3.10, "3.11"'),
         "python: [3.10", "python[0]", 'YAML read 3.10 as the number 3.1: quote it ("3.10")'),
     bad("python-unsupported", minimal('python: ["3.12"]', 'python: ["3.9"]'),
-        5, "python[0]", "'3.9' is not supported (supported: 3.10, 3.11, 3.12, 3.13)"),
+        5, "python[0]", "'3.9' is not supported (supported: 3.10, 3.11, 3.12, 3.13, 3.14)"),
     bad("python-duplicate", minimal('python: ["3.12"]', 'python:\n  - "3.12"\n  - "3.11"\n  - "3.12"'),
         8, "python[2]", "'3.12' is listed twice"),
     bad("python-empty", minimal('python: ["3.12"]', "python: []"),
@@ -286,7 +286,7 @@ def test_several_problems_are_reported_at_once(tmp_path: Path, capsys: pytest.Ca
     text = REAL
     for mutate in (
         sub("backend: rocm", "backend: rcom"),
-        sub('python: ["3.10", "3.11", "3.12", "3.13"]', 'python: ["3.10", "3.9"]'),
+        sub('python: ["3.10", "3.11", "3.12", "3.13", "3.14"]', 'python: ["3.10", "3.9"]'),
         sub("images: [clean-minbase]", "images: [nowhere]"),
         sub("floor: manylinux_2_28_x86_64", "floor: linux_x86_64"),
     ):

@@ -18,7 +18,7 @@ MATRIX_FILE = ROOT / "matrix.yaml"
 ALL_VARIANTS = ("cpu", "cuda", "rocm", "musa")
 HELD_BACK = ("musa",)  # matrix.yaml holds musa back (no MUSA installer in CI)
 VARIANTS = tuple(v for v in ALL_VARIANTS if v not in HELD_BACK)
-TAGS = ("cp310", "cp311", "cp312", "cp313")
+TAGS = ("cp310", "cp311", "cp312", "cp313", "cp314")
 
 
 @pytest.fixture(scope="module")
@@ -30,12 +30,12 @@ def _ids(steps: tuple[plan.BuildStep, ...] | tuple[plan.SmokeStep, ...]) -> list
     return [s.identifier for s in steps]
 
 
-def test_twelve_build_steps_and_the_held_back_variant(loaded: matrix.LoadedMatrix) -> None:
+def test_fifteen_build_steps_and_the_held_back_variant(loaded: matrix.LoadedMatrix) -> None:
     steps = plan.make_plan(loaded).builds
-    assert len(steps) == 12
+    assert len(steps) == 15
     assert set(plan.make_plan(loaded).held_back) == set(HELD_BACK)
     everything = plan.make_plan(loaded, include_held_back=True)
-    assert len(everything.builds) == 16
+    assert len(everything.builds) == 20
     assert everything.held_back == {}
     assert sorted(_ids(steps)) == sorted(f"{t}-{v}-manylinux_x86_64" for v in VARIANTS for t in TAGS)
     rocm312 = next(s for s in steps if s.identifier == "cp312-rocm-manylinux_x86_64")
@@ -68,7 +68,7 @@ def test_platform_family_drops_the_glibc_version() -> None:
         ("cp31{2,3}-rocm-*", ["cp312-rocm-manylinux_x86_64", "cp313-rocm-manylinux_x86_64"]),
         ("*-cpu-* cp310-cuda-*", ["cp310-cpu-manylinux_x86_64", "cp311-cpu-manylinux_x86_64",
                                   "cp312-cpu-manylinux_x86_64", "cp313-cpu-manylinux_x86_64",
-                                  "cp310-cuda-manylinux_x86_64"]),
+                                  "cp314-cpu-manylinux_x86_64", "cp310-cuda-manylinux_x86_64"]),
         ("cp310-cpu-manylinux_x86_64", ["cp310-cpu-manylinux_x86_64"]),
         ("cp3?[01]-rocm-*", ["cp310-rocm-manylinux_x86_64", "cp311-rocm-manylinux_x86_64"]),
     ],
@@ -123,7 +123,7 @@ def _assert_actions_matrix(data: dict[str, object]) -> list[dict[str, object]]:
 
 def test_json_plan_is_a_github_actions_matrix(capsys: pytest.CaptureFixture[str]) -> None:
     include = _assert_actions_matrix(_json_plan(capsys))
-    assert len(include) == 4 * len(VARIANTS)
+    assert len(include) == len(TAGS) * len(VARIANTS)
     assert {e["identifier"] for e in include} == {
         f"{t}-{v}-manylinux_x86_64" for v in VARIANTS for t in TAGS
     }
@@ -158,7 +158,7 @@ def test_smoke_plan(loaded: matrix.LoadedMatrix, capsys: pytest.CaptureFixture[s
 def test_plan_table_lists_every_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--matrix", str(MATRIX_FILE), "plan"]) == 0
     out = capsys.readouterr().out
-    assert "12 build steps from matrix.yaml" in out
+    assert "15 build steps from matrix.yaml" in out
     assert "held back (not released): musa (xfer-engine-musa): no MUSA Toolkit installer" in out
     assert "cp312-rocm-manylinux_x86_64" in out
     assert cli.main(["--matrix", str(MATRIX_FILE), "plan", "--smoke"]) == 0
@@ -172,25 +172,25 @@ NEW_VARIANT = """\
 """
 
 
-def test_a_new_variant_adds_four_steps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_new_variant_adds_a_step_per_python(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = MATRIX_FILE.read_text(encoding="utf-8")
     assert text.count("\nimages:\n") == 1
     text = text.replace("\nimages:\n", "\n" + NEW_VARIANT + "\nimages:\n")
     copy = matrix.loads(text, path=MATRIX_FILE)
     steps = plan.make_plan(copy).builds
-    assert len(steps) == 4 * len(VARIANTS) + 4
+    assert len(steps) == len(TAGS) * (len(VARIANTS) + 1)
     assert _ids(plan.select(steps, "*-xpu-*")) == [f"{t}-xpu-manylinux_x86_64" for t in TAGS]
 
     (tmp_path / "engine").symlink_to(ROOT / "engine")  # engine.source must hold the project
     path = tmp_path / "matrix.yaml"
     path.write_text(text, encoding="utf-8")
     assert cli.main(["--matrix", str(path), "plan", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["include"]) == 4 * len(VARIANTS) + 4
+    assert len(json.loads(capsys.readouterr().out)["include"]) == len(TAGS) * (len(VARIANTS) + 1)
 
 
 def test_the_python_list_drives_the_steps() -> None:
     text = MATRIX_FILE.read_text(encoding="utf-8")
-    old = 'python: ["3.10", "3.11", "3.12", "3.13"]'
+    old = 'python: ["3.10", "3.11", "3.12", "3.13", "3.14"]'
     assert text.count(old) == 1
     fewer = matrix.loads(text.replace(old, 'python: ["3.12"]'), path=MATRIX_FILE)
     assert _ids(plan.make_plan(fewer).builds) == [f"cp312-{v}-manylinux_x86_64" for v in VARIANTS]
@@ -200,7 +200,7 @@ def test_stable_abi_gives_fewer_jobs_without_a_workflow_edit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`stable_abi: "3.12"`: the same `plan --json` the workflows read lists cp310, cp311 and one
-    cp312-abi3 job a variant (12, not 16); a variant that turns it off keeps a job per Python."""
+    cp312-abi3 job a variant (3, not 5); a variant that turns it off keeps a job per Python."""
     text = MATRIX_FILE.read_text(encoding="utf-8")
     text = text.replace("source: engine", 'source: engine\n  stable_abi: "3.12"', 1)
     cpu = "    distribution: xfer-engine-cpu\n"
@@ -213,7 +213,7 @@ def test_stable_abi_gives_fewer_jobs_without_a_workflow_edit(
     by_variant: dict[object, list[object]] = {}
     for entry in include:
         by_variant.setdefault(entry["variant"], []).append(entry["identifier"])
-    assert len(include) == 4 + 3 * (len(VARIANTS) - 1)
+    assert len(include) == len(TAGS) + 3 * (len(VARIANTS) - 1)
     assert by_variant["cpu"] == [f"{t}-cpu-manylinux_x86_64" for t in TAGS]
     assert by_variant["rocm"] == [
         "cp310-rocm-manylinux_x86_64", "cp311-rocm-manylinux_x86_64", "cp312-abi3-rocm-manylinux_x86_64",

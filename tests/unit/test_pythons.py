@@ -26,27 +26,27 @@ def _matrix_text(*versions: str) -> str:
 
 
 def test_the_packaged_table() -> None:
-    assert pythons.supported_pythons() == ("3.10", "3.11", "3.12", "3.13")
-    assert pythons.newer_pythons() == ("3.14", "3.15")
-    assert pythons.supported_range() == "3.10-3.13"
+    assert pythons.supported_pythons() == ("3.10", "3.11", "3.12", "3.13", "3.14")
+    assert pythons.newer_pythons() == ("3.15",)
+    assert pythons.supported_range() == "3.10-3.14"
 
 
 def test_adding_a_python_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = pythons.PYTHONS_FILE.read_text(encoding="utf-8")
-    with pytest.raises(MatrixError, match=r"'3\.14' is not supported"):
-        loads(_matrix_text("3.13", "3.14"), path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
-    edited = text.replace('"3.14": "newer"', '"3.14": "supported"')
+    with pytest.raises(MatrixError, match=r"'3\.15' is not supported"):
+        loads(_matrix_text("3.14", "3.15"), path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
+    edited = text.replace('"3.15": "newer"', '"3.15": "supported"')
     changed = [(a, b) for a, b in zip(text.splitlines(), edited.splitlines(), strict=True) if a != b]
     assert len(changed) == 1
     table = tmp_path / "pythons.json"
     table.write_text(edited, encoding="utf-8")
     monkeypatch.setattr(pythons, "PYTHONS_FILE", table)
-    assert pythons.supported_pythons()[-1] == "3.14"
-    assert pythons.newer_pythons() == ("3.15",)
-    loaded = loads(_matrix_text("3.13", "3.14"), path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
-    assert loaded.matrix.python == ("3.13", "3.14")
-    assert pythons_allowed(">=3.12", pythons.supported_pythons()) == ("3.12", "3.13", "3.14")
-    assert pythons.supported_range() == "3.10-3.14"
+    assert pythons.supported_pythons()[-1] == "3.15"
+    assert pythons.newer_pythons() == ()
+    loaded = loads(_matrix_text("3.14", "3.15"), path=tmp_path / "matrix.yaml", backends_dir=BACKENDS)
+    assert loaded.matrix.python == ("3.14", "3.15")
+    assert pythons_allowed(">=3.13", pythons.supported_pythons()) == ("3.13", "3.14", "3.15")
+    assert pythons.supported_range() == "3.10-3.15"
 
 
 @pytest.mark.parametrize(

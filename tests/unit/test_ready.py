@@ -76,7 +76,7 @@ def test_checklist_items_name_environments_publishers_and_runners(tmp_path: Path
 
 def test_tag_only_images_fail_and_pinned_ones_pass(tmp_path: Path) -> None:
     pinned = _status(_loaded(_copy(tmp_path)), {})
-    awaiting = ["awaiting"] * 3  # the `pin: probe` tags no probe has recorded a digest for: not blocking
+    awaiting = ["awaiting"] * 4  # the `pin: probe` tags no probe has recorded a digest for: not blocking
     assert [s for (k, _), s in pinned.items() if k == "image"] == ["ok", "ok", *awaiting]
     tags = _status(_loaded(_copy(tmp_path, pin=False)), {})
     assert [s for (k, _), s in tags.items() if k == "image"] == ["fail", "fail", *awaiting]

@@ -34,10 +34,11 @@ def test_the_python_list_and_the_floor_are_the_only_lines_that_change(tmp_path: 
     after = text.splitlines()
     changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
     assert changed == [
-        ('python: ["3.10", "3.11", "3.12", "3.13"]', 'python: ["3.12", "3.13"]'),
+        ('python: ["3.10", "3.11", "3.12", "3.13", "3.14"]', 'python: ["3.12", "3.13"]'),
         (f"  floor: manylinux_2_28_x86_64{COMMENT}", f"  floor: manylinux_2_39_x86_64{COMMENT}"),
     ]
-    assert said[0].startswith("python [3.12, 3.13] (--python; matrix.yaml lists 3.10, 3.11, 3.12, 3.13)")
+    listed = "3.10, 3.11, 3.12, 3.13, 3.14"
+    assert said[0].startswith(f"python [3.12, 3.13] (--python; matrix.yaml lists {listed})")
     assert said[1].startswith(
         "platform.floor manylinux_2_39_x86_64 (--floor; matrix.yaml says manylinux_2_28"
     )
@@ -57,7 +58,7 @@ def test_no_option_leaves_the_checkout_alone(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("pythons", "floor", "message"),
     [
-        (["3.9"], None, "--python 3.9: not a Python of matrix.yaml (3.10, 3.11, 3.12, 3.13)"),
+        (["3.9"], None, "--python 3.9: not a Python of matrix.yaml (3.10, 3.11, 3.12, 3.13, 3.14)"),
         ([], "linux_x86_64", "--floor linux_x86_64: not a manylinux platform tag"),
     ],
 )
@@ -70,7 +71,8 @@ def test_what_is_not_the_matrixs_is_refused(
 
 def test_a_python_list_over_several_lines_cannot_be_narrowed_and_says_so(tmp_path: Path) -> None:
     source = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
-    text = source.replace('python: ["3.10", "3.11", "3.12", "3.13"]', 'python:\n  - "3.10"\n  - "3.12"')
+    one_line = 'python: ["3.10", "3.11", "3.12", "3.13", "3.14"]'
+    text = source.replace(one_line, 'python:\n  - "3.10"\n  - "3.12"')
     assert text != source
     with pytest.raises(UsageError, match=r"no one-line `python: \[\.\.\.\]` list"):
         narrowed(_real(tmp_path, text), ["3.12"], None)

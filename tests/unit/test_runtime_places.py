@@ -187,10 +187,10 @@ def test_the_therock_images_are_layers_made_with_their_layout(monkeypatch: pytes
     loaded = load(ROOT / "matrix.yaml")
     made = {i.name: i for i in make_plan(loaded).variants["rocm"].images}
     want = {
-        "therock-pip": ("/opt/venv", "rocm_sdk", None),
-        "therock-os": ("/opt/rocm/core-10.0/lib", "none", "/opt/rocm/lib"),
+        "therock-pip": ("/opt/venv", "rocm_sdk", None, ("3.12",)),  # SGLang's rocm10 images
+        "therock-os": ("/opt/rocm/core-10.0/lib", "none", "/opt/rocm/lib", ("3.12", "3.14")),  # + AMD vLLM
     }
-    for name, (prefix, via, links) in want.items():
+    for name, (prefix, via, links, pythons) in want.items():
         local = made[name].local
         assert local is not None and (local.runtime_prefix, local.runtime_via, local.runtime_links) == (
             prefix,
@@ -199,7 +199,7 @@ def test_the_therock_images_are_layers_made_with_their_layout(monkeypatch: pytes
         )
         recipe = images.recipe_of(local)
         assert recipe.runtime_via == via and recipe.runtime_links == (links or "")
-        assert recipe.pythons == ("3.12",) and recipe.base_pythons  # a layer
+        assert recipe.pythons == pythons and recipe.base_pythons  # a layer
         assert recipe.layer()[0] == "layout"
         assert expected_layout(loaded.matrix.images[name]) == expected_layout(
             loaded.matrix.images["rocm-absent"]

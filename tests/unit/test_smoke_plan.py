@@ -44,7 +44,7 @@ def test_plan_smoke_json_lists_the_cross_product(capsys: pytest.CaptureFixture[s
 ABI3_MATRIX = """\
 schema_version: 1
 engine: {source: engine, import_name: xfer, version: "0.1.0", stable_abi: "3.12"}
-python: ["3.11", "3.12", "3.13"]
+python: ["3.11", "3.12", "3.13", "3.14"]
 platform: {floor: manylinux_2_28_x86_64}
 variants:
   cpu: {distribution: xfer-engine-cpu, backend: cpu}
@@ -54,8 +54,8 @@ variants:
 @pytest.mark.parametrize(
     ("here", "expected"),
     [
-        ((), ["3.12", "3.13"]),
-        (("3.14",), ["3.12", "3.13", "3.14"]),
+        ((), ["3.12", "3.13", "3.14"]),
+        (("3.15",), ["3.12", "3.13", "3.14", "3.15"]),
         (("3.14", "3.15"), ["3.12", "3.13", "3.14", "3.15"]),
     ],
 )

@@ -90,12 +90,23 @@ def test_python_install_without_any_installer_names_every_attempt(monkeypatch: p
     monkeypatch.setattr(install, "_uv", lambda: None)
     monkeypatch.setattr(install, "_pyenv", lambda: None)
     monkeypatch.setattr(install, "_apt_has", lambda package: False)
+    monkeypatch.setattr(install.shutil, "which", lambda name: "/usr/bin/bash" if name == "bash" else None)
     with pytest.raises(install.ToolchainError) as caught:
         install.install_python("3.10")
     assert str(caught.value) == (
         "no Python 3.10 could be installed: uv: not installed (`pip install uv`); pyenv: not installed; "
-        "apt: no python3.10 package in this distribution's archive"
+        "apt: no python3.10 package in this distribution's archive; "
+        "debian-sid: needs bash, dpkg-deb, apt-get, patchelf (dpkg-deb apt-get patchelf not found)"
     )
+
+
+def test_python_install_falls_back_to_debian_sids_build_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(install.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(install, "_apt_has", lambda package: False)
+    ways = install._installers("3.14")
+    assert ways[-1][0] == "debian-sid"
+    argv = ways[-1][1]
+    assert isinstance(argv, list) and argv[1].endswith("python-debian.sh") and argv[2] == "3.14"
 
 
 def test_python_version_must_be_major_minor() -> None:
