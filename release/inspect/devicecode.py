@@ -174,14 +174,42 @@ class DeviceScanner:
 
 
 def _find(window: bytes, magic: bytes, start: int, end: int) -> int:
-    """Where `magic` first starts in `window` from `start` (-1: nowhere before `end`). A magic
-    ending in a zero byte (the fat binary's, as most code bytes are zero) is found by its first five
-    bytes: bytes.find skips by the needle's last byte, and skips through a binary twice as fast."""
+    """Where `magic` first starts in `window` from `start` (-1, or a place at or past `end`: nowhere
+    before `end`). The fat binary's magic is found by its rarest byte in code (0xed: about one byte
+    in 5,000 of x86 code), which `bytes.find` finds with memchr, several times faster than any
+    longer needle; when that byte comes too often (compressed data), by `_find_needle`."""
+    rare = _RARE.get(magic)
+    if rare is None:
+        return _find_needle(window, magic, start, end)
+    at, byte = rare, magic[rare : rare + 1]
+    misses = 64 + (len(window) - start) // _RARE_SPACING
+    found = window.find(byte, start + at)
+    while 0 <= found - at < end:
+        if window.startswith(magic, found - at):
+            return found - at
+        misses -= 1
+        if misses <= 0:
+            return _find_needle(window, magic, found - at + 1, end)
+        found = window.find(byte, found + 1)
+    return -1
+
+
+def _find_needle(window: bytes, magic: bytes, start: int, end: int) -> int:
+    """`_find` by a needle: a magic ending in a zero byte (the fat binary's, as most code bytes are
+    zero) is found by its first five bytes: bytes.find skips by the needle's last byte, and skips
+    through a binary twice as fast."""
     needle = magic[:5] if magic.endswith(b"\0") else magic
     found = window.find(needle, start)
     while 0 <= found < end and not window.startswith(magic, found):
         found = window.find(needle, found + 1)
     return found
+
+
+_RARE = {NV_MAGIC: 1}
+"""Magic -> the index of its byte that is rarest in code."""
+_RARE_SPACING = 1024
+"""`_find` by that byte tolerates one false hit per this many bytes (each costs about 0.15 us,
+the needle search about 0.5 ns a byte), then searches by the needle."""
 
 
 class ContainerFormat(Protocol):

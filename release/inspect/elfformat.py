@@ -55,35 +55,41 @@ class MissingRange(Exception):
 
 
 class Image:
-    """The bytes of one ELF file, or the kept pieces of it: `size` is the whole file's."""
+    """The bytes of one ELF file, or the kept pieces of it: `size` is the whole file's. The pieces
+    are not joined (they may be megabytes, and most reads are a few bytes): a read copies what it
+    asks for, joined only where it spans two pieces."""
 
     def __init__(self, size: int, pieces: Iterable[tuple[int, bytes]]) -> None:
         self.size = size
+        self._runs: list[int] = []
+        """Where each run of adjacent pieces starts (`_ends`: where it ends)."""
+        self._ends: list[int] = []
         self._starts: list[int] = []
-        self._pieces: list[bytes] = []
-        run: list[bytes] = []
-        run_start = run_end = -1
-        for start, data in sorted(pieces, key=lambda p: p[0]):
-            if run and start <= run_end:
-                if start + len(data) > run_end:
-                    run.append(data[run_end - start :])
-                    run_end = start + len(data)
+        """Where each piece starts: pieces in order, none overlapping another."""
+        self._pieces: list[bytes | memoryview] = []
+        end = -1
+        for offset, given in sorted(pieces, key=lambda p: p[0]):
+            if offset + len(given) <= end or not given:
                 continue
-            if run:
-                self._starts.append(run_start)
-                self._pieces.append(b"".join(run))
-            run, run_start, run_end = [data], start, start + len(data)
-        if run:
-            self._starts.append(run_start)
-            self._pieces.append(b"".join(run))
+            # A piece overlapping the one before: its new bytes only, as a view (not copied).
+            data = memoryview(given)[end - offset :] if offset < end else given
+            start = max(offset, end)
+            if start == end:
+                self._ends[-1] = start + len(data)
+            else:
+                self._runs.append(start)
+                self._ends.append(start + len(data))
+            self._starts.append(start)
+            self._pieces.append(data)
+            end = start + len(data)
 
     @classmethod
     def whole(cls, data: bytes) -> Image:
         return cls(len(data), [(0, data)])
 
     def holds(self, offset: int, length: int) -> bool:
-        i = bisect.bisect_right(self._starts, offset) - 1
-        return i >= 0 and offset + length <= self._starts[i] + len(self._pieces[i])
+        i = bisect.bisect_right(self._runs, offset) - 1
+        return i >= 0 and offset + length <= self._ends[i]
 
     def read(self, offset: int, length: int) -> bytes:
         """Exactly `length` bytes at `offset` (the caller has checked them against `size`)."""
@@ -91,7 +97,16 @@ class Image:
             raise MissingRange(offset, length)
         i = bisect.bisect_right(self._starts, offset) - 1
         start = offset - self._starts[i]
-        return self._pieces[i][start : start + length]
+        piece = self._pieces[i]
+        if start + length <= len(piece):
+            return bytes(piece[start : start + length])
+        parts = [piece[start:]]
+        have = len(piece) - start
+        while have < length:
+            i += 1
+            parts.append(self._pieces[i][: length - have])
+            have += len(parts[-1])
+        return b"".join(parts)
 
 
 @dataclass(frozen=True)

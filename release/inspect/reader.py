@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.errors import UsageError, VerifyError
+from release.inspect import wheelfile
 from release.inspect.contents import Member, WheelContents
 from release.inspect.devicecode import NO_ARCHITECTURES, DeviceScanner, outside
 from release.inspect.elf import (
@@ -67,7 +68,7 @@ _REFETCH_LIMIT = 64 << 20
 _REFETCHES = 4
 _LARGE = 1 << 20
 _BLOCK = 64 << 10
-_AHEAD = 32 << 20
+_AHEAD = 128 << 20
 """Members at least this large are inflated by a thread of their own, ahead of their reading."""
 """Members at least this large are read in worker threads; smaller ones in the calling thread."""
 
@@ -150,7 +151,9 @@ class _ElfStream:
 def _overlaps(ranges: Sequence[tuple[int, int]], offset: int, piece: bytes) -> Iterator[tuple[int, bytes]]:
     end = offset + len(piece)
     for lo, hi in ranges:
-        if lo < end and offset < hi:
+        if lo <= offset and end <= hi:
+            yield offset, piece  # the whole piece (most of a loaded segment's): not copied
+        elif lo < end and offset < hi:
             start = max(lo, offset)
             yield start, piece[start - offset : min(hi, end) - offset]
 
@@ -403,16 +406,19 @@ def read_wheel(
 ) -> WheelContents:
     """The wheel's members (with their sha256), METADATA fields, dist-info texts and ELF files;
     `VerifyError` naming the member when the wheel cannot be read safely."""
+    wheelfile.keep_freed_memory()
     distribution, version, tags = parse_name(path)
     try:
         with path.open("rb") as fh:
-            before = _fd_sha256(fh.fileno())
-            archive = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
+            identity = wheelfile.identity(fh.fileno())
+            before = wheelfile.fd_sha256(fh.fileno())
+            archive = Archive(fh.fileno(), identity[2])
             entries = read_directory(archive)
             files = [e for e in entries if not e.is_dir]
             results = _read_all(archive, files, _budget(files, archive.size), device_sections, architectures)
-            after = _fd_sha256(fh.fileno())
-            if os.fstat(fh.fileno()).st_size != archive.size or after != before:
+            unchanged = wheelfile.identity(fh.fileno()) == identity
+            after = before if unchanged and wheelfile.settled(identity) else wheelfile.fd_sha256(fh.fileno())
+            if not unchanged or after != before:
                 msg = (
                     f"{path.name}: the wheel changed while it was verified (sha256 {before} before, "
                     f"{after} after); nothing is reported on it"
@@ -426,16 +432,6 @@ def read_wheel(
         raise VerifyError(msg) from None
     contents = _contents(path, archive.size, (distribution, version, tags), entries, results)
     return dataclasses.replace(contents, sha256=before)
-
-
-def _fd_sha256(fd: int) -> str:
-    """sha256 of the open file's bytes, read by position in 1 MiB pieces (bounded memory)."""
-    digest = hashlib.sha256()
-    offset = 0
-    while piece := os.pread(fd, 1 << 20, offset):
-        digest.update(piece)
-        offset += len(piece)
-    return digest.hexdigest()
 
 
 def _contents(

@@ -18,9 +18,9 @@ from typing import Protocol, cast
 
 from release.wheel.zip import STORED, Archive, ZipEntry, ZipError
 
-CHUNK = 4 << 20
+CHUNK = 256 << 10
 """Bytes of output per piece: the memory one member holds while it is read."""
-_INPUT = 1 << 20
+_INPUT = 64 << 10
 BUDGET_FLOOR = 256 << 20
 BUDGET_RATIO = 32
 """A read of a wheel may inflate `BUDGET_FLOOR + BUDGET_RATIO * its size` bytes: generous for real

@@ -286,3 +286,23 @@ def test_a_magic_is_found_by_its_prefix_and_checked_whole() -> None:
     at = window.index(NV_MAGIC)
     assert devicecode._find(window, NV_MAGIC, 0, len(window)) == at
     assert devicecode._find(window, NV_MAGIC, at + 1, len(window)) == -1
+
+
+def test_the_fat_binary_magic_by_its_rare_byte_finds_what_the_needle_finds() -> None:
+    """`_find` looks for the fat binary magic by its rarest byte in code (memchr); where that byte
+    is dense (compressed data: a hostile file full of it) it falls back to the needle search, so
+    the answers are the same and the cost stays bounded (issue 49)."""
+    import random
+
+    rng = random.Random(49)
+    dense = bytes(rng.choice(b"\xed\x50\x55\xba\x01\x00") for _ in range(200_000))
+    code = bytes(rng.randrange(256) for _ in range(200_000))
+    for body in (dense, code, b"\xed" * 100_000):
+        for at in (0, 7, len(body) // 2, len(body)):
+            window = body[:at] + NV_MAGIC + body[at:]
+            for start in (0, 1, at, at + 1):
+                want = devicecode._find_needle(window, NV_MAGIC, start, len(window))
+                got = devicecode._find(window, NV_MAGIC, start, len(window))
+                assert (got if 0 <= got < len(window) else -1) == (want if 0 <= want < len(window) else -1)
+    window = b"\0" * 64 + NV_MAGIC
+    assert devicecode._find(window, NV_MAGIC, 0, 64) == -1  # starts at `end`: not before it

@@ -147,3 +147,41 @@ def test_the_members_rules_read_whole_are_held_from_the_one_pass(tmp_path: Path)
     for member in contents.members:
         if ".dist-info/" in member.name:
             assert len(contents.read(member.name)) == member.size
+
+
+@pytest.mark.parametrize("settled", [True, False])
+def test_a_wheel_written_to_while_it_is_read_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settled: bool
+) -> None:
+    """The wheel is hashed once before its reading; after it, an unchanged inode, size, mtime and
+    ctime stand for a second hash, unless the file changed within the last seconds (the kernel's
+    coarse clock may then leave its ctime as it was, so it is hashed again): a write in between is
+    found either way (issue 49)."""
+    from release.errors import VerifyError
+    from release.inspect import reader
+
+    wheel = make_wheel(tmp_path, "xfer-engine-cpu", "0.1.0", "3.12")
+    hashed: list[int] = []
+    real_hash, real_read = reader.wheelfile.fd_sha256, reader._read_all
+    monkeypatch.setattr(reader.wheelfile, "fd_sha256", lambda fd: hashed.append(fd) or real_hash(fd))
+    if settled:
+        monkeypatch.setattr(reader.wheelfile, "settled", lambda identity: True)
+    reader.read_wheel(wheel, ())
+    assert len(hashed) == (1 if settled else 2)  # the file was written just now: hashed again
+
+    def read_and_write(*args: Any) -> Any:
+        result = real_read(*args)
+        with wheel.open("r+b") as fh:
+            if settled:  # the identity changes (its size here; any write sets the ctime)
+                fh.seek(0, 2)
+                fh.write(b"\0")
+            else:  # the same size, maybe the same ctime tick: the second hash finds it
+                fh.seek(-1, 2)
+                last = fh.read(1)
+                fh.seek(-1, 2)
+                fh.write(bytes([last[0] ^ 1]))
+        return result
+
+    monkeypatch.setattr(reader, "_read_all", read_and_write)
+    with pytest.raises(VerifyError, match="changed while it was verified"):
+        reader.read_wheel(wheel, ())
