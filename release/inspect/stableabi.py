@@ -11,13 +11,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import process
 from release.errors import ToolchainError, VerifyError
 from release.inspect.contents import WheelContents
 
@@ -76,10 +76,8 @@ def audit_limited_api(wheel: WheelContents, paths: Sequence[str], floor: str) ->
         ]
         env = {**os.environ, "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "200"}
         try:
-            proc = subprocess.run(
-                argv, capture_output=True, text=True, check=False, timeout=DEADLINE, env=env, cwd=scratch
-            )
-        except subprocess.TimeoutExpired:
+            proc = process.run(argv, timeout=DEADLINE, env=env, cwd=scratch)
+        except process.TimedOut:
             msg = f"{wheel.path.name}: abi3audit did not finish within {DEADLINE:g} s"
             raise VerifyError(msg) from None
         try:

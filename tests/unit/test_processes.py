@@ -21,10 +21,6 @@ LAUNCHERS = {
 
 ALLOWED = {
     "process.py": "the one module that starts processes: run, stream, start",
-    "inspect/stableabi.py": (
-        "verify code, changed by the verify-speed work this round; its one abi3audit call has a "
-        "deadline (DEADLINE) and a captured, bounded output. Moves to process.run after that merge"
-    ),
 }
 """Modules of release/ (relative paths) that may start a process directly, with the reason."""
 
