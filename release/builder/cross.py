@@ -4,7 +4,7 @@ The measured choice (docs/machines.md): cross-compiling costs what a native buil
 about 12 times its wall time. The variant's local Debian build image gets a cross layer once
 (`scripts/cross-build.sh setup`: Debian's `crossbuild-essential-arm64`, the `:arm64` -dev packages
 of `system_packages`, and Debian's pair of `libpython3.X-dev` whose `pyconfig.h` differences are
-the target's), committed as `localhost/xfer-cross-<machine>-<variant>` and labelled with the image
+the target's), committed as `<build image>-cross-<machine>` and labelled with the image
 it was made over. Each step's wheel is then built there (`scripts/cross-build.sh wheel`: the
 image's CPython as the build interpreter, a CMake toolchain file, `_PYTHON_HOST_PLATFORM`),
 repaired with auditwheel against the multiarch directories, and verified here as a container
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import shlex
 import shutil
 import subprocess
 import time
@@ -29,21 +30,23 @@ from release.config.machines import MACHINES, host_machine
 from release.config.resources import toolkit_scripts
 from release.errors import BuildError, ToolchainError
 from release.machine import images
+from release.machine.containers import run_script
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
-from release.wheel.names import InvalidWheelName, parse_wheel_name, report_path
+from release.wheel.names import InvalidWheelName, parse_wheel_name, python_tag, report_path
 
 DIST_PYTHON = "3.13"
 """The Debian suite's own Python (trixie's), whose libpython-dev pair gives the target's pyconfig.h lines."""
-CROSS_LABEL = "io.xfer.cross.base"
+CROSS_LABEL = "io.release-toolkit.cross.base"
 SETUP_TIMEOUT_S = 1200
 WHEEL_TIMEOUT_S = 1800
 SMOKE_TIMEOUT_S = 600
 
 
-def cross_image_tag(machine: str, variant: str) -> str:
-    return f"localhost/xfer-cross-{machine}-{variant}"
+def cross_image_tag(base: str, machine: str) -> str:
+    """The cross image of the local build image `base` (a tag without a `:version`)."""
+    return f"{base}-cross-{machine}"
 
 
 def _image_id(engine: str, tag: str) -> str | None:
@@ -73,10 +76,18 @@ def _run(cmd: list[str], *, timeout: float, what: str) -> None:
         raise BuildError(msg)
 
 
+def _checked(proc: subprocess.CompletedProcess[str], *, what: str) -> None:
+    """A container run's failure as one line with its output's last lines before it."""
+    if proc.returncode != 0:
+        print("\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:]), flush=True)
+        msg = f"{what} failed (exit {proc.returncode}): its output's end is above"
+        raise BuildError(msg)
+
+
 def ensure_cross_image(engine: str, base: str, machine: str, variant: str, packages: tuple[str, ...]) -> str:
     """The cross image of `base` for `machine`, made unless one over the same base image, script
     and packages exists (its label)."""
-    tag = cross_image_tag(machine, variant)
+    tag = cross_image_tag(base, machine)
     base_id = _image_id(engine, base)
     if base_id is None:
         msg = f"the build image {base} is not here (make it with `release build --variant {variant}` first)"
@@ -87,12 +98,13 @@ def ensure_cross_image(engine: str, base: str, machine: str, variant: str, packa
         return tag
     target = MACHINES[machine]
     say(f"[{variant}] making the cross image {tag} over {base} ({target.debian} toolchain)")
-    name = f"xfer-cross-setup-{machine}-{variant}"
+    name = f"release-cross-setup-{machine}-{variant}"
     subprocess.run([engine, "rm", "-f", name], capture_output=True, check=False, timeout=60)
     try:
         _run(
-            [engine, "run", "--name", name, "--network=host", "-v", f"{toolkit_scripts()}:/xfer-scripts:ro",
-             base, "bash", "/xfer-scripts/cross-build.sh", "setup", target.gnu_triplet, target.debian,
+            [engine, "run", "--name", name, "--network=host",
+             "-v", f"{toolkit_scripts()}:/toolkit-scripts:ro", base,
+             "bash", "/toolkit-scripts/cross-build.sh", "setup", target.gnu_triplet, target.debian,
              DIST_PYTHON, " ".join(packages)],
             timeout=SETUP_TIMEOUT_S, what=f"the cross layer of {base} for {machine}",
         )  # fmt: skip
@@ -145,16 +157,20 @@ def run_cross(
         out.mkdir(parents=True)
         started = time.monotonic()
         epoch = source_date_epoch(root)
+        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", work / "src": "/src:ro"}
         for step in steps:
             say(f"[{variant.name}] cross-compiling Python {step.python} for {machine} in {image}")
-            _run(
-                [engine, "run", "--rm", "--network=host", "-e", f"SOURCE_DATE_EPOCH={epoch}",
-                 "-v", f"{toolkit_scripts()}:/xfer-scripts:ro", "-v", f"{work / 'src'}:/src:ro",
-                 "-v", f"{out}:/out", image, "bash", "/xfer-scripts/cross-build.sh", "wheel",
-                 target.gnu_triplet, step.python, "/src", "/out"],
-                timeout=WHEEL_TIMEOUT_S,
-                what=f"the {machine} cross build of {variant.name} for Python {step.python}",
-            )  # fmt: skip
+            script = shlex.join(["bash", "/toolkit-scripts/cross-build.sh", "wheel", target.gnu_triplet,
+                                 step.python, "/src", "/out"])  # fmt: skip
+            try:
+                proc = run_script(
+                    engine, image, f"SOURCE_DATE_EPOCH={epoch} {script}", network="host",
+                    timeout=WHEEL_TIMEOUT_S, mounts=mounts | {out: "/out"},
+                )  # fmt: skip
+            except subprocess.TimeoutExpired as exc:
+                msg = f"the {machine} cross build of Python {step.python} took over {WHEEL_TIMEOUT_S} s"
+                raise BuildError(msg) from exc
+            _checked(proc, what=f"the {machine} cross build of {variant.name} for Python {step.python}")
         built = sorted(out.glob("*.whl"))
         if len(built) != len(steps):
             msg = f"the cross build left {len(built)} wheel(s) in {out}, expected {len(steps)}"
@@ -192,18 +208,18 @@ def emulated_smoke(wheel: Path, variant: ResolvedVariant, machine: str, *, engin
     (DIST_PYTHON), run under emulation (binfmt_misc's qemu-user) in the cross image; returns each
     command's output. Only a wheel of DIST_PYTHON can run there (the local images' other
     interpreters are this machine's)."""
-    wanted = "cp" + DIST_PYTHON.replace(".", "")
+    wanted = python_tag(DIST_PYTHON)
     if wanted not in parse_wheel_name(wheel.name).interpreters:
         msg = f"{wheel.name}: the emulated smoke runs Debian's Python {DIST_PYTHON} of {machine} ({wanted})"
         raise BuildError(msg)
-    image = cross_image_tag(machine, variant.name)
+    image = cross_image_tag(variant.build_image.local, machine)
     outputs = []
     for command in variant.smoke_commands:
-        cmd = [engine, "run", "--rm", "-v", f"{toolkit_scripts()}:/xfer-scripts:ro",
-               "-v", f"{wheel.parent}:/wheels:ro", image, "bash", "/xfer-scripts/cross-build.sh", "run",
-               MACHINES[machine].gnu_triplet, DIST_PYTHON, f"/wheels/{wheel.name}", *command]  # fmt: skip
+        script = shlex.join(["bash", "/toolkit-scripts/cross-build.sh", "run", MACHINES[machine].gnu_triplet,
+                             DIST_PYTHON, f"/wheels/{wheel.name}", *command])  # fmt: skip
+        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", wheel.parent: "/wheels:ro"}
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=SMOKE_TIMEOUT_S)
+            proc = run_script(engine, image, script, timeout=SMOKE_TIMEOUT_S, mounts=mounts)
         except subprocess.TimeoutExpired as exc:
             msg = f"{wheel.name}: `{' '.join(command)}` under emulation took over {SMOKE_TIMEOUT_S} s"
             raise BuildError(msg) from exc
