@@ -103,14 +103,8 @@ def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> dict[str, tu
 
 
 def _of_machine(steps: tuple[BuildStep, ...], machine: str, loaded: LoadedMatrix) -> tuple[BuildStep, ...]:
-    """The steps of one machine; another machine's wheels are built on that machine (GitHub's
-    `ubuntu-24.04-arm` runners for aarch64), which this build is not."""
-    if machine != host_machine():
-        msg = (
-            f"--arch {machine}: this machine is {host_machine()}; {machine} wheels are built on "
-            f"{machine} machines (GitHub Actions: the {MACHINES[machine].github_runner} runner)"
-        )
-        raise UsageError(msg)
+    """The steps of one machine: this one's, or another's, cross-compiled in the local image
+    (`release.builder.cross`); GitHub Actions builds each machine's natively."""
     chosen = tuple(s for s in steps if machine_of(s.variant) == machine)
     if steps and not chosen:
         machines = ", ".join(loaded.matrix.platform.machines)
@@ -163,6 +157,10 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     version = build_version(loaded, args.tag)
     root = args.wheelhouse or loaded.root / "wheelhouse"
     started = time.monotonic()
+    if args.arch != host_machine():
+        return _report(
+            _cross(args, planned, root, version), root, started, missing=[], skipped=[], failures=[]
+        )
     if args.container:
         chosen = require_engine()
         built: list[WheelResult] = []
@@ -309,6 +307,32 @@ def _in_container(
                 )
             )
     return results
+
+
+def _cross(args: argparse.Namespace, planned: Steps, root: Path, version: str) -> list[WheelResult]:
+    """Another machine's wheels, cross-compiled in each variant's local Debian image."""
+    from release.builder.cross import run_cross  # noqa: PLC0415
+
+    if args.release_image or args.image:
+        msg = (
+            f"--arch {args.arch}: this machine is {host_machine()}; the release image builds "
+            f"{args.arch} wheels on {args.arch} machines (GitHub Actions: the "
+            f"{MACHINES[args.arch].github_runner} runner), and here they are cross-compiled in the "
+            "local image (leave out --release-image and --image)"
+        )
+        raise UsageError(msg)
+    engine = require_engine()
+    built: list[WheelResult] = []
+    for steps in planned.values():
+        if steps[0].variant.build_image.local_recipe is None:
+            name = steps[0].variant.name
+            msg = f"--arch {args.arch}: {name} has no local Debian build image to cross-compile in"
+            raise ToolchainError(msg)
+        built += run_cross(
+            steps, args.arch, wheelhouse=root / steps[0].variant.name, version=version, engine=engine,
+            lock_wait_s=args.lock_wait,
+        )  # fmt: skip
+    return built
 
 
 def require_engine() -> str:

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from release.config.machines import DEFAULT_MACHINE, machine_of_tag
 from release.errors import UsageError
-from release.plan.resolve import ResolvedBuildImage, ResolvedVariant
+from release.plan.resolve import ResolvedVariant
 
 
 def machine_of(variant: ResolvedVariant) -> str:
@@ -28,8 +28,8 @@ def machines_of(variant: ResolvedVariant) -> tuple[str, ...]:
 
 def for_machine(variant: ResolvedVariant, machine: str) -> ResolvedVariant:
     """The variant's facts for one of its machines. The release image's name is the same for each
-    (cibuildwheel picks the machine's image of `manylinux_2_28`); a local build image is made for
-    the first machine only, so another machine builds in the release image."""
+    (cibuildwheel picks the machine's image of `manylinux_2_28`); the local build image is the
+    first machine's, which cross-compiles another machine's wheels (`release.builder.cross`)."""
     if machine == machine_of(variant):
         return variant
     if machine not in variant.floors:
@@ -38,8 +38,5 @@ def for_machine(variant: ResolvedVariant, machine: str) -> ResolvedVariant:
             f"(its machines: {', '.join(variant.floors)})"
         )
         raise UsageError(msg)
-    image = variant.build_image
-    if image.local_recipe is not None:
-        image = ResolvedBuildImage(release=image.release, local=image.release, local_recipe=None)
-    return replace(variant, floor=variant.floors[machine], build_image=image)
+    return replace(variant, floor=variant.floors[machine])
 

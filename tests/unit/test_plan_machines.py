@@ -236,8 +236,12 @@ def test_release_build_builds_this_machines_steps(
     monkeypatch.setattr(build, "host_machine", lambda: "x86_64")
     chosen = build.chosen_steps(_build_args(), two)
     assert {machine_of(s.variant) for steps in chosen.values() for s in steps} == {"x86_64"}
+    crossed = build.chosen_steps(_build_args(arch="aarch64", python=["3.12"]), two)  # cross-compiled here
+    assert [s.identifier for s in crossed["cpu"]] == ["cp312-cpu-manylinux_aarch64"]
+    assert crossed["cpu"][0].variant.build_image.local_recipe is not None  # the local image cross-compiles
+    release_image = argparse.Namespace(arch="aarch64", release_image=True, image=None)
     with pytest.raises(UsageError, match=r"--arch aarch64: this machine is x86_64; .*ubuntu-24\.04-arm"):
-        build.chosen_steps(_build_args(arch="aarch64"), two)
+        build._cross(release_image, crossed, Path("unused"), "0.1.0")
     monkeypatch.setattr(build, "host_machine", lambda: "aarch64")  # a Grace host, or GitHub's arm runner
     chosen = build.chosen_steps(_build_args(arch="aarch64", python=["3.12"]), two)
     assert {v: [s.identifier for s in steps] for v, steps in chosen.items()} == {

@@ -1,0 +1,231 @@
+"""Cross builds: another machine's wheels (aarch64 on an x86_64 host) compiled in the local image.
+
+The measured choice (docs/machines.md): cross-compiling costs what a native build does, emulation
+about 12 times its wall time. The variant's local Debian build image gets a cross layer once
+(`scripts/cross-build.sh setup`: Debian's `crossbuild-essential-arm64`, the `:arm64` -dev packages
+of `system_packages`, and Debian's pair of `libpython3.X-dev` whose `pyconfig.h` differences are
+the target's), committed as `<build image>-cross-<machine>` and labelled with the image
+it was made over. Each step's wheel is then built there (`scripts/cross-build.sh wheel`: the
+image's CPython as the build interpreter, a CMake toolchain file, `_PYTHON_HOST_PLATFORM`),
+repaired with auditwheel against the multiarch directories, and verified here as a container
+build's wheels are (the `elf-machine` rule reads every ELF file's machine).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import shlex
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from release import atomic
+from release.builder.container import _verified
+from release.builder.host import WheelResult, one_variant
+from release.builder.prebuild import say, source_date_epoch
+from release.builder.stage import stage_project
+from release.config.machines import MACHINES, host_machine
+from release.config.resources import toolkit_scripts
+from release.errors import BuildError, ToolchainError
+from release.machine import images
+from release.machine.containers import run_script
+from release.machine.lock import DEFAULT_WAIT_S, build_lock
+from release.plan.resolve import ResolvedVariant
+from release.plan.steps import BuildStep
+from release.wheel.names import InvalidWheelName, parse_wheel_name, python_tag, report_path
+
+DIST_PYTHON = "3.13"
+"""The Debian suite's own Python (trixie's), whose libpython-dev pair gives the target's pyconfig.h lines."""
+CROSS_LABEL = "io.release-toolkit.cross.base"
+SETUP_TIMEOUT_S = 1200
+WHEEL_TIMEOUT_S = 1800
+SMOKE_TIMEOUT_S = 600
+
+
+def cross_image_tag(base: str, machine: str) -> str:
+    """The cross image of the local build image `base` (a tag without a `:version`)."""
+    return f"{base}-cross-{machine}"
+
+
+def _image_id(engine: str, tag: str) -> str | None:
+    proc = subprocess.run(
+        [engine, "image", "inspect", "--format", "{{.Id}}", tag],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _label(engine: str, tag: str) -> str:
+    proc = subprocess.run(
+        [engine, "image", "inspect", "--format", f'{{{{index .Labels "{CROSS_LABEL}"}}}}', tag],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def _run(cmd: list[str], *, timeout: float, what: str) -> None:
+    try:
+        proc = subprocess.run(cmd, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        msg = f"{what} took over {timeout:.0f} s and was stopped"
+        raise BuildError(msg) from exc
+    if proc.returncode != 0:
+        msg = f"{what} failed (exit {proc.returncode}): its output is above"
+        raise BuildError(msg)
+
+
+def _checked(proc: subprocess.CompletedProcess[str], *, what: str) -> None:
+    """A container run's failure as one line with its output's last lines before it."""
+    if proc.returncode != 0:
+        print("\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:]), flush=True)
+        msg = f"{what} failed (exit {proc.returncode}): its output's end is above"
+        raise BuildError(msg)
+
+
+def ensure_cross_image(engine: str, base: str, machine: str, variant: str, packages: tuple[str, ...]) -> str:
+    """The cross image of `base` for `machine`, made unless one over the same base image, script
+    and packages exists (its label)."""
+    tag = cross_image_tag(base, machine)
+    base_id = _image_id(engine, base)
+    if base_id is None:
+        msg = f"the build image {base} is not here (make it with `release build --variant {variant}` first)"
+        raise ToolchainError(msg)
+    script = hashlib.sha256((toolkit_scripts() / "cross-build.sh").read_bytes()).hexdigest()[:16]
+    wanted = f"{base_id}:{script}:{' '.join(packages)}"
+    if _label(engine, tag) == wanted:
+        return tag
+    target = MACHINES[machine]
+    say(f"[{variant}] making the cross image {tag} over {base} ({target.debian} toolchain)")
+    name = f"release-cross-setup-{machine}-{variant}"
+    subprocess.run([engine, "rm", "-f", name], capture_output=True, check=False, timeout=60)
+    try:
+        _run(
+            [engine, "run", "--name", name, "--network=host",
+             "-v", f"{toolkit_scripts()}:/toolkit-scripts:ro", base,
+             "bash", "/toolkit-scripts/cross-build.sh", "setup", target.gnu_triplet, target.debian,
+             DIST_PYTHON, " ".join(packages)],
+            timeout=SETUP_TIMEOUT_S, what=f"the cross layer of {base} for {machine}",
+        )  # fmt: skip
+        _run(
+            [engine, "commit", "-q", "--change", f"LABEL {CROSS_LABEL}={wanted}", name, tag],
+            timeout=300, what=f"committing {tag}",
+        )  # fmt: skip
+    finally:
+        subprocess.run([engine, "rm", "-f", name], capture_output=True, check=False, timeout=60)
+    return tag
+
+
+def _cross_packages(steps: tuple[BuildStep, ...], debian_arch: str) -> tuple[str, ...]:
+    """The `:arm64` form of every apt package of the variant's system_packages."""
+    variant = one_variant(steps)
+    found: list[str] = []
+    for package in variant.system_packages.values():
+        found += [f"{name.split('/')[0]}:{debian_arch}" for name in package.apt]
+    return tuple(dict.fromkeys(found))
+
+
+def run_cross(
+    steps: tuple[BuildStep, ...],
+    machine: str,
+    *,
+    wheelhouse: Path,
+    version: str,
+    engine: str,
+    lock_wait_s: float = DEFAULT_WAIT_S,
+) -> list[WheelResult]:
+    """Cross-compile the steps' wheels for `machine` in the variant's local image, verified."""
+    variant = one_variant(steps)
+    if machine == host_machine():
+        msg = f"a cross build is for another machine than this one ({machine})"
+        raise BuildError(msg)
+    if variant.build_image.local_recipe is not None:
+        images.ensure(engine, variant.build_image.local_recipe, log=say)
+    target = MACHINES[machine]
+    root = variant.matrix_root
+    work = root / "build" / variant.name / f"cross-{machine}"
+    with build_lock(
+        root / "build" / variant.name, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say
+    ):
+        image = ensure_cross_image(
+            engine, variant.build_image.local, machine, variant.name, _cross_packages(steps, target.debian)
+        )
+        shutil.rmtree(work, ignore_errors=True)
+        stage_project(variant, version, work / "src")
+        out = work / "out"
+        out.mkdir(parents=True)
+        started = time.monotonic()
+        epoch = source_date_epoch(root)
+        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", work / "src": "/src:ro"}
+        for step in steps:
+            say(f"[{variant.name}] cross-compiling Python {step.python} for {machine} in {image}")
+            script = shlex.join(["bash", "/toolkit-scripts/cross-build.sh", "wheel", target.gnu_triplet,
+                                 step.python, "/src", "/out"])  # fmt: skip
+            try:
+                proc = run_script(
+                    engine, image, f"SOURCE_DATE_EPOCH={epoch} {script}", network="host",
+                    timeout=WHEEL_TIMEOUT_S, mounts=mounts | {out: "/out"},
+                )  # fmt: skip
+            except subprocess.TimeoutExpired as exc:
+                msg = f"the {machine} cross build of Python {step.python} took over {WHEEL_TIMEOUT_S} s"
+                raise BuildError(msg) from exc
+            _checked(proc, what=f"the {machine} cross build of {variant.name} for Python {step.python}")
+        built = sorted(out.glob("*.whl"))
+        if len(built) != len(steps):
+            msg = f"the cross build left {len(built)} wheel(s) in {out}, expected {len(steps)}"
+            raise BuildError(msg)
+        results = _verified(
+            built, steps, version, release=False, where=f"{image} (cross, {machine})",
+            seconds=time.monotonic() - started,
+        )  # fmt: skip
+        wheelhouse.mkdir(parents=True, exist_ok=True)
+        _remove_previous(wheelhouse, {s.python_tag for s in steps}, machine)
+        moved = []
+        for result in results:
+            dest = wheelhouse / result.wheel.name
+            atomic.move_file(report_path(result.wheel), report_path(dest))
+            atomic.move_file(result.wheel, dest)
+            moved.append(dataclasses.replace(result, wheel=dest))
+        shutil.rmtree(work, ignore_errors=True)
+        return moved
+
+
+def _remove_previous(wheelhouse: Path, python_tags: set[str], machine: str) -> None:
+    """Earlier wheels (and reports) of these Pythons for this machine; another machine's stay."""
+    for old in wheelhouse.glob(f"*_{machine}.whl"):
+        try:
+            name = parse_wheel_name(old)
+        except InvalidWheelName:
+            continue
+        if set(name.interpreters) & python_tags:
+            old.unlink()
+            report_path(old).unlink(missing_ok=True)
+
+
+def emulated_smoke(wheel: Path, variant: ResolvedVariant, machine: str, *, engine: str) -> list[str]:
+    """The variant's smoke commands with `wheel` installed for the target machine's Debian Python
+    (DIST_PYTHON), run under emulation (binfmt_misc's qemu-user) in the cross image; returns each
+    command's output. Only a wheel of DIST_PYTHON can run there (the local images' other
+    interpreters are this machine's)."""
+    wanted = python_tag(DIST_PYTHON)
+    if wanted not in parse_wheel_name(wheel.name).interpreters:
+        msg = f"{wheel.name}: the emulated smoke runs Debian's Python {DIST_PYTHON} of {machine} ({wanted})"
+        raise BuildError(msg)
+    image = cross_image_tag(variant.build_image.local, machine)
+    outputs = []
+    for command in variant.smoke_commands:
+        script = shlex.join(["bash", "/toolkit-scripts/cross-build.sh", "run", MACHINES[machine].gnu_triplet,
+                             DIST_PYTHON, f"/wheels/{wheel.name}", *command])  # fmt: skip
+        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", wheel.parent: "/wheels:ro"}
+        try:
+            proc = run_script(engine, image, script, timeout=SMOKE_TIMEOUT_S, mounts=mounts)
+        except subprocess.TimeoutExpired as exc:
+            msg = f"{wheel.name}: `{' '.join(command)}` under emulation took over {SMOKE_TIMEOUT_S} s"
+            raise BuildError(msg) from exc
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            msg = f"{wheel.name}: `{' '.join(command)}` under emulation exited {proc.returncode}: {tail}"
+            raise BuildError(msg)
+        outputs.append(proc.stdout)
+    return outputs

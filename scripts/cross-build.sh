@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Cross-compile one wheel of the engine for another Linux machine inside a Debian build image
+# (release/builder/cross.py is the caller: docs/machines.md, "Building aarch64 wheels").
+#
+#   cross-build.sh setup TRIPLET DEBARCH SUITE_PYTHON 'PKG ...'
+#       in a container of the build image, committed by the caller as the cross image:
+#       Debian's crossbuild-essential-DEBARCH, the :DEBARCH -dev packages (system_packages) and
+#       libpython3.X-dev of both machines (the source of the target's pyconfig.h differences)
+#   cross-build.sh run TRIPLET DIST_PYTHON WHEEL CMD...
+#       CMD under emulation with the wheel installed for Debian's own Python of the target machine
+#   cross-build.sh wheel TRIPLET PYTHON_VERSION SRC OUT
+#       build SRC's wheel with /opt/python/cpXY-cpXY as the build interpreter, the target's
+#       headers (that interpreter's, with the target machine's pyconfig.h differences from
+#       Debian's pair of pyconfig.h) and a CMake toolchain file; repair it with auditwheel
+#       (--plat auto: the tag follows the wheel's machine) against the multiarch directories.
+set -euo pipefail
+# shellcheck source=scripts/_common.sh
+. "$(dirname "$0")/_common.sh"
+
+case "${1:-}" in
+  setup)
+    triplet="$2" debarch="$3" dist_python="$4" packages="${5:-}"
+    dpkg --add-architecture "$debarch"
+    apt-get update -qq
+    # shellcheck disable=SC2086  # a list of package names
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      "crossbuild-essential-$debarch" "libpython$dist_python-dev:$debarch" "libpython$dist_python-dev" \
+      $packages >/dev/null
+    arch_h="/usr/include/$triplet/python$dist_python/pyconfig.h"
+    native_h="/usr/include/$(gcc -dumpmachine)/python$dist_python/pyconfig.h"
+    # The target's pyconfig.h lines that differ from this machine's, as sed substitutions.
+    { diff "$native_h" "$arch_h" || true; } | awk '
+      /^< #define / { key=$3; from[key]=substr($0, 3) }
+      /^< \/\* #undef / { key=$4; from[key]=substr($0, 3) }
+      /^> #define / { key=$3; to[key]=substr($0, 3) }
+      /^> \/\* #undef / { key=$4; to[key]=substr($0, 3) }
+      END { for (k in from) if (k in to && k != "PY_SUPPORT_TIER") print from[k] "\t" to[k] }
+    ' > "/usr/local/share/pyconfig-$triplet.tsv"
+    log "pyconfig.h differences for $triplet: $(cut -f2 "/usr/local/share/pyconfig-$triplet.tsv" | tr '\n' ';')"
+    # The target's own interpreter, to run what was built under emulation (binfmt_misc's qemu-user):
+    # Debian's python$dist_python binary of that machine beside this one's (its standard library,
+    # the target's extension modules included, came with libpython$dist_python-dev:$debarch).
+    (cd /tmp && apt-get download -qq "python$dist_python-minimal:$debarch" "libstdc++6:$debarch" \
+      && for deb in ./*"_$debarch.deb"; do dpkg-deb -x "$deb" "/opt/target-$triplet"; done && rm -f ./*.deb)
+    ;;
+  run)
+    # cross-build.sh run TRIPLET DIST_PYTHON WHEEL CMD...: CMD with the wheel installed for the
+    # target's Python under emulation; {python} in CMD is that interpreter.
+    triplet="$2" dist_python="$3" wheel="$4"; shift 4
+    site="$(mktemp -d)"
+    "/opt/python/cp${dist_python/./}-cp${dist_python/./}/bin/python3" -m zipfile -e "$wheel" "$site"
+    bin="$site/bin"; mkdir -p "$bin"
+    for script in "$site"/*.data/scripts/*; do [ -e "$script" ] && chmod +x "$script" && ln -s "$script" "$bin/"; done
+    target_py="/opt/target-$triplet/usr/bin/python$dist_python"
+    export PYTHONHOME=/usr PYTHONPATH="$site" PATH="$bin:$PATH" \
+      LD_LIBRARY_PATH="/opt/target-$triplet/usr/lib/$triplet"
+    args=(); for a in "$@"; do args+=("${a//\{python\}/$target_py}"); done
+    "${args[@]}"
+    ;;
+  wheel)
+    triplet="$2" version="$3" src="$4" out="$5"
+    tag="cp${version/./}"
+    py="/opt/python/$tag-$tag/bin/python3"
+    [ -x "$py" ] || die "the build image has no CPython $version at $py"
+    work="$(mktemp -d)"
+    inc="$work/include/python$version"
+    mkdir -p "$work/include"
+    cp -r "$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')" "$inc"
+    while IFS=$'\t' read -r from to; do
+      grep -qxF "$from" "$inc/pyconfig.h" || die "pyconfig.h of CPython $version lacks '$from'"
+      "$py" - "$inc/pyconfig.h" "$from" "$to" <<'PY'
+import sys
+path, old, new = sys.argv[1:]
+text = open(path).read().splitlines()
+open(path, "w").write("\n".join(new if line == old else line for line in text) + "\n")
+PY
+    done < "/usr/local/share/pyconfig-$triplet.tsv"
+    machine="${triplet%%-*}"
+    cat > "$work/toolchain.cmake" <<TC
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR $machine)
+set(CMAKE_C_COMPILER $triplet-gcc)
+set(CMAKE_CXX_COMPILER $triplet-g++)
+set(CMAKE_FIND_ROOT_PATH /usr/$triplet /usr/lib/$triplet)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
+set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/$triplet/pkgconfig:/usr/share/pkgconfig)
+TC
+    "$py" -m venv "$work/venv"
+    "$work/venv/bin/python" -m pip install -q --disable-pip-version-check build "scikit-build-core>=0.10" "nanobind>=2.0,!=2.6.0"
+    soabi="cpython-${version/./}-$triplet"
+    export _PYTHON_HOST_PLATFORM="linux-$machine" SETUPTOOLS_EXT_SUFFIX=".$soabi.so"
+    export CMAKE_TOOLCHAIN_FILE="$work/toolchain.cmake"
+    export SKBUILD_CMAKE_ARGS="-DPython_INCLUDE_DIR=$inc;-DPython_SOABI=$soabi"
+    "$work/venv/bin/python" -m build --wheel --no-isolation -o "$work/dist" "$src"
+    LD_LIBRARY_PATH="/usr/$triplet/lib:/usr/lib/$triplet" \
+      auditwheel repair --plat auto -w "$out" "$work"/dist/*.whl
+    rm -rf "$work"
+    ;;
+  *) die "the first word is setup, wheel or run (see the header)" ;;
+esac
