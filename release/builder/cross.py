@@ -17,11 +17,10 @@ import dataclasses
 import hashlib
 import shlex
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
-from release import atomic
+from release import atomic, process
 from release.builder.container import _verified
 from release.builder.host import WheelResult, one_variant
 from release.builder.prebuild import say, source_date_epoch
@@ -50,25 +49,21 @@ def cross_image_tag(base: str, machine: str) -> str:
 
 
 def _image_id(engine: str, tag: str) -> str | None:
-    proc = subprocess.run(
-        [engine, "image", "inspect", "--format", "{{.Id}}", tag],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
+    proc = process.run([engine, "image", "inspect", "--format", "{{.Id}}", tag], timeout=60)
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def _label(engine: str, tag: str) -> str:
-    proc = subprocess.run(
-        [engine, "image", "inspect", "--format", f'{{{{index .Labels "{CROSS_LABEL}"}}}}', tag],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
+    proc = process.run(
+        [engine, "image", "inspect", "--format", f'{{{{index .Labels "{CROSS_LABEL}"}}}}', tag], timeout=60
+    )
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
 def _run(cmd: list[str], *, timeout: float, what: str) -> None:
     try:
-        proc = subprocess.run(cmd, check=False, timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
+        proc = process.stream(cmd, timeout=timeout)
+    except process.TimedOut as exc:
         msg = f"{what} took over {timeout:.0f} s and was stopped"
         raise BuildError(msg) from exc
     if proc.returncode != 0:
@@ -76,7 +71,7 @@ def _run(cmd: list[str], *, timeout: float, what: str) -> None:
         raise BuildError(msg)
 
 
-def _checked(proc: subprocess.CompletedProcess[str], *, what: str) -> None:
+def _checked(proc: process.Result, *, what: str) -> None:
     """A container run's failure as one line with its output's last lines before it."""
     if proc.returncode != 0:
         print("\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:]), flush=True)
@@ -99,7 +94,7 @@ def ensure_cross_image(engine: str, base: str, machine: str, variant: str, packa
     target = MACHINES[machine]
     say(f"[{variant}] making the cross image {tag} over {base} ({target.debian} toolchain)")
     name = f"release-cross-setup-{machine}-{variant}"
-    subprocess.run([engine, "rm", "-f", name], capture_output=True, check=False, timeout=60)
+    process.run([engine, "rm", "-f", name], timeout=60)
     try:
         _run(
             [engine, "run", "--name", name, "--network=host",
@@ -113,7 +108,7 @@ def ensure_cross_image(engine: str, base: str, machine: str, variant: str, packa
             timeout=300, what=f"committing {tag}",
         )  # fmt: skip
     finally:
-        subprocess.run([engine, "rm", "-f", name], capture_output=True, check=False, timeout=60)
+        process.run([engine, "rm", "-f", name], timeout=60)
     return tag
 
 
@@ -167,7 +162,7 @@ def run_cross(
                     engine, image, f"SOURCE_DATE_EPOCH={epoch} {script}", network="host",
                     timeout=WHEEL_TIMEOUT_S, mounts=mounts | {out: "/out"},
                 )  # fmt: skip
-            except subprocess.TimeoutExpired as exc:
+            except process.TimedOut as exc:
                 msg = f"the {machine} cross build of Python {step.python} took over {WHEEL_TIMEOUT_S} s"
                 raise BuildError(msg) from exc
             _checked(proc, what=f"the {machine} cross build of {variant.name} for Python {step.python}")
@@ -220,7 +215,7 @@ def emulated_smoke(wheel: Path, variant: ResolvedVariant, machine: str, *, engin
         mounts = {toolkit_scripts(): "/toolkit-scripts:ro", wheel.parent: "/wheels:ro"}
         try:
             proc = run_script(engine, image, script, timeout=SMOKE_TIMEOUT_S, mounts=mounts)
-        except subprocess.TimeoutExpired as exc:
+        except process.TimedOut as exc:
             msg = f"{wheel.name}: `{' '.join(command)}` under emulation took over {SMOKE_TIMEOUT_S} s"
             raise BuildError(msg) from exc
         if proc.returncode != 0:
