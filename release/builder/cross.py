@@ -29,7 +29,7 @@ from release.config.machines import MACHINES, host_machine
 from release.config.resources import toolkit_scripts
 from release.errors import BuildError, ToolchainError
 from release.machine import images
-from release.machine.containers import run_script
+from release.machine.containers import ContainerStepFailed, commit_script, run_script
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
@@ -60,17 +60,6 @@ def _label(engine: str, tag: str) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
-def _run(cmd: list[str], *, timeout: float, what: str) -> None:
-    try:
-        proc = process.stream(cmd, timeout=timeout)
-    except process.TimedOut as exc:
-        msg = f"{what} took over {timeout:.0f} s and was stopped"
-        raise BuildError(msg) from exc
-    if proc.returncode != 0:
-        msg = f"{what} failed (exit {proc.returncode}): its output is above"
-        raise BuildError(msg)
-
-
 def _checked(proc: process.Result, *, what: str) -> None:
     """A container run's failure as one line with its output's last lines before it."""
     if proc.returncode != 0:
@@ -93,22 +82,22 @@ def ensure_cross_image(engine: str, base: str, machine: str, variant: str, packa
         return tag
     target = MACHINES[machine]
     say(f"[{variant}] making the cross image {tag} over {base} ({target.debian} toolchain)")
-    name = f"release-cross-setup-{machine}-{variant}"
-    process.run([engine, "rm", "-f", name], timeout=60)
+    setup = shlex.join([
+        "bash", "/toolkit-scripts/cross-build.sh", "setup", target.gnu_triplet, target.debian,
+        DIST_PYTHON, " ".join(packages),
+    ])  # fmt: skip
     try:
-        _run(
-            [engine, "run", "--name", name, "--network=host",
-             "-v", f"{toolkit_scripts()}:/toolkit-scripts:ro", base,
-             "bash", "/toolkit-scripts/cross-build.sh", "setup", target.gnu_triplet, target.debian,
-             DIST_PYTHON, " ".join(packages)],
-            timeout=SETUP_TIMEOUT_S, what=f"the cross layer of {base} for {machine}",
+        commit_script(
+            engine, base, setup, tag, name=f"release-cross-setup-{machine}-{variant}",
+            labels={CROSS_LABEL: wanted}, network="host", timeout=SETUP_TIMEOUT_S,
+            mounts={toolkit_scripts(): "/toolkit-scripts:ro"},
         )  # fmt: skip
-        _run(
-            [engine, "commit", "-q", "--change", f"LABEL {CROSS_LABEL}={wanted}", name, tag],
-            timeout=300, what=f"committing {tag}",
-        )  # fmt: skip
-    finally:
-        process.run([engine, "rm", "-f", name], timeout=60)
+    except process.TimedOut as exc:
+        msg = f"the cross layer of {base} for {machine} took over {SETUP_TIMEOUT_S:.0f} s and was stopped"
+        raise BuildError(msg) from exc
+    except ContainerStepFailed as exc:
+        msg = f"the cross layer of {base} for {machine}: {exc}"
+        raise BuildError(msg) from exc
     return tag
 
 

@@ -56,6 +56,43 @@ def run_script(
     return process.run(argv, timeout=timeout)
 
 
+def commit_script(
+    engine: str,
+    image: str,
+    script: str,
+    tag: str,
+    *,
+    name: str,
+    labels: Mapping[str, str],
+    network: str = "none",
+    timeout: float = 1800,
+    mounts: Mapping[Path, str] | None = None,
+) -> None:
+    """`script` run by /bin/sh in a container `name` of `image`, its output shown as it comes, the
+    container committed as `tag` with `labels`, then removed (also on failure). A failed script or
+    commit raises `ContainerStepFailed` naming the step; past `timeout`, `process.TimedOut`."""
+    volumes = [word for host, inside in (mounts or {}).items() for word in ("-v", f"{host}:{inside}")]
+    process.run([engine, "rm", "-f", name], timeout=60)
+    try:
+        argv = [engine, "run", "--name", name, f"--network={network}", *volumes, "--entrypoint", "/bin/sh",
+                image, "-c", script]  # fmt: skip
+        ran = process.stream(argv, timeout=timeout)
+        if ran.returncode != 0:
+            msg = f"the script in a container of {image} exited {ran.returncode} (its output is above)"
+            raise ContainerStepFailed(msg)
+        changes = [word for key, value in labels.items() for word in ("--change", f"LABEL {key}={value}")]
+        committed = process.run([engine, "commit", "-q", *changes, name, tag], timeout=300)
+        if committed.returncode != 0:
+            msg = f"committing {tag} failed: {committed.last_line()}"
+            raise ContainerStepFailed(msg)
+    finally:
+        process.run([engine, "rm", "-f", name], timeout=60)
+
+
+class ContainerStepFailed(Exception):
+    """A container step of `commit_script` that did not succeed (the caller says what it was for)."""
+
+
 def exec_prefix(engine: str, name: str, env: Mapping[str, str], *, workdir: Path | None = None) -> list[str]:
     """The words before a command that run it in the running container `name` with `env` (each
     variable passed with `-e`), in `workdir` when given."""
