@@ -16,6 +16,7 @@ the 4-Python build, repeated --pairs times; the median ratio counts). Every buil
   compiler cache cold (build/ccache removed), then the no-op rebuild. The cache's hits are reported.
 
 Usage: python benchmarks/build_bench.py [--bench reference|heavy|container ...] [--quick] [--pairs N]
+       [--reference-only] (the container bench without the generated engine)
 (exit 1 when a goal is missed)
 """
 
@@ -91,6 +92,9 @@ def children_cpu() -> float:
 class Bench:
     """Builds of one matrix in a scratch directory, each with a cold ccache of its own."""
 
+    logs: Path | None = None
+    """`--logs`: where each build's log is kept (cibuildwheel times its steps there); else the scratch."""
+
     def __init__(self, matrix: Path, variant: str, scratch: Path, *, container: bool = False) -> None:
         self.matrix = matrix
         self.variant = variant
@@ -107,7 +111,7 @@ class Bench:
             shutil.rmtree(self.matrix.parent / "build" / "ccache", ignore_errors=True)
         self.count += 1
         cache_dir = self.scratch / f"ccache-{self.count}"
-        log = self.scratch / f"build-{self.count}.log"
+        log = (self.logs or self.scratch) / f"build-{self.count}.log"
         cmd = [
             sys.executable,
             "-m",
@@ -259,19 +263,23 @@ def bench_heavy(pythons: list[str], pairs: int, units: int, scratch: Path) -> li
     return rows
 
 
-def bench_container(variant: str, pythons: list[str], pairs: int, units: int, scratch: Path) -> list[Row]:
-    """Both engines built in the local cpu image: nothing prebuilt, the compiler cache shared."""
+def bench_container(
+    variant: str, pythons: list[str], pairs: int, units: int, scratch: Path, *, generated: bool = True
+) -> list[Row]:
+    """Both engines (the reference one alone without `generated`) built in the local cpu image:
+    nothing prebuilt, the compiler cache shared."""
     progress(f"== container builds in {CONTAINER_IMAGE}: the variant's compiler cache, cold at each pair")
     venvs = ROOT / "build" / "venvs"
     rows: list[Row] = []
     matrix = reference_matrix(scratch / "container-ref", variant, venvs, stable_abi=False)
     _in_image(matrix, variant)
     engines = [(matrix, variant, "reference engine, container")]
-    heavy = heavy_engine.write_engine(scratch / "container-heavy-src", units)
-    floor = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["platform"]["floor"]
-    heavy_matrix = heavy_engine.write_matrix(scratch / "container-heavy", heavy, pythons, floor)
-    _in_image(heavy_matrix, "cpu")
-    engines.append((heavy_matrix, "cpu", f"generated engine ({units} core units), container"))
+    if generated:
+        heavy = heavy_engine.write_engine(scratch / "container-heavy-src", units)
+        floor = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["platform"]["floor"]
+        heavy_matrix = heavy_engine.write_matrix(scratch / "container-heavy", heavy, pythons, floor)
+        _in_image(heavy_matrix, "cpu")
+        engines.append((heavy_matrix, "cpu", f"generated engine ({units} core units), container"))
     for path, name, label in engines:
         bench = Bench(path, name, scratch, container=True)
         one, four, ratio, _ = paired(bench, label, pythons, pairs)
@@ -322,7 +330,14 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1, help="1-Python/4-Python pairs (default: 1)")
     parser.add_argument("--quick", action="store_true", help=f"a {QUICK_UNITS}-unit generated core")
     parser.add_argument("--units", type=int, help=f"heavy core units (default: {HEAVY_UNITS})")
+    parser.add_argument(
+        "--reference-only", action="store_true", help="container: the reference engine alone"
+    )
+    parser.add_argument("--logs", type=Path, help="keep each build's log in this directory")
     args = parser.parse_args()
+    if args.logs is not None:
+        args.logs.mkdir(parents=True, exist_ok=True)
+        Bench.logs = args.logs
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
     pythons = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["python"]
@@ -335,7 +350,9 @@ def main() -> int:
             if name == "reference":
                 rows += bench_reference(args.variant, pythons, args.pairs, scratch)
             elif name == "container":
-                rows += bench_container(args.variant, pythons, args.pairs, units, scratch)
+                rows += bench_container(
+                    args.variant, pythons, args.pairs, units, scratch, generated=not args.reference_only
+                )
             else:
                 rows += bench_heavy(pythons, args.pairs, units, scratch)
     print("\n(A: the build named first, B: the one it is divided by; wall seconds, the median ratio of the")
