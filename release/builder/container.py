@@ -36,7 +36,6 @@ from release.builder.host import (
 from release.builder.prebuild import say, source_date_epoch
 from release.builder.reuse import remember, tree_digest, up_to_date, wheel_key
 from release.builder.stage import check_wheel_identity, require_test_source, stage_project
-from release.builder.toolkit_wheel import build_toolkit_wheel
 from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import BuildError, ToolchainError
 from release.inspect.verify import verify_wheel, write_report
@@ -128,9 +127,6 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
         elif (source / part).is_file():
             shutil.copy2(source / part, work / part)
     require_scripts(variant, work / "scripts")
-    built = build_toolkit_wheel([work / part for part in TOOLKIT_PARTS], work / "toolkit-wheel")
-    if built is not None:
-        return work, install_command(f"{args} {{project}}/toolkit-wheel/{built.name}")
     return work, install_command(f"{args} {{project}}")
 
 

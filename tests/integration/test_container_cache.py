@@ -60,8 +60,6 @@ def test_pythons_share_the_core_and_a_warm_wheel_is_the_cold_one(cpu_image: str,
     # cp313: its three core units (and CMake's two compiler checks) from cp312's build; the binding
     # includes Python.h and compiles.
     assert hits["cp313"][0] >= 3 and hits["cp313"][1] - hits["cp313"][0] >= 1, hits
-    # The toolkit's wheel was built once for the run (each Python's before-build installs it).
-    assert len(list((project / "build" / "cpu" / "toolkit-wheels").glob("*/*.whl"))) == 1
     shutil.rmtree(project / "build" / "cpu" / "stamps")  # compile again, not "up to date"
     warm = toolkit(
         "--matrix", matrix, "build", "--variant", "cpu", "--container", "--python", "3.12",
