@@ -16,6 +16,7 @@ the 4-Python build, repeated --pairs times; the median ratio counts). Every buil
   compiler cache cold (build/ccache removed), then the no-op rebuild. The cache's hits are reported.
 
 Usage: python benchmarks/build_bench.py [--bench reference|heavy|container ...] [--quick] [--pairs N]
+       [--reference-only] (the container bench without the generated engine)
 (exit 1 when a goal is missed)
 """
 
@@ -91,6 +92,9 @@ def children_cpu() -> float:
 class Bench:
     """Builds of one matrix in a scratch directory, each with a cold ccache of its own."""
 
+    logs: Path | None = None
+    """`--logs`: where each build's log is kept (cibuildwheel times its steps there); else the scratch."""
+
     def __init__(self, matrix: Path, variant: str, scratch: Path, *, container: bool = False) -> None:
         self.matrix = matrix
         self.variant = variant
@@ -107,7 +111,7 @@ class Bench:
             shutil.rmtree(self.matrix.parent / "build" / "ccache", ignore_errors=True)
         self.count += 1
         cache_dir = self.scratch / f"ccache-{self.count}"
-        log = self.scratch / f"build-{self.count}.log"
+        log = (self.logs or self.scratch) / f"build-{self.count}.log"
         cmd = [
             sys.executable,
             "-m",
@@ -125,11 +129,17 @@ class Bench:
         env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
         env |= {"CCACHE_DIR": str(cache_dir), "PYTHONPATH": str(ROOT)}
         started, cpu_before = time.perf_counter(), children_cpu()
+        containers: dict[str, float] = {}
         with log.open("w", encoding="utf-8") as out:
-            proc = subprocess.run(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=TIMEOUT, check=False
-            )
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+            while proc.poll() is None:
+                if time.perf_counter() - started > TIMEOUT:
+                    proc.kill()
+                if self.container:
+                    container_cpu(str(self.matrix.parent), containers)
+                time.sleep(1.0)
         elapsed, cpu = time.perf_counter() - started, children_cpu() - cpu_before
+        cpu += sum(containers.values())
         if proc.returncode != 0:
             tail = "\n".join(log.read_text(encoding="utf-8", errors="replace").splitlines()[-30:])
             sys.exit(f"build failed (exit {proc.returncode}; log {log}):\n{tail}")
@@ -141,6 +151,45 @@ class Bench:
                 hits, misses = hits + stats.hits, misses + stats.misses
         shutil.rmtree(cache_dir, ignore_errors=True)
         return Build(elapsed, CacheStats(hits, misses), cpu)
+
+
+_MOUNTS: dict[str, str] = {}
+"""Container ID -> the host directories it mounts (read once per container)."""
+
+
+def container_cpu(directory: str, seen: dict[str, float]) -> None:
+    """The CPU seconds so far of each running cibuildwheel container of this build (the one that
+    mounts a directory under `directory`: the compiler cache), from its cgroup (v1 cpuacct or v2
+    cpu.stat), into `seen` by container ID: the compilers run under podman's conmon, not as this
+    process's children. Sampled each second, so the last second of a container is not counted."""
+    proc = subprocess.run(
+        ["podman", "ps", "--filter", "name=cibuildwheel", "--format", "{{.ID}}", "--no-trunc"],
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    for ident in proc.stdout.split():
+        if ident not in _MOUNTS:
+            sources = subprocess.run(
+                ["podman", "inspect", ident, "--format", "{{range .Mounts}}{{.Source}} {{end}}"],
+                capture_output=True, text=True, timeout=30, check=False,
+            )  # fmt: skip
+            _MOUNTS[ident] = sources.stdout
+        if directory not in _MOUNTS[ident]:
+            continue
+        for path in (
+            f"/sys/fs/cgroup/cpuacct/libpod_parent/libpod-{ident}/cpuacct.usage",
+            f"/sys/fs/cgroup/libpod_parent/libpod-{ident}/cpu.stat",
+        ):
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except OSError:
+                continue
+            if path.endswith("cpu.stat"):
+                fields = dict(x.split() for x in text.splitlines())
+                seconds = int(fields.get("usage_usec", "0")) / 1e6
+            else:
+                seconds = int(text.strip()) / 1e9
+            seen[ident] = max(seen.get(ident, 0.0), seconds)
+            break
 
 
 def warm_builders(engine: Path, pythons: list[str], venvs: Path) -> None:
@@ -259,22 +308,26 @@ def bench_heavy(pythons: list[str], pairs: int, units: int, scratch: Path) -> li
     return rows
 
 
-def bench_container(variant: str, pythons: list[str], pairs: int, units: int, scratch: Path) -> list[Row]:
-    """Both engines built in the local cpu image: nothing prebuilt, the compiler cache shared."""
+def bench_container(
+    variant: str, pythons: list[str], pairs: int, units: int, scratch: Path, *, generated: bool = True
+) -> list[Row]:
+    """Both engines (the reference one alone without `generated`) built in the local cpu image:
+    nothing prebuilt, the compiler cache shared."""
     progress(f"== container builds in {CONTAINER_IMAGE}: the variant's compiler cache, cold at each pair")
     venvs = ROOT / "build" / "venvs"
     rows: list[Row] = []
     matrix = reference_matrix(scratch / "container-ref", variant, venvs, stable_abi=False)
     _in_image(matrix, variant)
     engines = [(matrix, variant, "reference engine, container")]
-    heavy = heavy_engine.write_engine(scratch / "container-heavy-src", units)
-    floor = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["platform"]["floor"]
-    heavy_matrix = heavy_engine.write_matrix(scratch / "container-heavy", heavy, pythons, floor)
-    _in_image(heavy_matrix, "cpu")
-    engines.append((heavy_matrix, "cpu", f"generated engine ({units} core units), container"))
+    if generated:
+        heavy = heavy_engine.write_engine(scratch / "container-heavy-src", units)
+        floor = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["platform"]["floor"]
+        heavy_matrix = heavy_engine.write_matrix(scratch / "container-heavy", heavy, pythons, floor)
+        _in_image(heavy_matrix, "cpu")
+        engines.append((heavy_matrix, "cpu", f"generated engine ({units} core units), container"))
     for path, name, label in engines:
         bench = Bench(path, name, scratch, container=True)
-        one, four, ratio, _ = paired(bench, label, pythons, pairs)
+        one, four, ratio, note = paired(bench, label, pythons, pairs)
         rows.append(
             Row(
                 f"{len(pythons)}-Python ÷ 1-Python, {label}, cold compiler cache",
@@ -282,8 +335,8 @@ def bench_container(variant: str, pythons: list[str], pairs: int, units: int, sc
                 one.seconds,
                 ratio,
                 GOAL_CONTAINER,
-                # The compilers run under podman's conmon, not as this process's children.
-                f"ccache hits {four.cache.text}; CPU not measured (the container's processes)",
+                # CPU: this process's children and the build containers' cgroups (sampled each second).
+                f"ccache hits {four.cache.text}; {note}",
             )
         )
         rows.append(noop(bench, label, pythons, four))
@@ -322,7 +375,14 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1, help="1-Python/4-Python pairs (default: 1)")
     parser.add_argument("--quick", action="store_true", help=f"a {QUICK_UNITS}-unit generated core")
     parser.add_argument("--units", type=int, help=f"heavy core units (default: {HEAVY_UNITS})")
+    parser.add_argument(
+        "--reference-only", action="store_true", help="container: the reference engine alone"
+    )
+    parser.add_argument("--logs", type=Path, help="keep each build's log in this directory")
     args = parser.parse_args()
+    if args.logs is not None:
+        args.logs.mkdir(parents=True, exist_ok=True)
+        Bench.logs = args.logs
     if args.pairs < 1:
         parser.error("--pairs must be at least 1")
     pythons = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["python"]
@@ -335,7 +395,9 @@ def main() -> int:
             if name == "reference":
                 rows += bench_reference(args.variant, pythons, args.pairs, scratch)
             elif name == "container":
-                rows += bench_container(args.variant, pythons, args.pairs, units, scratch)
+                rows += bench_container(
+                    args.variant, pythons, args.pairs, units, scratch, generated=not args.reference_only
+                )
             else:
                 rows += bench_heavy(pythons, args.pairs, units, scratch)
     print("\n(A: the build named first, B: the one it is divided by; wall seconds, the median ratio of the")

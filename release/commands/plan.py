@@ -22,6 +22,7 @@ from release.config.shapes import build_requires_problems
 from release.errors import MatrixError, Problem, UsageError
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
+from release.plan.machine import machine_of
 from release.plan.steps import BuildStep, Plan, awaiting_line, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 from release.variants.make import variant_set
@@ -66,13 +67,15 @@ def _release_outputs(plan: Plan, tag: str | None) -> dict[str, str]:
         raise UsageError(msg)
     version = version_from_tag(tag, matrix.publish.tag_pattern)
     pythons = sorted({p for s in plan.builds for p in s.serves}, key=Version)
+    images = plan.images  # each names the build job whose artifact holds its wheel
     return {
         "version": version,
-        "build": _line({"include": [s.to_json() for s in plan.builds]}),
+        "build": _line({"include": [{**s.to_json(), "artifact": build_job_name(s)} for s in plan.builds]}),
+        "build-jobs": _line({"include": build_jobs(plan)}),
         "second-build": _line({"include": [s.to_json() for s in second_builds(plan)]}),
         "pythons": _line({"include": [{"python": p} for p in pythons]}),
         "variant-wheels": str(_makes_variant_wheels(plan)).lower(),
-        "images": _line({"include": [s.to_json() for s in plan.images]}),
+        "images": _line({"include": [{**i.to_json(), "artifact": build_job_name(i.build)} for i in images]}),
         "has-images": str(bool(plan.images)).lower(),
         "has-hardware": str(bool(plan.smokes)).lower(),
         "github-release": str(matrix.publish.github_release).lower(),
@@ -106,6 +109,32 @@ def _hardware_outputs(plan: Plan) -> dict[str, str]:
         "import-name": matrix.engine.import_name,
         "scripts": " ".join(matrix.engine.scripts),
     }
+
+
+def build_job_name(step: BuildStep) -> str:
+    """The release build job (and its artifact) that makes `step`'s wheel: one per variant and
+    machine (`cpu-x86_64`)."""
+    return f"{step.variant.name}-{machine_of(step.variant)}"
+
+
+def build_jobs(plan: Plan) -> list[dict[str, object]]:
+    """release.yml's build matrix: one job per variant and machine building all of its Pythons in
+    one container run, so that the variant's compiler cache (the job's own, never restored from
+    another run) serves the 2nd and later Pythons; a new machine of the plan is a new job."""
+    grouped: dict[str, list[BuildStep]] = {}
+    for step in plan.builds:
+        grouped.setdefault(build_job_name(step), []).append(step)
+    return [
+        {
+            "job": name,
+            "variant": steps[0].variant.name,
+            "machine": machine_of(steps[0].variant),
+            "runner": steps[0].to_json()["runner"],
+            "pythons": " ".join(s.python for s in steps),
+            "identifiers": [s.identifier for s in steps],
+        }
+        for name, steps in grouped.items()
+    ]
 
 
 def second_builds(plan: Plan) -> list[BuildStep]:

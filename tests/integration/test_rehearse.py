@@ -52,8 +52,13 @@ def test_the_real_matrix_rehearses_through_publish(
     py = PYTHON.replace(".", "")
     jobs = ["plan", "publish to PyPI", "GitHub Release", "start the hardware tests"]
     for variant in ("cpu", "cuda", "rocm"):
-        jobs += [f"build cp{py}-{variant}-manylinux_x86_64", f"smoke cp{py}-{variant}-manylinux_x86_64"]
+        jobs += [f"build {variant}-x86_64", f"smoke cp{py}-{variant}-manylinux_x86_64"]  # a job per variant
     registry = [name for name in data["variants"]["rocm"]["images"] if data["images"][name].get("container")]
+    # Today's images declared by tag (pin: probe) await the digest a probe records: no job runs in them.
+    awaiting = [name for name in registry if data["images"][name].get("pin") == "probe"]
+    assert awaiting == ["vllm-rocm-v033", "amd-vllm-rocm10", "sglang-rocm10", "sglang-rocm724"]
+    assert not [job for job in rows if any(name in job for name in awaiting)]
+    registry = [name for name in registry if name not in awaiting]
     # smoke-image: the registry images that hold this Python (SGLang's ROCm 7.2.0 image is 3.10 only)
     elsewhere = [name for name in registry if PYTHON not in data["images"][name].get("python", [PYTHON])]
     assert elsewhere == ["sglang-rocm"]
@@ -75,7 +80,7 @@ def test_the_real_matrix_rehearses_through_publish(
     # The images made here ran in the rocm smoke job; each registry image ran as its stand-in, named.
     smoke_log = (work / "logs" / f"smoke-cp{py}-rocm-manylinux_x86_64.log").read_text(encoding="utf-8")
     for name in data["variants"]["rocm"]["images"]:
-        if name not in registry and name not in elsewhere:
+        if name not in registry and name not in elsewhere and name not in awaiting:
             assert f"localhost/xfer-smoke-{name}" in smoke_log, name
     # Each image's layout: the runtime loaded from where the image puts it, or the import refused in
     # the guard's own words, naming .so.7 (no runtime at all; ROCm 6.4's libamdhip64.so.6 only).
@@ -118,9 +123,9 @@ def test_the_real_matrix_rehearses_through_publish(
     wheel = f"xfer_engine-0.2.0-cp{py}-cp{py}-{LOCAL_FLOOR}.whl"
     assert {p.name for p in release.iterdir()} >= {wheel, wheel + ".verify.json"}
     # The job ran release.yml's own line, with the workflow's env, and the lowest pins.
-    build = f"build cp{py}-cuda-manylinux_x86_64"
+    build = "build cuda-x86_64"
     log = (work / "logs" / f"{build}.log".replace(" ", "-")).read_text(encoding="utf-8")
-    line = '$ python -m release build --variant "$VARIANT" --python "$PYTHON" --arch "$ARCH" --tag "$TAG"'
+    line = '$ python -m release build --variant "$VARIANT" --arch "$ARCH" --tag "$TAG"'
     assert line + " --container" in log
     assert "binds libcudart.so.13" in log
     pins = (work / "jobs" / build.replace(" ", "-") / "files" / "lowest-pins.txt").read_text(encoding="utf-8")

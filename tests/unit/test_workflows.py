@@ -21,6 +21,7 @@ from release.config.matrix import LoadedMatrix, Matrix, load, loads
 from release.config.resources import toolkit_backends
 from release.init import workflows as templates
 from release.plan.inputs import VARIABLE_JOBS, declared_variables, presence_value, workflow_value
+from release.plan.steps import make_plan
 from release.rehearse import workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -256,7 +257,7 @@ def test_no_expression_inside_run_scripts(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "job", "output"),
     [
-        ("release.yml", "build", "build"),
+        ("release.yml", "build", "build-jobs"),
         ("release.yml", "smoke", "build"),
         ("release.yml", "smoke-image", "images"),
         ("ci.yml", "build", "build"),
@@ -361,11 +362,29 @@ def test_hardware_legs_are_release_hardware_commands() -> None:
 def test_build_job_uses_the_toolkit_configuration() -> None:
     build = read("release.yml")["jobs"]["build"]
     runs = [s.get("run", "") for s in build["steps"]]
-    assert any("cibuildwheel-config" in r and "--format env" in r and "GITHUB_ENV" in r for r in runs)
-    assert any("python -m release build" in r and "--container" in r for r in runs)
+    # No --python: the job builds every Python of its variant in one container run.
+    assert any("python -m release build" in r and "--container" in r and "--python" not in r for r in runs)
     assert any("python -m release verify --release" in r for r in runs)
     upload = next(s for s in build["steps"] if s.get("uses", "").startswith("actions/upload-artifact@"))
-    assert upload["with"]["name"] == "${{ matrix.identifier }}"
+    assert upload["with"]["name"] == "${{ matrix.job }}"
+    # The smoke jobs download the job's artifact that holds their wheel.
+    for job in ("smoke", "smoke-image"):
+        steps = read("release.yml")["jobs"][job]["steps"]
+        download = next(s for s in steps if s.get("uses", "").startswith("actions/download-artifact@"))
+        assert download["with"]["name"] == "${{ matrix.artifact }}"
+
+
+def test_one_build_job_per_variant_and_machine(loaded: LoadedMatrix) -> None:
+    """release.yml's build matrix has one entry per variant and machine, listing every Python of
+    the variant; each build step names that job as its artifact (what the smoke jobs download)."""
+    made = make_plan(loaded)
+    jobs = plan.build_jobs(made)
+    assert sorted(j["job"] for j in jobs) == sorted({f"{s.variant.name}-x86_64" for s in made.builds})
+    for job in jobs:
+        steps = [s for s in made.builds if plan.build_job_name(s) == job["job"]]
+        assert job["pythons"] == " ".join(s.python for s in steps)
+        assert job["identifiers"] == [s.identifier for s in steps]
+        assert job["runner"] == steps[0].to_json()["runner"]
 
 
 def test_publish_uses_trusted_publishing() -> None:
@@ -424,7 +443,11 @@ def test_a_new_variant_gets_jobs_without_a_workflow_edit(
     assert {s["variant"] for s in added} == {"rocm6"}
     # Every key the build jobs read from `matrix.` is in each entry.
     used = matrix_keys("release.yml")
-    assert used - {"runner", "container", "image", "artifact"} <= set(added[0])
+    assert used - {"runner", "container", "image", "artifact", "job", "pythons"} <= set(added[0])
+    # ... and the build job's own entry (one per variant and machine) carries the rest.
+    job = next(j for j in plan.build_jobs(make_plan(grown)) if j["variant"] == "rocm6")
+    assert {"job", "pythons", "variant", "machine", "runner"} <= set(job)
+    assert job["pythons"] == " ".join(loaded.matrix.python)
     smoke_added = [s for s in _plan_json(grown, capsys, smoke=True) if s["variant"] == "rocm6"]
     assert [(s["image"], s["hardware"]) for s in smoke_added] == [("vllm-rocm", "mi355x")]
     # The workflows themselves need no edit: the new names are not in them and they still pass.
