@@ -90,9 +90,9 @@ def fake_tools(directory: Path, names: tuple[str, ...]) -> Path:
 
 
 @pytest.mark.parametrize("has_uv", [True, False])
-def test_before_build_installs_with_uv_where_the_image_has_it(tmp_path: Path, has_uv: bool) -> None:
+def test_the_containers_toolkit_install_uses_uv_where_the_image_has_it(tmp_path: Path, has_uv: bool) -> None:
     tools = fake_tools(tmp_path / "bin", ("python", "uv") if has_uv else ("python",))
-    command = install_command(" --constraint /project/pip-constraints.txt /project")
+    command = install_command(" --constraint /project/pip-constraints.txt /project", into=f"{tools}/python")
     subprocess.run(["/bin/sh", "-c", command], env={"PATH": f"{tools}:/usr/bin:/bin"}, check=True)
     (call,) = (tools / "calls").read_text(encoding="utf-8").splitlines()
     args = "--constraint /project/pip-constraints.txt /project"
