@@ -1,6 +1,7 @@
 """The rehearsal's install step: uv (the default) and pip, as the workflow writes it, leave the same
 environment: the toolkit wheel at the lowest allowed versions of its dependencies, pip in the venv.
-And `before-build`'s install in a container build takes uv where the image has it, pip where not."""
+And the toolkit's install in a container build (once, in `before-all`) takes uv where the image
+has it, pip where not."""
 
 from __future__ import annotations
 
