@@ -61,13 +61,14 @@ def _variant_of(steps: tuple[BuildStep, ...]) -> ResolvedVariant:
     return steps[0].variant
 
 
-def repair_command(variant: ResolvedVariant) -> str:
+def repair_command(variant: ResolvedVariant, *, python: str = "python") -> str:
     """The repair step inside the container: the resolved floor and excludes, spelled out, so
     the container needs no matrix and repairs exactly as the host build does; `--toolkit` stops a
-    build image whose toolkit is not the declared one with the same line a host build prints."""
+    build image whose toolkit is not the declared one with the same line a host build prints.
+    `python`: the one the toolkit is installed for (the build's, or a local build's own environment)."""
     excludes = " ".join(f"--exclude {shlex.quote(pattern)}" for pattern in variant.excludes)
     parts = [
-        "python -m release repair",
+        f"{python} -m release repair",
         f"--plat {shlex.quote(variant.floor)}",
         excludes,
         f"--toolkit {shlex.quote(f'{variant.backend_name}={variant.toolkit}')}" if variant.toolkit else "",

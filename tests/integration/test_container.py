@@ -99,17 +99,17 @@ def test_an_unchanged_container_build_takes_its_last_wheel_and_a_change_builds_a
     project = tmp_path / "project"
     shutil.copytree(ROOT / "engine", project / "src")
     keys = container_keys(
-        steps, project, engine="podman", image="localhost/xfer-build-rocm", before_build="x", epoch="1"
+        steps, project, engine="podman", image="localhost/xfer-build-rocm", toolkit="x", epoch="1"
     )
     assert len(set(keys.values())) == 2  # one key a step
     (project / "src" / "CMakeLists.txt").write_text("# changed\n", encoding="utf-8")
     changed = container_keys(
-        steps, project, engine="podman", image="localhost/xfer-build-rocm", before_build="x", epoch="1"
+        steps, project, engine="podman", image="localhost/xfer-build-rocm", toolkit="x", epoch="1"
     )
     assert not set(changed.values()) & set(keys.values())
     assert (
         container_keys(
-            steps, project, engine="podman", image="localhost/xfer-no-such-image", before_build="x", epoch="1"
+            steps, project, engine="podman", image="localhost/xfer-no-such-image", toolkit="x", epoch="1"
         )
         == {}
     )

@@ -1,6 +1,7 @@
 """The rehearsal's install step: uv (the default) and pip, as the workflow writes it, leave the same
 environment: the toolkit wheel at the lowest allowed versions of its dependencies, pip in the venv.
-And `before-build`'s install in a container build takes uv where the image has it, pip where not."""
+And the toolkit's install in a container build (once, in `before-all`) takes uv where the image
+has it, pip where not."""
 
 from __future__ import annotations
 
@@ -90,9 +91,9 @@ def fake_tools(directory: Path, names: tuple[str, ...]) -> Path:
 
 
 @pytest.mark.parametrize("has_uv", [True, False])
-def test_before_build_installs_with_uv_where_the_image_has_it(tmp_path: Path, has_uv: bool) -> None:
+def test_the_containers_toolkit_install_uses_uv_where_the_image_has_it(tmp_path: Path, has_uv: bool) -> None:
     tools = fake_tools(tmp_path / "bin", ("python", "uv") if has_uv else ("python",))
-    command = install_command(" --constraint /project/pip-constraints.txt /project")
+    command = install_command(" --constraint /project/pip-constraints.txt /project", into=f"{tools}/python")
     subprocess.run(["/bin/sh", "-c", command], env={"PATH": f"{tools}:/usr/bin:/bin"}, check=True)
     (call,) = (tools / "calls").read_text(encoding="utf-8").splitlines()
     args = "--constraint /project/pip-constraints.txt /project"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from release.builder import cibw, compiler_cache
+from release.builder import cibw, compiler_cache, container
 from release.config.matrix import LoadedMatrix, loads
 from release.plan.steps import BuildStep, make_plan
 
@@ -58,10 +58,11 @@ def test_an_image_compiler_toolkit_or_flag_change_is_another_cache() -> None:
 def test_the_additions_mount_the_cache_and_keep_the_variants_own_settings(tmp_path: Path) -> None:
     environment = pytest.importorskip("cibuildwheel.environment")
     steps = _steps(tmp_path, '    env: {CMAKE_CXX_COMPILER_LAUNCHER: "", CXXFLAGS: "-O1"}\n')
-    options = cibw.cibuildwheel_env(steps, image="localhost/x", before_build="install the toolkit")
+    options = cibw.cibuildwheel_env(steps, image="localhost/x", before_build="true")
+    options["CIBW_BEFORE_ALL"] = "make the toolkit environment"
     cache = compiler_cache.ContainerCache(tmp_path / "cache dir", tmp_path / "logs", shared=True)
     added = compiler_cache.cibuildwheel_additions(
-        cache, options, engine="podman", run=1, install="install ccache", scikit_build=True
+        cache, options, engine="podman", run=1, install="install ccache", bin_dir="/t/bin", scikit_build=True
     )
     engine, create = added["CIBW_CONTAINER_ENGINE"].split("; create_args: ")
     assert engine == "podman"
@@ -77,12 +78,18 @@ def test_the_additions_mount_the_cache_and_keep_the_variants_own_settings(tmp_pa
     assert parsed["CMAKE_C_COMPILER_LAUNCHER"] == "ccache"
     assert parsed["CMAKE_CXX_COMPILER_LAUNCHER"] == "", "the matrix's env wins over the cache's"
     assert parsed["CXXFLAGS"] == "-O1"
+    # ccache once per container, after the toolkit's environment it goes into, where the image has
+    # none; where that install fails, a stand-in that runs the compiler.
+    once = added["CIBW_BEFORE_ALL"]
+    assert once.startswith(
+        "make the toolkit environment && if ! command -v ccache >/dev/null 2>&1; "
+        f"then (install ccache && ln -sf /t/bin/ccache {compiler_cache.CCACHE_LINK}) || (printf "
+    ), once
+    assert 'exec "$@"' in once
     before = added["CIBW_BEFORE_BUILD"]
-    # ccache where the image has none; where that install fails, a stand-in that runs the compiler.
-    assert before.startswith("if ! command -v ccache >/dev/null 2>&1; then (install ccache) || (printf ")
-    assert 'exec "$@"' in before
-    assert f"rm -rf {compiler_cache.BUILD_DIR}" in before
-    assert before.endswith("install the toolkit")
+    assert "ccache" not in before.replace("CCACHE_STATSLOG", ""), "nothing is installed per Python"
+    assert before.startswith(f"rm -rf {compiler_cache.BUILD_DIR}; ")
+    assert before.endswith("; true")
     settings = dict(token.split("=", 1) for token in shlex.split(added["CIBW_CONFIG_SETTINGS"]))
     assert settings["build-dir"] == compiler_cache.BUILD_DIR
 
@@ -92,11 +99,11 @@ def test_a_variants_own_build_dir_and_other_backends_are_left_alone(tmp_path: Pa
     options = cibw.cibuildwheel_env(steps, image="localhost/x", before_build="x")
     cache = compiler_cache.ContainerCache(tmp_path, tmp_path, shared=True)
     kept = compiler_cache.cibuildwheel_additions(
-        cache, options, engine="docker", run=0, install="i", scikit_build=True
+        cache, options, engine="docker", run=0, install="i", bin_dir="b", scikit_build=True
     )
     assert "CIBW_CONFIG_SETTINGS" not in kept
     other = compiler_cache.cibuildwheel_additions(
-        cache, {}, engine="docker", run=0, install="i", scikit_build=False
+        cache, {}, engine="docker", run=0, install="i", bin_dir="b", scikit_build=False
     )
     assert "CIBW_CONFIG_SETTINGS" not in other
     assert "rm -rf" not in other["CIBW_BEFORE_BUILD"]
@@ -153,3 +160,23 @@ def test_the_shared_cache_is_under_the_work_root_and_old_keys_go(
     assert all(d.parent == tmp_path / "build" / "ccache" / "cpu" for d in directories)
     assert len(set(directories)) == len(directories)
     assert sorted(p for p in directories[0].parent.iterdir()) == sorted(directories[-compiler_cache.KEEP :])
+
+
+def test_the_toolkit_is_installed_once_per_container_and_the_repair_runs_from_it(tmp_path: Path) -> None:
+    """Issue 47: every Python's before-build installed the toolkit (4-8 s each on the reference
+    engine); now before-all makes one environment for it and each Python's repair runs from there."""
+    steps = _steps(tmp_path)
+    assert len(steps) > 1
+    toolkit = container.toolkit_environment(container.install_command(" /project"))
+    options = container.container_options(steps, image="localhost/x", toolkit=toolkit)
+    once = options["CIBW_BEFORE_ALL"]
+    assert once.startswith("(for v in 312 313 311 310; do p=/opt/python/cp$v-cp$v/bin/python; ")
+    assert f'uv venv --quiet --python "$p" {container.TOOLKIT_VENV}' in once
+    assert f"uv pip install --quiet --python {container.TOOLKIT_PYTHON} /project" in once
+    assert options["CIBW_BEFORE_BUILD"] == "true"
+    assert options["CIBW_REPAIR_WHEEL_COMMAND"].startswith(f"{container.TOOLKIT_PYTHON} -m release repair ")
+    # Which Pythons a run builds does not pick the toolkit's interpreter: the cache key stays.
+    alone = container.container_options(steps[:1], image="localhost/x", toolkit=toolkit)
+    assert alone["CIBW_BEFORE_ALL"] == once
+    # What `cibuildwheel-config` prints for release.yml is unchanged: the build's python repairs.
+    assert cibw.cibuildwheel_options(steps)["repair-wheel-command"].startswith("python -m release repair ")

@@ -91,11 +91,11 @@ def test_an_installed_toolkit_puts_its_scripts_in_the_container_project(
     _installed_toolkit(monkeypatch, installed)
     steps = tuple(s for s in make_plan(load(ROOT / "matrix.yaml")).builds if s.variant.name == "rocm")
     work = tmp_path / "project"
-    project, before_build = container.container_project(steps, "0.1.0", work)
+    project, toolkit = container.container_project(steps, "0.1.0", work)
     assert "bash scripts/install-rocm.sh 7.2" in cibuildwheel_options(steps)["before-all"]
     for name in ("install-rocm.sh", "_common.sh", "runtimes.tsv", "toolkits.tsv", "hipcc-host.sh"):
         assert (project / "scripts" / name).read_bytes() == (SCRIPTS / name).read_bytes()
-    assert "gpu-wheel-release==" in before_build
+    assert "gpu-wheel-release==" in toolkit
 
 
 def test_a_script_the_toolkit_lacks_stops_the_container_build_in_one_line(
