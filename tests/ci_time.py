@@ -34,8 +34,8 @@ SHARED_SCOPES = frozenset({"session", "package", "module", "class"})
 
 LONG_FILES = {
     "tests/integration/test_rehearse.py": 2040,
+    "tests/integration/test_adoption_rehearse.py": 860,
     "tests/integration/test_rehearse_hardware.py": 750,
-    "tests/integration/test_adoption_rehearse.py": 710,
     "tests/integration/test_rehearse_failures.py": 690,
     "tests/integration/test_readme.py": 600,
     "tests/integration/test_smoke_standin.py": 510,
