@@ -22,7 +22,7 @@ from pathlib import Path
 
 from release import atomic, process
 from release.builder.container import _verified
-from release.builder.host import WheelResult, one_variant
+from release.builder.host import WheelResult, one_variant, remove_previous_wheels
 from release.builder.prebuild import say, source_date_epoch
 from release.builder.stage import stage_project
 from release.config.machines import MACHINES, host_machine
@@ -33,7 +33,7 @@ from release.machine.containers import ContainerStepFailed, commit_script, run_s
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
-from release.wheel.names import InvalidWheelName, parse_wheel_name, python_tag, report_path
+from release.wheel.names import parse_wheel_name, python_tag, report_path
 
 DIST_PYTHON = "3.13"
 """The Debian suite's own Python (trixie's), whose libpython-dev pair gives the target's pyconfig.h lines."""
@@ -164,7 +164,7 @@ def run_cross(
             seconds=time.monotonic() - started,
         )  # fmt: skip
         wheelhouse.mkdir(parents=True, exist_ok=True)
-        _remove_previous(wheelhouse, {s.python_tag for s in steps}, machine)
+        remove_previous_wheels(wheelhouse, {s.python_tag for s in steps}, machine)
         moved = []
         for result in results:
             dest = wheelhouse / result.wheel.name
@@ -173,18 +173,6 @@ def run_cross(
             moved.append(dataclasses.replace(result, wheel=dest))
         shutil.rmtree(work, ignore_errors=True)
         return moved
-
-
-def _remove_previous(wheelhouse: Path, python_tags: set[str], machine: str) -> None:
-    """Earlier wheels (and reports) of these Pythons for this machine; another machine's stay."""
-    for old in wheelhouse.glob(f"*_{machine}.whl"):
-        try:
-            name = parse_wheel_name(old)
-        except InvalidWheelName:
-            continue
-        if set(name.interpreters) & python_tags:
-            old.unlink()
-            report_path(old).unlink(missing_ok=True)
 
 
 def emulated_smoke(wheel: Path, variant: ResolvedVariant, machine: str, *, engine: str) -> list[str]:

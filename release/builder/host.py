@@ -389,9 +389,10 @@ def _collect(
             on_done(result)
 
 
-def remove_previous_wheels(wheelhouse: Path, python_tags: set[str]) -> None:
-    """Remove earlier wheels (and reports) for the Pythons about to be built; other files stay."""
-    for old in wheelhouse.glob("*.whl"):
+def remove_previous_wheels(wheelhouse: Path, python_tags: set[str], machine: str | None = None) -> None:
+    """Remove earlier wheels (and reports) for the Pythons about to be built (of `machine` alone,
+    when given: a cross build leaves this machine's wheels); other files stay."""
+    for old in wheelhouse.glob(f"*_{machine}.whl" if machine else "*.whl"):
         try:
             name = parse_wheel_name(old)
         except InvalidWheelName:
