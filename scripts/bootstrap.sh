@@ -51,18 +51,6 @@ for backend in $toolchains; do
   "$release" toolchain install "$backend"
 done
 
-step "aarch64 under emulation: qemu-user-static registered with binfmt_misc (the emulated smoke of cross-built wheels)"
-if [ "$(uname -m)" = x86_64 ]; then
-  apt_install qemu-user-static binfmt-support
-  if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
-    [ -e /proc/sys/fs/binfmt_misc/register ] || as_root mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
-    conf=/usr/lib/binfmt.d/qemu-aarch64.conf
-    [ -f "$conf" ] || die "qemu-user-static gave no $conf to register aarch64 with binfmt_misc"
-    # The F flag (in the package's entry) keeps the interpreter open: it runs inside containers too.
-    grep -v '^#' "$conf" | as_root tee /proc/sys/fs/binfmt_misc/register >/dev/null
-  fi
-fi
-
 step "container engine (a variant whose declared toolkit is not this machine's builds in its local image)"
 needs_engine="$("$venv/bin/python" - <<'PY'
 from release.machine.toolchain import find_toolchain

@@ -156,8 +156,11 @@ done
 rm -rf "$prefix"; mv "$out" "$prefix"  # the loader's path is right only there
 # The standard library's bytecode, as an installed CPython has it (Debian's postinst writes it; an
 # image then starts its Python without compiling, and copies it with the library).
-"$prefix/bin/$py" -m compileall -q -j 0 -x '/(test|idlelib|tkinter|turtledemo)/' "$prefix/lib/$py" >/dev/null \
+"$prefix/bin/$py" -m compileall -q -x '/(test|idlelib|tkinter|turtledemo)/' "$prefix/lib/$py" >/dev/null \
   || die "compiling the standard library of $prefix failed"
+tag="$("$prefix/bin/$py" -c 'import sys; print(sys.implementation.cache_tag)')"
+[ -f "$prefix/lib/$py/venv/__pycache__/__main__.$tag.pyc" ] \
+  || die "compiling the standard library of $prefix left venv/__main__.py without its bytecode"
 "$prefix/bin/$py" -c 'import ssl, ctypes, sqlite3, bz2, lzma, zlib, venv, ensurepip, sysconfig, sys
 assert sysconfig.get_paths()["include"].startswith(sys.prefix), sysconfig.get_paths()' \
   || die "CPython $full at $prefix does not import its standard modules (output above)"

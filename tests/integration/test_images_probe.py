@@ -88,8 +88,8 @@ def test_each_declaration_an_image_contradicts_is_one_line(
     lines = [line.strip() for line in proc.stderr.splitlines() if line.startswith("  ")]
     assert len(lines) == 3, proc.stderr
     assert any(
-        "images.py310-only.python: declares Python 3.12, but the image has Python 3.9, 3.10 only: "
-        'set python: ["3.10"]' in line
+        "images.py310-only.python: declares Python 3.12, but the image has Python 3.9, 3.10, 3.14 only: "
+        'set python: ["3.10", "3.14"]' in line
         for line in lines
     ), lines
     assert any(
@@ -126,7 +126,7 @@ def test_write_records_the_facts_and_agreeing_declarations_pass(
     facts = recorded["images"]["vendor-layout"]
     assert facts["source"] == "probe"
     assert facts["digest"].startswith("sha256:")
-    assert set(facts["pythons"]) == {"3.9", "3.10", "3.11", "3.12", "3.13"}
+    assert set(facts["pythons"]) == {"3.9", "3.10", "3.11", "3.12", "3.13", "3.14"}
     assert facts["glibc"] == "2.41"
     assert facts["layout"] == {"runtime": "prefix", "prefix": "/opt/rocm-7.2.4/lib", "via": "ld.so.conf.d"}
     assert facts["runtime"] == {HIP: f"/opt/rocm-7.2.4/lib/{HIP}"}
@@ -138,8 +138,8 @@ def test_write_records_the_facts_and_agreeing_declarations_pass(
     again = toolkit("--matrix", str(matrix), "images", "probe", "--require", check=False, timeout=900)
     assert again.returncode == 1
     assert (
-        "images.vendor-layout.python: declares Python 3.10, 3.12, but the image has Python 3.9, 3.10 only"
-        in (again.stderr)
+        "images.vendor-layout.python: declares Python 3.10, 3.12, but the image has Python 3.9, 3.10, "
+        "3.14 only" in (again.stderr)
     )
 
 

@@ -22,7 +22,7 @@ import pytest
 from release.errors import PublishError
 from release.publish import index
 from release.publish.upload import Credentials, Uploader
-from tests.integration.conftest import fresh_venv, processes_naming
+from tests.integration.conftest import HOST_HIP_PYTHONS, fresh_venv, processes_naming
 from tests.integration.publish_support import (
     USER,
     FaultProxy,
@@ -355,6 +355,10 @@ def test_end_to_end_with_built_wheels(
                 capture_output=True, text=True, env=env, check=False,
             )  # fmt: skip
             assert install.returncode == 0, install.stdout + install.stderr
+            if name == "rocm" and py not in HOST_HIP_PYTHONS:
+                # This host's HIP 5.2 asks for an executable stack, which the C library of a Python
+                # that brings its own (3.14, Debian sid's) refuses: its ROCm legs run in the images.
+                continue
             selftest = subprocess.run(
                 [python, "-m", loaded.matrix.engine.import_name, "selftest", "--json"],
                 capture_output=True, text=True, env=env, cwd=tmp_path, check=False,
