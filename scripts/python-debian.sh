@@ -156,7 +156,9 @@ done
 rm -rf "$prefix"; mv "$out" "$prefix"  # the loader's path is right only there
 # The standard library's bytecode, as an installed CPython has it (Debian's postinst writes it; an
 # image then starts its Python without compiling, and copies it with the library).
-"$prefix/bin/$py" -m compileall -q -x '/(test|idlelib|tkinter|turtledemo)/' "$prefix/lib/$py" >/dev/null \
+# Beside its sources, whatever the caller's environment asks (a pycache prefix would put it elsewhere).
+env -u PYTHONPYCACHEPREFIX -u PYTHONDONTWRITEBYTECODE \
+  "$prefix/bin/$py" -m compileall -q -x '/(test|idlelib|tkinter|turtledemo)/' "$prefix/lib/$py" >/dev/null \
   || die "compiling the standard library of $prefix failed"
 tag="$("$prefix/bin/$py" -c 'import sys; print(sys.implementation.cache_tag)')"
 [ -f "$prefix/lib/$py/venv/__pycache__/__main__.$tag.pyc" ] \

@@ -128,6 +128,11 @@ def inputs_text(recipe: Recipe, digests: Digests) -> str:
         lines += [f"toolkit-install={recipe.toolkit_install}", f"{digests.toolkit}  -"]
     lines += [f"python {v} {recipe.home(v)}" for v in recipe.all_pythons]
     lines += [f"{digest}  {path}" for path, digest in digests.ca]
+    if (layer := recipe.layer()) is not None:
+        # A layer is made over the image of the recipe under it: what that image is made of (the
+        # runtime libraries a layout moves, say) is this image's input too, not only this recipe's.
+        kind, under = layer
+        lines.append(f"over={kind} {inputs_hash(inputs_text(under, digests))}")
     return "\n".join(lines)
 
 

@@ -21,7 +21,7 @@ from release.builder import cibw
 from release.config.backends import ToolkitProbe
 from release.config.matrix import LoadedMatrix, load
 from release.machine.toolchain import read_version, toolkit_mismatch
-from release.plan.resolve import LocalImage, ResolvedVariant
+from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 
 from .conftest import ROOT, LocalImages
@@ -489,17 +489,14 @@ def test_rocm_runtime_and_toolchain_install_for_real_in_the_runtime_absent_image
     assert "the toolkit knows the HIP runtime of ROCm 5, 6, 7, 10 only" in out
 
 
-TRIXIE_IMAGE = LocalImage(
-    tag="localhost/xfer-test-trixie", suite="trixie", packages=(), pythons=(), toolchain=False
-)
-"""A bare Debian trixie (glibc 2.41, no Python)."""
-
-
 def test_rocm_7_runtime_installs_for_real_on_debian_trixie(local_images: LocalImages) -> None:
     """`release toolchain install rocm 7.2 --runtime-only` runs this script: in a trixie container
     it installs experimental's libamdhip64.so.7 while libc6 stays trixie's 2.41; ROCm 10.0 then
     finds the runtime it binds (the same soname) already there; then the 7.2 headers."""
-    image = local_images.make(TRIXIE_IMAGE)
+    # The matrix's runtime-absent serving image: Debian trixie (glibc 2.41) and its interpreters,
+    # no ROCm (made for smoke anyway; a bare trixie of our own was the recipe test_local_images
+    # makes, and found made here, its maker was a tag, not the make that test asserts).
+    image = local_images.make(local_images.smoke_recipe("rocm-absent"))
     script = (
         "set -u; s=/scripts/install-rocm.sh\n"
         "bash $s 7.2 --runtime-only; echo rc=$?\n"

@@ -64,7 +64,12 @@ def test_every_matrix_image_and_its_bases_have_the_inputs_the_shell_script_compu
             for step, made in _with_bases(recipe, name):
                 assert step in GOLDEN["images"], f"{step}: no golden (record it with the shell that made it)"
                 golden = GOLDEN["images"][step]
-                text = inputs_text(made, _old_digests(golden, ca=ca))
+                digests = _old_digests(golden, ca=ca)
+                text = inputs_text(made, digests)
+                # The shell did not name the image a layer is over; the last line does now.
+                if (layer := made.layer()) is not None:
+                    text, over = text.rsplit("\n", 1)
+                    assert over == f"over={layer[0]} {inputs_hash(inputs_text(layer[1], digests))}", step
                 assert text == golden["text"], step
                 assert inputs_hash(text) == golden["inputs"], step
                 checked.add(step)
@@ -125,3 +130,20 @@ def test_every_input_changes_the_hash(field: str) -> None:
         assert inputs_hash(inputs_text(base, other)) != before
     moved = dataclasses.replace(base, homes=(("3.13", "/q/3.13"),))
     assert inputs_hash(inputs_text(moved, digests)) != before
+
+
+def test_a_layer_is_made_again_when_the_image_under_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A layout layer's recipe names only its own libraries; the image under it moves the runtime
+    libraries recipe.RUNTIME_LIBS names. A change there (libhiprtc added) changed the image under
+    it but not the layer's own facts, and an old layer over an old image was kept as up to date."""
+    from release.machine import recipe as recipe_mod
+
+    layout = Recipe(
+        tag="localhost/x", suite="trixie", pythons=("3.13",), homes=(("3.13", "/p/3.13"),),
+        include=("libamdhip64-7/experimental",), runtime_prefix="/opt/rocm/lib",
+        runtime_libs=("libamdhip64.so*",),
+    )  # fmt: skip
+    digests = Digests(leaf="a" * 64, toolkit="b" * 64)
+    before = inputs_hash(inputs_text(layout, digests))
+    monkeypatch.setattr(recipe_mod, "RUNTIME_LIBS", (*recipe_mod.RUNTIME_LIBS, "libnew.so*"))
+    assert inputs_hash(inputs_text(layout, digests)) != before
