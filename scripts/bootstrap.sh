@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian/Ubuntu machine for this repository, idempotently: the Debian packages a
 # build needs (python3 with venv and headers, git, compilers, CMake, Ninja, ccache), the virtual
-# environment .venv with the toolkit and its test tools, the ROCm toolchain, podman where a variant's
+# environment .venv with the toolkit and its test tools, the GPU toolchains of the variants built on
+# this machine (none in this repository's matrix: each has its local image), podman where a variant's
 # declared toolkit is not this machine's (it then builds in its local image), and the interpreters
 # matrix.yaml lists (found where present; otherwise from uv or pyenv where they can download, the
 # distribution's packages, or Debian sid's build: scripts/python-debian.sh). Ends with a table of what
@@ -9,14 +10,14 @@
 #
 #   bash scripts/bootstrap.sh            # as root, or as a user with sudo
 #
-# Environment: BOOTSTRAP_TOOLCHAINS (default "rocm"; space-separated backends, "" for none),
-# BOOTSTRAP_VENV (default .venv).
+# Environment: BOOTSTRAP_TOOLCHAINS (space-separated backends, "" for none; default: the backends of
+# the variants matrix.yaml builds on this machine, those without a local build image, whose
+# declared toolkit then must be here), BOOTSTRAP_VENV (default .venv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/_common.sh
 . scripts/_common.sh
 
-toolchains="${BOOTSTRAP_TOOLCHAINS-rocm}"
 venv="${BOOTSTRAP_VENV:-.venv}"
 t_start=$(date +%s)
 step() { log "[$(( $(date +%s) - t_start ))s] $*"; }
@@ -46,6 +47,21 @@ else
 fi
 release="$venv/bin/release"
 
+# The host's toolkit is installed only where a variant's build uses it: a variant with a local build
+# image builds there whenever the host lacks its declared toolkit (the image has it).
+if [ -z "${BOOTSTRAP_TOOLCHAINS+set}" ]; then
+  toolchains="$("$venv/bin/python" - <<'PY'
+from release.config.matrix import load
+from release.plan.steps import make_plan
+
+host = {s.variant.backend for s in make_plan(load("matrix.yaml")).builds if s.variant.build_image.local_recipe is None}
+print(" ".join(sorted(host - {"cpu"})))
+PY
+)"
+  [ -n "$toolchains" ] || log "no GPU toolchain on the host: every GPU variant of matrix.yaml builds in its local image"
+else
+  toolchains="$BOOTSTRAP_TOOLCHAINS"
+fi
 for backend in $toolchains; do
   step "$backend toolchain (release toolchain install $backend)"
   "$release" toolchain install "$backend"
