@@ -28,7 +28,7 @@ from pathlib import Path
 from release import process
 from release.builder.cibw import quote
 from release.builder.reuse import CacheStats, ccache_env, wheel_key
-from release.machine.containers import run_script
+from release.machine.containers import remote_engine, run_script
 from release.plan.resolve import ResolvedVariant
 
 CACHE_MOUNT = "/release-ccache"
@@ -109,6 +109,18 @@ def cache_key(*, image: str, compilers: str, before_all: str, toolkit: str, opti
     parts = {"image": image, "compilers": compilers, "before_all": before_all, "toolkit": toolkit}
     parts["flags"] = json.dumps(flags, sort_keys=True)
     return wheel_key(parts)[:24]
+
+
+def unmountable(engine: str) -> str | None:
+    """Why no directory of this machine can be mounted into `engine`'s containers (a remote engine:
+    a bind mount names its machine's path), as the build's one line; None where one can."""
+    remote = remote_engine(engine)
+    if remote is None:
+        return None
+    return (
+        f"no compiler cache: the container engine is remote ({remote}), "
+        "and this machine's directories cannot be mounted into its containers"
+    )
 
 
 def open_cache(

@@ -398,6 +398,9 @@ def _open_cache(
     """The compiler cache of this build: the variant's shared one (`release build`), or a cold
     private one (a rebuild, which must compile); said in one line."""
     variant = one_variant(steps)
+    if (why := compiler_cache.unmountable(engine)) is not None:
+        say(f"[{variant.name}] {why}")
+        return None
     options = container_options(steps[:1], image=image, toolkit=toolkit)
     cache = compiler_cache.open_cache(variant, engine=engine, image=image, options=options, shared=shared)
     say(f"[{variant.name}] {cache.describe() if cache else 'no compiler cache (the image has no ID yet)'}")

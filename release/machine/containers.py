@@ -7,6 +7,7 @@ container's argv is assembled here and nowhere else."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +26,19 @@ def container_engine() -> str | None:
         probe = process.run([path, "info"], timeout=30)
         if probe.returncode == 0:
             return name
+    return None
+
+
+REMOTE_VARIABLES = {"podman": ("CONTAINER_HOST", "CONTAINER_CONNECTION"), "docker": ("DOCKER_HOST",)}
+"""The variables that point an engine's client at a service elsewhere (another machine, or this
+one's from inside a container), where a bind mount names that service's paths, not this machine's."""
+
+
+def remote_engine(engine: str) -> str | None:
+    """`NAME=value` of the variable that makes `engine` a remote client, or None (a local engine)."""
+    for name in REMOTE_VARIABLES.get(Path(engine).name, ()):
+        if os.environ.get(name):
+            return f"{name}={os.environ[name]}"
     return None
 
 

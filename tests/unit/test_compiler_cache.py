@@ -180,3 +180,32 @@ def test_the_toolkit_is_installed_once_per_container_and_the_repair_runs_from_it
     assert alone["CIBW_BEFORE_ALL"] == once
     # What `cibuildwheel-config` prints for release.yml is unchanged: the build's python repairs.
     assert cibw.cibuildwheel_options(steps)["repair-wheel-command"].startswith("python -m release repair ")
+
+
+@pytest.mark.parametrize(
+    ("engine", "variable"),
+    [("podman", "CONTAINER_HOST"), ("podman", "CONTAINER_CONNECTION"), ("/usr/bin/docker", "DOCKER_HOST")],
+)
+def test_a_remote_engine_builds_without_a_mounted_cache(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    engine: str,
+    variable: str,
+) -> None:
+    """A client of an engine elsewhere (the README's container, on this host's podman socket) would
+    mount the engine's machine's path of the cache directory, which is not there: `podman create`
+    failed with `statfs ...: no such file or directory`. It builds without one, and says why."""
+    for name in ("CONTAINER_HOST", "CONTAINER_CONNECTION", "DOCKER_HOST"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv(variable, "unix:///run/podman/podman.sock")
+
+    def never(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a remote engine's build opened a mounted cache")
+
+    monkeypatch.setattr(compiler_cache, "open_cache", never)
+    steps = _steps(tmp_path)
+    assert container._open_cache(steps, engine=engine, image="localhost/x", toolkit="", shared=True) is None
+    said = capsys.readouterr()
+    remote = f"{variable}=unix:///run/podman/podman.sock"
+    assert f"no compiler cache: the container engine is remote ({remote})" in said.out + said.err
