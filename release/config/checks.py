@@ -236,6 +236,14 @@ def images(c: Context) -> None:
             c.add(
                 f"{key}.debian.gcc", "serving images compile nothing: gcc belongs to a variant's build_image"
             )
+        tiers = sorted({hw.architecture for hw in c.m.hardware.values()})
+        for i, arch in enumerate(img.gpu_architectures):
+            if arch not in tiers:
+                c.add(
+                    f"{key}.gpu_architectures[{i}]",
+                    f"{arch!r} is no hardware tier's architecture (declared: {', '.join(tiers) or 'none'}): "
+                    "the image would run on no tier; name one of them, or leave the key out for all",
+                )
         for i, py in enumerate(img.python):
             if py not in supported_pythons():
                 c.add(

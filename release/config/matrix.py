@@ -288,17 +288,17 @@ class Image:
     simulate: Simulation | None = spec("Simulation on hosts without a container engine.", default=None)
     debian: DebianRecipe | None = spec(
         "Made locally as a container image from Debian packages, with the `simulate` layout, where "
-        "podman or docker runs (the smoke test then runs in a real container).",
-        default=None,
-    )
+        "podman or docker runs (the smoke test then runs in a real container).", default=None
+    )  # fmt: skip
     companions: tuple[str, ...] = spec(
-        "Modules of the image's own stack that import the runtime too (the torch of TheRock images): "
-        "smoke imports them before the engine, and again after it, and each process must hold one copy.",
-        default=(),
-    )
-    expect: Literal["pass", "runtime-missing"] = spec(
-        "What the smoke test must see in this image.", default="pass"
-    )
+        "Modules of the image's own stack that import the runtime too (the torch of TheRock images): smoke "
+        "imports them before the engine and again after it; each process must hold one copy.", default=()
+    )  # fmt: skip
+    expect: Literal["pass", "runtime-missing"] = spec("What smoke must see in this image.", default="pass")
+    gpu_architectures: tuple[str, ...] = spec(
+        "The GPU architectures its kernels are built for (SGLang's `-mi30x` images: gfx942, `-mi35x`: "
+        "gfx950): its hardware legs run on those tiers only. Default: every tier.", default=()
+    )  # fmt: skip
     pin: Literal["digest", "probe"] = spec(
         "How `container` is pinned: `digest`, written in it (`name:tag@sha256:...`); or `probe`, a "
         "tag whose digest the ci.yml probe records in images.facts.json (`release images probe --pull "

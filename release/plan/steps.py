@@ -236,6 +236,9 @@ def _smoke_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) 
             for tier in variant.hardware:
                 if tier.hardware.machine not in variant.floors:
                     continue  # checked in config: a tier of a machine the variant is not built for
+                kernels = image.image.gpu_architectures
+                if kernels and tier.hardware.architecture not in kernels:
+                    continue  # the image's kernels are for other GPUs (SGLang's -mi30x on an MI355X)
                 for py in image.image.python or loaded.matrix.python:
                     steps.append(
                         SmokeStep(

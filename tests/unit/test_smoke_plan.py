@@ -15,17 +15,20 @@ from release.plan import steps as plan
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_rocm_serving_images_cross_every_hardware_tier() -> None:
+def test_rocm_serving_images_cross_the_hardware_tiers_of_their_kernels() -> None:
+    """vLLM's image is built for every AMD tier; SGLang's `-mi30x` image for gfx942 alone
+    (`gpu_architectures`), so it never reaches an MI35x runner."""
     steps = plan.make_plan(load(ROOT / "matrix.yaml")).smokes
     seen = {(s.image, s.hardware, s.python) for s in steps if s.variant.name == "rocm"}
-    for image, python in (("vllm-rocm", "3.12"), ("sglang-rocm", "3.10")):  # each image's own Python
-        for tier in ("mi300x", "mi355x", "mi350x-pd"):
-            assert (image, tier, python) in seen
+    for tier in ("mi300x", "mi355x", "mi350x-pd"):
+        assert ("vllm-rocm", tier, "3.12") in seen  # each image's own Python
+    assert {(h, py) for image, h, py in seen if image == "sglang-rocm"} == {("mi300x", "3.10")}
     by_id = {s.identifier: s for s in steps}
     assert by_id["cp312-rocm-vllm-rocm-mi355x"].architecture == "gfx950"
     assert by_id["cp310-rocm-sglang-rocm-mi300x"].architecture == "gfx942"
     assert by_id["cp312-rocm-vllm-rocm-mi350x-pd"].nodes == 2
     assert by_id["cp312-rocm-vllm-rocm-mi300x"].container.startswith("docker.io/vllm/vllm-openai-rocm:")
+    assert all(s.architecture == "gfx950" for s in steps if s.image in ("sglang-rocm10", "sglang-rocm724"))
     # simulated-only images (no container reference) never reach the hardware runners
     simulated_only = ("rocm-distro", "rocm-absent", "rocm6-only", "clean-minbase")
     assert not [s for s in steps if s.image.startswith(simulated_only)]
@@ -80,3 +83,16 @@ def test_an_abi3_wheel_is_smoked_in_every_python_it_serves(
     assert selection.wheels_for(wheelhouse, variant, "3.13") == [abi3]
     assert selection.smoke_pythons(abi3, variant, "3.13") == ["3.13"]
     assert selection.wheels_for(wheelhouse, variant, "3.11") == [per_python]
+
+
+def test_an_image_s_gpu_architecture_no_tier_has_is_one_line() -> None:
+    from release.config.matrix import loads
+    from release.errors import MatrixError
+
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    text = text.replace("gpu_architectures: [gfx942]", "gpu_architectures: [gfx1100]", 1)
+    with pytest.raises(MatrixError) as raised:
+        loads(text, path=ROOT / "matrix.yaml", backends_dir=ROOT / "packaging" / "backends")
+    message = str(raised.value)
+    assert "images.sglang-rocm.gpu_architectures[0]" in message and "'gfx1100'" in message, message
+    assert "declared: gfx942, gfx950" in message, message
