@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +31,7 @@ if ENGINE is None:
     pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
 
 pytestmark = pytest.mark.slow
+CUDA_CROSS_IMAGE = "localhost/xfer-build-cuda-cross-aarch64"
 
 
 def _matrix(directory: Path, variant: str = "cpu") -> Path:
@@ -104,7 +106,7 @@ def test_the_cuda_aarch64_wheel_binds_the_sbsa_runtime_and_is_verified(
     """Built against libcudart of NVIDIA's aarch64 (sbsa) wheel, bound and never vendored, as the
     x86_64 cuda wheel is: NEEDED libcudart.so.13, excluded by repair, named in Requires-External."""
     _matrix_path, wheel, output = cuda_aarch64
-    assert "localhost/xfer-build-cuda-cross-aarch64 (cross, aarch64)" in output, output
+    assert f"{CUDA_CROSS_IMAGE} (cross, aarch64)" in output, output
     assert wheel.name.startswith("xfer_engine-0.1.0-cp313-cp313-manylinux_") and wheel.name.endswith(
         "_aarch64.whl"
     ), wheel.name
@@ -123,6 +125,15 @@ def test_the_cuda_aarch64_wheel_binds_the_sbsa_runtime_and_is_verified(
     for rule in ("elf-machine", *bound):
         assert rules[rule] == "pass", (rule, rules)
     assert report["runtime_bound"] == ["libcudart.so.13"]
+    # The cross image's driver stub, for engines that link CUDA::cuda_driver: made for aarch64.
+    stub = "/usr/local/cuda-13.0/targets/sbsa-linux/lib/stubs/libcuda.so"
+    assert ENGINE is not None
+    read = subprocess.run(
+        [ENGINE, "run", "--rm", "--network=none", "--entrypoint", "cat", CUDA_CROSS_IMAGE, stub],
+        capture_output=True, check=True, timeout=120,
+    )  # fmt: skip
+    elf = inspect_elf("libcuda.so", read.stdout)
+    assert (elf.machine, elf.soname) == ("aarch64", "libcuda.so.1")
 
 
 def test_the_cuda_aarch64_wheel_imports_under_emulation_and_reports_no_driver(
