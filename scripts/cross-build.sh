@@ -2,24 +2,28 @@
 # Cross-compile one wheel of the engine for another Linux machine inside a Debian build image
 # (release/builder/cross.py is the caller: docs/machines.md, "Building aarch64 wheels").
 #
-#   cross-build.sh setup TRIPLET DEBARCH SUITE_PYTHON 'PKG ...'
+#   cross-build.sh setup TRIPLET DEBARCH SUITE_PYTHON 'PKG ...' ['TOOLKIT INSTALL']
 #       in a container of the build image, committed by the caller as the cross image:
 #       Debian's crossbuild-essential-DEBARCH, the :DEBARCH -dev packages (system_packages) and
-#       libpython3.X-dev of both machines (the source of the target's pyconfig.h differences)
+#       libpython3.X-dev of both machines (the source of the target's pyconfig.h differences);
+#       then the build image's toolkit install command (install-cuda.sh 13.0 --from-pypi) again
+#       with --target=MACHINE and CC the cross compiler: the target machine's runtime beside it
 #   cross-build.sh run TRIPLET DIST_PYTHON WHEEL CMD...
-#       CMD under emulation with the wheel installed for Debian's own Python of the target machine
-#   cross-build.sh wheel TRIPLET PYTHON_VERSION SRC OUT
+#       CMD under emulation with the wheel installed for Debian's own Python of the target machine;
+#       the target's loader path also holds what a toolkit install put in /usr/TRIPLET/etc/ld.so.conf.d
+#   cross-build.sh wheel TRIPLET PYTHON_VERSION SRC OUT [-C KEY=VALUE]... [--exclude PATTERN]...
 #       build SRC's wheel with /opt/python/cpXY-cpXY as the build interpreter, the target's
 #       headers (that interpreter's, with the target machine's pyconfig.h differences from
-#       Debian's pair of pyconfig.h) and a CMake toolchain file; repair it with auditwheel
-#       (--plat auto: the tag follows the wheel's machine) against the multiarch directories.
+#       Debian's pair of pyconfig.h), a CMake toolchain file and the variant's config settings (-C);
+#       repair it with auditwheel (--plat auto: the tag follows the wheel's machine) against the
+#       multiarch directories, the variant's runtime excluded (--exclude: bound, not vendored).
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
 
 case "${1:-}" in
   setup)
-    triplet="$2" debarch="$3" dist_python="$4" packages="${5:-}"
+    triplet="$2" debarch="$3" dist_python="$4" packages="${5:-}" toolkit="${6:-}"
     dpkg --add-architecture "$debarch"
     apt-get update -qq
     # shellcheck disable=SC2086  # a list of package names
@@ -42,6 +46,12 @@ case "${1:-}" in
     # the target's extension modules included, came with libpython$dist_python-dev:$debarch).
     (cd /tmp && apt-get download -qq "python$dist_python-minimal:$debarch" "libstdc++6:$debarch" \
       && for deb in ./*"_$debarch.deb"; do dpkg-deb -x "$deb" "/opt/target-$triplet"; done && rm -f ./*.deb)
+    if [ -n "$toolkit" ]; then
+      # As the build image was made (image-layers.sh layer_toolkit): the scripts under a scratch root.
+      mkdir -p /tmp/xfer-toolkit && cp -a "$(dirname "$0")" /tmp/xfer-toolkit/scripts
+      (cd /tmp/xfer-toolkit && export CC="$triplet-gcc" && eval "$toolkit --target=${triplet%%-*}")
+      rm -rf /tmp/xfer-toolkit
+    fi
     ;;
   run)
     # cross-build.sh run TRIPLET DIST_PYTHON WHEEL CMD...: CMD with the wheel installed for the
@@ -52,13 +62,28 @@ case "${1:-}" in
     bin="$site/bin"; mkdir -p "$bin"
     for script in "$site"/*.data/scripts/*; do [ -e "$script" ] && chmod +x "$script" && ln -s "$script" "$bin/"; done
     target_py="/opt/target-$triplet/usr/bin/python$dist_python"
-    export PYTHONHOME=/usr PYTHONPATH="$site" PATH="$bin:$PATH" \
-      LD_LIBRARY_PATH="/opt/target-$triplet/usr/lib/$triplet"
+    libs="/opt/target-$triplet/usr/lib/$triplet"
+    for conf in "/usr/$triplet/etc/ld.so.conf.d"/*.conf; do
+      [ -e "$conf" ] || continue
+      while read -r dir; do [ -z "$dir" ] || libs="$libs:$dir"; done < "$conf"
+    done
+    export PYTHONHOME=/usr PYTHONPATH="$site" PATH="$bin:$PATH" LD_LIBRARY_PATH="$libs"
     args=(); for a in "$@"; do args+=("${a//\{python\}/$target_py}"); done
     "${args[@]}"
     ;;
   wheel)
     triplet="$2" version="$3" src="$4" out="$5"
+    shift 5
+    settings=() excludes=()
+    while [ $# -gt 0 ]; do
+      [ $# -ge 2 ] || die "$1 needs a value"
+      case "$1" in
+        -C) settings+=(-C "$2") ;;
+        --exclude) excludes+=(--exclude "$2") ;;
+        *) die "unknown wheel option $1 (-C KEY=VALUE, --exclude PATTERN)" ;;
+      esac
+      shift 2
+    done
     tag="cp${version/./}"
     py="/opt/python/$tag-$tag/bin/python3"
     [ -x "$py" ] || die "the build image has no CPython $version at $py"
@@ -94,9 +119,9 @@ TC
     export _PYTHON_HOST_PLATFORM="linux-$machine" SETUPTOOLS_EXT_SUFFIX=".$soabi.so"
     export CMAKE_TOOLCHAIN_FILE="$work/toolchain.cmake"
     export SKBUILD_CMAKE_ARGS="-DPython_INCLUDE_DIR=$inc;-DPython_SOABI=$soabi"
-    "$work/venv/bin/python" -m build --wheel --no-isolation -o "$work/dist" "$src"
+    "$work/venv/bin/python" -m build --wheel --no-isolation "${settings[@]}" -o "$work/dist" "$src"
     LD_LIBRARY_PATH="/usr/$triplet/lib:/usr/lib/$triplet" \
-      auditwheel repair --plat auto -w "$out" "$work"/dist/*.whl
+      auditwheel repair --plat auto "${excludes[@]}" -w "$out" "$work"/dist/*.whl
     rm -rf "$work"
     ;;
   *) die "the first word is setup, wheel or run (see the header)" ;;

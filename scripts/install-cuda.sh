@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the CUDA toolkit pieces the engine builds against (nvcc, cudart headers and the shared
 # runtime), idempotently.
-#   release toolchain install cuda [VERSION] [--runtime-only] [--from-pypi]
+#   release toolchain install cuda [VERSION] [--runtime-only] [--from-pypi] [--target=MACHINE]
 #   (default 13.0; here also bash scripts/install-cuda.sh)
 # VERSION is the variant's `toolkit`; an install already there is used when it has that
 # major.minor (version.json, version.txt or CUDART_VERSION, as the toolkit reads it).
@@ -16,16 +16,25 @@
 # driver's link stub lib64/stubs/libcuda.so (what CMake's CUDA::cuda_driver links): NVIDIA's
 # packages ship it; where it is missing (NVIDIA's PyPI wheels have none) it is made from the
 # toolkit's own cuda.h (see driver_stub below).
+# --target=MACHINE (with --from-pypi; x86_64 or aarch64) adds another machine's CUDA beside this
+# machine's toolkit, for cross builds (release/builder/cross.py): NVIDIA's runtime wheel of that
+# machine (`pip download --platform manylinux_2_17_MACHINE`: headers and libcudart; aarch64 is
+# sbsa) laid out as NVIDIA's cross packages do, /usr/local/cuda-VERSION/targets/sbsa-linux/{include,lib}
+# (CMake's FindCUDAToolkit looks there when CMAKE_SYSTEM_PROCESSOR is aarch64), and the driver's
+# link stub lib/stubs/libcuda.so compiled for that machine with $CC (else MACHINE-linux-gnu-gcc).
+# The target's loader path is written to /usr/MACHINE-linux-gnu/etc/ld.so.conf.d/ (what runs the
+# target's programs under emulation reads it: scripts/cross-build.sh run), never to this machine's.
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
 
-version="" runtime_only="" from_pypi=""
-usage="usage: install-cuda.sh [VERSION] [--runtime-only] [--from-pypi]"
+version="" runtime_only="" from_pypi="" target=""
+usage="usage: install-cuda.sh [VERSION] [--runtime-only] [--from-pypi] [--target=MACHINE]"
 for arg in "$@"; do
   case "$arg" in
     --runtime-only) runtime_only=1 ;;
     --from-pypi) from_pypi=1 ;;
+    --target=*) target="${arg#--target=}" ;;
     -*) die "unknown option $arg ($usage)" ;;
     *) [ -z "$version" ] || die "one version at most ($usage)"
        version="$arg" ;;
@@ -89,8 +98,88 @@ driver_stub() {
   rm -rf "$tmp"
 }
 
-other=""
 cuda_version() { toolkit_probe cuda "$1"; }
+
+# pip_python: PYTHON, else python3, else the newest /opt/python/cp3*/bin/python (manylinux, local
+# images), checked to have pip.
+pip_python() {
+  local py="${PYTHON:-}"
+  if [ -z "$py" ]; then
+    py="$(command -v python3 || true)"
+    [ -n "$py" ] || py="$(ls -d /opt/python/cp3*-cp3*/bin/python 2>/dev/null | sort -V | tail -n 1 || true)"
+  fi
+  [ -n "$py" ] && "$py" -m pip --version >/dev/null 2>&1 \
+    || die "--from-pypi needs a Python with pip (set PYTHON, or put python3 on PATH)"
+  printf '%s\n' "$py"
+}
+
+# install_target: --target=MACHINE (see the header): another machine's runtime and driver stub
+# under this machine's toolkit, as NVIDIA's cuda-cross-* packages lay it out.
+nv_target() {  # MACHINE: NVIDIA's name of its targets/ directory
+  case "$1" in
+    x86_64) echo x86_64-linux ;;
+    aarch64|arm64) echo sbsa-linux ;;  # aarch64 servers (Grace); aarch64-linux is Jetson's
+    *) return 1 ;;
+  esac
+}
+
+install_target() {
+  local nv own root dest tmp py wheel tree found conf
+  nv="$(nv_target "$target")" || die "--target=$target: NVIDIA's CUDA wheels are for x86_64 and aarch64 only"
+  own="$(nv_target "$(uname -m)")" || own=""
+  [ "$nv" != "$own" ] || die "--target=$target is this machine: install CUDA $version without --target"
+  [ -n "$from_pypi" ] && [ -z "$runtime_only" ] \
+    || die "--target=$target needs --from-pypi and a whole toolkit (NVIDIA's wheels of each machine are on PyPI)"
+  [ "$major" -ge 13 ] || die "--target: CUDA $version: NVIDIA's PyPI wheels carry the nvidia/cuMAJOR layout from CUDA 13 on"
+  root="/usr/local/cuda-$version"
+  [ -x "$root/bin/nvcc" ] || dry_run \
+    || die "--target=$target: no CUDA $version for this machine at $root to add it to (install-cuda.sh $version --from-pypi first)"
+  dest="$root/targets/$nv"
+  conf="/usr/$target-linux-gnu/etc/ld.so.conf.d/cuda-$dashed-$nv.conf"
+  export CC="${CC:-$target-linux-gnu-gcc}"
+  found="$(cuda_version "$dest")"
+  if same_release "$version" "$found" && [ -e "$dest/lib/libcudart.so" ] && [ -e "$dest/lib/stubs/libcuda.so" ]; then
+    log "CUDA $found for $target is already under $dest: nothing to do"
+    return 0
+  fi
+  py="$(pip_python)"
+  dry_run && { log "would download NVIDIA's nvidia-cuda-runtime==$version.* for $target into $dest, make its driver stub with $CC and write $conf"; return 0; }
+  # nvcc reads its headers and libraries under targets/ once that exists (the INCLUDES CMake takes
+  # from it): this machine's own directory there, as NVIDIA's packages make it, links to the
+  # toolkit's include/ and lib/.
+  if [ -n "$own" ] && [ ! -e "$root/targets/$own" ]; then
+    as_root mkdir -p "$root/targets/$own"
+    as_root ln -s ../../include "$root/targets/$own/include"
+    as_root ln -s ../../lib "$root/targets/$own/lib"
+  fi
+  tmp="$(mktemp -d)"
+  log "adding CUDA $version for $target ($nv) under $root from NVIDIA's PyPI wheel nvidia-cuda-runtime"
+  "$py" -m pip download -q --no-deps --disable-pip-version-check --only-binary=:all: -d "$tmp" \
+    --platform "manylinux_2_28_$target" --platform "manylinux_2_17_$target" "nvidia-cuda-runtime==$version.*" \
+    || die "pip could not download nvidia-cuda-runtime==$version.* for $target (manylinux_2_17_$target) from the index"
+  wheel="$(ls "$tmp"/nvidia_cuda_runtime-*.whl | sed -n 1p)"
+  "$py" -m zipfile -e "$wheel" "$tmp/tree"
+  tree="$tmp/tree/nvidia/cu$major"
+  [ -f "$tree/include/cuda_runtime_api.h" ] && [ -f "$tree/lib/$soname" ] \
+    || die "$(basename "$wheel") has no nvidia/cu$major/include/cuda_runtime_api.h or lib/$soname: its layout changed"
+  as_root mkdir -p "$dest"
+  as_root cp -r "$tree/include" "$tree/lib" "$dest/"
+  as_root ln -sfn "$soname" "$dest/lib/libcudart.so"
+  rm -rf "$tmp"
+  found="$(cuda_version "$dest")"
+  same_release "$version" "$found" || die "$dest reports CUDA ${found:-of unknown version}, not $version"
+  driver_stub "$dest"
+  as_root mkdir -p "$(dirname "$conf")"
+  printf '%s\n' "$dest/lib" | write_root_file "$conf"
+  log "done: CUDA $found for $target in $dest (headers, $soname, the driver stub for $target; its loader path in $conf)"
+}
+
+if [ -n "$target" ]; then
+  install_target
+  exit 0
+fi
+
+other=""
 for prefix in "${CUDA_HOME:-}" "${CUDA_PATH:-}" "/usr/local/cuda-$version" /usr/local/cuda; do
   if [ -n "$runtime_only" ] && [ -n "$prefix" ] && compgen -G "$prefix/lib*/$soname*" >/dev/null; then
     log "the CUDA $major runtime ($soname) is already installed under $prefix: nothing to do"
@@ -115,14 +204,9 @@ done
 # each under nvidia/cuMAJOR/) unpacked into /usr/local/cuda-VERSION, the layout the toolkit and
 # CMake's FindCUDAToolkit read (bin/nvcc, include/, lib64/libcudart.so).
 install_from_pypi() {
-  local py="${PYTHON:-}" tmp dest="/usr/local/cuda-$version" tree c
+  local py tmp dest="/usr/local/cuda-$version" tree c
   [ "$major" -ge 13 ] || die "--from-pypi: CUDA $version: NVIDIA's PyPI wheels carry the nvidia/cuMAJOR layout from CUDA 13 on; install CUDA $version from NVIDIA's repository (without --from-pypi)"
-  if [ -z "$py" ]; then
-    py="$(command -v python3 || true)"
-    [ -n "$py" ] || py="$(ls -d /opt/python/cp3*-cp3*/bin/python 2>/dev/null | sort -V | tail -n 1 || true)"
-  fi
-  [ -n "$py" ] && "$py" -m pip --version >/dev/null 2>&1 \
-    || die "--from-pypi needs a Python with pip (set PYTHON, or put python3 on PATH)"
+  py="$(pip_python)"
   dry_run && { log "would install CUDA $version from PyPI into $dest"; return 0; }
   local wheels=("nvidia-cuda-runtime==$version.*")
   [ -n "$runtime_only" ] || wheels+=("nvidia-cuda-nvcc==$version.*" "nvidia-cuda-crt==$version.*" "nvidia-cuda-cccl==$version.*")

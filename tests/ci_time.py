@@ -39,6 +39,7 @@ LONG_FILES = {
     "tests/integration/test_rehearse_failures.py": 690,
     "tests/integration/test_readme.py": 600,
     "tests/integration/test_smoke_standin.py": 510,
+    "tests/integration/test_cross_build.py": 300,
     "tests/integration/test_container.py": 300,
     "tests/integration/test_standins.py": 180,
     "tests/integration/test_nox_sessions.py": 150,

@@ -24,6 +24,7 @@ from release import atomic, process
 from release.builder.container import _verified
 from release.builder.host import WheelResult, one_variant, remove_previous_wheels
 from release.builder.prebuild import say, source_date_epoch
+from release.builder.repair import declare_external
 from release.builder.stage import stage_project
 from release.config.machines import MACHINES, host_machine
 from release.config.resources import toolkit_scripts
@@ -68,24 +69,46 @@ def _checked(proc: process.Result, *, what: str) -> None:
         raise BuildError(msg)
 
 
-def ensure_cross_image(engine: str, base: str, machine: str, variant: str, packages: tuple[str, ...]) -> str:
-    """The cross image of `base` for `machine`, made unless one over the same base image, script
-    and packages exists (its label)."""
+def _scripts_digest(toolkit: str | None) -> str:
+    """What the cross layer's making reads of the toolkit's scripts: cross-build.sh, and the install
+    script the toolkit command names (with the helpers both source)."""
+    scripts = toolkit_scripts()
+    names = ["cross-build.sh", "_common.sh"]
+    names += [Path(word).name for word in shlex.split(toolkit or "") if word.endswith(".sh")]
+    digest = hashlib.sha256()
+    for name in dict.fromkeys(names):
+        path = scripts / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b""))
+    return digest.hexdigest()[:16]
+
+
+def setup_script(machine: str, packages: tuple[str, ...], toolkit: str | None) -> str:
+    """The cross layer's command: the cross toolchain and `packages` (`:arm64` forms), then the build
+    image's `toolkit` install command again for `machine` (install-cuda.sh's `--target`: the
+    target's runtime and driver stub beside the image's toolkit), where the image has one."""
+    target = MACHINES[machine]
+    return shlex.join([
+        "bash", "/toolkit-scripts/cross-build.sh", "setup", target.gnu_triplet, target.debian,
+        DIST_PYTHON, " ".join(packages), *([toolkit] if toolkit else []),
+    ])  # fmt: skip
+
+
+def ensure_cross_image(
+    engine: str, base: str, machine: str, variant: str, packages: tuple[str, ...], *, toolkit: str | None
+) -> str:
+    """The cross image of `base` for `machine`, made unless one over the same base image, scripts,
+    packages and toolkit command exists (its label)."""
     tag = cross_image_tag(base, machine)
     base_id = _image_id(engine, base)
     if base_id is None:
         msg = f"the build image {base} is not here (make it with `release build --variant {variant}` first)"
         raise ToolchainError(msg)
-    script = hashlib.sha256((toolkit_scripts() / "cross-build.sh").read_bytes()).hexdigest()[:16]
-    wanted = f"{base_id}:{script}:{' '.join(packages)}"
+    wanted = f"{base_id}:{_scripts_digest(toolkit)}:{' '.join(packages)}:{toolkit or ''}"
     if _label(engine, tag) == wanted:
         return tag
     target = MACHINES[machine]
     say(f"[{variant}] making the cross image {tag} over {base} ({target.debian} toolchain)")
-    setup = shlex.join([
-        "bash", "/toolkit-scripts/cross-build.sh", "setup", target.gnu_triplet, target.debian,
-        DIST_PYTHON, " ".join(packages),
-    ])  # fmt: skip
+    setup = setup_script(machine, packages, toolkit)
     try:
         commit_script(
             engine, base, setup, tag, name=f"release-cross-setup-{machine}-{variant}",
@@ -110,6 +133,23 @@ def _cross_packages(steps: tuple[BuildStep, ...], debian_arch: str) -> tuple[str
     return tuple(dict.fromkeys(found))
 
 
+def wheel_script(step: BuildStep, machine: str, *, epoch: str) -> str:
+    """One step's cross build in the cross image: the variant's build settings as `-C` config
+    settings and environment (what a host or container build passes: `BuildSettings.translate`,
+    the runtime requirements the import-time message names), its runtime excludes for auditwheel."""
+    variant = step.variant
+    pairs, env = variant.build.translate()
+    if step.abi3:
+        pairs += variant.build.limited_api(step.python_tag)
+    settings = [word for key, value in pairs for word in ("-C", f"{key}={value}")]
+    excludes = [word for pattern in variant.excludes for word in ("--exclude", pattern)]
+    assignments = [f"{k}={v}" for k, v in {"SOURCE_DATE_EPOCH": epoch, **env}.items()]
+    return shlex.join([
+        "env", *assignments, "bash", "/toolkit-scripts/cross-build.sh", "wheel",
+        MACHINES[machine].gnu_triplet, step.python, "/src", "/out", *settings, *excludes,
+    ])  # fmt: skip
+
+
 def run_cross(
     steps: tuple[BuildStep, ...],
     machine: str,
@@ -132,9 +172,11 @@ def run_cross(
     with build_lock(
         root / "build" / variant.name, what=f"the {variant.name} build", wait_s=lock_wait_s, say=say
     ):
+        recipe = variant.build_image.local_recipe
         image = ensure_cross_image(
-            engine, variant.build_image.local, machine, variant.name, _cross_packages(steps, target.debian)
-        )
+            engine, variant.build_image.local, machine, variant.name, _cross_packages(steps, target.debian),
+            toolkit=recipe.toolkit_install if recipe is not None else None,
+        )  # fmt: skip
         shutil.rmtree(work, ignore_errors=True)
         stage_project(variant, version, work / "src")
         out = work / "out"
@@ -144,11 +186,9 @@ def run_cross(
         mounts = {toolkit_scripts(): "/toolkit-scripts:ro", work / "src": "/src:ro"}
         for step in steps:
             say(f"[{variant.name}] cross-compiling Python {step.python} for {machine} in {image}")
-            script = shlex.join(["bash", "/toolkit-scripts/cross-build.sh", "wheel", target.gnu_triplet,
-                                 step.python, "/src", "/out"])  # fmt: skip
             try:
                 proc = run_script(
-                    engine, image, f"SOURCE_DATE_EPOCH={epoch} {script}", network="host",
+                    engine, image, wheel_script(step, machine, epoch=epoch), network="host",
                     timeout=WHEEL_TIMEOUT_S, mounts=mounts | {out: "/out"},
                 )  # fmt: skip
             except process.TimedOut as exc:
@@ -159,6 +199,8 @@ def run_cross(
         if len(built) != len(steps):
             msg = f"the cross build left {len(built)} wheel(s) in {out}, expected {len(steps)}"
             raise BuildError(msg)
+        for wheel in built:  # as repair does: METADATA names the runtime the wheel binds
+            declare_external(wheel, variant.excludes)
         results = _verified(
             built, steps, version, release=False, where=f"{image} (cross, {machine})",
             seconds=time.monotonic() - started,

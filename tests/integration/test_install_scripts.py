@@ -234,6 +234,49 @@ def test_cuda_from_pypi_refuses_what_it_cannot_do_in_one_line(
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--target=aarch64"], "--target=aarch64 needs --from-pypi and a whole toolkit"),
+        (["--from-pypi", "--runtime-only", "--target=aarch64"], "needs --from-pypi and a whole toolkit"),
+        (["--from-pypi", "--target=ppc64le"], "NVIDIA's CUDA wheels are for x86_64 and aarch64 only"),
+        (
+            ["--from-pypi", "--target=x86_64"],
+            "--target=x86_64 is this machine: install CUDA 13.0 without --target",
+        ),
+    ],
+)
+def test_cuda_for_another_machine_refuses_what_it_cannot_do_in_one_line(
+    args: list[str], message: str
+) -> None:
+    """--target=MACHINE adds another machine's runtime beside this machine's PyPI toolkit (cross builds)."""
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-cuda.sh"), "13.0", *args],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cuda_for_aarch64_is_nvidias_sbsa_target_beside_the_toolkit() -> None:
+    """A dry run says where the aarch64 (sbsa) runtime goes, which compiler makes its driver stub and
+    where the target's loader path is written (never this machine's ld.so.conf.d)."""
+    env = {**os.environ, "INSTALL_DRY_RUN": "1"}
+    env.pop("CC", None)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-cuda.sh"), "13.0", "--from-pypi", "--target=aarch64"],
+        capture_output=True, text=True, check=False, timeout=60, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (
+        "would download NVIDIA's nvidia-cuda-runtime==13.0.* for aarch64 into "
+        "/usr/local/cuda-13.0/targets/sbsa-linux, "
+        "make its driver stub with aarch64-linux-gnu-gcc and write "
+        "/usr/aarch64-linux-gnu/etc/ld.so.conf.d/cuda-13-0-sbsa-linux.conf"
+    ) in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("version", ["6.11", "7.2"])
 @pytest.mark.parametrize("runtime_only", [False, True])
 def test_rocm_on_ubuntu_pins_amds_repository(tmp_path: Path, runtime_only: bool, version: str) -> None:
