@@ -22,6 +22,8 @@ RUNTIME_LIBS = ("libamdhip64.so*", "libhsa-runtime64.so*", "libamd_comgr.so*", "
 """The runtime libraries a layout moves when the recipe names none."""
 CA_DIR = Path("/usr/local/share/ca-certificates")
 """The host's extra CA certificates (`*.crt`), copied into every image and part of its inputs."""
+THEROCK_STAGE = Path(__file__).with_name("therock.py")
+"""What stages a TheRock layout's files (release/machine/therock.py): an input of those images too."""
 LEAF_SCRIPTS = ("make-image.sh", "_common.sh", "image-layers.sh")
 """The shell that shapes an image (the leaves and the layers' scripts): its content is the first
 line of every recipe's inputs."""
@@ -159,7 +161,7 @@ def read_digests(scripts: Path, ca_dir: Path = CA_DIR) -> Digests:
     ca = sorted(ca_dir.glob("*.crt")) if ca_dir.is_dir() else []
     standin = scripts / "therock-standin"
     return Digests(
-        therock=_sha256([*sorted(standin.glob("*.py")), *sorted(standin.glob("*/*.py"))]),
+        therock=_sha256([*sorted(standin.glob("*.py")), *sorted(standin.glob("*/*.py")), THEROCK_STAGE]),
         leaf=_sha256([scripts / name for name in LEAF_SCRIPTS]),
         toolkit=_sha256(toolkit),
         ca=tuple((str(path), _sha256([path])) for path in ca),

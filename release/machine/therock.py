@@ -29,6 +29,10 @@ def stage(engine: str, base: str, recipe: Recipe) -> Path:
     globs = " ".join(recipe.runtime_libs)
     by_soname = 'case "$f" in *.so.[0-9]|*.so.[0-9][0-9]) cp -L "$f" /stage/ ;; esac'
     script = f"set -e; cd {LIBDIR}; for f in {globs}; do {by_soname}; done"
+    if recipe.runtime_via == "rocm_sdk":  # the interpreter's own sitecustomize, which the layer replaces
+        v = recipe.pythons[-1]
+        own = f"/opt/python/cp{v.replace('.', '')}-cp{v.replace('.', '')}/lib/python{v}/sitecustomize.py"
+        script += f"; if [ -f {own} ]; then cp {own} /stage/own-sitecustomize.py; fi"
     proc = run_script(engine, base, script, mounts={where: "/stage"})
     files = sorted(where.glob("*.so.*"))
     if proc.returncode != 0 or not files:
@@ -46,8 +50,19 @@ def stage(engine: str, base: str, recipe: Recipe) -> Path:
         )
         v = recipe.pythons[-1]
         site = f"{recipe.runtime_prefix}/lib/python{v}/site-packages"
-        (where / "sitecustomize.py").write_text(f"import site\nsite.addsitedir({site!r})\n", encoding="utf-8")
+        copied = where / "own-sitecustomize.py"
+        kept = copied.read_text(encoding="utf-8") if copied.is_file() else None
+        copied.unlink(missing_ok=True)
+        (where / "sitecustomize.py").write_text(sitecustomize(kept, site), encoding="utf-8")
     return where
+
+
+def sitecustomize(own: str | None, site: str) -> str:
+    """The image interpreter's sitecustomize in the pip layout: its own (a Debian-built CPython's is
+    what puts its site-packages, and its pip, on the path: scripts/python-debian.sh), kept, then the
+    venv's site directory added, as TheRock's venv shows its packages."""
+    kept = f"{own.rstrip()}\n\n" if own else ""
+    return f"{kept}import site\nsite.addsitedir({site!r})\n"
 
 
 def layer_args(recipe: Recipe) -> list[str]:

@@ -8,6 +8,7 @@ missing, the import must refuse and say that the driver is what is missing.
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Sequence
 
@@ -20,6 +21,18 @@ BARE_LOADER_ERROR = re.compile(r"^\w*(?:Error|Exception): \S+\.so[.\d]*: cannot 
 def absent_drivers(missing: Sequence[str], variant: ResolvedVariant) -> list[str]:
     """The GPU driver's libraries among the `missing` sonames."""
     return [m for m in missing if m in variant.backend.driver_sonames]
+
+
+def absent_runtime(missing: Sequence[str], sonames: Sequence[str], variant: ResolvedVariant) -> list[str]:
+    """The GPU runtime's libraries among the `missing` sonames, the driver's left out: those the
+    import binds (`sonames`) and any the variant's runtime globs name (an engine that NEEDs
+    libhsa-runtime64.so.1 beside libamdhip64.so.7 finds both where TheRock's layouts keep them)."""
+    drivers = absent_drivers(missing, variant)
+    return [
+        m for m in missing
+        if m not in drivers
+        and (m.startswith(tuple(sonames)) or any(fnmatch.fnmatchcase(m, g) for g in variant.runtime_globs))
+    ]  # fmt: skip
 
 
 def refusal_problem(returncode: int, message: str, names: Sequence[str], *, driver: bool) -> str | None:

@@ -46,7 +46,7 @@ from release.smoke.legs import plan_legs
 from release.smoke.outcome import Outcome, Step
 from release.smoke.placement import Placement, host_libc, host_platforms, uninstallable
 from release.smoke.probes import ELF_FILES, MAPPED_RUNTIME, one_copy_argv, two_copies
-from release.smoke.refusal import absent_drivers, refusal_problem
+from release.smoke.refusal import absent_drivers, absent_runtime, refusal_problem
 from release.smoke.requirements import install_argvs, left_out, missing_source_line, network_env
 from release.smoke.requirements import mounts as requirement_mounts
 from release.smoke.selection import HOST_IMAGE, wheels_for
@@ -289,8 +289,10 @@ class Smoke:
             return
         ldd = self._run(["ldd", *files])
         missing = missing_libraries(ldd.stdout + ldd.stderr)
-        runtime = [m for m in missing if m.startswith(self.runtime_sonames) and self.runtime_sonames]
         self.drivers_absent = absent_drivers(missing, self.variant)
+        # The runtime's libraries, not only the one the import binds: an engine that NEEDs
+        # libhsa-runtime64.so.1 too finds it where TheRock's layouts keep it, beside libamdhip64.
+        runtime = absent_runtime(missing, self.runtime_sonames, self.variant)
         system = [m for m in missing if m not in runtime and m not in self.drivers_absent]
         if system:
             hints = []
