@@ -6,14 +6,15 @@ made for the build (`build/<variant>/container/`): the staged engine (`src/`), t
 sources or the wheel it was installed from, and its toolchain scripts, from the source tree or the
 installed toolkit (`scripts/`, for `before-all`). `before-all` installs the toolkit once per
 container into an environment of its own (`TOOLKIT_VENV`), which every Python's repair runs from:
-nothing of the toolkit is installed per Python. Wheels land
-in a scratch directory first and reach the wheelhouse only once they are all built and verified:
-a container that dies mid-build leaves nothing half-made behind.
+nothing of the toolkit is installed per Python. Wheels land in a scratch directory first and reach
+the wheelhouse only once they are all built and verified: a container that dies mid-build leaves
+nothing half-made behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -53,16 +54,8 @@ _SCRIPT = re.compile(r"(?:^|[\s/])scripts/([A-Za-z0-9_.-]+)")
 
 
 def cibuildwheel_command(package_dir: str, output_dir: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "cibuildwheel",
-        "--platform",
-        "linux",
-        "--output-dir",
-        str(output_dir),
-        package_dir,
-    ]
+    cibuildwheel = [sys.executable, "-m", "cibuildwheel", "--platform", "linux"]
+    return [*cibuildwheel, "--output-dir", str(output_dir), package_dir]
 
 
 def toolkit_source() -> Path | None:
@@ -195,15 +188,9 @@ def container_options(steps: tuple[BuildStep, ...], *, image: str, toolkit: str)
 
 
 def _verified(
-    wheels: list[Path],
-    steps: tuple[BuildStep, ...],
-    version: str,
-    *,
-    release: bool,
-    where: str,
-    seconds: float,
-    cache: dict[str, str] | None = None,
-) -> list[WheelResult]:
+    wheels: list[Path], steps: tuple[BuildStep, ...], version: str, *, release: bool, where: str,
+    seconds: float, cache: dict[str, str] | None = None,
+) -> list[WheelResult]:  # fmt: skip
     """Verify the wheels cibuildwheel made, as a host build does, and describe each for the summary
     (`cache`: each Python's compiler-cache hits)."""
     variant = one_variant(steps)
@@ -374,13 +361,11 @@ def _run_groups(
     variant = one_variant(steps)
     groups = [tuple(g) for g in ([s for s in steps if not s.abi3], [s for s in steps if s.abi3]) if g]
 
-    def env_of(group: tuple[BuildStep, ...], run: int) -> dict[str, str]:
-        return _group_env(
-            group, run=run, image=image, toolkit=toolkit, engine=engine, cache=cache, epoch=epoch
-        )
-
-    runs = [(group, env_of(group, run), "") for run, group in enumerate(groups)]
-    merged = one_run(runs[0][1], env_of(groups[1], 0)) if len(groups) == 2 else None
+    env_of = functools.partial(
+        _group_env, image=image, toolkit=toolkit, engine=engine, cache=cache, epoch=epoch
+    )
+    runs = [(group, env_of(group, run=run), "") for run, group in enumerate(groups)]
+    merged = one_run(runs[0][1], env_of(groups[1], run=0)) if len(groups) == 2 else None
     if merged is not None:
         runs = [(steps, merged[0], merged[1])]
     for group, env, config in runs:
@@ -402,15 +387,9 @@ def _run_groups(
 
 
 def _group_env(
-    group: tuple[BuildStep, ...],
-    *,
-    run: int,
-    image: str,
-    toolkit: str,
-    engine: str,
-    cache: compiler_cache.ContainerCache | None,
-    epoch: str,
-) -> dict[str, str]:
+    group: tuple[BuildStep, ...], *, run: int, image: str, toolkit: str, engine: str,
+    cache: compiler_cache.ContainerCache | None, epoch: str,
+) -> dict[str, str]:  # fmt: skip
     """The environment of one cibuildwheel run of `group` (the `run`-th: its cache statistics log)."""
     variant = one_variant(group)
     env = {**os.environ, **container_options(group, image=image, toolkit=toolkit)}
