@@ -11,9 +11,10 @@ the 4-Python build, repeated --pairs times; the median ratio counts). Every buil
 * no-op: the 4-Python build run again with nothing changed, ÷ the cold build; goal <= 0.1
   (measured for both engines after their 4-Python builds).
 * container: `release build --container` in the reference engine's local cpu image
-  (localhost/xfer-build-cpu), where nothing is prebuilt: the reference engine (a wheel per Python;
-  goal <= 1.5) and the generated engine (goal <= 1.5), each 4-Python ÷ 1-Python with the variant's
-  compiler cache cold (build/ccache removed), then the no-op rebuild. The cache's hits are reported.
+  (localhost/xfer-build-cpu), where nothing is prebuilt: the reference engine with the stable ABI on
+  (goal <= 1.5) and off (a wheel per Python; reported), and the generated engine (goal <= 1.5), each
+  N-Python ÷ 1-Python by CPU seconds (the containers' cgroups) with the variant's compiler cache cold
+  (build/ccache removed), then the no-op rebuild. The cache's hits are reported.
 
 Usage: python benchmarks/build_bench.py [--bench reference|heavy|container ...] [--quick] [--pairs N]
        [--reference-only] (the container bench without the generated engine)
@@ -200,9 +201,11 @@ def warm_builders(engine: Path, pythons: list[str], venvs: Path) -> None:
         builder_python(py, engine, venvs, os.environ)
 
 
-def paired(bench: Bench, label: str, pythons: list[str], pairs: int) -> tuple[Build, Build, float, str]:
+def paired(
+    bench: Bench, label: str, pythons: list[str], pairs: int
+) -> tuple[Build, Build, float, str, float]:
     """(last 1-Python build, last 4-Python build, median wall ratio, a note with the CPU-second
-    ratio) of `pairs` pairs."""
+    ratio, the median CPU-second ratio) of `pairs` pairs."""
     ratios: list[float] = []
     cpu_ratios: list[float] = []
     one = four = Build(0.0, CacheStats(0, 0))
@@ -221,8 +224,11 @@ def paired(bench: Bench, label: str, pythons: list[str], pairs: int) -> tuple[Bu
             f"(ccache hits {four.cache.text}): ratio {ratios[-1]:.2f}; CPU {four.cpu:.0f} s ÷ "
             f"{one.cpu:.0f} s = {cpu_ratios[-1]:.2f}"
         )
-    note = f"CPU s {four.cpu:.0f} ÷ {one.cpu:.0f} = {statistics.median(cpu_ratios):.2f}"
-    return one, four, statistics.median(ratios), note
+    cpu = statistics.median(cpu_ratios)
+    note = f"CPU s {four.cpu:.0f} ÷ {one.cpu:.0f} = {cpu:.2f}" + (
+        f" (pairs: {', '.join(f'{r:.2f}' for r in cpu_ratios)})" if len(cpu_ratios) > 1 else ""
+    )
+    return one, four, statistics.median(ratios), note, cpu
 
 
 def noop(bench: Bench, label: str, pythons: list[str], cold: Build) -> Row:
@@ -263,7 +269,7 @@ def bench_reference(variant: str, pythons: list[str], pairs: int, scratch: Path)
         label = f"reference {variant}, stable ABI {'on' if stable else 'off'}"
         matrix = reference_matrix(scratch / f"ref-{stable}", variant, venvs, stable)
         bench = Bench(matrix, variant, scratch)
-        one, four, ratio, note = paired(bench, label, pythons, pairs)
+        one, four, ratio, note, _ = paired(bench, label, pythons, pairs)
         wheels = "3 wheels" if stable else f"{len(pythons)} wheels"
         rows.append(
             Row(
@@ -293,7 +299,7 @@ def bench_heavy(pythons: list[str], pairs: int, units: int, scratch: Path) -> li
     (directory / "build" / "venvs").symlink_to(venvs)
     bench = Bench(matrix, "cpu", scratch)
     label = f"generated engine, {units} core units"
-    one, four, ratio, note = paired(bench, label, pythons, pairs)
+    one, four, ratio, note, _ = paired(bench, label, pythons, pairs)
     rows = [
         Row(
             f"{len(pythons)}-Python ÷ 1-Python, {label}, cold ccache",
@@ -312,34 +318,42 @@ def bench_container(
     variant: str, pythons: list[str], pairs: int, units: int, scratch: Path, *, generated: bool = True
 ) -> list[Row]:
     """Both engines (the reference one alone without `generated`) built in the local cpu image:
-    nothing prebuilt, the compiler cache shared."""
+    nothing prebuilt, the compiler cache shared. The reference engine with the stable ABI on (one
+    cp312-abi3 wheel for 3.12+: the goal) and off (a wheel per Python: reported). Judged by CPU
+    seconds (the build containers' cgroups and this process's children), which others' load on a
+    shared machine does not stretch: the median CPU ratio of the pairs."""
     progress(f"== container builds in {CONTAINER_IMAGE}: the variant's compiler cache, cold at each pair")
     venvs = ROOT / "build" / "venvs"
     rows: list[Row] = []
-    matrix = reference_matrix(scratch / "container-ref", variant, venvs, stable_abi=False)
-    _in_image(matrix, variant)
-    engines = [(matrix, variant, "reference engine, container")]
+    engines = []
+    for stable in (True, False):
+        matrix = reference_matrix(scratch / f"container-ref-{stable}", variant, venvs, stable_abi=stable)
+        _in_image(matrix, variant)
+        wheels = "cp310, cp311 and one cp312-abi3 wheel" if stable else "a wheel per Python"
+        label = f"reference engine, container, stable ABI {'on' if stable else 'off'} ({wheels})"
+        engines.append((matrix, variant, label, GOAL_CONTAINER if stable else None))
     if generated:
         heavy = heavy_engine.write_engine(scratch / "container-heavy-src", units)
         floor = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))["platform"]["floor"]
         heavy_matrix = heavy_engine.write_matrix(scratch / "container-heavy", heavy, pythons, floor)
         _in_image(heavy_matrix, "cpu")
-        engines.append((heavy_matrix, "cpu", f"generated engine ({units} core units), container"))
-    for path, name, label in engines:
+        label = f"generated engine ({units} core units), container"
+        engines.append((heavy_matrix, "cpu", label, GOAL_CONTAINER))
+    for path, name, label, goal in engines:
         bench = Bench(path, name, scratch, container=True)
-        one, four, ratio, note = paired(bench, label, pythons, pairs)
+        one, four, ratio, note, cpu = paired(bench, label, pythons, pairs)
         rows.append(
             Row(
-                f"{len(pythons)}-Python ÷ 1-Python, {label}, cold compiler cache",
-                four.seconds,
-                one.seconds,
-                ratio,
-                GOAL_CONTAINER,
-                # CPU: this process's children and the build containers' cgroups (sampled each second).
-                f"ccache hits {four.cache.text}; {note}",
+                f"{len(pythons)}-Python ÷ 1-Python, {label}, cold compiler cache, CPU s",
+                four.cpu,
+                one.cpu,
+                cpu,
+                goal,
+                f"ccache hits {four.cache.text}; {note}; wall ratio {ratio:.2f}",
             )
         )
-        rows.append(noop(bench, label, pythons, four))
+        if goal is not None:
+            rows.append(noop(bench, label, pythons, four))
     return rows
 
 
@@ -375,9 +389,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1, help="1-Python/4-Python pairs (default: 1)")
     parser.add_argument("--quick", action="store_true", help=f"a {QUICK_UNITS}-unit generated core")
     parser.add_argument("--units", type=int, help=f"heavy core units (default: {HEAVY_UNITS})")
-    parser.add_argument(
-        "--reference-only", action="store_true", help="container: the reference engine alone"
-    )
+    parser.add_argument("--reference-only", action="store_true", help="container: the reference engine alone")
     parser.add_argument("--logs", type=Path, help="keep each build's log in this directory")
     args = parser.parse_args()
     if args.logs is not None:

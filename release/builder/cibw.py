@@ -238,6 +238,23 @@ def stable_abi_override(steps: tuple[BuildStep, ...]) -> tuple[dict[str, str], l
     return options, [override]
 
 
+def one_run(per_python: Mapping[str, str], abi3: Mapping[str, str]) -> tuple[dict[str, str], str] | None:
+    """One cibuildwheel run for a variant's per-Python steps and its abi3 step, from the `CIBW_*`
+    values a run of each would take: (the per-Python values with both selected, a config file's
+    TOML text for `--config-file` whose override gives the abi3 identifier its config settings).
+    A variable would win over the override, so `config-settings` moves into the file. None when
+    the two runs differ in more than what they build and its config settings (two runs then)."""
+    differ = {k for k in per_python.keys() | abi3.keys() if per_python.get(k) != abi3.get(k)}
+    if not differ <= {"CIBW_BUILD", "CIBW_CONFIG_SETTINGS"} or "CIBW_BUILD" not in abi3:
+        return None
+    env = dict(per_python)
+    env["CIBW_BUILD"] = f"{per_python.get('CIBW_BUILD', '')} {abi3['CIBW_BUILD']}".strip()
+    settings = env.pop("CIBW_CONFIG_SETTINGS", "")
+    options = {"config-settings": settings} if settings else {}
+    override = {"select": abi3["CIBW_BUILD"], "config-settings": abi3.get("CIBW_CONFIG_SETTINGS", "")}
+    return env, render(options, "toml", [override])
+
+
 def render(options: Mapping[str, str], fmt: str, overrides: Sequence[Mapping[str, str]] = ()) -> str:
     """Text for `--format`: a `[tool.cibuildwheel]` table, `CIBW_*=value` lines, or JSON; the
     `overrides` (cibuildwheel's `[[tool.cibuildwheel.overrides]]`) exist in TOML and JSON only."""

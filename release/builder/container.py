@@ -6,14 +6,15 @@ made for the build (`build/<variant>/container/`): the staged engine (`src/`), t
 sources or the wheel it was installed from, and its toolchain scripts, from the source tree or the
 installed toolkit (`scripts/`, for `before-all`). `before-all` installs the toolkit once per
 container into an environment of its own (`TOOLKIT_VENV`), which every Python's repair runs from:
-nothing of the toolkit is installed per Python. Wheels land
-in a scratch directory first and reach the wheelhouse only once they are all built and verified:
-a container that dies mid-build leaves nothing half-made behind.
+nothing of the toolkit is installed per Python. Wheels land in a scratch directory first and reach
+the wheelhouse only once they are all built and verified: a container that dies mid-build leaves
+nothing half-made behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -26,7 +27,7 @@ from urllib.parse import unquote, urlsplit
 
 from release import atomic, process
 from release.builder import compiler_cache
-from release.builder.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env, repair_command
+from release.builder.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env, one_run, repair_command
 from release.builder.host import (
     WheelResult,
     compiler_summary,
@@ -53,16 +54,8 @@ _SCRIPT = re.compile(r"(?:^|[\s/])scripts/([A-Za-z0-9_.-]+)")
 
 
 def cibuildwheel_command(package_dir: str, output_dir: Path) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "cibuildwheel",
-        "--platform",
-        "linux",
-        "--output-dir",
-        str(output_dir),
-        package_dir,
-    ]
+    cibuildwheel = [sys.executable, "-m", "cibuildwheel", "--platform", "linux"]
+    return [*cibuildwheel, "--output-dir", str(output_dir), package_dir]
 
 
 def toolkit_source() -> Path | None:
@@ -188,19 +181,16 @@ def container_options(steps: tuple[BuildStep, ...], *, image: str, toolkit: str)
     env = cibuildwheel_env(steps, image=image, before_build="true")
     env["CIBW_BEFORE_ALL"] = " && ".join(p for p in (toolkit, env.get("CIBW_BEFORE_ALL", "")) if p)
     env["CIBW_REPAIR_WHEEL_COMMAND"] = repair_command(one_variant(steps), python=TOOLKIT_PYTHON)
+    # An abi3 wheel is audited once, by verify's stable-abi rule (abi3audit on the host), not also
+    # by cibuildwheel's own audit, which makes a venv and installs abi3audit from the index per run.
+    env["CIBW_AUDIT_COMMAND"] = ""
     return env
 
 
 def _verified(
-    wheels: list[Path],
-    steps: tuple[BuildStep, ...],
-    version: str,
-    *,
-    release: bool,
-    where: str,
-    seconds: float,
-    cache: dict[str, str] | None = None,
-) -> list[WheelResult]:
+    wheels: list[Path], steps: tuple[BuildStep, ...], version: str, *, release: bool, where: str,
+    seconds: float, cache: dict[str, str] | None = None,
+) -> list[WheelResult]:  # fmt: skip
     """Verify the wheels cibuildwheel made, as a host build does, and describe each for the summary
     (`cache`: each Python's compiler-cache hits)."""
     variant = one_variant(steps)
@@ -365,24 +355,28 @@ def _run_groups(
     cache: compiler_cache.ContainerCache | None,
     wheelhouse: Path,
 ) -> None:
-    """cibuildwheel into `scratch`: one run for the per-Python steps, one for the abi3 step (they
-    take other config settings)."""
+    """cibuildwheel into `scratch`: one run for the per-Python steps and the abi3 step together
+    (the abi3 identifier's config settings through an override in a config file: one container,
+    one `before-all`), or one run each where their options differ in more than that."""
     variant = one_variant(steps)
-    for run, group in enumerate(([s for s in steps if not s.abi3], [s for s in steps if s.abi3])):
-        if not group:
-            continue
-        env = {**os.environ, **container_options(tuple(group), image=image, toolkit=toolkit)}
-        env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
-        env.update(_with_cache(cache, env, engine=engine, run=run, variant=variant))
-        links = variant.smoke_requirements.find_links  # the import test's requirements, read-only
-        if links is not None and links.is_dir():
-            env["CIBW_CONTAINER_ENGINE"] += f" --volume={links}:{FIND_LINKS_MOUNT}:ro"
-        env["SOURCE_DATE_EPOCH"] = epoch
+    groups = [tuple(g) for g in ([s for s in steps if not s.abi3], [s for s in steps if s.abi3]) if g]
+
+    env_of = functools.partial(
+        _group_env, image=image, toolkit=toolkit, engine=engine, cache=cache, epoch=epoch
+    )
+    runs = [(group, env_of(group, run=run), "") for run, group in enumerate(groups)]
+    merged = one_run(runs[0][1], env_of(groups[1], run=0)) if len(groups) == 2 else None
+    if merged is not None:
+        runs = [(steps, merged[0], merged[1])]
+    for group, env, config in runs:
         pythons = ", ".join(s.python + (" (abi3)" if s.abi3 else "") for s in group)
         say(f"[{variant.name}] cibuildwheel in {image} through {engine} for Python {pythons}")
-        proc = process.stream(
-            cibuildwheel_command("src", scratch), timeout=process.BUILD_S, cwd=project, env=env
-        )
+        command = cibuildwheel_command("src", scratch)
+        if config:
+            path = project.parent / "cibuildwheel-overrides.toml"
+            path.write_text(config, encoding="utf-8")
+            command[-1:-1] = ["--config-file", str(path)]
+        proc = process.stream(command, timeout=process.BUILD_S, cwd=project, env=env)
         if proc.returncode != 0:
             shutil.rmtree(scratch, ignore_errors=True)
             msg = (
@@ -390,6 +384,27 @@ def _run_groups(
                 f"nothing was written to {wheelhouse}"
             )
             raise BuildError(msg)
+
+
+def _group_env(
+    group: tuple[BuildStep, ...], *, run: int, image: str, toolkit: str, engine: str,
+    cache: compiler_cache.ContainerCache | None, epoch: str,
+) -> dict[str, str]:  # fmt: skip
+    """The environment of one cibuildwheel run of `group` (the `run`-th: its cache statistics log)."""
+    variant = one_variant(group)
+    env = {**os.environ, **container_options(group, image=image, toolkit=toolkit)}
+    env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
+    if cache is not None:  # mounted, and ccache installed once in before-all
+        env |= compiler_cache.cibuildwheel_additions(
+            cache, env, engine=engine, run=run, bin_dir=f"{TOOLKIT_VENV}/bin",
+            install=install_command(f" {compiler_cache.CCACHE_REQUIREMENT}"),
+            scikit_build=variant.build.backend == "scikit-build-core",
+        )  # fmt: skip
+    links = variant.smoke_requirements.find_links  # the import test's requirements, read-only
+    if links is not None and links.is_dir():
+        env["CIBW_CONTAINER_ENGINE"] += f" --volume={links}:{FIND_LINKS_MOUNT}:ro"
+    env["SOURCE_DATE_EPOCH"] = epoch
+    return env
 
 
 def _open_cache(
@@ -405,23 +420,6 @@ def _open_cache(
     cache = compiler_cache.open_cache(variant, engine=engine, image=image, options=options, shared=shared)
     say(f"[{variant.name}] {cache.describe() if cache else 'no compiler cache (the image has no ID yet)'}")
     return cache
-
-
-def _with_cache(
-    cache: compiler_cache.ContainerCache | None,
-    env: dict[str, str],
-    *,
-    engine: str,
-    run: int,
-    variant: ResolvedVariant,
-) -> dict[str, str]:
-    """The `CIBW_*` values that mount the compiler cache and turn it on (none without a cache)."""
-    if cache is None:
-        return {}
-    return compiler_cache.cibuildwheel_additions(
-        cache, env, engine=engine, run=run, install=install_command(f" {compiler_cache.CCACHE_REQUIREMENT}"),
-        bin_dir=f"{TOOLKIT_VENV}/bin", scikit_build=variant.build.backend == "scikit-build-core",
-    )  # fmt: skip
 
 
 def _inside(path: Path, root: Path) -> bool:
