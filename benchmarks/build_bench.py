@@ -15,9 +15,15 @@ the 4-Python build, repeated --pairs times; the median ratio counts). Every buil
   (goal <= 1.5) and off (a wheel per Python; reported), and the generated engine (goal <= 1.5), each
   N-Python ÷ 1-Python by CPU seconds (the containers' cgroups) with the variant's compiler cache cold
   (build/ccache removed), then the no-op rebuild. The cache's hits are reported.
+* engine: a real engine's matrix (`--engine-matrix examples/mooncake/matrix.yaml`, its checkout
+  linked as that matrix's `engine.source`), one variant (`--variant`, default cpu) built in its own
+  local image with every Python of this repository's matrix ÷ the last one alone, by CPU seconds,
+  cold compiler cache; goal <= 1.6 (issue 47: the binding's compile steps and the per-Python repairs
+  are the floor). A copy of the matrix with `python:` widened is built in the scratch directory.
 
-Usage: python benchmarks/build_bench.py [--bench reference|heavy|container ...] [--quick] [--pairs N]
+Usage: python benchmarks/build_bench.py [--bench reference|heavy|container|engine ...] [--quick] [--pairs N]
        [--reference-only] (the container bench without the generated engine)
+       [--engine-matrix PATH] (the engine bench's matrix)
 (exit 1 when a goal is missed)
 """
 
@@ -50,6 +56,7 @@ GOAL_ABI3 = 1.3
 GOAL_HEAVY = 1.5
 GOAL_NOOP = 0.1
 GOAL_CONTAINER = 1.5
+GOAL_ENGINE = 1.6
 CONTAINER_IMAGE = "localhost/xfer-build-cpu"
 HEAVY_UNITS = 16
 QUICK_UNITS = 5
@@ -357,6 +364,27 @@ def bench_container(
     return rows
 
 
+def bench_engine(matrix: Path, variant: str, pythons: list[str], pairs: int, scratch: Path) -> list[Row]:
+    """A real engine's variant in its local image: every Python ÷ the last alone, CPU seconds."""
+    data = yaml.safe_load(matrix.read_text(encoding="utf-8"))
+    source = (matrix.parent / data["engine"]["source"]).resolve()
+    if not source.is_dir():
+        sys.exit(f"{matrix}: engine.source {source} is not a directory (link the engine's checkout there)")
+    data["engine"]["source"] = str(source)
+    data["python"] = pythons
+    copy = scratch / "engine" / "matrix.yaml"
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    copy.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    label = f"{data['engine']['import_name']} {variant}, its local image"
+    progress(f"== {label}: {len(pythons)} Pythons ÷ 1, the variant's compiler cache cold at each build")
+    bench = Bench(copy, variant, scratch, container=True)
+    one, every, ratio, note, cpu = paired(bench, label, pythons, pairs)
+    name = f"{len(pythons)}-Python ÷ 1-Python, {label}, cold compiler cache, CPU s"
+    wall = f"wall {every.seconds:.0f} s ÷ {one.seconds:.0f} s = {ratio:.2f}"
+    note = f"ccache hits {every.cache.text}; {note}; {wall}"
+    return [Row(name, every.cpu, one.cpu, cpu, GOAL_ENGINE, note), noop(bench, label, pythons, every)]
+
+
 def _in_image(matrix: Path, variant: str) -> None:
     """The matrix's variant built in the reference engine's local cpu image (made by its own
     recipe in matrix.yaml, as `release build --container` of the cpu variant makes it)."""
@@ -382,7 +410,7 @@ def main() -> int:
     parser.add_argument(
         "--bench",
         action="append",
-        choices=["reference", "heavy", "container"],
+        choices=["reference", "heavy", "container", "engine"],
         help="which to run (repeatable; default: all three)",
     )
     parser.add_argument("--variant", default="cpu", help="reference engine variant (default: cpu)")
@@ -391,6 +419,7 @@ def main() -> int:
     parser.add_argument("--units", type=int, help=f"heavy core units (default: {HEAVY_UNITS})")
     parser.add_argument("--reference-only", action="store_true", help="container: the reference engine alone")
     parser.add_argument("--logs", type=Path, help="keep each build's log in this directory")
+    parser.add_argument("--engine-matrix", type=Path, help="engine: a real engine's matrix.yaml")
     args = parser.parse_args()
     if args.logs is not None:
         args.logs.mkdir(parents=True, exist_ok=True)
@@ -403,9 +432,13 @@ def main() -> int:
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="build-bench-") as tmp:
         scratch = Path(tmp)
-        for name in args.bench or ["reference", "heavy", "container"]:
+        for name in args.bench or ["reference", "heavy", "container"]:  # engine: named, with its matrix
             if name == "reference":
                 rows += bench_reference(args.variant, pythons, args.pairs, scratch)
+            elif name == "engine":
+                if args.engine_matrix is None:
+                    parser.error("--bench engine needs --engine-matrix PATH")
+                rows += bench_engine(args.engine_matrix, args.variant, pythons, args.pairs, scratch)
             elif name == "container":
                 rows += bench_container(
                     args.variant, pythons, args.pairs, units, scratch, generated=not args.reference_only
