@@ -93,20 +93,28 @@ class Image:
 
     def read(self, offset: int, length: int) -> bytes:
         """Exactly `length` bytes at `offset` (the caller has checked them against `size`)."""
+        parts = self.parts(offset, length)
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+    def parts(self, offset: int, length: int) -> list[bytes | memoryview]:
+        """The bytes `read` returns, as slices of the pieces that hold them, in order (a piece of
+        megabytes is then not copied to be hashed)."""
         if not self.holds(offset, length):
             raise MissingRange(offset, length)
         i = bisect.bisect_right(self._starts, offset) - 1
         start = offset - self._starts[i]
         piece = self._pieces[i]
+        if not start and length == len(piece):
+            return [piece]
         if start + length <= len(piece):
-            return bytes(piece[start : start + length])
-        parts = [piece[start:]]
+            return [memoryview(piece)[start : start + length]]
+        parts: list[bytes | memoryview] = [memoryview(piece)[start:]]
         have = len(piece) - start
         while have < length:
             i += 1
-            parts.append(self._pieces[i][: length - have])
+            parts.append(memoryview(self._pieces[i])[: length - have])
             have += len(parts[-1])
-        return b"".join(parts)
+        return parts
 
 
 @dataclass(frozen=True)
