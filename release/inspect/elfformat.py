@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 ELF_MAGIC = b"\x7fELF"
@@ -93,20 +93,28 @@ class Image:
 
     def read(self, offset: int, length: int) -> bytes:
         """Exactly `length` bytes at `offset` (the caller has checked them against `size`)."""
+        parts = self.parts(offset, length)
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+    def parts(self, offset: int, length: int) -> list[bytes | memoryview]:
+        """The bytes `read` returns, as slices of the pieces that hold them, in order (a piece of
+        megabytes is then not copied to be hashed)."""
         if not self.holds(offset, length):
             raise MissingRange(offset, length)
         i = bisect.bisect_right(self._starts, offset) - 1
         start = offset - self._starts[i]
         piece = self._pieces[i]
+        if not start and length == len(piece):
+            return [piece]
         if start + length <= len(piece):
-            return bytes(piece[start : start + length])
-        parts = [piece[start:]]
+            return [memoryview(piece)[start : start + length]]
+        parts: list[bytes | memoryview] = [memoryview(piece)[start:]]
         have = len(piece) - start
         while have < length:
             i += 1
-            parts.append(self._pieces[i][: length - have])
+            parts.append(memoryview(self._pieces[i])[: length - have])
             have += len(parts[-1])
-        return b"".join(parts)
+        return parts
 
 
 @dataclass(frozen=True)
@@ -227,14 +235,22 @@ def check_table(header: Header, kind: str, offset: int, count: int, entsize: int
         raise ElfFormatError(msg)
 
 
+def _entries(header: Header, fmt: str, raw: bytes, entsize: int) -> Iterator[tuple[int, ...]]:
+    """The fields of each `entsize`-byte entry of a header table (`raw`: the whole table, checked),
+    read by one compiled struct."""
+    entry = struct.Struct(header.order + fmt)
+    if entsize == entry.size:
+        return entry.iter_unpack(raw)
+    return (entry.unpack_from(raw, at) for at in range(0, len(raw), entsize))
+
+
 def read_segments(header: Header, image: Image) -> list[Segment]:
     """The program headers (their table bounded by the file), each checked against the file."""
     check_table(header, "program header", header.phoff, header.phnum, header.phentsize)
     segments: list[Segment] = []
-    fmt = "IIQQQQQQ" if header.wide else "IIIIIIII"
     raw = image.read(header.phoff, header.phnum * header.phentsize) if header.phnum else b""
-    for i in range(header.phnum):
-        fields = header.unpack(fmt, raw, i * header.phentsize)
+    fmt = "IIQQQQQQ" if header.wide else "IIIIIIII"
+    for i, fields in enumerate(_entries(header, fmt, raw, header.phentsize)):
         if header.wide:
             ptype, flags, offset, vaddr, _paddr, filesz, _memsz, align = fields
         else:
@@ -253,12 +269,10 @@ def read_sections(header: Header, image: Image) -> list[Section]:
     fmt = "IIQQQQIIQQ" if header.wide else "IIIIIIIIII"
     raw = image.read(header.shoff, header.shnum * header.shentsize) if header.shnum else b""
     sections: list[Section] = []
-    for i in range(header.shnum):
-        name, stype, _flags, _addr, offset, size, link, info, _align, entsize = header.unpack(
-            fmt, raw, i * header.shentsize
-        )
+    for i, fields in enumerate(_entries(header, fmt, raw, header.shentsize)):
+        name, stype, _flags, _addr, offset, size, link, info, _align, entsize = fields
         section = Section(i, name, stype, offset, size, link, info, entsize)
-        if section.in_file and offset + size > header.size:
+        if stype != SHT_NOBITS and size > 0 and offset + size > header.size:
             msg = f"section {i} ({size} bytes at {offset}) runs past the end of the file"
             raise ElfFormatError(msg)
         sections.append(section)

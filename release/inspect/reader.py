@@ -2,16 +2,14 @@
 
 The zip's structure is checked before anything is inflated (`release.wheel.zip`), the members'
 declared sizes must fit the budget of a wheel that size, and then every member is streamed once,
-in worker threads, through `release.wheel.inflate`: its sha256 for RECORD, and for an ELF file the
-few ranges its first bytes name (headers, dynamic and note segments, the section table), the CRC-32
-of each 64 KiB block (its code's identity) and the GPU code containers in its loaded segments.
+in worker threads, through `release.wheel.inflate`: its sha256 for RECORD, and an ELF file through
+`release.inspect.elfstream` (kept whole when it is at most 8 MiB; else the few ranges its first
+bytes name, the CRC-32 of each 64 KiB block and the GPU code containers in its loaded segments).
 Nothing is extracted and no member is held whole unless it is small. A table that lies outside the
-kept ranges is read again, from the inflation checkpoint before it.
-"""
+kept ranges is read again, from the inflation checkpoint before it."""
 
 from __future__ import annotations
 
-import array
 import contextlib
 import dataclasses
 import hashlib
@@ -28,20 +26,9 @@ from pathlib import Path
 from release.errors import UsageError, VerifyError
 from release.inspect import wheelfile
 from release.inspect.contents import Member, WheelContents
-from release.inspect.devicecode import NO_ARCHITECTURES, DeviceScanner, outside
-from release.inspect.elf import (
-    HEAD_KEEP,
-    CodeFingerprint,
-    ElfInfo,
-    ElfReadError,
-    Plan,
-    describe,
-    dynamic_keep,
-    is_elf,
-    plan_reading,
-    tables_needed,
-)
-from release.inspect.elfformat import Image, MissingRange
+from release.inspect.devicecode import NO_ARCHITECTURES
+from release.inspect.elf import HEAD_KEEP, ElfInfo, ElfReadError
+from release.inspect.elfstream import ElfStream, describe_stream, elf_stream
 from release.wheel.archive import (
     MAX_TEXT_MEMBER,
     WheelReadError,
@@ -52,7 +39,7 @@ from release.wheel.archive import (
     parse_metadata,
     record_digest,
 )
-from release.wheel.inflate import Budget, Checkpoints, budget_for, crc32, pieces, read_member, span
+from release.wheel.inflate import Budget, Checkpoints, budget_for, pieces, read_member
 from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label
 from release.wheel.zip import Archive, ZipEntry, ZipError, read_directory
 
@@ -61,16 +48,10 @@ MAX_SMALL_READ = 1 << 20
 """What `WheelContents.read` returns at most (it reads `__init__.py` for the variant guard)."""
 MAX_HELD = 32 << 20
 """Bytes of small members held whole in all (see `_held`)."""
-_HEAD = 64 << 10
-"""Bytes of an ELF file gathered before its reading is planned."""
-_REFETCH_LIMIT = 64 << 20
-"""Bytes of an ELF file's tables fetched again at most (after the stream did not keep them)."""
-_REFETCHES = 4
 _LARGE = 1 << 20
-_BLOCK = 64 << 10
+"""Members at least this large are read in worker threads; smaller ones in the calling thread."""
 _AHEAD = 128 << 20
 """Members at least this large are inflated by a thread of their own, ahead of their reading."""
-"""Members at least this large are read in worker threads; smaller ones in the calling thread."""
 
 
 def parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
@@ -81,81 +62,6 @@ def parse_name(wheel: Path) -> tuple[str, str, tuple[str, ...]]:
         msg = f"{wheel}: not a wheel file name ({exc})"
         raise UsageError(msg) from None
     return str(name.distribution), name.version, name.tags
-
-
-class _ElfStream:
-    """One ELF member as it streams by: what its plan keeps, and its GPU containers."""
-
-    def __init__(self, name: str, size: int, checkpoints: Checkpoints, names: re.Pattern[bytes]) -> None:
-        self.name = name
-        self.size = size
-        self.checkpoints = checkpoints
-        """Where a read of a range of the file can resume (a large file is read again in places)."""
-        self.head = bytearray()
-        self.plan: Plan | None = None
-        self.keep: list[tuple[int, int]] = []
-        """The plan's ranges, and the tables its dynamic segment names once that has passed."""
-        self.kept: list[tuple[int, bytes]] = []
-        self.scanner = DeviceScanner(size, names)
-        self.blocks = array.array("I")
-        """CRC-32 of each whole `_BLOCK` of the file: a large file's code identity without a second pass."""
-        self._crc = 0
-        self._waiting: list[tuple[int, bytes]] = []
-
-    def feed(self, offset: int, piece: bytes) -> None:
-        if self.plan is None:
-            self.head += piece[: _HEAD - len(self.head)]
-            self._waiting.append((offset, piece))
-            if len(self.head) < min(_HEAD, self.size):
-                return
-            self.plan = plan_reading(self.name, bytes(self.head), self.size)
-            self.keep = list(self.plan.keep)
-            waiting, self._waiting = self._waiting, []
-            for at, data in waiting:
-                self._take(self.plan, at, data)
-            return
-        self._take(self.plan, offset, piece)
-
-    def _take(self, plan: Plan, offset: int, piece: bytes) -> None:
-        for at, loaded in _overlaps(plan.loaded, offset, piece):
-            self.scanner.feed(at, loaded)
-        self.kept.extend(_overlaps(self.keep, offset, piece))
-        if plan.dynamic is not None and offset < plan.dynamic[1] <= offset + len(piece):
-            near = [p for at, data in self.kept for p in _overlaps([plan.dynamic], at, data)]
-            more = dynamic_keep(Image(self.size, [(0, bytes(self.head)), *near]))
-            self.keep.extend(more)
-            self.kept.extend(_overlaps(more, offset, piece))
-        with memoryview(piece) as view:
-            at = 0
-            while at < len(view):
-                take = min(_BLOCK - (offset + at) % _BLOCK, len(view) - at)
-                self._crc = crc32(view[at : at + take], self._crc)
-                at += take
-                if (offset + at) % _BLOCK == 0:
-                    self.blocks.append(self._crc)
-                    self._crc = 0
-
-    def block_print(self, ranges: Sequence[tuple[int, int]]) -> bytes | None:
-        """The identity of `ranges` from the CRC-32 of the whole blocks inside them (None when one
-        holds no whole block): the same for two files with the same bytes at the same offsets."""
-        digest = hashlib.sha256()
-        for lo, hi in ranges:
-            first, last = -(-lo // _BLOCK), hi // _BLOCK
-            if last <= first or last > len(self.blocks):
-                return None
-            digest.update(hi.to_bytes(8, "little") + (hi - lo).to_bytes(8, "little"))
-            digest.update(self.blocks[first:last].tobytes())
-        return b"blocks" + digest.digest()
-
-
-def _overlaps(ranges: Sequence[tuple[int, int]], offset: int, piece: bytes) -> Iterator[tuple[int, bytes]]:
-    end = offset + len(piece)
-    for lo, hi in ranges:
-        if lo <= offset and end <= hi:
-            yield offset, piece  # the whole piece (most of a loaded segment's): not copied
-        elif lo < end and offset < hi:
-            start = max(lo, offset)
-            yield start, piece[start - offset : min(hi, end) - offset]
 
 
 @dataclass(frozen=True)
@@ -215,7 +121,7 @@ def _read_member(
         data = read_member(archive, entry, budget, most=64)
         return _Read(record_digest(hashlib.sha256(data).digest()), None, data if hold else None)
     digest = hashlib.sha256()
-    elf: _ElfStream | None = None
+    elf: ElfStream | None = None
     first: list[tuple[int, bytes]] | None = []  # pieces until the first 64 bytes tell if it is ELF
     held = bytearray()
     offset = 0
@@ -230,99 +136,16 @@ def _read_member(
         elif first is not None:
             first.append((offset, piece))
             if offset + len(piece) >= 64:
-                elf = _elf_stream(entry, first, checkpoints, names)
+                elf = elf_stream(entry, first, checkpoints, names)
                 first = None
         offset += len(piece)
     whole = digest.digest()
     info = None
     if elf is not None:
-        info = _describe(
+        info = describe_stream(
             archive, entry, budget, elf, whole=whole, device_sections=device_sections, names=names
         )
     return _Read(record_digest(whole), info, bytes(held) if hold else None)
-
-
-def _elf_stream(
-    entry: ZipEntry, first: list[tuple[int, bytes]], marks: Checkpoints, names: re.Pattern[bytes]
-) -> _ElfStream | None:
-    """A stream for an ELF member (given its first pieces), None for any other file."""
-    if not is_elf(b"".join(p for _, p in first)[:4]):
-        return None
-    stream = _ElfStream(entry.name, entry.size, marks, names)
-    for at, piece in first:
-        stream.feed(at, piece)
-    return stream
-
-
-def _describe(
-    archive: Archive,
-    entry: ZipEntry,
-    budget: Budget,
-    stream: _ElfStream,
-    *,
-    whole: bytes,
-    device_sections: Sequence[str],
-    names: re.Pattern[bytes],
-) -> ElfInfo:
-    """The ELF facts once the member has streamed by, fetching what the plan did not keep: the
-    tables the section headers name, in one more pass up to the last of them."""
-    kept = stream.kept
-
-    def read_again(ranges: Sequence[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
-        """The bytes of `ranges` (in order), each read again from the checkpoint before it."""
-        for lo, hi in sorted(ranges):
-            marks = stream.checkpoints
-            for offset, piece in span(archive, entry, budget, start=lo, end=hi, checkpoints=marks):
-                yield from _overlaps([(lo, hi)], offset, piece)
-
-    def architectures(ranges: Sequence[tuple[int, int]]) -> tuple[str, ...]:
-        """GPU architectures in `ranges`; a device section outside the loaded segments (an
-        unloaded one, as objcopy adds them) was not scanned as it passed: it is read again."""
-        unscanned = outside(ranges, stream.plan.loaded if stream.plan is not None else ())
-        if not unscanned:
-            return stream.scanner.architectures(ranges)
-        again = DeviceScanner(entry.size, names)
-        for at, data in read_again(unscanned):
-            again.feed(at, data)
-        return tuple(sorted({*stream.scanner.architectures(ranges), *again.architectures(unscanned)}))
-
-    def fingerprint(ranges: Sequence[tuple[int, int]]) -> bytes:
-        """The code fingerprint of `ranges`: from the kept bytes, else from the blocks' CRC-32,
-        else (code too small to hold a whole block, and not kept) read again up to it."""
-        code = CodeFingerprint()
-        if all(image.holds(lo, hi - lo) for lo, hi in ranges):
-            for lo, hi in ranges:
-                code.update(image.read(lo, hi - lo))
-            return code.digest()
-        blocks = stream.block_print(ranges)
-        if blocks is not None:
-            return blocks
-        for _at, data in read_again(ranges):
-            code.update(data)
-        return code.digest()
-
-    for _ in range(_REFETCHES):
-        image = Image(entry.size, kept)
-        try:
-            return describe(
-                entry.name,
-                image,
-                device_sections=device_sections,
-                fingerprint=fingerprint,
-                file_digest=whole,
-                architectures=architectures,
-            )
-        except MissingRange as missing:
-            wanted = [(missing.offset, missing.offset + missing.length)]
-        with contextlib.suppress(MissingRange):
-            wanted += tables_needed(entry.name, image)
-        wanted = [(lo, hi) for lo, hi in wanted if not image.holds(lo, hi - lo)]
-        if sum(hi - lo for lo, hi in wanted) > _REFETCH_LIMIT:
-            msg = f"{entry.name}: not a readable ELF file (its tables need more than {_REFETCH_LIMIT} bytes)"
-            raise ElfReadError(msg)
-        kept.extend(read_again(wanted))
-    msg = f"{entry.name}: not a readable ELF file (its tables lie in more than {_REFETCHES} places)"
-    raise ElfReadError(msg)
 
 
 def _workers() -> int:

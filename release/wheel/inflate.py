@@ -18,9 +18,12 @@ from typing import Protocol, cast
 
 from release.wheel.zip import STORED, Archive, ZipEntry, ZipError
 
-CHUNK = 256 << 10
-"""Bytes of output per piece: the memory one member holds while it is read."""
-_INPUT = 64 << 10
+CHUNK = 1 << 20
+"""Bytes of output per piece: the memory one member holds while it is read. A piece and its input
+stay in a core's 2 MiB L2 cache between the inflation and the hashing; each piece costs Python
+work and, with members read in threads, a GIL hand-off or two (256 KiB pieces: 2.5 times the
+context switches and 0.06 s more CPU on nixl-cu12's 251 MB)."""
+_INPUT = 256 << 10
 BUDGET_FLOOR = 256 << 20
 BUDGET_RATIO = 32
 """A read of a wheel may inflate `BUDGET_FLOOR + BUDGET_RATIO * its size` bytes: generous for real

@@ -28,6 +28,7 @@ from tests.hostile.builders import (
     EM_386,
     EM_AARCH64,
     EM_PPC64,
+    SHF_ALLOC,
     SHT_PROGBITS,
     ElfImage,
     Section,
@@ -306,3 +307,34 @@ def test_the_fat_binary_magic_by_its_rare_byte_finds_what_the_needle_finds() -> 
                 assert (got if 0 <= got < len(window) else -1) == (want if 0 <= want < len(window) else -1)
     window = b"\0" * 64 + NV_MAGIC
     assert devicecode._find(window, NV_MAGIC, 0, 64) == -1  # starts at `end`: not before it
+
+
+def test_the_reader_finds_the_gpu_code_of_a_library_kept_whole_and_of_a_streamed_one(tmp_path: Path) -> None:
+    """A library of at most `HEAD_KEEP` bytes is kept whole as it streams and searched for GPU
+    code once it has passed (only when it has device sections); a larger one is searched as it
+    passes. Both give what `inspect_elf` gives on the whole file (issue 49)."""
+    from release.inspect.reader import read_wheel
+
+    device = [
+        Section(".nv_fatbin", SHT_PROGBITS, bytes(16) + _fat_binary(80, 90), SHF_ALLOC),
+        Section(".hip_fatbin", SHT_PROGBITS, _bundle("hipv4-amdgcn-amd-amdhsa--gfx942"), SHF_ALLOC),
+    ]
+    libraries = {
+        "x/libsmall.so": elf_bytes(extra_sections=device),
+        "x/liblarge.so": elf_bytes(extra_sections=[Section(".big", SHT_PROGBITS, bytes(HEAD_KEEP)), *device]),
+    }
+    assert len(libraries["x/libsmall.so"]) <= HEAD_KEEP < len(libraries["x/liblarge.so"])
+    wheel = tmp_path / "x-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in libraries.items():
+            zf.writestr(name, data)
+        zf.writestr("x-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: x\nVersion: 1.0\n")
+        zf.writestr("x-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        zf.writestr("x-1.0.dist-info/RECORD", "")
+    sections = (".nv_fatbin", ".hip_fatbin")
+    read = {e.path: e for e in read_wheel(wheel, sections, GPU_NAMES).elf_files}
+    for name, data in libraries.items():
+        whole = inspect_elf(name, data, device_sections=sections, architecture_names=GPU_NAMES)
+        assert whole.architectures == ("gfx942", "sm_80", "sm_90")
+        assert read[name] == whole
+    assert [e.architectures for e in read_wheel(wheel, (), GPU_NAMES).elf_files] == [(), ()]
