@@ -147,8 +147,16 @@ def test_cibuildwheel_builds_the_steps_machine(two: matrix.LoadedMatrix) -> None
     assert options["archs"] == "aarch64" and options["build"] == "cp312-manylinux_aarch64"
     assert "manylinux-aarch64-image" in options
     assert "--plat manylinux_2_28_aarch64" in options["repair-wheel-command"]
-    with pytest.raises(UsageError, match="one variant at a time"):
+    mixed = "one machine at a time: the steps of cpu are for manylinux_2_28_aarch64, manylinux_2_28_x86_64"
+    with pytest.raises(UsageError, match=mixed):
         cibuildwheel_options(tuple(s for s in built if s.python == "3.12"))
+
+
+def test_cibuildwheel_still_refuses_two_variants(two: matrix.LoadedMatrix) -> None:
+    built = plan.make_plan(two, variants=("cpu", "cuda")).builds
+    x86 = tuple(s for s in built if machine_of(s.variant) == "x86_64" and s.python == "3.12")
+    with pytest.raises(UsageError, match="one variant at a time"):
+        cibuildwheel_options(x86)
 
 
 def test_for_machine_refuses_a_machine_the_variant_lacks(two: matrix.LoadedMatrix) -> None:
