@@ -87,7 +87,7 @@ def check_release(
     # A report is never trusted alone: the exact bytes are verified again, as one release, before
     # anything is copied or listed (a forged, self-consistent report stops here).
     candidates = [
-        Candidate(e.name, e.variant, e.distribution, wheel, e.sha256)
+        Candidate(e.identifier, e.variant, e.distribution, wheel, e.sha256)
         for e, wheel in zip(entries, wheels, strict=True)
     ]
     again = reverify(plan, candidates, version)
