@@ -56,7 +56,15 @@ _RESERVED = frozenset(
 def _variant_of(steps: tuple[BuildStep, ...]) -> ResolvedVariant:
     variants = {id(s.variant): s.variant for s in steps}
     if len(variants) != 1:
-        msg = "cibuildwheel runs one variant at a time: pass the steps of exactly one variant"
+        names = {v.name for v in variants.values()}
+        if len(names) == 1:  # one variant, several machines: cibuildwheel builds one `archs`
+            floors = ", ".join(sorted({v.floor for v in variants.values()}))
+            msg = (
+                f"cibuildwheel builds one machine at a time: the steps of {names.pop()} are for {floors}; "
+                "pass the steps of one machine (--arch)"
+            )
+        else:
+            msg = "cibuildwheel runs one variant at a time: pass the steps of exactly one variant"
         raise UsageError(msg)
     return steps[0].variant
 

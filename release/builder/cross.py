@@ -18,6 +18,7 @@ import hashlib
 import shlex
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from release import atomic, process
@@ -28,10 +29,11 @@ from release.builder.repair import declare_external
 from release.builder.stage import stage_project
 from release.config.machines import MACHINES, host_machine
 from release.config.resources import toolkit_scripts
-from release.errors import BuildError, ToolchainError
+from release.errors import BuildError, ToolchainError, UsageError
 from release.machine import images
 from release.machine.containers import ContainerStepFailed, commit_script, run_script
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
+from release.plan.machine import machine_of
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
 from release.wheel.names import parse_wheel_name, python_tag, report_path
@@ -148,6 +150,23 @@ def wheel_script(step: BuildStep, machine: str, *, epoch: str) -> str:
         "env", *assignments, "bash", "/toolkit-scripts/cross-build.sh", "wheel",
         MACHINES[machine].gnu_triplet, step.python, "/src", "/out", *settings, *excludes,
     ])  # fmt: skip
+
+
+def rebuild_cross(
+    steps: tuple[BuildStep, ...], *, wheelhouse: Path, version: str, image: bool, engine: Callable[[], str]
+) -> list[Path]:
+    """A second build (`release reproduce`) of another machine's wheels: cross-compiled in the
+    local image as `release build --arch` built them; the release image builds them natively,
+    on that machine's runner, so `image` (--release-image, --image) is refused in one line."""
+    machine = machine_of(steps[0].variant)
+    if image:
+        msg = (
+            f"{steps[0].identifier}: this machine is {host_machine()}; {machine} wheels are rebuilt "
+            "here by the cross build in the local image (leave out --release-image and --image)"
+        )
+        raise UsageError(msg)
+    built = run_cross(steps, machine, wheelhouse=wheelhouse, version=version, engine=engine())
+    return [r.wheel for r in built]
 
 
 def run_cross(

@@ -27,8 +27,10 @@ from pathlib import Path
 from release import table
 from release.builder.host import build_variant
 from release.commands.build import host_toolkit, require_engine
+from release.config.machines import host_machine
 from release.config.matrix import LoadedMatrix
 from release.errors import ReproduceError, ToolchainError, UsageError
+from release.plan.machine import machine_of
 from release.plan.placement import place
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan
@@ -74,8 +76,9 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     print(f"rebuilding {len(chosen)} wheel(s) of {release.tag} {where} into {out} "
           f"(SOURCE_DATE_EPOCH={release.inputs.get('source_date_epoch')})", flush=True)  # fmt: skip
     differing_packages: list[int] = []
+    here = _builder(args, out, release, differing_packages)
     outcomes = rebuild.reproduce(
-        release, grouped, chosen, rebuild=_builder(args, out, release, differing_packages), out=out,
+        release, grouped, chosen, rebuild=by_machine(args, here), out=out,
         published=args.published,
     )  # fmt: skip
     rows = [
@@ -156,3 +159,20 @@ def _builder(
         return [r.wheel for r in results]
 
     return in_container if args.container else on_host
+
+
+def by_machine(args: argparse.Namespace, here: rebuild.Rebuild) -> rebuild.Rebuild:
+    """`here` for this machine's steps; another machine's are cross-compiled, as `release build
+    --arch` built them (the release image builds them on that machine's runner)."""
+
+    def chosen(steps: tuple[BuildStep, ...], wheelhouse: Path, version: str) -> list[Path]:
+        if machine_of(steps[0].variant) == host_machine():
+            return here(steps, wheelhouse, version)
+        from release.builder.cross import rebuild_cross  # noqa: PLC0415
+
+        image = bool(args.release_image or args.image)
+        return rebuild_cross(
+            steps, wheelhouse=wheelhouse, version=version, image=image, engine=require_engine
+        )
+
+    return chosen

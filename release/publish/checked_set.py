@@ -86,11 +86,7 @@ def check_release(
     entries = [_entry(wheel, plan.builds) for wheel in wheels]
     # A report is never trusted alone: the exact bytes are verified again, as one release, before
     # anything is copied or listed (a forged, self-consistent report stops here).
-    candidates = [
-        Candidate(e.name, e.variant, e.distribution, wheel, e.sha256)
-        for e, wheel in zip(entries, wheels, strict=True)
-    ]
-    again = reverify(plan, candidates, version)
+    again = reverify(plan, candidates_of(entries, wheels), version)
     if again:
         msg = f"{len(again)} problem(s) verifying the set again for {tag}; nothing was copied:\n" + "\n".join(
             f"  - {p}" for p in again
@@ -145,6 +141,15 @@ def step_of(wheel_name: str, variant: str, steps: Sequence[BuildStep]) -> BuildS
     interpreters, machines = set(parsed.interpreters), {machine_of_tag(p) for p in parsed.platforms}
     mine = (s for s in steps if s.variant.name == variant and machine_of(s.variant) in machines)
     return next((s for s in mine if s.python_tag in interpreters), None)
+
+
+def candidates_of(entries: Sequence[manifest.Entry], wheels: Sequence[Path]) -> list[Candidate]:
+    """The checked wheels as preflight verifies them again: each with the identifier of the step
+    that made it, whose variant carries that step's machine (an aarch64 wheel's floor)."""
+    return [
+        Candidate(e.identifier, e.variant, e.distribution, wheel, e.sha256)
+        for e, wheel in zip(entries, wheels, strict=True)
+    ]
 
 
 def _entry(wheel: Path, steps: tuple[BuildStep, ...]) -> manifest.Entry:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from release.config.machines import machine_of_tag
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError
 from release.wheel.names import parse_platform_tag
@@ -46,8 +47,16 @@ def narrowed(loaded: LoadedMatrix, pythons: Sequence[str], floor: str | None) ->
             msg = f"--floor: {file} has no `floor:` line under platform to replace"
             raise UsageError(msg)
         old = match.group("value")
-        text = text[: match.start("value")] + floor + text[match.end("value") :]
+        written, how = floor, "--floor"
+        machine = machine_of_tag(floor)
+        if machine_of_tag(old) is None and machine is not None:
+            # the matrix's floor is a policy (each of platform.architectures gets its tag): so is
+            # the narrowed one, or a one-machine tag beside aarch64 would be the checkout's error
+            written = floor.removesuffix(f"_{machine}")
+            machines = ", ".join(loaded.matrix.platform.machines)
+            how = f"--floor {floor}: a policy, as {file}'s, each of {machines} its own tag"
+        text = text[: match.start("value")] + written + text[match.end("value") :]
         said.append(
-            f"platform.floor {floor} (--floor; {file} says {old}, whose build image is in a registry)"
+            f"platform.floor {written} ({how}; {file} says {old}, whose build image is in a registry)"
         )
     return text, said

@@ -20,7 +20,8 @@ from release.config.machines import MACHINES, floor_for, machine_of_elf, machine
 from release.errors import MatrixError, UsageError
 from release.plan import steps as plan
 from release.plan.machine import for_machine, machine_of
-from release.publish.checked_set import step_of
+from release.publish import manifest, preflight
+from release.publish.checked_set import candidates_of, step_of
 from release.smoke import selection
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,8 +148,16 @@ def test_cibuildwheel_builds_the_steps_machine(two: matrix.LoadedMatrix) -> None
     assert options["archs"] == "aarch64" and options["build"] == "cp312-manylinux_aarch64"
     assert "manylinux-aarch64-image" in options
     assert "--plat manylinux_2_28_aarch64" in options["repair-wheel-command"]
-    with pytest.raises(UsageError, match="one variant at a time"):
+    mixed = "one machine at a time: the steps of cpu are for manylinux_2_28_aarch64, manylinux_2_28_x86_64"
+    with pytest.raises(UsageError, match=mixed):
         cibuildwheel_options(tuple(s for s in built if s.python == "3.12"))
+
+
+def test_cibuildwheel_still_refuses_two_variants(two: matrix.LoadedMatrix) -> None:
+    built = plan.make_plan(two, variants=("cpu", "cuda")).builds
+    x86 = tuple(s for s in built if machine_of(s.variant) == "x86_64" and s.python == "3.12")
+    with pytest.raises(UsageError, match="one variant at a time"):
+        cibuildwheel_options(x86)
 
 
 def test_for_machine_refuses_a_machine_the_variant_lacks(two: matrix.LoadedMatrix) -> None:
@@ -179,6 +188,25 @@ def test_a_wheel_maps_to_its_machines_step(two: matrix.LoadedMatrix) -> None:
     x86 = step_of("xfer_engine-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl", "cuda", built)
     assert arm is not None and arm.identifier == "cp312-cuda-manylinux_aarch64"
     assert x86 is not None and x86.identifier == "cp312-cuda-manylinux_x86_64"
+
+
+def test_the_set_verified_again_holds_each_wheel_to_its_machines_floor(
+    two: matrix.LoadedMatrix, tmp_path: Path
+) -> None:
+    """release-checks verifies the checked set again: an aarch64 wheel is held to the aarch64 floor
+    (its candidate names its step; the wheel's file name there found no step, and the x86_64 floor
+    failed platform-floor on a rehearsal's aarch64 wheel)."""
+    made = plan.make_plan(two)
+    name = "xfer_engine_cpu-0.1.0-cp312-cp312-manylinux_2_28_aarch64.whl"
+    step = step_of(name, "cpu", made.builds)
+    assert step is not None
+    entry = manifest.Entry(
+        name=name, variant="cpu", distribution="xfer-engine-cpu", size=1, sha256="a" * 64,
+        report_sha256="b" * 64, identifier=step.identifier,
+    )  # fmt: skip
+    (candidate,) = candidates_of([entry], [tmp_path / "cpu" / name])
+    assert candidate.step == "cp312-cpu-manylinux_aarch64"
+    assert preflight._variant_of(made, candidate).floor == "manylinux_2_28_aarch64"
 
 
 def test_grace_hardware_tiers_test_the_cuda_aarch64_wheels() -> None:

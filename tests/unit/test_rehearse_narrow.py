@@ -51,6 +51,31 @@ def test_the_python_list_and_the_floor_are_the_only_lines_that_change(tmp_path: 
     assert again.matrix.platform.floor == "manylinux_2_39_x86_64"
 
 
+def test_a_policy_floor_stays_a_policy_for_every_machine(tmp_path: Path) -> None:
+    """A matrix of two machines (`floor: manylinux_2_28`, x86_64 and aarch64): `--floor
+    manylinux_2_39_x86_64` narrows it to the policy manylinux_2_39, each machine its own tag; the
+    tag itself beside aarch64 would be the checkout's located error."""
+    source = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    old = "  floor: manylinux_2_28_x86_64 "
+    assert source.count(old) == 1
+    two = source.replace(old, "  floor: manylinux_2_28\n  architectures: [x86_64, aarch64]\n ")
+    loaded = _real(tmp_path, two)
+    result = narrowed(loaded, [], "manylinux_2_39_x86_64")
+    assert result is not None
+    text, said = result
+    assert said == [
+        "platform.floor manylinux_2_39 (--floor manylinux_2_39_x86_64: a policy, as matrix.yaml's, each "
+        "of x86_64, aarch64 its own tag; matrix.yaml says manylinux_2_28, whose build image is in a registry)"
+    ]
+    narrowed_path = tmp_path / "narrowed" / "matrix.yaml"
+    narrowed_path.parent.mkdir()
+    narrowed_path.write_text(text, encoding="utf-8")
+    (narrowed_path.parent / "packaging").symlink_to(ROOT / "packaging")
+    platform = load(narrowed_path).matrix.platform
+    floors = [platform.floor_of(m) for m in platform.machines]
+    assert floors == ["manylinux_2_39_x86_64", "manylinux_2_39_aarch64"]
+
+
 def test_no_option_leaves_the_checkout_alone(tmp_path: Path) -> None:
     assert narrowed(_real(tmp_path), [], None) is None
 

@@ -269,3 +269,30 @@ def test_inputs_that_differ_here_are_noted(tmp_path: Path, monkeypatch: pytest.M
     assert not [n for n in notes if "cibuildwheel" in n or "cpu:" in n]  # a tuple is the JSON list
     notes = rebuild.input_notes(release, {"cpu": {"toolkit": "7.2", "excludes": ("libx.so.*",)}})
     assert "note: cpu: the matrix here resolves toolkit otherwise than recorded" in notes
+
+
+def test_another_machines_wheel_is_rebuilt_by_the_cross_build_here(tmp_path: Path) -> None:
+    """An aarch64 step of a second build on this x86_64 machine takes the cross build, as `release
+    build --arch aarch64` built it (cibuildwheel would pull the local image for linux/arm64 and
+    fail); the release image is refused in one line, since it builds on the machine itself."""
+    import argparse
+
+    from release.commands.reproduce import _builder, by_machine
+    from release.config.machines import host_machine
+
+    if host_machine() != "x86_64":
+        pytest.fail("this test reads an aarch64 step as another machine's: run it on x86_64")
+    text = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
+    old = "  floor: manylinux_2_28_x86_64 "
+    assert text.count(old) == 1
+    two = matrix.loads(
+        text.replace(old, "  floor: manylinux_2_28\n  architectures: [x86_64, aarch64]\n "),
+        path=ROOT / "matrix.yaml",
+    )
+    (step,) = (s for s in make_plan(two).builds if s.identifier == "cp313-cpu-manylinux_aarch64")
+    args = argparse.Namespace(container=True, image=None, release_image=True, jobs=1)
+    here = _builder(args, tmp_path, rebuild.RecordedRelease.__new__(rebuild.RecordedRelease), [])
+    rebuild_with = by_machine(args, here)
+    refused = r"cp313-cpu-manylinux_aarch64: this machine is x86_64; aarch64 wheels are rebuilt here by the"
+    with pytest.raises(UsageError, match=refused):
+        rebuild_with((step,), tmp_path / "out", "0.1.0")

@@ -180,7 +180,16 @@ def test_every_variant_is_resolved_once_per_plan(tmp_path: Path, monkeypatch: py
     monkeypatch.setattr(steps, "resolve_variant", counting)
     plan = steps.make_plan(_matrix(tmp_path))
     assert sorted(calls) == sorted(plan.variants)
-    assert all(s.variant is plan.variants[s.variant.name] for s in plan.builds), "steps share the one object"
+    # the first machine's steps share the plan's object; another machine's steps share the one
+    # `for_machine` made for it (its floor), never a resolution of their own
+    first = [s for s in plan.builds if s.variant.floor == plan.variants[s.variant.name].floor]
+    assert first, "the first machine's steps"
+    assert all(s.variant is plan.variants[s.variant.name] for s in first), "steps share the one object"
+    others: dict[tuple[str, str], set[int]] = {}
+    for s in plan.builds:
+        if s not in first:
+            others.setdefault((s.variant.name, s.variant.floor), set()).add(id(s.variant))
+    assert all(len(ids) == 1 for ids in others.values()), others
 
 
 @pytest.fixture(autouse=True)

@@ -21,6 +21,7 @@ from release.config.matrix import LoadedMatrix, Matrix, load, loads
 from release.config.resources import toolkit_backends
 from release.init import workflows as templates
 from release.plan.inputs import VARIABLE_JOBS, declared_variables, presence_value, workflow_value
+from release.plan.machine import machine_of
 from release.plan.steps import make_plan
 from release.rehearse import workflow
 
@@ -82,8 +83,10 @@ def forbidden_words(matrix: Matrix) -> set[str]:
             words.add(image.container)
     for name, tier in matrix.hardware.items():
         words |= {name, tier.gpu, tier.architecture, *tier.runner}
-    family, major, minor, _arch = matrix.platform.floor.split("_", 3)
-    words |= {matrix.platform.floor, f"{family}_{major}_{minor}"}
+    for machine in matrix.platform.machines:  # each machine's tag and its policy (manylinux_2_28)
+        floor = matrix.platform.floor_of(machine)
+        family, major, minor, _arch = floor.split("_", 3)
+        words |= {floor, f"{family}_{major}_{minor}"}
     return words
 
 
@@ -379,7 +382,8 @@ def test_one_build_job_per_variant_and_machine(loaded: LoadedMatrix) -> None:
     the variant; each build step names that job as its artifact (what the smoke jobs download)."""
     made = make_plan(loaded)
     jobs = plan.build_jobs(made)
-    assert sorted(j["job"] for j in jobs) == sorted({f"{s.variant.name}-x86_64" for s in made.builds})
+    names = {f"{s.variant.name}-{machine_of(s.variant)}" for s in made.builds}
+    assert sorted(j["job"] for j in jobs) == sorted(names)
     for job in jobs:
         steps = [s for s in made.builds if plan.build_job_name(s) == job["job"]]
         assert job["pythons"] == " ".join(s.python for s in steps)
