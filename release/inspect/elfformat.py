@@ -239,6 +239,8 @@ def _entries(header: Header, fmt: str, raw: bytes, entsize: int) -> Iterator[tup
     """The fields of each `entsize`-byte entry of a header table (`raw`: the whole table, checked),
     read by one compiled struct."""
     entry = struct.Struct(header.order + fmt)
+    if not raw:  # no table: a relocatable object has no program headers and may say their size is 0
+        return iter(())
     if entsize == entry.size:
         return entry.iter_unpack(raw)
     return (entry.unpack_from(raw, at) for at in range(0, len(raw), entsize))

@@ -338,3 +338,15 @@ def test_the_reader_finds_the_gpu_code_of_a_library_kept_whole_and_of_a_streamed
         assert whole.architectures == ("gfx942", "sm_80", "sm_90")
         assert read[name] == whole
     assert [e.architectures for e in read_wheel(wheel, (), GPU_NAMES).elf_files] == [(), ()]
+
+
+def test_an_object_file_without_program_headers_is_read_by_its_sections() -> None:
+    # What a compiler writes for `-c`: ET_REL, no program headers, and e_phentsize 0 (GCC and Clang both).
+    section = Section(".comment", SHT_PROGBITS, b"\0" + COMMENT)
+
+    elf = ElfImage(extra_sections=[section], e_type=1)
+    elf.build()
+    for name in ("e_phnum", "e_phentsize", "e_phoff"):
+        elf.set_ehdr(name, 0)
+    info = inspect_elf("stamp.o", bytes(elf.image))
+    assert info.comment == (*COMPILERS, "Linker: LLD 19.1.7")
