@@ -1,6 +1,6 @@
 """`nox -s bench`: every benchmark, each printing ratios measured within one run.
 
-Usage: python benchmarks/run.py [--only build|binding|verify ...] [--quick]
+Usage: python benchmarks/run.py [--only build|binding|verify|symbol-copies ...] [--quick]
 (`nox -s bench -- --only build --quick` passes the arguments through.)
 """
 
@@ -17,6 +17,7 @@ BENCHMARKS = {
     "build": ("build_bench.py", True),
     "binding": ("binding_bench.py", True),
     "verify": ("verify_bench.py", False),
+    "symbol-copies": ("symbol_copies.py", False),  # what verify's speed rests on: abi3audit's results kept
 }
 
 

@@ -6,8 +6,8 @@ For each wheel over 100 MB unpacked, in this one run:
   RECORD needs at least), with the fastest inflater installed (zlib, zlib-ng or isal, each tried);
 * `python -m release verify --json WHEEL` in a child process, its CPU seconds (best of `--runs`)
   less its start-up (the CPU of a verify of a wheel of three small files); goal: at most 1.5x the
-  floor. A wheel whose stable-abi rule runs abi3audit (an abi3 wheel) pays that tool's own reading
-  of its shared objects: printed apart, not a goal of the one pass;
+  floor. An abi3 wheel's verify includes abi3audit (its stable-abi rule), which reads a sparse copy
+  of each shared object's headers and symbol tables written from the one pass: held to the goal too;
 * a re-verify of the same bytes beside their report (`verify_wheel(reuse=True)` in this process),
   its CPU seconds against one sha256 of the wheel file; goal: at most 1.2x;
 * `auditwheel show WHEEL`, its wall time: a figure, not a goal (it hashes nothing);
@@ -25,6 +25,7 @@ import compileall
 import contextlib
 import hashlib
 import importlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -160,6 +161,19 @@ def startup(scratch: Path) -> Child:
     return child([sys.executable, "-m", "release", "verify", "--json", str(wheel)])
 
 
+def _compile_the_audit_tool() -> None:
+    """The stable-abi rule's tool and what it imports, compiled as `pip install` leaves them."""
+    for tool in ("abi3audit", "abi3info", "elftools", "pefile", "rich", "kaitaistruct", "requests_cache"):
+        spec = importlib.util.find_spec(tool)
+        if spec is None or spec.origin is None:
+            continue
+        origin = Path(spec.origin)
+        if origin.name == "__init__.py":
+            compileall.compile_dir(str(origin.parent), quiet=1)
+        else:
+            compileall.compile_file(str(origin), quiet=1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=2)
@@ -170,6 +184,7 @@ def main() -> int:
         print(floor(args.floor))
         return 0
     compileall.compile_dir(str(ROOT / "release"), quiet=1)
+    _compile_the_audit_tool()
     cache = cache_dir()
     corpus: list[tuple[CorpusWheel, Path]] = []
     for item in load_manifest():
@@ -216,7 +231,7 @@ def main() -> int:
                 f"{ours.rss_mb:6.0f}{'  (abi3: abi3audit included)' if abi3 else ''}",
                 flush=True,
             )
-            if cpu / floor_s > FLOOR_RATIO and not abi3:
+            if cpu / floor_s > FLOOR_RATIO:
                 missed.append(f"{item.project}: verify CPU ÷ floor {cpu / floor_s:.2f} > {FLOOR_RATIO}")
             if again / hashed > REUSE_RATIO:
                 missed.append(f"{item.project}: re-verify ÷ one hash {again / hashed:.2f} > {REUSE_RATIO}")

@@ -30,7 +30,7 @@ class Member(NamedTuple):
     """The zip marks it a symbolic link (the content is the link's target)."""
 
 
-def _not_from_a_file(member: str, target: Path) -> None:
+def _not_from_a_file(member: str, target: Path) -> bool:
     del target
     msg = f"{member}: these contents were not read from a wheel file"
     raise VerifyError(msg)
@@ -59,9 +59,12 @@ class WheelContents:
     sha256: str = ""
     """sha256 of exactly the bytes that were inspected (hashed from the same open file before and
     after the reading, which must agree)."""
-    export: Callable[[str, Path], None] = field(default=_not_from_a_file)
-    """Writes a member's bytes to a new file (streamed, within the wheel's inflation budget): for
-    tools that read whole files, such as abi3audit."""
+    symbol_copy: Callable[[str, Path], bool] = field(default=_not_from_a_file)
+    """Writes a new file that reads as the member does to a tool of its symbols (abi3audit): for a
+    shared object of an abi3 wheel, its headers and symbol tables as verify's pass kept them, at
+    their offsets in a sparse file of its size (`release.inspect.symboltables`); any other member's
+    bytes streamed again, within the wheel's inflation budget. False, and nothing written, when the
+    member's symbol tables name nothing of Python's C API (no `Py` in their strings)."""
 
     def dist_info_text(self, leaf: str) -> tuple[str, str] | None:
         """(member name, text) of the one top-level dist-info file `leaf` (METADATA, WHEEL,

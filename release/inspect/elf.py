@@ -231,7 +231,7 @@ def tables_needed(path: str, image: Image) -> list[tuple[int, int]]:
         raise _unreadable(path, exc) from None
     wanted = {sections[header.shstrndx]} if sections and header.shstrndx else set()
     extra: list[tuple[int, int]] = []
-    comment = _comment_section(image, sections, header.shstrndx)
+    comment = comment_section(image, sections, header.shstrndx)
     if comment is not None:
         extra.append((comment.offset, comment.offset + min(comment.size, MAX_COMMENT)))
     for section in sections:
@@ -244,7 +244,7 @@ def tables_needed(path: str, image: Image) -> list[tuple[int, int]]:
     return sorted([(s.offset, s.offset + s.size) for s in wanted if s.in_file] + extra)
 
 
-def _comment_section(image: Image, sections: Sequence[Section], shstrndx: int) -> Section | None:
+def comment_section(image: Image, sections: Sequence[Section], shstrndx: int) -> Section | None:
     """The `.comment` section, when the section names are at hand (None otherwise)."""
     if not sections or not shstrndx:
         return None

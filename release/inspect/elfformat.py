@@ -137,6 +137,7 @@ class Section:
     link: int
     info: int
     entsize: int
+    flags: int = 0
 
     @property
     def in_file(self) -> bool:
@@ -272,8 +273,8 @@ def read_sections(header: Header, image: Image) -> list[Section]:
     raw = image.read(header.shoff, header.shnum * header.shentsize) if header.shnum else b""
     sections: list[Section] = []
     for i, fields in enumerate(_entries(header, fmt, raw, header.shentsize)):
-        name, stype, _flags, _addr, offset, size, link, info, _align, entsize = fields
-        section = Section(i, name, stype, offset, size, link, info, entsize)
+        name, stype, flags, _addr, offset, size, link, info, _align, entsize = fields
+        section = Section(i, name, stype, offset, size, link, info, entsize, flags)
         if stype != SHT_NOBITS and size > 0 and offset + size > header.size:
             msg = f"section {i} ({size} bytes at {offset}) runs past the end of the file"
             raise ElfFormatError(msg)

@@ -16,7 +16,7 @@ import array
 import contextlib
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from release.inspect.devicecode import DeviceScanner, outside
 from release.inspect.elf import (
@@ -32,6 +32,7 @@ from release.inspect.elf import (
     tables_needed,
 )
 from release.inspect.elfformat import Image, MissingRange
+from release.inspect.symboltables import SymbolCopy, symbol_ranges
 from release.wheel.inflate import Budget, Checkpoints, crc32, span
 from release.wheel.zip import Archive, ZipEntry
 
@@ -65,6 +66,9 @@ class ElfStream:
         self._crc = 0
         self._waiting: list[tuple[int, bytes]] = []
         self._scanned = not self.whole
+        self.symbols: SymbolCopy | None = None
+        """Its headers and tables, for a copy that tools reading its symbols take for the file
+        (`release.inspect.symboltables`); None when they were not asked for or are too large."""
 
     def feed(self, offset: int, piece: bytes) -> None:
         if self.plan is None:
@@ -128,6 +132,24 @@ class ElfStream:
         return b"blocks" + digest.digest()
 
 
+def _symbol_copy(
+    name: str,
+    image: Image,
+    kept: Sequence[tuple[int, bytes]],
+    read_again: Callable[[Sequence[tuple[int, int]]], Iterable[tuple[int, bytes]]],
+) -> SymbolCopy | None:
+    """What a reader of the file's symbols reads (the ranges the stream did not keep read again);
+    None when that is more than `symboltables.LIMIT` bytes."""
+    wanted = symbol_ranges(name, image)
+    if wanted is None:
+        return None
+    missing = [(lo, hi) for lo, hi in wanted.ranges if not image.holds(lo, hi - lo)]
+    if missing:
+        image = Image(image.size, [*kept, *read_again(missing)])
+    python = any(b"Py" in image.read(lo, hi - lo) for lo, hi in wanted.names)
+    return SymbolCopy([(lo, image.read(lo, hi - lo)) for lo, hi in wanted.ranges], python)
+
+
 def overlaps(ranges: Sequence[tuple[int, int]], offset: int, piece: bytes) -> Iterator[tuple[int, bytes]]:
     """(offset, bytes) of the parts of `piece` (at `offset`) inside each of `ranges`."""
     end = offset + len(piece)
@@ -160,9 +182,11 @@ def describe_stream(
     whole: bytes,
     device_sections: Sequence[str],
     names: re.Pattern[bytes],
+    symbols: bool = False,
 ) -> ElfInfo:
     """The ELF facts once the member has streamed by, fetching what the plan did not keep: the
-    tables the section headers name, in one more pass up to the last of them."""
+    tables the section headers name, in one more pass up to the last of them. With `symbols`, a
+    shared object also keeps what a reader of its symbols needs (`stream.symbols`)."""
     kept = stream.kept
 
     def read_again(ranges: Sequence[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
@@ -210,7 +234,7 @@ def describe_stream(
     for _ in range(_REFETCHES):
         image = Image(entry.size, kept)
         try:
-            return describe(
+            info = describe(
                 entry.name,
                 image,
                 device_sections=device_sections,
@@ -220,6 +244,10 @@ def describe_stream(
             )
         except MissingRange as missing:
             wanted = [(missing.offset, missing.offset + missing.length)]
+        else:
+            if symbols and not info.executable:
+                stream.symbols = _symbol_copy(entry.name, image, kept, read_again)
+            return info
         with contextlib.suppress(MissingRange):
             wanted += tables_needed(entry.name, image)
         wanted = [(lo, hi) for lo, hi in wanted if not image.holds(lo, hi - lo)]

@@ -29,6 +29,7 @@ from release.inspect.contents import Member, WheelContents
 from release.inspect.devicecode import NO_ARCHITECTURES
 from release.inspect.elf import HEAD_KEEP, ElfInfo, ElfReadError
 from release.inspect.elfstream import ElfStream, describe_stream, elf_stream
+from release.inspect.symboltables import SymbolCopy
 from release.wheel.archive import (
     MAX_TEXT_MEMBER,
     WheelReadError,
@@ -40,7 +41,7 @@ from release.wheel.archive import (
     record_digest,
 )
 from release.wheel.inflate import Budget, Checkpoints, budget_for, pieces, read_member
-from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label
+from release.wheel.names import InvalidWheelName, parse_wheel_name, split_tag, split_variant_label
 from release.wheel.zip import Archive, ZipEntry, ZipError, read_directory
 
 TEXT_LEAVES = ("METADATA", "WHEEL", "RECORD")
@@ -72,6 +73,9 @@ class _Read:
     elf: ElfInfo | None
     data: bytes | None
     """The member's bytes, for a member held whole (see `_held`)."""
+    symbols: SymbolCopy | None = None
+    """A shared object's headers and symbol tables, in a wheel whose tags ask for an audit of its
+    symbols (abi3): `WheelContents.symbol_copy` writes its copy from them."""
 
 
 def _ahead(source: Iterator[bytes], depth: int = 2) -> Iterator[bytes]:
@@ -116,6 +120,7 @@ def _read_member(
     names: re.Pattern[bytes],
     *,
     hold: bool,
+    symbols: bool = False,
 ) -> _Read:
     if entry.size < 64:  # too small to be an ELF file: one read
         data = read_member(archive, entry, budget, most=64)
@@ -143,9 +148,18 @@ def _read_member(
     info = None
     if elf is not None:
         info = describe_stream(
-            archive, entry, budget, elf, whole=whole, device_sections=device_sections, names=names
+            archive,
+            entry,
+            budget,
+            elf,
+            whole=whole,
+            device_sections=device_sections,
+            names=names,
+            symbols=symbols,
         )
-    return _Read(record_digest(whole), info, bytes(held) if hold else None)
+    return _Read(
+        record_digest(whole), info, bytes(held) if hold else None, elf.symbols if elf is not None else None
+    )
 
 
 def _workers() -> int:
@@ -158,6 +172,8 @@ def _read_all(
     budget: Budget,
     device_sections: Sequence[str],
     names: re.Pattern[bytes],
+    *,
+    symbols: bool = False,
 ) -> dict[ZipEntry, _Read]:
     """Every member streamed once: the large ones a few at a time in worker threads, largest
     first, while this thread reads the small ones."""
@@ -165,7 +181,9 @@ def _read_all(
     from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
 
     def read(entry: ZipEntry) -> _Read:
-        return _read_member(archive, entry, budget, device_sections, names, hold=entry.name in held)
+        return _read_member(
+            archive, entry, budget, device_sections, names, hold=entry.name in held, symbols=symbols
+        )
 
     held = _held(files)
 
@@ -238,7 +256,14 @@ def read_wheel(
             archive = Archive(fh.fileno(), identity[2])
             entries = read_directory(archive)
             files = [e for e in entries if not e.is_dir]
-            results = _read_all(archive, files, _budget(files, archive.size), device_sections, architectures)
+            results = _read_all(
+                archive,
+                files,
+                _budget(files, archive.size),
+                device_sections,
+                architectures,
+                symbols=any(split_tag(tag)[1] == "abi3" for tag in tags),  # the stable-abi rule audits them
+            )
             unchanged = wheelfile.identity(fh.fileno()) == identity
             after = before if unchanged and wheelfile.settled(identity) else wheelfile.fd_sha256(fh.fileno())
             if not unchanged or after != before:
@@ -290,7 +315,23 @@ def _contents(
 
     exported = Budget(budget_for(size))  # every export of this wheel together
 
-    def export(member: str, target: Path) -> None:
+    symbols = {e.name: s for e in files if (s := results[e].symbols) is not None}
+
+    def symbol_copy(member: str, target: Path) -> bool:
+        copy = symbols.get(member)
+        if copy is not None and not copy.python:
+            return False
+        if copy is not None:  # its headers and symbol tables at their offsets, a hole elsewhere
+            try:
+                with target.open("xb") as out:
+                    out.truncate(by_name[member].size)
+                    for offset, data in copy.pieces:
+                        out.seek(offset)
+                        out.write(data)
+            except OSError as exc:
+                msg = f"{path.name}: {member}: cannot write its copy ({exc.strerror})"
+                raise VerifyError(msg) from None
+            return True
         try:
             with path.open("rb") as fh, target.open("xb") as out:
                 again = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
@@ -299,6 +340,7 @@ def _contents(
         except (OSError, ZipError) as exc:
             msg = f"{path.name}: {member}: cannot read it again ({exc})"
             raise VerifyError(msg) from None
+        return True
 
     distribution, version, tags = name
     return WheelContents(
@@ -313,5 +355,5 @@ def _contents(
         texts=texts,
         directories=tuple(e.name for e in entries if e.is_dir),
         size=size,
-        export=export,
+        symbol_copy=symbol_copy,
     )

@@ -1,13 +1,16 @@
 """Auditing shared objects against Python's limited API with abi3audit (PyPA).
 
-abi3audit reads whole files, so each shared object of the wheel is first streamed out of it (within
-the wheel's inflation budget, like every other read of an untrusted wheel) into a private scratch
-directory; abi3audit then runs once over all of them, as `python -m abi3audit` with its JSON
-report, in a process of its own under an address-space limit and a deadline.
+abi3audit reads files, so each shared object of the wheel is first copied into a private scratch
+directory: a sparse copy of its headers and symbol tables, written from what verify's one pass
+kept (`release.inspect.symboltables`; the whole member streamed again, within the wheel's
+inflation budget, where those were too large to keep). abi3audit then runs once over all of them,
+as `python -m abi3audit` with its JSON report, in a process of its own under an address-space
+limit and a deadline. Members with the same bytes are audited once.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -55,12 +58,26 @@ def audit_limited_api(wheel: WheelContents, paths: Sequence[str], floor: str) ->
     if importlib.util.find_spec("abi3audit") is None:
         msg = "abi3audit is not installed: the stable-abi rule needs it (pip install abi3audit)"
         raise ToolchainError(msg)
+    digests = {m.name: m.digest for m in wheel.members}
     with tempfile.TemporaryDirectory(prefix="release-abi3-") as scratch:
         directory = Path(scratch)
-        # abi3audit takes a file as a shared object by its suffix; the index keeps names apart.
-        copies = {str(directory / f"{index}.abi3.so"): path for index, path in enumerate(paths)}
-        for copy, path in copies.items():
-            wheel.export(path, Path(copy))
+        # abi3audit takes a file as a shared object by its suffix; the index keeps names apart. A
+        # member with the bytes of one before it (`lib/x.so.0` beside `lib/x.so`) is judged as
+        # that one; one whose symbols name nothing of Python's API has nothing to judge.
+        copies: dict[str, str] = {}
+        same: dict[str, str] = {}
+        first: dict[str, str] = {}
+        for index, path in enumerate(paths):
+            digest = digests.get(path) or path
+            if digest in first:
+                same[path] = first[digest]
+                continue
+            first[digest] = path
+            copy = str(directory / f"{index}.abi3.so")
+            if wheel.symbol_copy(path, Path(copy)):
+                copies[copy] = path
+        if not copies:
+            return [LimitedApiAudit(path, (), ()) for path in paths]
         report = directory / "report.json"
         argv = [
             sys.executable,
@@ -87,7 +104,15 @@ def audit_limited_api(wheel: WheelContents, paths: Sequence[str], floor: str) ->
             why = lines[-1] if lines else f"exit status {proc.returncode}"
             msg = f"{wheel.path.name}: abi3audit could not audit its shared objects ({why})"
             raise VerifyError(msg) from None
-        return [_audit(data, copy, path, wheel.path.name) for copy, path in copies.items()]
+        audited = {path: _audit(data, copy, path, wheel.path.name) for copy, path in copies.items()}
+    return [_judged(audited.get(same.get(path, path)), path) for path in paths]
+
+
+def _judged(audit: LimitedApiAudit | None, path: str) -> LimitedApiAudit:
+    """`audit` (of the member with the same bytes, or None: nothing to judge) as `path`'s."""
+    if audit is None:
+        return LimitedApiAudit(path, (), ())
+    return dataclasses.replace(audit, path=path)
 
 
 def _audit(data: object, copy: str, path: str, wheel: str) -> LimitedApiAudit:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import json
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from release.config import matrix as matrix_mod
 from release.inspect.report import SCHEMA_FILE
@@ -800,3 +802,94 @@ def test_stable_abi_an_audit_past_its_deadline_fails_the_rule(
     result = _status(report, "stable-abi")
     assert result["status"] == "fail", result
     assert "abi3audit did not finish within 0.01 s" in result["message"]
+
+
+# A library larger than the stream keeps whole (8 MiB), unstripped: its .symtab and .strtab lie
+# past 24 MiB of data, outside every range the one pass keeps, and are read again for abi3audit.
+LARGE_PAD = '\n__attribute__((used)) static const unsigned char pad[24 << 20] = {1};\n'
+
+
+@pytest.fixture(scope="module")
+def large_full_api(abi3_exts: dict[str, bytes], tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    d = tmp_path_factory.mktemp("abi3large")
+    (d / "large.c").write_text(FULL_API_SOURCE + LARGE_PAD)
+    data = _gcc(d / "large.so", d / "large.c", f"-I{_include('3.12')}").read_bytes()
+    assert len(data) > 24 << 20 and b".symtab" in data
+    return data
+
+
+def test_stable_abi_audits_a_sparse_copy_of_what_the_one_pass_kept(
+    large_full_api: bytes,
+    abi3_loaded: matrix_mod.LoadedMatrix,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from release.inspect import stableabi
+
+    copies: list[tuple[int, int, bytes]] = []
+    audit = stableabi.audit_limited_api
+
+    def measured(wheel, paths, floor):  # type: ignore[no-untyped-def]
+        def symbol_copy(member: str, target: Path) -> bool:
+            written = copy(member, target)
+            copies.append((target.stat().st_size, target.stat().st_blocks * 512, target.read_bytes()))
+            return written
+
+        copy = wheel.symbol_copy
+        wheel.symbol_copy = symbol_copy
+        return audit(wheel, paths, floor)
+
+    monkeypatch.setattr("release.inspect.rules.abi.audit_limited_api", measured)
+    report = _report(_abi3_wheel(large_full_api), tmp_path, abi3_loaded)
+    result = _status(report, "stable-abi")
+    assert result["status"] == "fail", result
+    assert "PyUnicode_AsUTF8, _PyObject_GetDictPtr (not in the limited API)" in result["message"]
+    # The copy has the library's size but holds only its tables: a hole where its 24 MiB of data are.
+    ((size, on_disk, copy),) = copies
+    assert size == len(large_full_api) and on_disk < 1 << 20, (size, on_disk)
+    # ...and the symbol tables it holds are the library's, read again after the stream passed them.
+    with io.BytesIO(large_full_api) as fh:
+        symtab = ELFFile(fh).get_section_by_name(".symtab")
+        assert symtab is not None
+        lo, hi = symtab["sh_offset"], symtab["sh_offset"] + symtab["sh_size"]
+    assert lo > 24 << 20 and copy[lo:hi] == large_full_api[lo:hi]
+
+    # Tables past the limit: the member is streamed again whole, with the same verdict.
+    copies.clear()
+    (tmp_path / "again").mkdir()
+    monkeypatch.setattr("release.inspect.symboltables.LIMIT", 0)
+    again = _status(_report(_abi3_wheel(large_full_api), tmp_path / "again", abi3_loaded), "stable-abi")
+    assert again["message"] == result["message"]
+    ((size, on_disk, copy),) = copies
+    assert size == len(large_full_api) and on_disk >= 24 << 20 and copy == large_full_api
+
+
+def test_stable_abi_audits_each_distinct_library_that_names_python_once(
+    abi3_exts: dict[str, bytes],
+    libs: dict[str, bytes],
+    abi3_loaded: matrix_mod.LoadedMatrix,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The full-API module twice (as a versioned library's links are: the same bytes under three
+    names) and a library whose symbols name nothing of Python's: abi3audit is given one file, and
+    both copies of the module are named in the finding."""
+    from release import process
+
+    argvs: list[list[str]] = []
+    run = process.run
+
+    def recorded(argv, **kw):  # type: ignore[no-untyped-def]
+        argvs.append(list(argv))
+        return run(argv, **kw)
+
+    monkeypatch.setattr(process, "run", recorded)
+    spec = _abi3_wheel(abi3_exts["full"])
+    spec.files["xfer/_xfer_again.abi3.so"] = (abi3_exts["full"], 0o755)
+    spec.files["xfer/libplain.so"] = (libs["dup"], 0o755)
+    report = _report(spec, tmp_path, abi3_loaded)
+    result = _status(report, "stable-abi")
+    assert result["status"] == "fail", result
+    assert result["paths"] == [ABI3_EXT, "xfer/_xfer_again.abi3.so"]
+    (argv,) = argvs
+    assert len([a for a in argv if a.endswith(".abi3.so")]) == 1, argv

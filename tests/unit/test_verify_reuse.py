@@ -169,8 +169,8 @@ def test_a_wheel_written_to_while_it_is_read_is_refused(
     reader.read_wheel(wheel, ())
     assert len(hashed) == (1 if settled else 2)  # the file was written just now: hashed again
 
-    def read_and_write(*args: Any) -> Any:
-        result = real_read(*args)
+    def read_and_write(*args: Any, **kw: Any) -> Any:
+        result = real_read(*args, **kw)
         with wheel.open("r+b") as fh:
             if settled:  # the identity changes (its size here; any write sets the ctime)
                 fh.seek(0, 2)
