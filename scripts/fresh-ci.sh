@@ -55,7 +55,13 @@ sha="$(git -C "$repo" rev-parse --verify "$commit^{commit}")" || die "no commit 
 if [ -z "$root" ]; then root="$(mktemp -d /var/tmp/fresh-ci.XXXXXX)"; else mkdir -p "$root"; fi
 root="$(cd "$root" && pwd)"
 log_file="/var/tmp/fresh-ci.$(date +%Y%m%d-%H%M%S).log"
-cleanup() { [ "$keep" -eq 1 ] || rm -rf --one-file-system "$root"; }
+# Best effort, and never the run's verdict: a podman process of the run may still be writing under
+# the root's container storage as it ends (rm then finds a directory not empty): tried again once.
+cleanup() {
+  [ "$keep" -eq 0 ] || return 0
+  rm -rf --one-file-system "$root" 2>/dev/null || { sleep 2; rm -rf --one-file-system "$root"; } \
+    || log "note: $root could not be removed entirely; remove it by hand (the run's result stands)"
+}
 trap cleanup EXIT
 
 t_start=$(date +%s)
