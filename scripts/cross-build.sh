@@ -24,12 +24,19 @@ set -euo pipefail
 case "${1:-}" in
   setup)
     triplet="$2" debarch="$3" dist_python="$4" packages="${5:-}" toolkit="${6:-}"
+    # No manual pages or docs: a Multi-Arch: same package must ship byte-identical shared files on
+    # both machines, and Debian's two builds of some differ in a gzip'd man page (trixie's
+    # libpsl-dev, pulled in by libcurl4-openssl-dev:arm64: "trying to overwrite shared
+    # '/usr/share/man/man3/libpsl.3.gz'"), which stops the install; a build image needs neither.
+    printf '%s\n' 'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/doc/*' \
+      'path-include=/usr/share/doc/*/copyright' > /etc/dpkg/dpkg.cfg.d/01-cross-no-docs
     dpkg --add-architecture "$debarch"
     apt-get update -qq
     # shellcheck disable=SC2086  # a list of package names
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       "crossbuild-essential-$debarch" "libpython$dist_python-dev:$debarch" "libpython$dist_python-dev" \
-      $packages >/dev/null
+      $packages > /tmp/cross-apt.log 2>&1 \
+      || { tail -n 25 /tmp/cross-apt.log >&2; die "apt could not install the $debarch packages (its last lines are above)"; }
     arch_h="/usr/include/$triplet/python$dist_python/pyconfig.h"
     native_h="/usr/include/$(gcc -dumpmachine)/python$dist_python/pyconfig.h"
     # The target's pyconfig.h lines that differ from this machine's, as sed substitutions.
@@ -109,16 +116,39 @@ set(CMAKE_CXX_COMPILER $triplet-g++)
 set(CMAKE_FIND_ROOT_PATH /usr/$triplet /usr/lib/$triplet)
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
-set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+# Headers in the target's root, then /usr/include: a Debian multiarch system keeps a package's
+# machine-neutral headers there for every machine (libasio-dev's asio.hpp), and the target's own
+# under /usr/include/$triplet (CMake's CMAKE_LIBRARY_ARCHITECTURE, from the cross compiler).
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/$triplet/pkgconfig:/usr/share/pkgconfig)
 TC
     "$py" -m venv "$work/venv"
-    "$work/venv/bin/python" -m pip install -q --disable-pip-version-check build "scikit-build-core>=0.10" "nanobind>=2.0,!=2.6.0"
+    "$work/venv/bin/python" -m pip install -q --disable-pip-version-check build
+    # The project's own build requirements: its [build-system].requires and what its backend asks
+    # for, as `python -m build` would install them, here into the build interpreter's venv before
+    # the cross settings below are exported (pip then takes this machine's wheels of the tools that
+    # run here); the build itself runs --no-isolation with them.
+    "$work/venv/bin/python" - "$src" "${settings[@]}" <<'PY'
+import subprocess
+import sys
+
+from build import ProjectBuilder
+
+src, rest = sys.argv[1], sys.argv[2:]
+config = dict(rest[i + 1].split("=", 1) for i in range(0, len(rest), 2))  # -C KEY=VALUE pairs
+builder = ProjectBuilder(src, python_executable=sys.executable)
+pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+subprocess.run([*pip, *sorted(builder.build_system_requires)], check=True)
+extra = builder.get_requires_for_build("wheel", config)
+if extra:
+    subprocess.run([*pip, *sorted(extra)], check=True)
+PY
     soabi="cpython-${version/./}-$triplet"
     export _PYTHON_HOST_PLATFORM="linux-$machine" SETUPTOOLS_EXT_SUFFIX=".$soabi.so"
     export CMAKE_TOOLCHAIN_FILE="$work/toolchain.cmake"
-    export SKBUILD_CMAKE_ARGS="-DPython_INCLUDE_DIR=$inc;-DPython_SOABI=$soabi"
+    # Python_SOABI for FindPython (nanobind); PYTHON_MODULE_EXTENSION for pybind11's own suffix.
+    export SKBUILD_CMAKE_ARGS="-DPython_INCLUDE_DIR=$inc;-DPython_SOABI=$soabi;-DPYTHON_MODULE_EXTENSION=.$soabi.so"
     "$work/venv/bin/python" -m build --wheel --no-isolation "${settings[@]}" -o "$work/dist" "$src"
     LD_LIBRARY_PATH="/usr/$triplet/lib:/usr/lib/$triplet" \
       auditwheel repair --plat auto "${excludes[@]}" -w "$out" "$work"/dist/*.whl

@@ -202,7 +202,9 @@ def run_cross(
         out.mkdir(parents=True)
         started = time.monotonic()
         epoch = source_date_epoch(root)
-        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", work / "src": "/src:ro"}
+        # The staged copy, writable: a build writes into its source tree (setuptools' build/, a
+        # scikit-build-core `build-dir` such as Mooncake's `build/python/{wheel_tag}`).
+        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", work / "src": "/src"}
         for step in steps:
             say(f"[{variant.name}] cross-compiling Python {step.python} for {machine} in {image}")
             try:
@@ -250,7 +252,8 @@ def emulated_smoke(wheel: Path, variant: ResolvedVariant, machine: str, *, engin
     for command in variant.smoke_commands:
         script = shlex.join(["bash", "/toolkit-scripts/cross-build.sh", "run", MACHINES[machine].gnu_triplet,
                              DIST_PYTHON, f"/wheels/{wheel.name}", *command])  # fmt: skip
-        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", wheel.parent: "/wheels:ro"}
+        # resolved: podman takes a relative source ("wheelhouse/cpu") for a volume's name
+        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", wheel.parent.resolve(): "/wheels:ro"}
         try:
             proc = run_script(engine, image, script, timeout=SMOKE_TIMEOUT_S, mounts=mounts)
         except process.TimedOut as exc:

@@ -47,7 +47,9 @@ def _matrix(directory: Path, variant: str = "cpu") -> Path:
     return directory / "matrix.yaml"
 
 
-def test_an_aarch64_wheel_is_cross_compiled_verified_and_runs_under_emulation(tmp_path: Path) -> None:
+def test_an_aarch64_wheel_is_cross_compiled_verified_and_runs_under_emulation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     assert ENGINE is not None
     matrix = _matrix(tmp_path / "project")
     wheelhouse = tmp_path / "wheelhouse"
@@ -72,9 +74,11 @@ def test_an_aarch64_wheel_is_cross_compiled_verified_and_runs_under_emulation(tm
     report = json.loads(wheel.with_name(wheel.name + ".verify.json").read_text(encoding="utf-8"))
     assert report["ok"] is True
     assert {r["id"]: r["status"] for r in report["rules"]}["elf-machine"] == "pass"
-    # The matrix's smoke commands, under emulation.
+    # The matrix's smoke commands, under emulation; the wheel named relative to the working
+    # directory, as a user types it (podman would take a relative mount source for a volume name).
     (step,) = (s for s in make_plan(load(matrix)).builds if s.identifier == "cp313-cpu-manylinux_aarch64")
-    version, selftest = emulated_smoke(wheel, step.variant, "aarch64", engine=ENGINE)
+    monkeypatch.chdir(wheelhouse)
+    version, selftest = emulated_smoke(Path("cpu") / wheel.name, step.variant, "aarch64", engine=ENGINE)
     assert "0.1.0" in version and "backend cpu" in version, version
     assert json.loads(selftest[selftest.index("{") :])["ok"] is True, selftest
 
