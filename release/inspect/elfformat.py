@@ -18,8 +18,12 @@ ELF_MAGIC = b"\x7fELF"
 PT_LOAD, PT_DYNAMIC, PT_INTERP, PT_NOTE = 1, 2, 3, 4
 PF_X = 0x1
 ET_EXEC = 2
-SHT_STRTAB, SHT_HASH, SHT_DYNAMIC, SHT_NOBITS = 3, 5, 6, 8
-SHT_GNU_HASH, SHT_GNU_VERNEED = 0x6FFFFFF6, 0x6FFFFFFE
+SHT_SYMTAB, SHT_STRTAB, SHT_HASH, SHT_DYNAMIC, SHT_NOTE, SHT_NOBITS, SHT_DYNSYM = 2, 3, 5, 6, 7, 8, 11
+SHT_SYMTAB_SHNDX = 18
+SHT_GNU_HASH, SHT_GNU_VERDEF, SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFF6, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
+SHT_ATTRIBUTES = 0x70000003
+"""SHT_ARM_ATTRIBUTES and SHT_RISCV_ATTRIBUTES (the same number)."""
+SHF_COMPRESSED = 0x800
 DT_NULL, DT_NEEDED, DT_STRTAB, DT_STRSZ, DT_SONAME, DT_RPATH, DT_RUNPATH = 0, 1, 5, 10, 14, 15, 29
 DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFE, 0x6FFFFFFF
 DT_HASH, DT_GNU_HASH = 4, 0x6FFFFEF5
@@ -416,15 +420,16 @@ def machine_name(header: Header) -> str:
 def code_ranges(segments: Sequence[Segment]) -> list[tuple[int, int]]:
     """The file bytes of the executable loadable segments, sorted and merged."""
     code = [(s.offset, s.offset + s.filesz) for s in segments if s.type == PT_LOAD and s.flags & PF_X]
-    return _merged(code)
+    return merged_ranges(code)
 
 
 def loaded_ranges(segments: Sequence[Segment]) -> list[tuple[int, int]]:
     """The file bytes of every loadable segment, sorted and merged."""
-    return _merged([(s.offset, s.offset + s.filesz) for s in segments if s.type == PT_LOAD])
+    return merged_ranges([(s.offset, s.offset + s.filesz) for s in segments if s.type == PT_LOAD])
 
 
-def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def merged_ranges(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`ranges` sorted, overlapping and adjacent ones joined, empty ones left out."""
     spans = sorted(ranges)
     merged: list[tuple[int, int]] = []
     for start, end in spans:

@@ -15,26 +15,44 @@ import struct
 from dataclasses import dataclass
 
 from release.inspect.elf import ElfReadError, comment_section
-from release.inspect.elfformat import ElfFormatError, Image, read_header, read_sections
+from release.inspect.elfformat import (
+    SHF_COMPRESSED,
+    SHT_ATTRIBUTES,
+    SHT_DYNAMIC,
+    SHT_DYNSYM,
+    SHT_GNU_HASH,
+    SHT_GNU_VERDEF,
+    SHT_GNU_VERNEED,
+    SHT_GNU_VERSYM,
+    SHT_HASH,
+    SHT_NOTE,
+    SHT_STRTAB,
+    SHT_SYMTAB,
+    SHT_SYMTAB_SHNDX,
+    ElfFormatError,
+    Image,
+    merged_ranges,
+    read_header,
+    read_sections,
+)
 
 _WHOLE = frozenset(
     {
-        2,  # SHT_SYMTAB
-        3,  # SHT_STRTAB (the section names, symbol names, dynamic strings)
-        5,  # SHT_HASH
-        6,  # SHT_DYNAMIC
-        7,  # SHT_NOTE
-        11,  # SHT_DYNSYM
-        18,  # SHT_SYMTAB_SHNDX
-        0x6FFFFFF6,  # SHT_GNU_HASH
-        0x6FFFFFFD,  # SHT_GNU_verdef
-        0x6FFFFFFE,  # SHT_GNU_verneed
-        0x6FFFFFFF,  # SHT_GNU_versym
-        0x70000003,  # SHT_ARM_ATTRIBUTES / SHT_RISCV_ATTRIBUTES (parsed as the section is made)
+        SHT_SYMTAB,
+        SHT_STRTAB,  # the section names, symbol names, dynamic strings
+        SHT_HASH,
+        SHT_DYNAMIC,
+        SHT_NOTE,
+        SHT_DYNSYM,
+        SHT_SYMTAB_SHNDX,
+        SHT_GNU_HASH,
+        SHT_GNU_VERDEF,
+        SHT_GNU_VERNEED,
+        SHT_GNU_VERSYM,
+        SHT_ATTRIBUTES,  # parsed as the section is made
     }
 )
 """Section types whose whole content is kept."""
-SHF_COMPRESSED = 0x800
 LIMIT = 64 << 20
 """Bytes of tables one file's copy may hold; a file that needs more is copied whole instead."""
 
@@ -76,7 +94,9 @@ def symbol_ranges(path: str, image: Image) -> SymbolRanges | None:
     names = [
         (linked.offset, linked.offset + linked.size)
         for s in sections
-        if s.type in (2, 11) and 0 < s.link < len(sections) and (linked := sections[s.link]).in_file
+        if s.type in (SHT_SYMTAB, SHT_DYNSYM)
+        and 0 < s.link < len(sections)
+        and (linked := sections[s.link]).in_file
     ]
     for section in sections:
         if not section.in_file:
@@ -85,12 +105,7 @@ def symbol_ranges(path: str, image: Image) -> SymbolRanges | None:
             ranges.append((section.offset, section.offset + section.size))
         elif section.flags & SHF_COMPRESSED:
             ranges.append((section.offset, section.offset + min(section.size, chdr)))
-    merged: list[tuple[int, int]] = []
-    for lo, hi in sorted((lo, min(hi, image.size)) for lo, hi in ranges):
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        elif lo < hi:
-            merged.append((lo, hi))
+    merged = merged_ranges([(lo, min(hi, image.size)) for lo, hi in ranges])
     if sum(hi - lo for lo, hi in merged) > LIMIT:
         return None
     return SymbolRanges(merged, [(lo, min(hi, image.size)) for lo, hi in names])
