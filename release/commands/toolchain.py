@@ -16,11 +16,11 @@ from release import table
 from release.config.backends import load_backends
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import LoadedMatrix
-from release.config.resources import toolkit_backends
+from release.config.resources import toolkit_backends, toolkit_scripts
 from release.errors import ToolchainError, UsageError
 from release.machine.install import install_backend, install_pythons, run_script, script_for
 from release.machine.interpreters import interpreter
-from release.machine.toolchain import find_toolchain, install_hint, toolkit_scripts
+from release.machine.toolchain import find_toolchain, install_hint
 from release.plan.steps import make_plan
 from release.smoke.hostruntime import install_smoke_runtime
 

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 from release import process, settings
+from release.config.resources import toolkit_scripts
 from release.errors import ReleaseError, ToolchainError, UsageError
 from release.machine.interpreters import find_interpreter
-from release.machine.toolchain import toolkit_scripts
 
 INSTALL_TIMEOUT = 1800  # seconds: a toolkit from a vendor repository is a large download
 

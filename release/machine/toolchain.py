@@ -18,6 +18,7 @@ from packaging.version import InvalidVersion, Version
 
 from release import process
 from release.config.backends import Backend, ToolkitProbe
+from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
 
 PATCHELF_MINIMUM = Version("0.14.5")  # auditwheel repair refuses anything older
@@ -142,14 +143,6 @@ def link_env(prefix: str, probe: ToolkitProbe, inherited: str = "") -> dict[str,
         return {}
     dirs = [f"{prefix.rstrip('/')}/{d}" for d in probe.link_dirs]
     return {"LIBRARY_PATH": os.pathsep.join([*dirs, *([inherited] if inherited else [])])}
-
-
-def toolkit_scripts() -> Path:
-    """The toolchain install scripts shipped with the toolkit: `scripts/` in its source tree, which
-    an installed toolkit carries as `release/scripts_data/` (see pyproject.toml)."""
-    here = Path(__file__).resolve().parents[1]
-    installed = here / "scripts_data"
-    return installed if installed.is_dir() else here.parent / "scripts"
 
 
 def install_hint(backend: Backend) -> str:
