@@ -29,31 +29,19 @@ from release.builder.repair import declare_external
 from release.builder.stage import stage_project
 from release.config.machines import MACHINES, host_machine
 from release.config.resources import toolkit_scripts
-from release.errors import BuildError, ToolchainError, UsageError
+from release.errors import BuildError, SmokeError, ToolchainError, UsageError
 from release.machine import images
 from release.machine.containers import ContainerStepFailed, commit_script, run_script
+from release.machine.emulation import DIST_PYTHON, cross_image_tag, emulated_command, image_id
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.machine import machine_of
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
-from release.wheel.names import parse_wheel_name, python_tag, report_path
+from release.wheel.names import report_path
 
-DIST_PYTHON = "3.13"
-"""The Debian suite's own Python (trixie's), whose libpython-dev pair gives the target's pyconfig.h lines."""
 CROSS_LABEL = "io.release-toolkit.cross.base"
 SETUP_TIMEOUT_S = 1200
 WHEEL_TIMEOUT_S = 1800
-SMOKE_TIMEOUT_S = 600
-
-
-def cross_image_tag(base: str, machine: str) -> str:
-    """The cross image of the local build image `base` (a tag without a `:version`)."""
-    return f"{base}-cross-{machine}"
-
-
-def _image_id(engine: str, tag: str) -> str | None:
-    proc = process.run([engine, "image", "inspect", "--format", "{{.Id}}", tag], timeout=60)
-    return proc.stdout.strip() if proc.returncode == 0 else None
 
 
 def _label(engine: str, tag: str) -> str:
@@ -101,7 +89,7 @@ def ensure_cross_image(
     """The cross image of `base` for `machine`, made unless one over the same base image, scripts,
     packages and toolkit command exists (its label)."""
     tag = cross_image_tag(base, machine)
-    base_id = _image_id(engine, base)
+    base_id = image_id(engine, base)
     if base_id is None:
         msg = f"the build image {base} is not here (make it with `release build --variant {variant}` first)"
         raise ToolchainError(msg)
@@ -243,22 +231,12 @@ def emulated_smoke(wheel: Path, variant: ResolvedVariant, machine: str, *, engin
     (DIST_PYTHON), run under emulation (binfmt_misc's qemu-user) in the cross image; returns each
     command's output. Only a wheel of DIST_PYTHON can run there (the local images' other
     interpreters are this machine's)."""
-    wanted = python_tag(DIST_PYTHON)
-    if wanted not in parse_wheel_name(wheel.name).interpreters:
-        msg = f"{wheel.name}: the emulated smoke runs Debian's Python {DIST_PYTHON} of {machine} ({wanted})"
-        raise BuildError(msg)
-    image = cross_image_tag(variant.build_image.local, machine)
     outputs = []
     for command in variant.smoke_commands:
-        script = shlex.join(["bash", "/toolkit-scripts/cross-build.sh", "run", MACHINES[machine].gnu_triplet,
-                             DIST_PYTHON, f"/wheels/{wheel.name}", *command])  # fmt: skip
-        # resolved: podman takes a relative source ("wheelhouse/cpu") for a volume's name
-        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", wheel.parent.resolve(): "/wheels:ro"}
         try:
-            proc = run_script(engine, image, script, timeout=SMOKE_TIMEOUT_S, mounts=mounts)
-        except process.TimedOut as exc:
-            msg = f"{wheel.name}: `{' '.join(command)}` under emulation took over {SMOKE_TIMEOUT_S} s"
-            raise BuildError(msg) from exc
+            proc = emulated_command(wheel, variant, machine, command, engine=engine)
+        except SmokeError as exc:
+            raise BuildError(str(exc)) from exc
         if proc.returncode != 0:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             msg = f"{wheel.name}: `{' '.join(command)}` under emulation exited {proc.returncode}: {tail}"

@@ -47,7 +47,7 @@ from release.machine.interpreters import require_interpreter
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.publish.release_day import held_names
-from release.smoke.placement import emulated_platform, host_libc
+from release.smoke.machines import machine_runs
 from release.variants.cases import INSTALLERS, NVIDIA_DRIVER, SETUPS, plan_cases
 from release.variants.make import DEFAULT_OUT, VariantSet, variant_set
 from release.variants.metadata import INDEX_SUFFIX
@@ -140,14 +140,9 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         variants, pythons, installers, setups, shared,
         nvidia_driver=NVIDIA_DRIVER.exists(), newest=newest, held=held,
     )  # fmt: skip
-    platform = emulated_platform(per_name)
-    if platform is not None:
-        print(
-            f"this host ({host_libc()}) cannot install {platform} wheels: pip and uv resolve as a "
-            f"{platform} machine would (--platform, --python-platform) and install into the fresh venvs",
-            file=sys.stderr,
-            flush=True,
-        )
+    runs = machine_runs(cases, per_name, variants)
+    for line in runs.said:
+        print(line, file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="check-resolution-") as scratch:
         work = Path(scratch)
         indexes = {
@@ -159,7 +154,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             indexes["variants"] = lay_out(work / "variants", _variant_files(directory, shared))
         outcomes: list[Outcome] = []
         with serving(indexes) as servers:
-            for case in cases:
+            for case, platform in runs.cases:
                 outcome = run_case(
                     case, interpreters[case.python], servers, variants,
                     work=work, pip_runner=sys.executable, outside={"public": public} if public else None,

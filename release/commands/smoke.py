@@ -14,6 +14,7 @@ from release.errors import SmokeError
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
+from release.smoke.emulated import Foreign, emulated_legs, foreign_wheels
 from release.smoke.outcome import Outcome, command_outputs, report, summary
 from release.smoke.runner import smoke_variant
 from release.smoke.selection import HOST_IMAGE, wheels_for
@@ -50,37 +51,52 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     def log(line: str) -> None:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
-    outcomes: list[Outcome] = []
+    outcomes, left = list[Outcome](), list[str]()
     started = time.monotonic()
     for name, variant in plan.variants.items():
-        if not args.variant and not wheels_for(wheelhouse / name, variant, args.python):
-            continue
-        outcomes += smoke_variant(
-            variant,
-            wheelhouse=wheelhouse,
-            python=args.python,
-            images=args.image,
-            in_image=args.in_image,
-            log=log,
-            pull=args.pull,
-        )
+        foreign = _other_machines(args, wheelhouse / name, variant)
+        here = wheels_for(wheelhouse / name, variant, args.python)
+        if here or (args.variant and not foreign):
+            outcomes += smoke_variant(
+                variant,
+                wheelhouse=wheelhouse,
+                python=args.python,
+                images=args.image,
+                in_image=args.in_image,
+                log=log,
+                pull=args.pull,
+            )
+        ran, not_run = emulated_legs(variant, foreign, log=log)
+        outcomes, left = outcomes + ran, left + not_run
     if not outcomes:
-        msg = f"no wheels to smoke-test in {wheelhouse}"
-        raise SmokeError(msg)
+        raise SmokeError("\n".join([f"no wheels to smoke-test in {wheelhouse}", *left]))
     _say_outputs(args.verbose, outcomes, log)
     if args.json:
         print(json.dumps(report(outcomes), indent=2))
     else:
-        print()
-        print(summary(outcomes))
-        print(f"\n{sum(o.ok for o in outcomes)}/{len(outcomes)} passed in {time.monotonic() - started:.0f}s")
+        _say_summary(outcomes, left, time.monotonic() - started)
         _say_skipped(plan.variants.values())
-    failed = [o for o in outcomes if not o.ok]
-    if failed:
-        lines = [f"{o.wheel} in {o.image}: {o.error}" for o in failed]
-        msg = f"{len(failed)} smoke check(s) failed:\n" + "\n".join(lines)
-        raise SmokeError(msg)
+    if failed := [f"{o.wheel} in {o.image}: {o.error}" for o in outcomes if not o.ok]:
+        raise SmokeError("\n".join([f"{len(failed)} smoke check(s) failed:", *failed]))
     return 0
+
+
+def _other_machines(args: argparse.Namespace, directory: Path, variant: ResolvedVariant) -> list[Foreign]:
+    """The variant's wheels of other machines than this one, when the run includes host legs
+    (no --image, or --image host, and not --in-image): each runs under emulation or is left."""
+    if args.in_image is not None or (args.image and HOST_IMAGE not in args.image):
+        return []
+    return foreign_wheels(wheels_for(directory, variant, args.python, other_machines=True), args.python)
+
+
+def _say_summary(outcomes: list[Outcome], left: list[str], seconds: float) -> None:
+    """The table of legs, the count that passed, and the wheels left to their own machines."""
+    print()
+    print(summary(outcomes))
+    print(f"\n{sum(o.ok for o in outcomes)}/{len(outcomes)} passed in {seconds:.0f}s")
+    if left:
+        print(f"not smoke-tested here, left to their machines ({len(left)}):")
+        print("\n".join(f"  {line}" for line in left))
 
 
 def _say_outputs(verbose: bool, outcomes: list[Outcome], log: Callable[[str], None]) -> None:

@@ -11,21 +11,24 @@ from release.config.pythons import newer_pythons
 from release.errors import SmokeError, UsageError
 from release.machine.interpreters import find_interpreter
 from release.plan.resolve import ResolvedVariant
-from release.wheel.names import InvalidWheelName, WheelName, parse_wheel_name, python_tag
+from release.wheel.names import InvalidWheelName, WheelName, parse_wheel_name
 
 HOST_IMAGE = "host"
 
 
-def wheels_for(wheelhouse: Path, variant: ResolvedVariant, python: str | None) -> list[Path]:
-    """The variant's wheels in `wheelhouse` (already `wheelhouse/<variant>`), for one Python or all."""
+def wheels_for(
+    wheelhouse: Path, variant: ResolvedVariant, python: str | None, *, other_machines: bool = False
+) -> list[Path]:
+    """The variant's wheels in `wheelhouse` (already `wheelhouse/<variant>`), for one Python or all:
+    those this machine runs, or with `other_machines` those it does not (`release.smoke.emulated`)."""
     found = []
     for wheel in sorted(wheelhouse.glob("*.whl")):
         try:
             name = parse_wheel_name(wheel)
         except InvalidWheelName:
             continue
-        if name.matches(variant.distribution) and (python is None or serves(name, python)):
-            found += [wheel] if _runs_here(name) else []
+        if name.matches(variant.distribution) and (python is None or name.serves(python)):
+            found += [wheel] if _runs_here(name) != other_machines else []
     return found
 
 
@@ -47,14 +50,6 @@ def smoke_pythons(wheel: Path, variant: ResolvedVariant, python: str | None) -> 
         return [own]
     found = [p for p in newer_pythons() if p not in variant.pythons and find_interpreter(p) is not None]
     return [p for p in (*variant.pythons, *found) if _key(p) >= _key(own)]
-
-
-def serves(name: WheelName, python: str) -> bool:
-    """Whether a wheel installs into this CPython: its own tag, or abi3 from its version on."""
-    if python_tag(python) in name.interpreters:
-        return True
-    floor = name.python_version()
-    return "abi3" in name.abis and floor is not None and _key(python) >= _key(floor)
 
 
 def _key(version: str) -> tuple[int, ...]:

@@ -31,6 +31,7 @@ from typing import TypeVar
 from packaging.utils import canonicalize_name
 
 from release import process
+from release.config.machines import machine_of_tag
 from release.plan.resolve import ResolvedVariant
 from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
 from release.wheel.archive import parse_metadata
@@ -144,11 +145,15 @@ class Case:
     """A failure is acceptable (uv's first-index rule on an index that lacks this Python)."""
     env: Mapping[str, str] = field(default_factory=dict)
     note: str = ""
+    machine: str = ""
+    """The machine the install resolves for, when the set holds several ('' when one): its wheel
+    must be installed, never another machine's."""
 
     @property
     def label(self) -> str:
         forced = " ".join(f"{k}={v}" for k, v in self.env.items())
-        return f"{self.installer} install {self.requirement}{' (' + forced + ')' if forced else ''}"
+        on = f" on {self.machine}" if self.machine else ""
+        return f"{self.installer} install {self.requirement}{on}{' (' + forced + ')' if forced else ''}"
 
 
 @dataclass(frozen=True)
@@ -194,6 +199,7 @@ class Outcome:
             "indexes": list(c.indexes),
             "env": dict(c.env),
             "expect": c.expect.name if c.expect else None,
+            "machine": c.machine or None,
             "ok": self.ok,
             "detail": self.detail,
         }
@@ -299,6 +305,11 @@ def judge(
             f"{found.text()}{where}, but theirs wins whenever its version is higher",
         )
     got = build_of(found, variants)
+    machine = _wheel_machine(found.wheel)
+    if case.expect is not None and case.machine and machine != case.machine:
+        return Outcome(
+            case, False, f"another machine's wheel: {found.wheel}{where} is for {machine}, not {case.machine}"
+        )
     if case.expect is None:
         return Outcome(case, False, f"installed {found.text()}{where}, but this install must fail")
     if got is None or got.name != case.expect.name:
@@ -312,6 +323,15 @@ def judge(
             f"({case.expect.backend_name}, binds {_binds(case.expect)})",
         )
     return Outcome(case, True, f"{found.text()}{where}")
+
+
+def _wheel_machine(wheel: str) -> str | None:
+    """The machine of a wheel file name's platform tags (None when they name none, or several)."""
+    try:
+        machines = {machine_of_tag(p) for p in parse_wheel_name(wheel).platforms} - {None}
+    except InvalidWheelName:
+        return None
+    return machines.pop() if len(machines) == 1 else None
 
 
 def _binds(variant: ResolvedVariant) -> str:

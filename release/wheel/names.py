@@ -19,6 +19,10 @@ def python_tag(version: str) -> str:
     return "cp" + version.replace(".", "")
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
 def tag_python(tag: str) -> tuple[int, int] | None:
     """'cp312' -> (3, 12); None for a tag that is not one CPython version (`py3`, `pp310`, `abi3`)."""
     match = _CPYTHON.match(tag)
@@ -91,6 +95,13 @@ class WheelName:
 
     def matches(self, distribution: str) -> bool:
         return self.distribution == canonicalize_name(distribution)
+
+    def serves(self, python: str) -> bool:
+        """Whether the wheel installs into this CPython ('3.13'): its own tag, or abi3 from its version on."""
+        if python_tag(python) in self.interpreters:
+            return True
+        floor = self.python_version()
+        return "abi3" in self.abis and floor is not None and _version_key(python) >= _version_key(floor)
 
 
 def parse_wheel_name(name: str | Path) -> WheelName:

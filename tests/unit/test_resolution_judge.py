@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from release.config import matrix as matrix_mod
@@ -121,3 +122,18 @@ def test_a_set_newer_than_this_host_resolves_for_its_platform(tmp_path: Path) ->
     pip_case = Case("per-name", "pip", "3.12", "xfer-engine-cpu", ("release",), None)
     plain = install_command(pip_case, venv, urls, "py")
     assert "--platform" not in plain and "--target" not in plain
+
+
+def test_another_machines_wheel_fails_a_case_of_one_machine() -> None:
+    """Issue 48: x86_64 and aarch64 wheels under one name; an install resolved for aarch64 that
+    gave the x86_64 wheel is a user on a Grace machine getting code it cannot run."""
+    case = dataclasses.replace(_case("rocm"), machine="aarch64")
+    ok, detail = _judge(case, ROCM)
+    assert not ok
+    assert detail == (
+        "another machine's wheel: xfer_engine_rocm-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl from "
+        "index release is for x86_64, not aarch64"
+    )
+    assert case.label == "pip install xfer-engine-rocm on aarch64"
+    ok, _ = _judge(dataclasses.replace(case, machine="x86_64"), ROCM)
+    assert ok
