@@ -87,6 +87,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "built in local Debian trixie images where the matrix's floor image is in a registry",
     )
     add(
+        "--arch",
+        action="append",
+        default=[],
+        metavar="MACHINE",
+        help="only these machines of platform.architectures (repeatable): the jobs' checkout lists "
+        "just them, e.g. --arch x86_64 where another machine's Pythons cannot run here under emulation",
+    )
+    add(
         "--toolkit",
         type=Path,
         metavar="WHEEL",
@@ -94,9 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '(`pip install .`) or the pinned "$TOOLKIT" (which it must satisfy): an adopter rehearsing a '
         "toolkit that is not on the index yet",
     )
-    add(
-        "--repo", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs"
-    )
+    add("--repo", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs")
 
 
 def _env(pairs: list[str], flag: str = "--env") -> dict[str, str]:
@@ -115,7 +121,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         loaded, tag=args.tag, workflow_path=args.workflow, work=args.work, lowest=not args.latest,
         variant=args.variant, user=args.user, repository=args.repo, env=_env(args.env),
         inputs=_env(args.input, "--input"), release_assets=args.release_assets, pythons=args.python,
-        floor=args.floor, toolkit=args.toolkit, installer=args.installer,
+        floor=args.floor, machines=args.arch, toolkit=args.toolkit, installer=args.installer,
         log=lambda line: print(line, flush=True),
     )  # fmt: skip
     print()

@@ -17,11 +17,15 @@ _PYTHON = re.compile(r"(?m)^python:[ \t]*\[[^\]\n]*\][ \t]*(#.*)?$")
 _PLATFORM = re.compile(r"(?m)^platform:[ \t]*(#.*)?$")
 _TOP_KEY = re.compile(r"(?m)^[A-Za-z_]")
 _FLOOR = re.compile(r"(?m)^(?P<indent>[ \t]+)floor:[ \t]*(?P<value>[A-Za-z0-9_.]+)")
+_TIERS = re.compile(r"(?m)^(?P<indent>[ \t]{4,})hardware:[ \t]*\[(?P<value>[^\]\n]*)\]")
+_MACHINES = re.compile(r"(?m)^(?P<indent>[ \t]+)architectures:[ \t]*(?P<value>\[[^\]\n]*\])")
 
 
-def narrowed(loaded: LoadedMatrix, pythons: Sequence[str], floor: str | None) -> tuple[str, list[str]] | None:
+def narrowed(
+    loaded: LoadedMatrix, pythons: Sequence[str], floor: str | None, machines: Sequence[str] = ()
+) -> tuple[str, list[str]] | None:
     """(the matrix text the jobs' checkout holds, one line per change), or None without a change."""
-    if not pythons and floor is None:
+    if not pythons and floor is None and not machines:
         return None
     text = loaded.path.read_text(encoding="utf-8")
     said = []
@@ -53,10 +57,54 @@ def narrowed(loaded: LoadedMatrix, pythons: Sequence[str], floor: str | None) ->
             # the matrix's floor is a policy (each of platform.architectures gets its tag): so is
             # the narrowed one, or a one-machine tag beside aarch64 would be the checkout's error
             written = floor.removesuffix(f"_{machine}")
-            machines = ", ".join(loaded.matrix.platform.machines)
-            how = f"--floor {floor}: a policy, as {file}'s, each of {machines} its own tag"
+            listed = ", ".join(loaded.matrix.platform.machines)
+            how = f"--floor {floor}: a policy, as {file}'s, each of {listed} its own tag"
         text = text[: match.start("value")] + written + text[match.end("value") :]
         said.append(
             f"platform.floor {written} ({how}; {file} says {old}, whose build image is in a registry)"
         )
+    if machines:
+        text = _narrow_machines(text, file, loaded.matrix.platform.machines, machines, said)
+        gone = sorted(n for n, h in loaded.matrix.hardware.items() if h.machine not in machines)
+        text = _drop_tiers(text, gone, said)
     return text, said
+
+
+def _narrow_machines(
+    text: str, file: str, declared: Sequence[str], machines: Sequence[str], said: list[str]
+) -> str:
+    """`platform.architectures` narrowed to `machines` (their order in the file), said in `said`."""
+    unknown = [m for m in machines if m not in declared]
+    if unknown:
+        msg = f"--arch {unknown[0]}: not a machine of {file} (platform.architectures: {', '.join(declared)})"
+        raise UsageError(msg)
+    kept = [m for m in declared if m in machines]
+    block = _PLATFORM.search(text)
+    match = _MACHINES.search(text, block.end()) if block is not None else None
+    if match is None or (block is not None and _TOP_KEY.search(text, block.end(), match.start())):
+        msg = f"--arch: {file} has no one-line `architectures: [...]` under platform to narrow"
+        raise UsageError(msg)
+    said.append(
+        f"platform.architectures [{', '.join(kept)}] (--arch; {file} lists {', '.join(declared)}: "
+        "the others' jobs are left out)"
+    )
+    return text[: match.start("value")] + "[" + ", ".join(kept) + "]" + text[match.end("value") :]
+
+
+def _drop_tiers(text: str, gone: Sequence[str], said: list[str]) -> str:
+    """The hardware tiers of the machines left out, taken off every variant's one-line
+    `hardware: [...]` list (the tiers stay declared; no wheel of theirs is built)."""
+    if not gone:
+        return text
+
+    def keep(match: re.Match[str]) -> str:
+        names = [n.strip() for n in match.group("value").split(",") if n.strip()]
+        kept = [n for n in names if n not in gone]
+        return match.group(0) if kept == names else f"{match.group('indent')}hardware: [{', '.join(kept)}]"
+
+    narrowed_text = _TIERS.sub(keep, text)
+    if narrowed_text != text:
+        said.append(
+            f"variants' hardware without {', '.join(gone)} (--arch: their machine's wheels are left out)"
+        )
+    return narrowed_text

@@ -38,13 +38,14 @@ def rehearse(
     release_assets: Path | None = None,
     pythons: Sequence[str] = (),
     floor: str | None = None,
+    machines: Sequence[str] = (),
     toolkit: Path | None = None,
     installer: str = "uv",
     log: Callable[[str], None] = print,
 ) -> Rehearsed:
     """Rehearse `workflow_path` (default: release.yml beside the matrix) for `tag`, in `work`
-    (default: build/rehearse/ beside the matrix), the jobs' checkout narrowed to `pythons` and
-    `floor` when given."""
+    (default: build/rehearse/ beside the matrix), the jobs' checkout narrowed to `pythons`,
+    `floor` and `machines` when given."""
     version_from_tag(tag, loaded.matrix.publish.tag_pattern)  # a wrong tag stops here, in one line
     root = loaded.root
     path = workflow_path or root / ".github" / "workflows" / "release.yml"
@@ -63,7 +64,7 @@ def rehearse(
         env=env or {},
         inputs=inputs or {},
         release_assets=release_assets.resolve() if release_assets else None,
-        checkout_files=_checkout_files(loaded, pythons, floor, log),
+        checkout_files=_checkout_files(loaded, pythons, floor, machines, log),
         toolkit=toolkit.resolve() if toolkit else None,
         installer=installer,
     )
@@ -79,10 +80,14 @@ def rehearse(
 
 
 def _checkout_files(
-    loaded: LoadedMatrix, pythons: Sequence[str], floor: str | None, log: Callable[[str], None]
+    loaded: LoadedMatrix,
+    pythons: Sequence[str],
+    floor: str | None,
+    machines: Sequence[str],
+    log: Callable[[str], None],
 ) -> dict[str, str]:
-    """The jobs' checkout's matrix file narrowed to `pythons` and `floor` ({} when not narrowed)."""
-    narrow = narrowed(loaded, pythons, floor)
+    """The jobs' checkout's matrix file narrowed to `pythons`, `floor` and `machines` ({} when not)."""
+    narrow = narrowed(loaded, pythons, floor, machines)
     if narrow is None:
         return {}
     text, said = narrow

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from release.config.machines import machine_of_tag
 from release.config.matrix import load
 from release.machine.containers import container_engine
 from release.plan.steps import make_plan
@@ -66,18 +67,28 @@ def make_repo(
     *,
     pythons: list[str] | None = None,
     floor: str | None = None,
+    machines: tuple[str, ...] = ("x86_64",),
+    variant_wheels: dict[str, Any] | None = None,
 ) -> Path:
     """A repository like ours (toolkit, engine, workflows) whose matrix holds `variants`. Its
     Pythons and floor stay matrix.yaml's unless given: a rehearsal narrows them for its jobs with
-    `NARROW`, and the local images stay the ones the real matrix makes."""
+    `NARROW`, and the local images stay the ones the real matrix makes. Its machines are x86_64's
+    alone unless given (an aarch64 job here runs only Debian's Python under emulation)."""
     real_repo(directory)
     data = matrix_data()
     if pythons is not None:
         data["python"] = pythons
     if floor is not None:
         data["platform"]["floor"] = floor
+    if floor is not None and machine_of_tag(floor) is not None:  # one machine's tag: its alone
+        data["platform"].pop("architectures", None)
+        data["platform"].pop("floors", None)
+    else:
+        data["platform"]["architectures"] = list(machines)
     data["variants"] = variants
-    if not set((data.get("variant_wheels") or {}).get("variants", ())) <= set(variants):
+    if variant_wheels is not None:
+        data["variant_wheels"] = variant_wheels
+    elif not set((data.get("variant_wheels") or {}).get("variants", ())) <= set(variants):
         data.pop("variant_wheels")  # a variant set is made of each of its variants
     data["images"] = images or {}
     data["hardware"] = {}

@@ -108,7 +108,8 @@ DEFINES_HIP = "cmake_defines: {XFER_BACKEND: hip}"
 ROCM_EXCLUDE = 'exclude: ["libamdhip64.so*", "libhsa-runtime64.so*"]'
 PYPI = 'repository: "https://upload.pypi.org/legacy/"'
 MUSA_EXCLUDE = 'exclude: ["libmusart.so*", "libmusa.so*"]'
-FLOOR = "floor: manylinux_2_28_x86_64"
+FLOOR = "floor: manylinux_2_28 "
+ARCHES = "  architectures: [x86_64, aarch64]"
 
 
 def cpu_extra(yaml_line: str) -> Mutation:
@@ -209,9 +210,9 @@ CASES = [
         "    device_code:", "variants.rocm.device_code", "expected true or false, got 'false'"),
     bad("device-code-as-int", sub("device_code: false", "device_code: 0"),
         "    device_code:", "variants.rocm.device_code", "expected true or false, got '0'"),
-    bad("nodes-as-float", sub("nodes: 2 ", "nodes: 2.0 "),
+    bad("nodes-as-float", under("  mi350x-pd:", "nodes: 2 ", "nodes: 2.0 "),
         ("  mi350x-pd:", "    nodes:"), "hardware.mi350x-pd.nodes", "expected an integer, got '2.0'"),
-    bad("nodes-as-bool", sub("nodes: 2 ", "nodes: true "),
+    bad("nodes-as-bool", under("  mi350x-pd:", "nodes: 2 ", "nodes: true "),
         ("  mi350x-pd:", "    nodes:"), "hardware.mi350x-pd.nodes", "expected an integer, got 'true'"),
     bad("schema-version-quoted", sub("schema_version: 1\n", 'schema_version: "1"\n'),
         "schema_version:", "schema_version", "'1' is not one of 1"),
@@ -220,7 +221,7 @@ CASES = [
         'YAML read 13.0 as the number 13.0: quote it ("13.0")'),
     bad("version-as-float", sub('version: "0.1.0"', "version: 0.1"),
         "  version:", "engine.version", "YAML read 0.1 as the number 0.1"),
-    bad("binary-tag-on-a-string", sub("floor: manylinux_2_28_x86_64", "floor: !!binary '@@@'"),
+    bad("binary-tag-on-a-string", sub(FLOOR, "floor: !!binary '@@@' "),
         "  floor:", "platform.floor", "expected a string, got '@@@'"),
     bad("timestamp-as-string", sub('version: "0.1.0"', "version: 2024-01-01"),
         "  version:", "engine.version", "expected a string, got '2024-01-01'"),
@@ -236,7 +237,7 @@ CASES = [
     bad("missing-simulate-runtime",
         under("  rocm-distro:", "simulate: {runtime: system}", "simulate: {}"),
         ("  rocm-distro:", "    simulate:"), "images.rocm-distro.simulate.runtime", "missing required key"),
-    bad("missing-floor", sub("  floor: manylinux_2_28_x86_64 ", "  x-floor: manylinux_2_28_x86_64 "),
+    bad("missing-floor", sub(f"  {FLOOR}", f"  x-{FLOOR}"),
         "  x-floor:", "platform.floor", "missing required key"),
     bad("missing-prefix-define", sub("    prefix_define: XFER_CORE_PREFIX\n", ""),
         "    cmake_source:", "engine.prebuild.prefix_define", "missing required key"),
@@ -249,16 +250,15 @@ CASES = [
         "python:", "python[4]", "'3.13' is listed twice"),
     bad("python-none", sub('python: ["3.10", "3.11", "3.12", "3.13", "3.14"]', "python: []"),
         "python:", "python", "list at least one Python version"),
-    bad("floor-of-one-arch-for-two", sub(FLOOR, f"{FLOOR}\n  architectures: [x86_64, aarch64]"),
+    bad("floor-of-one-arch-for-two", sub(FLOOR, "floor: manylinux_2_28_x86_64 "),
         "  floor:", "platform.floor", "the floor of x86_64 alone, but platform.architectures lists aarch64"),
-    bad("architecture-debian-name", sub(FLOOR, "floor: manylinux_2_28\n  architectures: [arm64]"),
+    bad("architecture-debian-name", sub(ARCHES, "  architectures: [arm64]"),
         "  architectures:", "platform.architectures[0]",
         "'arm64' is no machine architecture; did you mean 'aarch64'?"),
     bad("floors-of-another-machine",
-        sub(FLOOR, "floor: manylinux_2_28\n  floors: {aarch64: manylinux_2_34_x86_64}\n"
-                   "  architectures: [x86_64, aarch64]"),
+        sub(ARCHES, f"  floors: {{aarch64: manylinux_2_34_x86_64}}\n{ARCHES}"),
         "  floors:", "platform.floors.aarch64", "is not a platform tag of aarch64"),
-    bad("floor-plain-linux", sub("floor: manylinux_2_28_x86_64", "floor: linux_x86_64"),
+    bad("floor-plain-linux", sub(FLOOR, "floor: linux_x86_64 "),
         "  floor:", "platform.floor", "is not a platform tag like manylinux_2_28_x86_64"),
     bad("import-name-dashed", sub("import_name: xfer ", "import_name: xfer-engine "),
         "  import_name:", "engine.import_name", "'xfer-engine' is not a Python identifier"),
@@ -436,9 +436,9 @@ CASES = [
         ("  sglang-rocm:", "    python:"), "images.sglang-rocm.python[0]", "'3.9' is not supported"),
     bad("runner-empty", under("  mi355x:", "runner: [self-hosted, linux, x64, rocm, mi355x]", "runner: []"),
         ("  mi355x:", "    runner:"), "hardware.mi355x.runner", "list the runner labels"),
-    bad("nodes-three", sub("nodes: 2 ", "nodes: 3 "),
+    bad("nodes-three", under("  mi350x-pd:", "nodes: 2 ", "nodes: 3 "),
         ("  mi350x-pd:", "    nodes:"), "hardware.mi350x-pd.nodes", "1 (one runner) or 2"),
-    bad("nodes-zero", sub("nodes: 2 ", "nodes: 0 "),
+    bad("nodes-zero", under("  mi350x-pd:", "nodes: 2 ", "nodes: 0 "),
         ("  mi350x-pd:", "    nodes:"), "hardware.mi350x-pd.nodes", "1 (one runner) or 2"),
     bad("prerelease-unknown", sub("prerelease: separate-index", "prerelease: never"),
         "  prerelease:", "publish.prerelease", "'never' is not one of 'publish', 'separate-index', 'skip'"),

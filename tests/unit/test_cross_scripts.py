@@ -20,11 +20,7 @@ MATRIX_FILE = ROOT / "matrix.yaml"
 
 @pytest.fixture(scope="module")
 def aarch64_steps() -> dict[str, plan.BuildStep]:
-    text = MATRIX_FILE.read_text(encoding="utf-8")
-    old = "  floor: manylinux_2_28_x86_64"
-    assert text.count(old) == 1
-    text = text.replace(old, "  floor: manylinux_2_28\n  architectures: [x86_64, aarch64]")
-    built = plan.make_plan(matrix.loads(text, path=MATRIX_FILE)).builds
+    built = plan.make_plan(matrix.load(MATRIX_FILE)).builds  # matrix.yaml: x86_64 and aarch64
     return {
         s.variant.name: s for s in built if s.identifier.startswith("cp313-") and "aarch64" in s.identifier
     }

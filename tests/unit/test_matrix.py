@@ -43,7 +43,8 @@ def test_variants_and_distributions(loaded: matrix.LoadedMatrix) -> None:
 
 def test_pythons_and_floor(loaded: matrix.LoadedMatrix) -> None:
     assert loaded.matrix.python == ("3.10", "3.11", "3.12", "3.13", "3.14")
-    assert loaded.matrix.platform.floor == "manylinux_2_28_x86_64"
+    assert loaded.matrix.platform.floor == "manylinux_2_28"  # a policy: each machine its own tag
+    assert loaded.matrix.platform.machines == ("x86_64", "aarch64")
     assert loaded.matrix.schema_version == 1
 
 
@@ -67,7 +68,7 @@ def test_images_and_hardware_are_defined_and_referenced(loaded: matrix.LoadedMat
     m = loaded.matrix
     assert {"clean-minbase", "rocm-distro", "rocm-opt-prefix", "rocm-ld-library-path", "rocm-absent",
             "vllm-rocm", "sglang-rocm"} <= set(m.images)
-    assert set(m.hardware) == {"mi300x", "mi355x", "mi350x-pd"}
+    assert set(m.hardware) == {"mi300x", "mi355x", "mi350x-pd", "gh200", "gb200-pd"}
     for variant in m.variants.values():
         assert set(variant.images) <= set(m.images)
         assert set(variant.hardware) <= set(m.hardware)

@@ -19,6 +19,16 @@ ALL_VARIANTS = ("cpu", "cuda", "rocm", "musa")
 HELD_BACK = ("musa",)  # matrix.yaml holds musa back (no MUSA installer in CI)
 VARIANTS = tuple(v for v in ALL_VARIANTS if v not in HELD_BACK)
 TAGS = ("cp310", "cp311", "cp312", "cp313", "cp314")
+# matrix.yaml's machines per variant: cpu and cuda on both, rocm x86_64 by its backend's data
+MACHINES = {"cpu": ("x86_64", "aarch64"), "cuda": ("x86_64", "aarch64"), "rocm": ("x86_64",)}
+
+
+def ids_of(variants: tuple[str, ...] = VARIANTS, tags: tuple[str, ...] = TAGS) -> list[str]:
+    """The identifiers in plan order: variant, then machine, then Python."""
+    return [f"{t}-{v}-manylinux_{m}" for v in variants for m in MACHINES[v] for t in tags]
+
+
+STEPS = len(ids_of())  # 25: 5 Pythons x (2 + 2 + 1)
 
 
 @pytest.fixture(scope="module")
@@ -30,14 +40,14 @@ def _ids(steps: tuple[plan.BuildStep, ...] | tuple[plan.SmokeStep, ...]) -> list
     return [s.identifier for s in steps]
 
 
-def test_fifteen_build_steps_and_the_held_back_variant(loaded: matrix.LoadedMatrix) -> None:
+def test_twenty_five_build_steps_and_the_held_back_variant(loaded: matrix.LoadedMatrix) -> None:
     steps = plan.make_plan(loaded).builds
-    assert len(steps) == 15
+    assert len(steps) == STEPS == 25
     assert set(plan.make_plan(loaded).held_back) == set(HELD_BACK)
     everything = plan.make_plan(loaded, include_held_back=True)
-    assert len(everything.builds) == 20
+    assert len(everything.builds) == 30  # musa: x86_64 only, by its backend's data
     assert everything.held_back == {}
-    assert sorted(_ids(steps)) == sorted(f"{t}-{v}-manylinux_x86_64" for v in VARIANTS for t in TAGS)
+    assert _ids(steps) == ids_of()
     rocm312 = next(s for s in steps if s.identifier == "cp312-rocm-manylinux_x86_64")
     assert rocm312.to_json() == {
         "identifier": "cp312-rocm-manylinux_x86_64",
@@ -64,11 +74,10 @@ def test_platform_family_drops_the_glibc_version() -> None:
 @pytest.mark.parametrize(
     ("patterns", "expected"),
     [
-        ("cp312-*", [f"cp312-{v}-manylinux_x86_64" for v in VARIANTS]),
+        ("cp312-*", ids_of(tags=("cp312",))),
         ("cp31{2,3}-rocm-*", ["cp312-rocm-manylinux_x86_64", "cp313-rocm-manylinux_x86_64"]),
-        ("*-cpu-* cp310-cuda-*", ["cp310-cpu-manylinux_x86_64", "cp311-cpu-manylinux_x86_64",
-                                  "cp312-cpu-manylinux_x86_64", "cp313-cpu-manylinux_x86_64",
-                                  "cp314-cpu-manylinux_x86_64", "cp310-cuda-manylinux_x86_64"]),
+        ("*-cpu-* cp310-cuda-*", [*ids_of(("cpu",)), *ids_of(("cuda",), ("cp310",))]),
+        ("*-cpu-x86_64", ids_of(("cpu",))[:5]),
         ("cp310-cpu-manylinux_x86_64", ["cp310-cpu-manylinux_x86_64"]),
         ("cp3?[01]-rocm-*", ["cp310-rocm-manylinux_x86_64", "cp311-rocm-manylinux_x86_64"]),
     ],
@@ -123,10 +132,8 @@ def _assert_actions_matrix(data: dict[str, object]) -> list[dict[str, object]]:
 
 def test_json_plan_is_a_github_actions_matrix(capsys: pytest.CaptureFixture[str]) -> None:
     include = _assert_actions_matrix(_json_plan(capsys))
-    assert len(include) == len(TAGS) * len(VARIANTS)
-    assert {e["identifier"] for e in include} == {
-        f"{t}-{v}-manylinux_x86_64" for v in VARIANTS for t in TAGS
-    }
+    assert len(include) == STEPS
+    assert [e["identifier"] for e in include] == ids_of()
     assert {"variant", "python", "distribution", "backend"} <= set(include[0])
 
 
@@ -156,7 +163,8 @@ def test_smoke_plan(loaded: matrix.LoadedMatrix, capsys: pytest.CaptureFixture[s
 def test_plan_table_lists_every_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--matrix", str(MATRIX_FILE), "plan"]) == 0
     out = capsys.readouterr().out
-    assert "15 build steps from matrix.yaml" in out
+    assert f"{STEPS} build steps from matrix.yaml" in out
+    assert "cp312-cuda-manylinux_aarch64" in out
     assert "held back (not released): musa (xfer-engine-musa): no MUSA Toolkit installer" in out
     assert "cp312-rocm-manylinux_x86_64" in out
     assert cli.main(["--matrix", str(MATRIX_FILE), "plan", "--smoke"]) == 0
@@ -176,14 +184,15 @@ def test_a_new_variant_adds_a_step_per_python(tmp_path: Path, capsys: pytest.Cap
     text = text.replace("\nimages:\n", "\n" + NEW_VARIANT + "\nimages:\n")
     copy = matrix.loads(text, path=MATRIX_FILE)
     steps = plan.make_plan(copy).builds
-    assert len(steps) == len(TAGS) * (len(VARIANTS) + 1)
-    assert _ids(plan.select(steps, "*-xpu-*")) == [f"{t}-xpu-manylinux_x86_64" for t in TAGS]
+    assert len(steps) == STEPS + 2 * len(TAGS)  # a cpu-backend variant: both machines
+    xpu = [f"{t}-xpu-manylinux_{m}" for m in MACHINES["cpu"] for t in TAGS]
+    assert _ids(plan.select(steps, "*-xpu-*")) == xpu
 
     (tmp_path / "engine").symlink_to(ROOT / "engine")  # engine.source must hold the project
     path = tmp_path / "matrix.yaml"
     path.write_text(text, encoding="utf-8")
     assert cli.main(["--matrix", str(path), "plan", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["include"]) == len(TAGS) * (len(VARIANTS) + 1)
+    assert len(json.loads(capsys.readouterr().out)["include"]) == STEPS + 2 * len(TAGS)
 
 
 def test_the_python_list_drives_the_steps() -> None:
@@ -191,7 +200,7 @@ def test_the_python_list_drives_the_steps() -> None:
     old = 'python: ["3.10", "3.11", "3.12", "3.13", "3.14"]'
     assert text.count(old) == 1
     fewer = matrix.loads(text.replace(old, 'python: ["3.12"]'), path=MATRIX_FILE)
-    assert _ids(plan.make_plan(fewer).builds) == [f"cp312-{v}-manylinux_x86_64" for v in VARIANTS]
+    assert _ids(plan.make_plan(fewer).builds) == ids_of(tags=("cp312",))
 
 
 def test_stable_abi_gives_fewer_jobs_without_a_workflow_edit(
@@ -211,8 +220,8 @@ def test_stable_abi_gives_fewer_jobs_without_a_workflow_edit(
     by_variant: dict[object, list[object]] = {}
     for entry in include:
         by_variant.setdefault(entry["variant"], []).append(entry["identifier"])
-    assert len(include) == len(TAGS) + 3 * (len(VARIANTS) - 1)
-    assert by_variant["cpu"] == [f"{t}-cpu-manylinux_x86_64" for t in TAGS]
+    assert len(include) == 2 * len(TAGS) + 3 * 2 + 3  # cpu 5 a machine, cuda 3 a machine, rocm 3
+    assert by_variant["cpu"] == ids_of(("cpu",))
     assert by_variant["rocm"] == [
         "cp310-rocm-manylinux_x86_64", "cp311-rocm-manylinux_x86_64", "cp312-abi3-rocm-manylinux_x86_64",
     ]  # fmt: skip

@@ -26,21 +26,16 @@ from release.smoke import selection
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX_FILE = ROOT / "matrix.yaml"
-FLOOR = "  floor: manylinux_2_28_x86_64"
-TWO = "  floor: manylinux_2_28\n  architectures: [x86_64, aarch64]"
-GRACE = """
-  gh200:
-    gpu: "NVIDIA GH200 Grace Hopper"
-    architecture: sm_90
-    runner: [self-hosted, linux, arm64, cuda, gh200]
-    machine: aarch64
-  gb200-pd:
-    gpu: "NVIDIA GB200 Grace Blackwell"
-    architecture: sm_100
-    runner: [self-hosted, linux, arm64, cuda, gb200]
-    machine: aarch64
-    nodes: 2                          # prefill on one node, decode on the other
-"""
+# matrix.yaml releases x86_64 and aarch64 (`floor:` a policy) and declares the Grace tiers; ONE is
+# the one-machine matrix it was before (the floor's own machine), kept for the migration's tests.
+FLOOR = "  floor: manylinux_2_28 "
+ARCHES = "\n  architectures: [x86_64, aarch64]"
+GRACE_LEGS = "    hardware: [gh200, gb200-pd]"
+ONE = (
+    (FLOOR, "  floor: manylinux_2_28_x86_64 "),
+    (ARCHES, "\n  # architectures: [x86_64, aarch64]"),
+    (GRACE_LEGS, "    # hardware: [gh200, gb200-pd]"),  # a Grace tier needs the aarch64 wheels
+)
 
 
 def _text(*edits: tuple[str, str]) -> str:
@@ -57,7 +52,7 @@ def _loaded(*edits: tuple[str, str]) -> matrix.LoadedMatrix:
 
 @pytest.fixture(scope="module")
 def two() -> matrix.LoadedMatrix:
-    return _loaded((FLOOR, TWO))
+    return matrix.load(MATRIX_FILE)
 
 
 def test_the_table_names_each_machine_in_every_world() -> None:
@@ -70,7 +65,7 @@ def test_the_table_names_each_machine_in_every_world() -> None:
 
 
 def test_the_old_floor_keeps_one_machine() -> None:
-    loaded = matrix.load(MATRIX_FILE)
+    loaded = _loaded(*ONE)
     assert loaded.matrix.platform.machines == ("x86_64",)
     built = plan.make_plan(loaded).builds
     assert {machine_of(s.variant) for s in built} == {"x86_64"}
@@ -113,14 +108,14 @@ def test_select_takes_the_short_form(two: matrix.LoadedMatrix, pattern: str, exp
 def test_plan_command_selects_one_aarch64_step(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "engine").symlink_to(ROOT / "engine")
     path = tmp_path / "matrix.yaml"
-    path.write_text(_text((FLOOR, TWO)), encoding="utf-8")
+    path.write_text(_text(), encoding="utf-8")
     assert cli.main(["--matrix", str(path), "plan", "--select", "cp312-cuda-aarch64", "--json"]) == 0
     (only,) = json.loads(capsys.readouterr().out)["include"]
     assert only["identifier"] == "cp312-cuda-manylinux_aarch64" and only["machine"] == "aarch64"
 
 
 def test_a_floor_per_architecture(tmp_path: Path) -> None:
-    loaded = _loaded((FLOOR, TWO + "\n  floors: {aarch64: manylinux_2_34_aarch64}"))
+    loaded = _loaded((ARCHES, ARCHES + "\n  floors: {aarch64: manylinux_2_34_aarch64}"))
     built = plan.make_plan(loaded, variants=("cpu",)).builds
     assert {s.variant.floor for s in built} == {"manylinux_2_28_x86_64", "manylinux_2_34_aarch64"}
     assert {s.identifier.rsplit("-", 1)[1] for s in built} == {"manylinux_x86_64", "manylinux_aarch64"}
@@ -128,7 +123,7 @@ def test_a_floor_per_architecture(tmp_path: Path) -> None:
 
 def test_a_one_machine_floor_with_two_architectures_is_a_located_migration_error() -> None:
     with pytest.raises(MatrixError) as info:
-        _loaded((FLOOR, FLOOR + "\n  architectures: [x86_64, aarch64]"))
+        _loaded((FLOOR, "  floor: manylinux_2_28_x86_64 "))
     (problem,) = info.value.problems
     assert problem.key == "platform.floor" and problem.line is not None
     assert "write `floor: manylinux_2_28`" in problem.message
@@ -136,7 +131,7 @@ def test_a_one_machine_floor_with_two_architectures_is_a_located_migration_error
 
 def test_a_matrix_of_aarch64_alone_drops_no_variant_silently() -> None:
     with pytest.raises(MatrixError) as info:
-        _loaded((FLOOR, "  floor: manylinux_2_28\n  architectures: [aarch64]"))
+        _loaded((ARCHES, "\n  architectures: [aarch64]"))
     keys = {p.key for p in info.value.problems}
     assert "variants.rocm.backend" in keys  # rocm has no aarch64 machines: said, not skipped
 
@@ -211,11 +206,9 @@ def test_the_set_verified_again_holds_each_wheel_to_its_machines_floor(
 
 def test_grace_hardware_tiers_test_the_cuda_aarch64_wheels() -> None:
     loaded = _loaded(
-        (FLOOR, TWO),
-        ("\nhardware:\n", "\nhardware:" + GRACE),
         (
             '    toolkit: "13.0"\n',
-            '    toolkit: "13.0"\n    images: [vllm-cuda]\n    hardware: [gh200, gb200-pd]\n',
+            '    toolkit: "13.0"\n    images: [vllm-cuda]\n',
         ),
         (
             "\nhardware:",
@@ -234,8 +227,6 @@ def test_grace_hardware_tiers_test_the_cuda_aarch64_wheels() -> None:
 def test_a_grace_tier_on_an_x86_only_variant_is_located() -> None:
     with pytest.raises(MatrixError) as info:
         _loaded(
-            (FLOOR, TWO),
-            ("\nhardware:\n", "\nhardware:" + GRACE),
             ("    hardware: [mi300x, mi355x, mi350x-pd]", "    hardware: [mi300x, gh200]"),
         )
     (problem,) = info.value.problems
