@@ -23,7 +23,7 @@ from release.errors import MatrixError, Problem, UsageError
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
 from release.plan.machine import machine_of
-from release.plan.steps import BuildStep, Plan, awaiting_line, make_plan, select
+from release.plan.steps import BuildStep, Plan, awaiting_line, idle_tier_lines, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 from release.variants.make import variant_set
 
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             file=where,
         )
     if args.github != "release":
-        for problem in [*unpinned_images(plan), *unfilled(loaded.path)]:
+        for problem in [*unpinned_images(plan), *unfilled(loaded.path), *idle_tier_lines(plan)]:
             print(f"warning: {problem}", file=sys.stderr)
     return code
 

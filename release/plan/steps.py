@@ -133,9 +133,12 @@ class Plan:
             raise UsageError(held_back_line(self.loaded, name))
         return require_variant(self.variants, name, self.loaded.path.name)
 
-    def builds_of(self, variant: str) -> tuple[BuildStep, ...]:
+    def builds_of(self, variant: str, machine: str | None = None) -> tuple[BuildStep, ...]:
+        """The variant's build steps, of every machine it is released for or of `machine` alone."""
         self.variant(variant)
-        return tuple(s for s in self.builds if s.variant.name == variant)
+        return tuple(
+            s for s in self.builds if s.variant.name == variant and machine in (None, machine_of(s.variant))
+        )
 
 
 def held_back_line(loaded: LoadedMatrix, name: str) -> str:
@@ -159,6 +162,25 @@ def awaiting_line(loaded: LoadedMatrix, name: str) -> str:
         "images job, where the registry is reachable) records one in images.facts.json and the file "
         "is committed"
     )
+
+
+def idle_tier_lines(plan: Plan) -> list[str]:
+    """A located line per hardware tier a variant names on which no leg can run, because the
+    variant declares no serving image with a container reference to run its wheel in there."""
+    lines = []
+    for name, variant in plan.variants.items():
+        if any(image.image.container for image in variant.images):
+            continue  # its legs (or the awaiting digests, or the kernels that skip a tier) say the rest
+        line = plan.loaded.lines.get(f"variants.{name}.hardware")
+        where = f"{plan.loaded.path.name}:{line}" if line is not None else plan.loaded.path.name
+        for tier in variant.hardware:
+            lines.append(
+                f"{where}: variants.{name}.hardware names {tier.name} ({tier.hardware.gpu}, "
+                f"{tier.hardware.machine}), but no hardware leg runs on it: the variant declares no "
+                "serving image with a container reference (images.<name>.container) to run its wheel in; "
+                f"declare one that has {tier.hardware.machine} builds and add it to variants.{name}.images"
+            )
+    return lines
 
 
 def make_plan(

@@ -48,7 +48,7 @@ def wheel_machine(wheel: Path) -> str | None:
 
 
 def foreign_wheels(
-    wheels: Sequence[Path], python: str | None, *, missing: Callable[[str], str] = emulation_missing
+    wheels: Sequence[Path], python: str | None, *, missing: Callable[[str], str] | None = None
 ) -> list[Foreign]:
     """Each wheel of another machine, with why it is left to that machine ('' when it runs here):
     emulation is not set up, or the wheel is for a Python that Debian's image of it lacks."""
@@ -58,7 +58,7 @@ def foreign_wheels(
         if machine is None:
             continue
         name = parse_wheel_name(wheel)
-        left = missing(machine)
+        left = (missing or emulation_missing)(machine)
         if not left and not name.serves(python or DIST_PYTHON):
             own = name.python_version() or "?"
             left = f"a Python {own} wheel; emulation here has Debian's Python {DIST_PYTHON} of {machine} only"

@@ -15,6 +15,7 @@ import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -116,6 +117,20 @@ def toolkit(
     return proc
 
 
+def one_machine(data: dict[str, Any], machine: str = "x86_64") -> dict[str, Any]:
+    """matrix.yaml's data for `machine` alone (a host build's floor is one machine's tag): no
+    `architectures`, and no variant names a hardware tier of another machine (the Grace tiers)."""
+    data["platform"].pop("architectures", None)
+    data["platform"].pop("floors", None)
+    tiers = data.get("hardware") or {}
+    for variant in data.get("variants", {}).values():
+        if "hardware" in variant:
+            variant["hardware"] = [
+                t for t in variant["hardware"] if tiers.get(t, {}).get("machine", "x86_64") == machine
+            ]
+    return data
+
+
 def write_host_matrix(
     directory: Path,
     *,
@@ -127,6 +142,7 @@ def write_host_matrix(
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     data["engine"]["source"] = str(ROOT / data["engine"]["source"])
     data["platform"]["floor"] = floor
+    one_machine(data)
     data["python"] = pythons or HOST_PYTHONS
     if "rocm" in data["variants"] and HOST_HIP:
         # The host's HIP (Debian 12: 5.2) is what a host build binds: declare it, as a maintainer

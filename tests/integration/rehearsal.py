@@ -23,6 +23,8 @@ from release.machine.containers import container_engine
 from release.plan.steps import make_plan
 from release.settings import in_ci
 
+from .conftest import one_machine
+
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON = "3.12"
 LOCAL_FLOOR = "manylinux_2_39_x86_64"  # what matrix.yaml's Debian trixie build images allow
@@ -81,8 +83,7 @@ def make_repo(
     if floor is not None:
         data["platform"]["floor"] = floor
     if floor is not None and machine_of_tag(floor) is not None:  # one machine's tag: its alone
-        data["platform"].pop("architectures", None)
-        data["platform"].pop("floors", None)
+        one_machine(data)
     else:
         data["platform"]["architectures"] = list(machines)
     data["variants"] = variants

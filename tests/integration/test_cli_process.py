@@ -27,15 +27,18 @@ def run(*args: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.Comple
     )
 
 
-def test_plan_json_lists_fifteen_steps_and_says_what_it_holds_back() -> None:
+def test_plan_json_lists_twenty_five_steps_and_says_what_it_holds_back() -> None:
     proc = run("-m", "release", "plan", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert list(data) == ["include"]
     ids = {step["identifier"] for step in data["include"]}
     released = [v for v in VARIANTS if v != "musa"]  # matrix.yaml holds musa back
-    assert len(data["include"]) == 15
-    assert ids == {f"cp{p.replace('.', '')}-{v}-manylinux_x86_64" for v in released for p in PYTHONS}
+    assert len(data["include"]) == 25  # cpu and cuda on both machines, rocm on x86_64 (its backend data)
+    machines = {"cpu": ("x86_64", "aarch64"), "cuda": ("x86_64", "aarch64"), "rocm": ("x86_64",)}
+    assert ids == {
+        f"cp{p.replace('.', '')}-{v}-manylinux_{m}" for v in released for p in PYTHONS for m in machines[v]
+    }
     assert "held back (not released): musa (xfer-engine-musa): no MUSA Toolkit installer" in proc.stderr
 
 

@@ -51,7 +51,7 @@ def _variant(loaded: LoadedMatrix, name: str) -> ResolvedVariant:
 
 
 def _before_all(loaded: LoadedMatrix, name: str) -> str:
-    steps = make_plan(loaded, variants=(name,), include_held_back=True).builds_of(name)
+    steps = make_plan(loaded, variants=(name,), include_held_back=True).builds_of(name, "x86_64")
     return cibw.cibuildwheel_options(steps)["before-all"]
 
 

@@ -28,7 +28,7 @@ from release.machine.images import ensure, exists
 from release.plan.steps import make_plan
 from release.settings import in_ci
 
-from .conftest import HOST_FLOOR, PRESENT_PYTHONS, ROOT, toolkit
+from .conftest import HOST_FLOOR, PRESENT_PYTHONS, ROOT, one_machine, toolkit
 
 pytestmark = pytest.mark.integration
 ENGINE = container_engine()
@@ -74,6 +74,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = yaml.safe_load((ROOT / "matrix.yaml").read_text(encoding="utf-8"))
     data["python"] = ["3.12"]
     data["platform"]["floor"] = HOST_FLOOR  # what a host build honestly meets: releasable
+    one_machine(data)
     data["variants"] = {"cpu": {**data["variants"]["cpu"], "images": [IMAGE], "hardware": list(TIERS)}}
     data["images"] = {IMAGE: data["images"][IMAGE]}
     data["hardware"] = {name: data["hardware"][name] for name in TIERS}

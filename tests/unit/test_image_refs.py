@@ -121,8 +121,10 @@ def test_other_plans_warn_and_succeed(tmp_path: Path, capsys: pytest.CaptureFixt
     assert cli.main(["--matrix", path, "plan"]) == 0
     out, err = capsys.readouterr()
     assert "build steps" in out
-    warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
-    assert len(warnings) == 2
+    warnings = [
+        line for line in err.splitlines() if line.startswith("warning: ") and "hardware names" not in line
+    ]
+    assert len(warnings) == 2  # the two unpinned images (the Grace tiers' lines are test_plan_machines')
     assert "images.vllm-rocm.container" in warnings[0]
 
 

@@ -285,3 +285,21 @@ def test_smoke_takes_this_machines_wheels(
     assert [w.name for w in selection.wheels_for(tmp_path, cpu, None)] == [
         "xfer_engine_cpu-0.1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
     ]
+
+
+def test_a_tier_no_leg_can_run_on_is_one_located_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    """matrix.yaml's Grace tiers test the cuda variant's aarch64 wheels, but the cuda variant
+    declares no serving image with a container: `release plan` says, per tier, that no hardware leg
+    runs there and what to declare; a variant whose image gives legs (rocm) gets no such line."""
+    loaded = matrix.load(MATRIX_FILE)
+    made = plan.make_plan(loaded)
+    lines = plan.idle_tier_lines(made)
+    line = loaded.lines["variants.cuda.hardware"]
+    assert [ln.split(" (")[0] for ln in lines] == [
+        f"matrix.yaml:{line}: variants.cuda.hardware names gh200",
+        f"matrix.yaml:{line}: variants.cuda.hardware names gb200-pd",
+    ]
+    assert lines[0].endswith("declare one that has aarch64 builds and add it to variants.cuda.images")
+    assert not [s for s in made.smokes if s.hardware in ("gh200", "gb200-pd")]
+    assert cli.main(["--matrix", str(MATRIX_FILE), "plan", "--smoke"]) == 0
+    assert f"warning: {lines[1]}" in capsys.readouterr().err
