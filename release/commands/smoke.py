@@ -72,7 +72,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         raise SmokeError("\n".join([f"no wheels to smoke-test in {wheelhouse}", *left]))
     _say_outputs(args.verbose, outcomes, log)
     if args.json:
-        print(json.dumps(report(outcomes), indent=2))
+        print(json.dumps(report(outcomes, left), indent=2))
     else:
         _say_summary(outcomes, left, time.monotonic() - started)
         _say_skipped(plan.variants.values())

@@ -53,11 +53,13 @@ class Outcome:
         return data
 
 
-def report(outcomes: Sequence[Outcome]) -> dict[str, object]:
+def report(outcomes: Sequence[Outcome], left: Sequence[str] = ()) -> dict[str, object]:
+    """The run as JSON; `left`: a line per wheel of another machine not run here (never a result)."""
     return {
         "schema_version": SCHEMA_VERSION,
         "ok": all(o.ok for o in outcomes),
         "results": [o.as_json() for o in outcomes],
+        "left_to_their_machines": list(left),
     }
 
 
