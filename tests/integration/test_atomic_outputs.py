@@ -67,6 +67,7 @@ def test_a_closed_stdout_is_one_line() -> None:
     assert errors == ["error: stdout was closed before the output was written (EPIPE)"]
 
 
+
 def test_sigterm_stops_the_build_and_its_compilers_and_leaves_no_wheel(tmp_path: Path) -> None:
     """SIGTERM to the toolkit alone (as CI's cancel sends it) while cmake and the compilers run:
     exit 143 with the line `terminated`, no cmake, ninja or compiler left behind, no wheel or

@@ -251,19 +251,9 @@ def test_install_script_refuses_an_unknown_distribution(tmp_path: Path) -> None:
     os_release.write_text('ID=arch\nNAME="Arch Linux"\n')
     script = ROOT / "scripts" / "install-rocm.sh"
     proc = subprocess.run(
-        [
-            "unshare",
-            "--mount",
-            "--propagation",
-            "private",
-            "bash",
-            "-c",
-            f"mount -t tmpfs none /usr/include/hip && bash {script}",
-        ],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OS_RELEASE": str(os_release)},
-        check=False,
+        ["unshare", "--mount", "--propagation", "private", "bash", "-c",
+         f"mount -t tmpfs none /usr/include/hip && bash {script}"],
+        capture_output=True, text=True, env={**os.environ, "OS_RELEASE": str(os_release)}, check=False,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "unsupported distribution 'arch'" in proc.stderr

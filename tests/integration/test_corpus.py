@@ -56,12 +56,7 @@ def _verify(wheel: Path) -> Verified:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(ROOT)}
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            cwd=wheel.parent,
+            command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env, cwd=wheel.parent,
             preexec_fn=_limit,  # noqa: PLW1509 (the limit must be set in the child)
         )
         _pid, status, usage = os.wait4(proc.pid, 0)
@@ -112,10 +107,8 @@ def verified(fetched: dict[str, Path]) -> Iterator[dict[str, Verified]]:
         r = results[item.project]
         failed = [x["id"] for x in (r.report or {}).get("rules", []) if x["status"] == "fail"]
         files = len(r.report["elf_files"]) if r.report else "-"
-        print(
-            f"{item.project:<35} {item.size / 1e6:9.1f} {files:>10} {r.rss_mb:12.0f} {r.cpu:6.2f}  "
-            f"{', '.join(failed)}"
-        )
+        print(f"{item.project:<35} {item.size / 1e6:9.1f} {files:>10} {r.rss_mb:12.0f} {r.cpu:6.2f}  "
+              f"{', '.join(failed)}")
     yield results
 
 
@@ -140,9 +133,8 @@ def test_corpus_wheel(
     assert run.report is not None
     want = expected[item.project]
     statuses = {r["id"]: r["status"] for r in run.report["rules"]}
-    assert statuses == want["rules"], {
-        k: (v, want["rules"].get(k)) for k, v in statuses.items() if v != want["rules"].get(k)
-    }
+    assert statuses == want["rules"], {k: (v, want["rules"].get(k)) for k, v in statuses.items()
+                                       if v != want["rules"].get(k)}
     assert len(run.report["elf_files"]) == want["elf_files"] == _elf_members(fetched[item.project])
     architectures = sorted({a for e in run.report["elf_files"] for a in e["architectures"]})
     assert architectures == want["architectures"]

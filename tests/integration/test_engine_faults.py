@@ -1430,12 +1430,8 @@ def test_master_cli_limits(master_bin, base_env):
     assert bad.returncode == 2 and "--idle-timeout" in bad.stderr
     # The memory bound is published: registered bytes, and per connection a request line and replies.
     usage = _run([master_bin, "--help"]).stdout
-    for bound in (
-        "--max-registered-bytes (a segment",
-        "one request line (at most 1 MiB",
-        "at most --max-output-buffer + 64 KiB of unsent replies",
-        "'LIST <last name>'",
-    ):
+    for bound in ("--max-registered-bytes (a segment", "one request line (at most 1 MiB",
+                  "at most --max-output-buffer + 64 KiB of unsent replies", "'LIST <last name>'"):
         assert bound in usage, bound
     topo = Topology(base_env)
     m = MasterProc(topo, master_bin, nofile=256, extra=["--max-connections", 5000, "--idle-timeout", 2.5])
@@ -1577,17 +1573,8 @@ def test_master_memory_with_slow_readers_under_512mb(request_line, master_bin, b
     rss_before = _rss_kb(master.pid)
     slow = procs.add(
         topo.helper(
-            "slowread",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            master.port,
-            "--count",
-            readers,
-            "--request",
-            request_line,
-            "--limit",
-            45,
+            "slowread", "--host", "127.0.0.1", "--port", master.port, "--count", readers,
+            "--request", request_line, "--limit", 45,
         )
     )
     assert slow.json(60)["connected"] == readers
@@ -1703,19 +1690,8 @@ def test_master_disconnects_clients_that_do_not_read(master_bin, base_env, procs
     _timed_ping(master.port)
     rss0 = _rss_kb(master.pid)
     flood = procs.add(
-        topo.helper(
-            "nonreader",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            master.port,
-            "--count",
-            1000,
-            "--bytes",
-            384 << 10,
-            "--limit",
-            120,
-        )
+        topo.helper("nonreader", "--host", "127.0.0.1", "--port", master.port, "--count", 1000,
+                    "--bytes", 384 << 10, "--limit", 120)
     )
     assert flood.json(60)["connected"] == 1000
     pings, peak = [], 0

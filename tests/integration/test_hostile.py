@@ -73,12 +73,7 @@ def _run(item: Case, directory: Path) -> Run:
     started = time.monotonic()
     with (work / "stderr").open("w+b") as err:
         proc = subprocess.Popen(
-            command,
-            cwd=work,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            stdin=subprocess.DEVNULL,
-            env=env,
+            command, cwd=work, stdout=subprocess.DEVNULL, stderr=err, stdin=subprocess.DEVNULL, env=env,
             preexec_fn=_limits,  # noqa: PLW1509 (the limits must be set in the child)
         )
         while True:

@@ -19,12 +19,7 @@ def nox(*args: str, matrix: Path, envdir: Path) -> subprocess.CompletedProcess[s
     env = {**os.environ, "RELEASE_MATRIX": str(matrix), "CI": "true"}
     return subprocess.run(
         [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "--envdir", str(envdir), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=1200,
-        check=False,
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200, check=False,
     )
 
 
@@ -51,23 +46,10 @@ def test_missing_toolkit_session_stops_in_one_line(tmp_path: Path) -> None:
     matrix = write_host_matrix(tmp_path / "m", pythons=[NEWEST], variants=["musa"])
     env_clean = {k: v for k, v in os.environ.items() if not k.startswith("MUSA")}
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "nox",
-            "-f",
-            str(ROOT / "noxfile.py"),
-            "--envdir",
-            str(tmp_path / "nox"),
-            "-s",
-            f"build_musa-{NEWEST}",
-        ],
-        capture_output=True,
-        text=True,
-        env={**env_clean, "RELEASE_MATRIX": str(matrix), "CI": "true"},
-        cwd=ROOT,
-        timeout=300,
-        check=False,
+        [sys.executable, "-m", "nox", "-f", str(ROOT / "noxfile.py"), "--envdir", str(tmp_path / "nox"),
+         "-s", f"build_musa-{NEWEST}"],
+        capture_output=True, text=True, env={**env_clean, "RELEASE_MATRIX": str(matrix), "CI": "true"},
+        cwd=ROOT, timeout=300, check=False,
     )
     assert proc.returncode != 0
     ours = [line for line in (proc.stdout + proc.stderr).splitlines() if not line.startswith("nox >")]

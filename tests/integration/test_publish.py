@@ -725,6 +725,7 @@ def test_a_listing_without_hashes_is_never_a_confirmation(project: tuple[Path, P
     assert ("different content" if served == "another-file" else "cannot confirm") in result.stderr
 
 
+
 @pytest.mark.parametrize("signum", [15, 2])
 def test_a_signal_during_the_upload_stops_and_reaps_twine(project: tuple[Path, Path], signum: int) -> None:
     """Today twine, in its own session and untracked, ran on for 600 s after SIGTERM."""

@@ -52,7 +52,9 @@ pytestmark = pytest.mark.integration
 IMAGE = "localhost/gpu-wheel-release-readme:debian12"
 SUITE = "bookworm"
 TIER = "unit"
-CACHE = Path(settings.path("RELEASE_README_CACHE") or Path.home() / ".cache" / "gpu-wheel-release" / "readme")
+CACHE = Path(
+    settings.path("RELEASE_README_CACHE") or Path.home() / ".cache" / "gpu-wheel-release" / "readme"
+)
 
 
 def _why_not() -> str | None:

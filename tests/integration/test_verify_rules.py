@@ -806,7 +806,7 @@ def test_stable_abi_an_audit_past_its_deadline_fails_the_rule(
 
 # A library larger than the stream keeps whole (8 MiB), unstripped: its .symtab and .strtab lie
 # past 24 MiB of data, outside every range the one pass keeps, and are read again for abi3audit.
-LARGE_PAD = "\n__attribute__((used)) static const unsigned char pad[24 << 20] = {1};\n"
+LARGE_PAD = '\n__attribute__((used)) static const unsigned char pad[24 << 20] = {1};\n'
 
 
 @pytest.fixture(scope="module")
