@@ -32,14 +32,13 @@ from release.config.resources import toolkit_scripts
 from release.errors import BuildError, SmokeError, ToolchainError, UsageError
 from release.machine import images
 from release.machine.containers import ContainerStepFailed, commit_script, run_script
-from release.machine.emulation import DIST_PYTHON, cross_image_tag, emulated_command, image_id
+from release.machine.emulation import CROSS_LABEL, DIST_PYTHON, cross_image_tag, emulated_command, image_id
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.machine import machine_of
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
 from release.wheel.names import report_path
 
-CROSS_LABEL = "io.release-toolkit.cross.base"
 SETUP_TIMEOUT_S = 1200
 WHEEL_TIMEOUT_S = 1800
 

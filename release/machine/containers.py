@@ -16,6 +16,14 @@ from release import process
 from release.errors import SmokeError
 from release.wheel.names import manylinux_interpreter
 
+INPUTS_LABEL = "io.release.image.inputs"
+"""The inputs hash of an image made from a recipe (`release.machine.imaging`): the image a later
+make of the same recipe takes as it is."""
+DERIVED_LABEL = "io.release-toolkit.derived"
+"""Set on an image `commit_script` commits over another: never the base's recipe, whatever it
+inherited (a cross image over a build image once carried the build image's inputs label, and a
+later make of that recipe took the cross image for it)."""
+
 
 def container_engine() -> str | None:
     """`docker` or `podman` when one answers (a client without a daemon does not count)."""
@@ -83,8 +91,10 @@ def commit_script(
     mounts: Mapping[Path, str] | None = None,
 ) -> None:
     """`script` run by /bin/sh in a container `name` of `image`, its output shown as it comes, the
-    container committed as `tag` with `labels`, then removed (also on failure). A failed script or
-    commit raises `ContainerStepFailed` naming the step; past `timeout`, `process.TimedOut`."""
+    container committed as `tag` with `labels`, then removed (also on failure). The committed image
+    drops the inputs label it inherits (it is not the base's recipe), is marked DERIVED_LABEL, and
+    gets back a plain entrypoint and command (the run's /bin/sh -c SCRIPT stays out of it). A failed
+    script or commit raises `ContainerStepFailed` naming the step; past `timeout`, `process.TimedOut`."""
     volumes = [word for host, inside in (mounts or {}).items() for word in ("-v", f"{host}:{inside}")]
     process.run([engine, "rm", "-f", name], timeout=60)
     try:
@@ -94,7 +104,9 @@ def commit_script(
         if ran.returncode != 0:
             msg = f"the script in a container of {image} exited {ran.returncode} (its output is above)"
             raise ContainerStepFailed(msg)
-        changes = [word for key, value in labels.items() for word in ("--change", f"LABEL {key}={value}")]
+        marks = {INPUTS_LABEL: "", DERIVED_LABEL: image, **labels}
+        changes = [word for key, value in marks.items() for word in ("--change", f"LABEL {key}={value}")]
+        changes += ["--change", "ENTRYPOINT []", "--change", 'CMD ["/bin/bash"]']
         committed = process.run([engine, "commit", "-q", *changes, name, tag], timeout=300)
         if committed.returncode != 0:
             msg = f"committing {tag} failed: {committed.last_line()}"

@@ -20,6 +20,8 @@ DIST_PYTHON = "3.13"
 """The Debian suite's own Python (trixie's), whose libpython-dev pair gives the target's pyconfig.h
 lines and whose interpreter of the target machine runs its wheels under emulation."""
 SMOKE_TIMEOUT_S = 600
+CROSS_LABEL = "io.release-toolkit.cross.base"
+"""A cross image's label: what it was made over (base image, scripts, packages, toolkit command)."""
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
 
 

@@ -25,14 +25,19 @@ from release import process
 from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import ToolchainError
 from release.machine import therock
-from release.machine.containers import run_script
+from release.machine.containers import DERIVED_LABEL, INPUTS_LABEL, run_script
+from release.machine.emulation import CROSS_LABEL
 from release.machine.lock import build_lock
 from release.machine.recipe import LEAF_SCRIPTS, Digests, Recipe, inputs_hash, inputs_text, read_digests
 
 MAKE_TIMEOUT = 3600
 RECORD = Path("/var/tmp/release-make-image")  # noqa: S108 (machine-wide, root-owned)
 """The per-tag locks, calls.log and inputs/<hash>.txt."""
-LABEL = "io.release.image.inputs"
+LABEL = INPUTS_LABEL
+_DERIVED = f'{{{{index .Labels "{DERIVED_LABEL}"}}}}{{{{index .Labels "{CROSS_LABEL}"}}}}'
+"""A Go template that prints something for an image committed over another: DERIVED_LABEL, or a
+cross image's own label (`release.builder.cross`: before DERIVED_LABEL, a cross image also kept
+its base's inputs label)."""
 """The label that carries an image's inputs hash (make-image.sh writes the one it is given)."""
 
 Log = Callable[[str], None]
@@ -89,8 +94,10 @@ def _make(engine: str, recipe: Recipe, digests: Digests, *, log: Log, force: boo
         _remember(recipe.tag, inputs, did, started)
         return Made(did, time.monotonic() - started)
 
-    have = _podman(engine, "image", "inspect", recipe.tag, "--format", '{{index .Labels "' + LABEL + '"}}')
-    if not force and have.strip() == inputs:
+    have = _podman(
+        engine, "image", "inspect", recipe.tag, "--format", '{{index .Labels "' + LABEL + '"}} ' + _DERIVED
+    )
+    if not force and have.split() == [inputs]:  # a derived image under the recipe's tag is remade
         log(f"{recipe.tag} is up to date (inputs {inputs[:12]}): nothing to do")
         return done("up-to-date")
     old = _podman(engine, "image", "inspect", recipe.tag, "--format", "{{.Id}}").strip()
@@ -207,15 +214,19 @@ def _run(argv: list[str], *, what: str, timeout: float = 300) -> str:
 
 
 def _with_inputs(engine: str, inputs: str) -> str:
-    """The newest image (any tag) labelled `inputs`, or ''. `podman images` fails now and then while
-    another process removes an image (it reads each image's labels; podman #24800): asked again,
-    so that a passing failure is not taken for "none" and the recipe made twice side by side."""
+    """The newest image (any tag) labelled `inputs`, or ''; never one committed over such an image
+    (a cross image: an older toolkit's kept its base's label, and no DERIVED_LABEL), which is
+    not the recipe's. `podman images` fails now and then while another process removes an image
+    (it reads each image's labels; podman #24800): asked again, so that a passing failure is not
+    taken for "none" and the recipe made twice side by side."""
     last = ""
+    shown = "{{.Id}} " + _DERIVED
     for attempt in range(1, 6):
-        argv = [engine, "images", "--noheading", "--filter", f"label={LABEL}={inputs}", "--format", "{{.Id}}"]
+        argv = [engine, "images", "--noheading", "--filter", f"label={LABEL}={inputs}", "--format", shown]
         proc = process.run(argv, timeout=300)
         if proc.returncode == 0:
-            return next((w for w in proc.stdout.split() if re.fullmatch(r"[0-9a-f]{64}", w)), "")
+            rows = [line.split() for line in proc.stdout.splitlines()]
+            return next((r[0] for r in rows if len(r) == 1 and re.fullmatch(r"[0-9a-f]{64}", r[0])), "")
         last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         if attempt < 5:
             time.sleep(attempt)

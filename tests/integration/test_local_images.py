@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from release.machine import images
+from release.machine.containers import DERIVED_LABEL, commit_script
 from release.machine.recipe import Recipe
 
 from .conftest import LocalImages
@@ -263,3 +264,64 @@ def test_a_build_image_with_a_toolkit_is_one_layer_over_the_image_without_it(
     )  # fmt: skip
     rocm_layers = json.loads(proc.stdout.split(" ", 2)[1])
     assert rocm_layers[:-2] == cpu_layers and len(rocm_layers) == len(cpu_layers) + 2, rocm_layers
+
+
+DERIVED = "localhost/xfer-test-derived"
+OLD_CROSS = "localhost/xfer-test-old-cross"
+STALE = "localhost/xfer-test-stale-tag"
+
+
+def test_an_image_committed_over_a_recipe_image_is_never_taken_for_it(local_images: LocalImages) -> None:
+    """A cross image is committed over a build image. It kept the build image's inputs label, and
+    the entrypoint of the run that made it (`/bin/sh -c SCRIPT`); a later make of another recipe
+    with the same inputs (Mooncake's cuda image over the same packages) then took the cross image
+    for its base and failed with `/bin/sh: 0: cannot open bash`. Now the committed image drops the
+    label and is marked derived, and an old toolkit's cross image, even under the recipe's own tag,
+    is passed over: the recipe's tag ends on the recipe's image."""
+    engine = local_images.engine
+    recipe = local_images.smoke_recipe("clean-minbase")
+    base = local_images.make(recipe)
+
+    def inspect(tag: str, template: str) -> str:
+        return subprocess.run(
+            [engine, "image", "inspect", tag, "--format", template],
+            capture_output=True, text=True, check=True, timeout=60,
+        ).stdout.strip()  # fmt: skip
+
+    inputs = inspect(base, '{{index .Labels "io.release.image.inputs"}}')
+    base_id = inspect(base, "{{.Id}}")
+    assert len(inputs) == 64
+    subprocess.run(
+        [engine, "rmi", "--force", DERIVED, OLD_CROSS, STALE], capture_output=True, check=False, timeout=120
+    )
+    try:
+        commit_script(engine, base, "true", DERIVED, name="xfer-test-derive", labels={"io.xfer.test": "1"})
+        labels = '{{index .Labels "io.release.image.inputs"}}|{{index .Labels "' + DERIVED_LABEL + '"}}'
+        assert inspect(DERIVED, labels) == f"|{base}"
+        assert inspect(DERIVED, "{{json .Config.Entrypoint}} {{json .Config.Cmd}}") in (
+            'null ["/bin/bash"]',
+            '[] ["/bin/bash"]',
+        )
+        # What an older toolkit committed: the base's inputs label kept, the cross label set.
+        subprocess.run([engine, "rm", "-f", "xfer-test-old"], capture_output=True, check=False, timeout=60)
+        old = [engine, "run", "--name", "xfer-test-old", "--entrypoint", "/bin/sh", base, "-c", "true"]
+        subprocess.run(old, capture_output=True, check=True, timeout=120)
+        mark = ["--change", "LABEL io.release-toolkit.cross.base=old"]
+        subprocess.run(
+            [engine, "commit", "-q", *mark, "xfer-test-old", OLD_CROSS],
+            capture_output=True,
+            check=True,
+            timeout=300,
+        )
+        subprocess.run([engine, "rm", "-f", "xfer-test-old"], capture_output=True, check=False, timeout=60)
+        assert inspect(OLD_CROSS, '{{index .Labels "io.release.image.inputs"}}') == inputs
+        subprocess.run([engine, "tag", OLD_CROSS, STALE], capture_output=True, check=True, timeout=60)
+        local_images.make(dataclasses.replace(recipe, tag=STALE))
+        assert inspect(STALE, "{{.Id}}") == base_id  # the recipe's image, not the old cross image
+    finally:
+        subprocess.run(
+            [engine, "rmi", "--force", DERIVED, OLD_CROSS, STALE],
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
