@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import platform
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -65,6 +66,17 @@ POLICY = re.compile(r"^(manylinux|musllinux)_(\d+)_(\d+)$")
 def machine_of_tag(platform: str) -> str | None:
     """The machine a platform tag ends with (`manylinux_2_28_aarch64` -> 'aarch64'), or None."""
     return next((m for m in MACHINES if platform.endswith(f"_{m}") or platform == m), None)
+
+
+def machines_of_tags(platforms: Iterable[str]) -> set[str]:
+    """The machines a wheel's platform tags name (none for `any` or a tag of no known machine)."""
+    return {m for m in map(machine_of_tag, platforms) if m is not None}
+
+
+def machine_of_tags(platforms: Iterable[str]) -> str | None:
+    """The one machine a wheel's platform tags name, or None (they name none, or several)."""
+    machines = machines_of_tags(platforms)
+    return machines.pop() if len(machines) == 1 else None
 
 
 def machine_of_elf(e_machine: int) -> Machine | None:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.config.machines import MACHINES, host_machine, machine_of_tag
+from release.config.machines import MACHINES, host_machine, machine_of_tags
 from release.errors import SmokeError
 from release.machine.containers import container_engine
 from release.machine.emulation import (
@@ -41,10 +41,8 @@ class Foreign:
 
 def wheel_machine(wheel: Path) -> str | None:
     """The machine a wheel's platform tags name, when it is one machine that is not this host's."""
-    machines = {machine_of_tag(p) for p in parse_wheel_name(wheel).platforms} - {None}
-    if len(machines) != 1 or host_machine() in machines:
-        return None
-    return machines.pop()
+    machine = machine_of_tags(parse_wheel_name(wheel).platforms)
+    return None if machine == host_machine() else machine
 
 
 def foreign_wheels(

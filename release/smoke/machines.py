@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release.config.machines import host_machine, machine_of_tag
+from release.config.machines import host_machine, machine_of_tags
 from release.plan.machine import machines_of
 from release.plan.resolve import ResolvedVariant
 from release.smoke.placement import emulated_platform, host_libc
@@ -30,11 +30,9 @@ class MachineRuns:
 
 def _machine(path: Path) -> str | None:
     try:
-        name = parse_wheel_name(split_variant_label(path)[0])
+        return machine_of_tags(parse_wheel_name(split_variant_label(path)[0]).platforms)
     except InvalidWheelName:
         return None
-    machines = {machine_of_tag(p) for p in name.platforms} - {None}
-    return machines.pop() if len(machines) == 1 else None
 
 
 def machine_runs(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from release.config.machines import host_machine, machine_of_tag
+from release.config.machines import host_machine, machines_of_tags
 from release.config.matrix import Image, Simulation
 from release.config.pythons import newer_pythons
 from release.errors import SmokeError, UsageError
@@ -35,7 +35,7 @@ def wheels_for(
 def _runs_here(name: WheelName) -> bool:
     """Whether this machine runs the wheel: its tag names this machine, or no machine at all
     (the aarch64 wheels of a wheelhouse are smoke-tested on an aarch64 machine)."""
-    machines = {machine_of_tag(p) for p in name.platforms} - {None}
+    machines = machines_of_tags(name.platforms)
     return not machines or host_machine() in machines
 
 

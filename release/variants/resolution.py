@@ -31,7 +31,7 @@ from typing import TypeVar
 from packaging.utils import canonicalize_name
 
 from release import process
-from release.config.machines import machine_of_tag
+from release.config.machines import machine_of_tags
 from release.plan.resolve import ResolvedVariant
 from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
 from release.wheel.archive import parse_metadata
@@ -328,10 +328,9 @@ def judge(
 def _wheel_machine(wheel: str) -> str | None:
     """The machine of a wheel file name's platform tags (None when they name none, or several)."""
     try:
-        machines = {machine_of_tag(p) for p in parse_wheel_name(wheel).platforms} - {None}
+        return machine_of_tags(parse_wheel_name(wheel).platforms)
     except InvalidWheelName:
         return None
-    return machines.pop() if len(machines) == 1 else None
 
 
 def _binds(variant: ResolvedVariant) -> str:
