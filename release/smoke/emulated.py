@@ -23,11 +23,13 @@ from release.machine.emulation import (
 )
 from release.plan.resolve import ResolvedVariant
 from release.smoke.outcome import Outcome, Step
+from release.smoke.runner import tail
 from release.smoke.verdict import judge, shown, smoke_commands
 from release.wheel.files import file_sha256
 from release.wheel.names import parse_wheel_name
 
 TAIL_LINES = 20
+"""Each emulated command's output kept in its step (its last lines)."""
 
 
 @dataclass(frozen=True)
@@ -149,16 +151,9 @@ def _run_command(
     try:
         result = emulated_command(foreign.wheel, variant, foreign.machine, argv, engine=engine)
     except SmokeError as exc:
-        outcome.steps.append(Step(name, False, time.monotonic() - started, str(exc)))
-        outcome.error = f"{name}: {exc}"
-        log(f"{label} {name} ... FAILED: {exc}")
+        log(f"{label} {outcome.add(Step(name, False, time.monotonic() - started, str(exc)))}")
         return False
-    seconds = time.monotonic() - started
     ok, detail = judge(result.returncode, result.stdout, self_test=self_test)
-    output = "\n".join(result.output.rstrip().splitlines()[-TAIL_LINES:])
-    outcome.steps.append(Step(name, ok, seconds, detail, output))
-    log(f"{label} {name} ... {'ok' if ok else 'FAILED'} ({seconds:.1f}s){': ' + detail if detail else ''}")
-    if not ok:
-        outcome.error = f"{name}: {detail}" if detail else name
-        outcome.output_tail = output
+    output = tail(result.output, TAIL_LINES)
+    log(f"{label} {outcome.add(Step(name, ok, time.monotonic() - started, detail, output), output)}")
     return ok

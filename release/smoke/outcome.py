@@ -42,6 +42,17 @@ class Outcome:
     def ok(self) -> bool:
         return not self.error and all(s.ok for s in self.steps)
 
+    def add(self, step: Step, failed_output: str | None = None) -> str:
+        """Record one check: a failed one sets the outcome's error, and its output tail when
+        `failed_output` is given. Returns the log line's end, `name ... ok (1.2s): detail`."""
+        self.steps.append(step)
+        if not step.ok:
+            self.error = f"{step.name}: {step.detail}" if step.detail else step.name
+            if failed_output is not None:
+                self.output_tail = failed_output
+        extra = f": {step.detail}" if step.detail else ""
+        return f"{step.name} ... {'ok' if step.ok else 'FAILED'} ({step.seconds:.1f}s){extra}"
+
     @property
     def seconds(self) -> float:
         return sum(s.seconds for s in self.steps)

@@ -150,14 +150,11 @@ class Smoke:
         self, name: str, result: Result | None, ok: bool, detail: str = "", *, output: str = ""
     ) -> None:
         seconds = result.seconds if result is not None else 0.0
-        self.outcome.steps.append(Step(name, ok, seconds, detail, output))
-        mark = "ok" if ok else "FAILED"
-        extra = f": {detail}" if detail else ""
-        self.log(f"[{self.python} {self.image_name}] {name} ... {mark} ({seconds:.1f}s){extra}")
+        failed_output = tail(result.output) if result is not None else None
+        line = self.outcome.add(Step(name, ok, seconds, detail, output), failed_output)
+        self.log(f"[{self.python} {self.image_name}] {line}")
         if not ok:
-            self.outcome.error = f"{name}: {detail}" if detail else name
             if result is not None:
-                self.outcome.output_tail = tail(result.output)
                 self.log(f"  $ {' '.join(result.argv)}  (exit {result.returncode})")
                 self.log("\n".join("  | " + line for line in self.outcome.output_tail.splitlines()))
             raise _Failed
