@@ -45,11 +45,9 @@ def narrowed(
         if parse_platform_tag(floor).family != "manylinux":
             msg = f"--floor {floor}: not a manylinux platform tag such as manylinux_2_39_x86_64"
             raise UsageError(msg)
-        block = _PLATFORM.search(text)
-        match = _FLOOR.search(text, block.end()) if block is not None else None
-        if match is None or (block is not None and _TOP_KEY.search(text, block.end(), match.start())):
-            msg = f"--floor: {file} has no `floor:` line under platform to replace"
-            raise UsageError(msg)
+        match = _under_platform(
+            text, _FLOOR, f"--floor: {file} has no `floor:` line under platform to replace"
+        )
         old = match.group("value")
         written, how = floor, "--floor"
         machine = machine_of_tag(floor)
@@ -70,6 +68,16 @@ def narrowed(
     return text, said
 
 
+def _under_platform(text: str, key: re.Pattern[str], missing: str) -> re.Match[str]:
+    """`key`'s line in the top-level `platform:` block (before the next top-level key), or
+    UsageError(`missing`)."""
+    block = _PLATFORM.search(text)
+    match = key.search(text, block.end()) if block is not None else None
+    if match is None or block is None or _TOP_KEY.search(text, block.end(), match.start()):
+        raise UsageError(missing)
+    return match
+
+
 def _narrow_machines(
     text: str, file: str, declared: Sequence[str], machines: Sequence[str], said: list[str]
 ) -> str:
@@ -79,11 +87,8 @@ def _narrow_machines(
         msg = f"--arch {unknown[0]}: not a machine of {file} (platform.architectures: {', '.join(declared)})"
         raise UsageError(msg)
     kept = [m for m in declared if m in machines]
-    block = _PLATFORM.search(text)
-    match = _MACHINES.search(text, block.end()) if block is not None else None
-    if match is None or (block is not None and _TOP_KEY.search(text, block.end(), match.start())):
-        msg = f"--arch: {file} has no one-line `architectures: [...]` under platform to narrow"
-        raise UsageError(msg)
+    missing = f"--arch: {file} has no one-line `architectures: [...]` under platform to narrow"
+    match = _under_platform(text, _MACHINES, missing)
     said.append(
         f"platform.architectures [{', '.join(kept)}] (--arch; {file} lists {', '.join(declared)}: "
         "the others' jobs are left out)"
