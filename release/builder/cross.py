@@ -29,13 +29,12 @@ from release.builder.repair import declare_external
 from release.builder.stage import stage_project
 from release.config.machines import MACHINES, host_machine
 from release.config.resources import toolkit_scripts
-from release.errors import BuildError, SmokeError, ToolchainError, UsageError
+from release.errors import BuildError, ToolchainError, UsageError
 from release.machine import images
 from release.machine.containers import ContainerStepFailed, commit_script, run_script
-from release.machine.emulation import CROSS_LABEL, DIST_PYTHON, cross_image_tag, emulated_command, image_id
+from release.machine.emulation import CROSS_LABEL, DIST_PYTHON, cross_image_tag, image_id
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.machine import machine_of
-from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
 from release.wheel.names import report_path
 
@@ -223,22 +222,3 @@ def run_cross(
             moved.append(dataclasses.replace(result, wheel=dest))
         shutil.rmtree(work, ignore_errors=True)
         return moved
-
-
-def emulated_smoke(wheel: Path, variant: ResolvedVariant, machine: str, *, engine: str) -> list[str]:
-    """The variant's smoke commands with `wheel` installed for the target machine's Debian Python
-    (DIST_PYTHON), run under emulation (binfmt_misc's qemu-user) in the cross image; returns each
-    command's output. Only a wheel of DIST_PYTHON can run there (the local images' other
-    interpreters are this machine's)."""
-    outputs = []
-    for command in variant.smoke_commands:
-        try:
-            proc = emulated_command(wheel, variant, machine, command, engine=engine)
-        except SmokeError as exc:
-            raise BuildError(str(exc)) from exc
-        if proc.returncode != 0:
-            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            msg = f"{wheel.name}: `{' '.join(command)}` under emulation exited {proc.returncode}: {tail}"
-            raise BuildError(msg)
-        outputs.append(proc.stdout)
-    return outputs
