@@ -11,15 +11,47 @@
 #   cross-build.sh run TRIPLET DIST_PYTHON WHEEL CMD...
 #       CMD under emulation with the wheel installed for Debian's own Python of the target machine;
 #       the target's loader path also holds what a toolkit install put in /usr/TRIPLET/etc/ld.so.conf.d
+#   cross-build.sh compilers TRIPLET DIR
+#       DIR holds what `wheel` puts first on PATH (below): the target's compilers and binutils
 #   cross-build.sh wheel TRIPLET PYTHON_VERSION SRC OUT [-C KEY=VALUE]... [--exclude PATTERN]...
 #       build SRC's wheel with /opt/python/cpXY-cpXY as the build interpreter, the target's
 #       headers (that interpreter's, with the target machine's pyconfig.h differences from
 #       Debian's pair of pyconfig.h), a CMake toolchain file and the variant's config settings (-C);
 #       repair it with auditwheel (--plat auto: the tag follows the wheel's machine) against the
 #       multiarch directories, the variant's runtime excluded (--exclude: bound, not vendored).
+#       The build sees the target's compilers under their plain names too (gcc, g++, cc, c++ and
+#       binutils first on PATH: an engine's own script that calls `g++` builds for the target), and
+#       they link with the target's link-only directories (/usr/TRIPLET/etc/link-only.d/*.conf: the
+#       CUDA driver stub), as LIBRARY_PATH gives a native build them; a cross GCC reads no LIBRARY_PATH.
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
+
+# compilers TRIPLET DIR: DIR holds the target's compilers under the target's names and the plain
+# ones (gcc, g++, cc, c++), each adding -L for the directories of /usr/TRIPLET/etc/link-only.d/*.conf
+# when it links, and the target's binutils under their plain names.
+compilers() {
+  local triplet="$1" dir="$2" links="" conf line name tool
+  for conf in "/usr/$triplet/etc/link-only.d"/*.conf; do
+    [ -e "$conf" ] || continue
+    while read -r line; do [ -z "$line" ] || links="$links -L$line"; done < "$conf"
+  done
+  mkdir -p "$dir"
+  for name in gcc:gcc g++:g++ cc:gcc c++:g++ "$triplet-gcc:gcc" "$triplet-g++:g++"; do
+    tool="$(command -v "$triplet-${name#*:}")" || die "the build image has no $triplet-${name#*:}"
+    # A compile, preprocess or dependency run takes no -L; a link gets them after its own arguments.
+    cat > "$dir/${name%%:*}" <<SH
+#!/bin/sh
+for a in "\$@"; do case "\$a" in -c|-S|-E|-M|-MM) exec $tool "\$@" ;; esac; done
+exec $tool "\$@"$links
+SH
+    chmod +x "$dir/${name%%:*}"
+  done
+  for name in ar as ld nm objcopy objdump ranlib readelf strip; do
+    tool="$(command -v "$triplet-$name")" && ln -s "$tool" "$dir/$name"
+  done
+  return 0
+}
 
 case "${1:-}" in
   setup)
@@ -108,11 +140,13 @@ open(path, "w").write("\n".join(new if line == old else line for line in text) +
 PY
     done < "/usr/local/share/pyconfig-$triplet.tsv"
     machine="${triplet%%-*}"
+    tools="$work/bin"
+    compilers "$triplet" "$tools"
     cat > "$work/toolchain.cmake" <<TC
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR $machine)
-set(CMAKE_C_COMPILER $triplet-gcc)
-set(CMAKE_CXX_COMPILER $triplet-g++)
+set(CMAKE_C_COMPILER $tools/$triplet-gcc)
+set(CMAKE_CXX_COMPILER $tools/$triplet-g++)
 set(CMAKE_FIND_ROOT_PATH /usr/$triplet /usr/lib/$triplet)
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
@@ -149,10 +183,14 @@ PY
     export CMAKE_TOOLCHAIN_FILE="$work/toolchain.cmake"
     # Python_SOABI for FindPython (nanobind); PYTHON_MODULE_EXTENSION for pybind11's own suffix.
     export SKBUILD_CMAKE_ARGS="-DPython_INCLUDE_DIR=$inc;-DPython_SOABI=$soabi;-DPYTHON_MODULE_EXTENSION=.$soabi.so"
-    "$work/venv/bin/python" -m build --wheel --no-isolation "${settings[@]}" -o "$work/dist" "$src"
+    PATH="$tools:$PATH" "$work/venv/bin/python" -m build --wheel --no-isolation "${settings[@]}" -o "$work/dist" "$src"
     LD_LIBRARY_PATH="/usr/$triplet/lib:/usr/lib/$triplet" \
       auditwheel repair --plat auto "${excludes[@]}" -w "$out" "$work"/dist/*.whl
     rm -rf "$work"
     ;;
-  *) die "the first word is setup, wheel or run (see the header)" ;;
+  compilers)
+    # cross-build.sh compilers TRIPLET DIR: the wrappers the wheel build puts first on PATH, alone.
+    compilers "$2" "$3"
+    ;;
+  *) die "the first word is setup, wheel, run or compilers (see the header)" ;;
 esac

@@ -23,7 +23,9 @@
 # (CMake's FindCUDAToolkit looks there when CMAKE_SYSTEM_PROCESSOR is aarch64), and the driver's
 # link stub lib/stubs/libcuda.so compiled for that machine with $CC (else MACHINE-linux-gnu-gcc).
 # The target's loader path is written to /usr/MACHINE-linux-gnu/etc/ld.so.conf.d/ (what runs the
-# target's programs under emulation reads it: scripts/cross-build.sh run), never to this machine's.
+# target's programs under emulation reads it: scripts/cross-build.sh run), never to this machine's;
+# the stub's directory to /usr/MACHINE-linux-gnu/etc/link-only.d/ (what a cross build's compilers
+# link with: scripts/cross-build.sh wheel).
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
@@ -124,7 +126,7 @@ nv_target() {  # MACHINE: NVIDIA's name of its targets/ directory
 }
 
 install_target() {
-  local nv own root dest tmp py wheel tree found conf
+  local nv own root dest tmp py wheel tree found conf links
   nv="$(nv_target "$target")" || die "--target=$target: NVIDIA's CUDA wheels are for x86_64 and aarch64 only"
   own="$(nv_target "$(uname -m)")" || own=""
   [ "$nv" != "$own" ] || die "--target=$target is this machine: install CUDA $version without --target"
@@ -136,9 +138,13 @@ install_target() {
     || die "--target=$target: no CUDA $version for this machine at $root to add it to (install-cuda.sh $version --from-pypi first)"
   dest="$root/targets/$nv"
   conf="/usr/$target-linux-gnu/etc/ld.so.conf.d/cuda-$dashed-$nv.conf"
+  # The driver stub's directory is for the linker alone: listed apart from the loader's path, for
+  # cross builds to link `-lcuda` with (a cross GCC reads no LIBRARY_PATH: scripts/cross-build.sh).
+  links="/usr/$target-linux-gnu/etc/link-only.d/cuda-$dashed-$nv.conf"
   export CC="${CC:-$target-linux-gnu-gcc}"
   found="$(cuda_version "$dest")"
-  if same_release "$version" "$found" && [ -e "$dest/lib/libcudart.so" ] && [ -e "$dest/lib/stubs/libcuda.so" ]; then
+  if same_release "$version" "$found" && [ -e "$dest/lib/libcudart.so" ] && [ -e "$dest/lib/stubs/libcuda.so" ] \
+    && [ -e "$links" ] && [ -e "$dest/include/crt" ]; then
     log "CUDA $found for $target is already under $dest: nothing to do"
     return 0
   fi
@@ -165,13 +171,20 @@ install_target() {
   as_root mkdir -p "$dest"
   as_root cp -r "$tree/include" "$tree/lib" "$dest/"
   as_root ln -sfn "$soname" "$dest/lib/libcudart.so"
+  # cuda_runtime.h includes crt/host_config.h, which NVIDIA ships with nvcc, not the runtime: the
+  # toolkit's own crt/ headers (machine-neutral, of the same release), as a cross package has them.
+  if [ -d "$root/include/crt" ] && [ ! -e "$dest/include/crt" ]; then
+    as_root cp -r "$root/include/crt" "$dest/include/crt"
+  fi
   rm -rf "$tmp"
   found="$(cuda_version "$dest")"
   same_release "$version" "$found" || die "$dest reports CUDA ${found:-of unknown version}, not $version"
   driver_stub "$dest"
   as_root mkdir -p "$(dirname "$conf")"
   printf '%s\n' "$dest/lib" | write_root_file "$conf"
-  log "done: CUDA $found for $target in $dest (headers, $soname, the driver stub for $target; its loader path in $conf)"
+  as_root mkdir -p "$(dirname "$links")"
+  printf '%s\n' "$dest/lib/stubs" | write_root_file "$links"
+  log "done: CUDA $found for $target in $dest (headers, $soname, the driver stub for $target; its loader path in $conf, its link-only directory in $links)"
 }
 
 if [ -n "$target" ]; then

@@ -172,3 +172,32 @@ def test_the_cuda_aarch64_wheel_imports_under_emulation_and_reports_no_driver(
     assert report["gpu_direct_reason"] == (
         "no CUDA device visible (CUDA driver version is insufficient for CUDA runtime version)"
     ), report
+
+
+def test_an_engine_script_that_calls_g_plus_plus_by_name_links_for_the_target(
+    cuda_aarch64: tuple[Path, Path, str],
+) -> None:
+    """Mooncake builds nvlink_allocator.so with its own script: `g++ ... -lcuda`, by name, no -L. In
+    the cross build `g++` is the target's compiler, and it links with the target's link-only
+    directories (install-cuda.sh --target's aarch64 driver stub), as LIBRARY_PATH gives a native
+    build; the image's own g++ is this machine's and finds no libcuda there."""
+    assert ENGINE is not None
+    source = 'extern "C" int cuInit(unsigned int); extern "C" int probe() { return cuInit(0); }'
+    script = (
+        f"printf '%s' '{source}' > /tmp/a.cpp && bash /toolkit-scripts/cross-build.sh compilers "
+        "aarch64-linux-gnu /tmp/tools && {path}g++ -shared -fPIC /tmp/a.cpp -lcuda -o /tmp/a.so "
+        "&& cat /tmp/a.so"
+    )
+    runs = {}
+    for path in ("PATH=/tmp/tools:$PATH ", ""):
+        runs[path] = subprocess.run(
+            [ENGINE, "run", "--rm", "--network=none", "-v", f"{ROOT / 'scripts'}:/toolkit-scripts:ro",
+             "--entrypoint", "bash", CUDA_CROSS_IMAGE, "-c", script.replace("{path}", path)],
+            capture_output=True, check=False, timeout=300,
+        )  # fmt: skip
+    crossed = runs["PATH=/tmp/tools:$PATH "]
+    assert crossed.returncode == 0, crossed.stderr.decode()[-2000:]
+    elf = inspect_elf("a.so", crossed.stdout)
+    assert elf.machine == "aarch64" and "libcuda.so.1" in elf.needed, (elf.machine, elf.needed)
+    native = runs[""]
+    assert native.returncode != 0 and b"cannot find -lcuda" in native.stderr, native.stderr[-2000:]
