@@ -11,6 +11,9 @@
 #   cross-build.sh run TRIPLET DIST_PYTHON WHEEL CMD...
 #       CMD under emulation with the wheel installed for Debian's own Python of the target machine;
 #       the target's loader path also holds what a toolkit install put in /usr/TRIPLET/etc/ld.so.conf.d
+#   cross-build.sh exec TRIPLET DIST_PYTHON CMD...
+#       CMD under emulation in the environment it is given (release hardware's leg of another
+#       machine: its --target install on PYTHONPATH), `{python} -m pip` working
 #   cross-build.sh compilers TRIPLET DIR
 #       DIR holds what `wheel` puts first on PATH (below): the target's compilers and binutils
 #   cross-build.sh wheel TRIPLET PYTHON_VERSION SRC OUT [-C KEY=VALUE]... [--exclude PATTERN]...
@@ -53,6 +56,24 @@ SH
   return 0
 }
 
+# target_exec TRIPLET DIST_PYTHON CMD...: CMD with {python} the target's interpreter, its standard
+# library Debian's (PYTHONHOME), its loader path the target's libraries and what a toolkit install
+# put in /usr/TRIPLET/etc/ld.so.conf.d.
+target_exec() {
+  local triplet="$1" dist_python="$2" target_py libs conf dir a
+  shift 2
+  target_py="/opt/target-$triplet/usr/bin/python$dist_python"
+  libs="/opt/target-$triplet/usr/lib/$triplet"
+  for conf in "/usr/$triplet/etc/ld.so.conf.d"/*.conf; do
+    [ -e "$conf" ] || continue
+    while read -r dir; do [ -z "$dir" ] || libs="$libs:$dir"; done < "$conf"
+  done
+  export PYTHONHOME=/usr LD_LIBRARY_PATH="$libs"
+  local args=()
+  for a in "$@"; do args+=("${a//\{python\}/$target_py}"); done
+  exec "${args[@]}"
+}
+
 case "${1:-}" in
   setup)
     triplet="$2" debarch="$3" dist_python="$4" packages="${5:-}" toolkit="${6:-}"
@@ -85,6 +106,11 @@ case "${1:-}" in
     # the target's extension modules included, came with libpython$dist_python-dev:$debarch).
     (cd /tmp && apt-get download -qq "python$dist_python-minimal:$debarch" "libstdc++6:$debarch" \
       && for deb in ./*"_$debarch.deb"; do dpkg-deb -x "$deb" "/opt/target-$triplet"; done && rm -f ./*.deb)
+    # That standard library's bytecode, compiled here at native speed by the build image's CPython
+    # of the same version (bytecode is the same on every machine): no python$dist_python package's
+    # trigger compiled it, and under emulation each run would spend about 25 s doing so.
+    "/opt/python/cp${dist_python/./}-cp${dist_python/./}/bin/python3" -m compileall -q -j 0 \
+      "/usr/lib/python$dist_python" > /dev/null 2>&1 || true
     if [ -n "$toolkit" ]; then
       # As the build image was made (image-layers.sh layer_toolkit): the scripts under a scratch root.
       mkdir -p /tmp/xfer-toolkit && cp -a "$(dirname "$0")" /tmp/xfer-toolkit/scripts
@@ -100,15 +126,20 @@ case "${1:-}" in
     "/opt/python/cp${dist_python/./}-cp${dist_python/./}/bin/python3" -m zipfile -e "$wheel" "$site"
     bin="$site/bin"; mkdir -p "$bin"
     for script in "$site"/*.data/scripts/*; do [ -e "$script" ] && chmod +x "$script" && ln -s "$script" "$bin/"; done
-    target_py="/opt/target-$triplet/usr/bin/python$dist_python"
-    libs="/opt/target-$triplet/usr/lib/$triplet"
-    for conf in "/usr/$triplet/etc/ld.so.conf.d"/*.conf; do
-      [ -e "$conf" ] || continue
-      while read -r dir; do [ -z "$dir" ] || libs="$libs:$dir"; done < "$conf"
-    done
-    export PYTHONHOME=/usr PYTHONPATH="$site" PATH="$bin:$PATH" LD_LIBRARY_PATH="$libs"
-    args=(); for a in "$@"; do args+=("${a//\{python\}/$target_py}"); done
-    "${args[@]}"
+    PYTHONPATH="$site" PATH="$bin:$PATH" target_exec "$triplet" "$dist_python" "$@"
+    ;;
+  exec)
+    # cross-build.sh exec TRIPLET DIST_PYTHON CMD...: CMD under emulation as it is given
+    # (PYTHONPATH, PATH: release hardware's --target install), with pip importable by the target's
+    # Python (`{python} -m pip`: the build Python's own pip, pure Python, of the same version).
+    triplet="$2" dist_python="$3"; shift 3
+    build_py="/opt/python/cp${dist_python/./}-cp${dist_python/./}/bin/python3"
+    pips="/tmp/target-pip"
+    if [ ! -e "$pips/pip" ]; then
+      mkdir -p "$pips"
+      ln -sfn "$("$build_py" -c 'import os, pip; print(os.path.dirname(pip.__file__))')" "$pips/pip"
+    fi
+    PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}$pips" target_exec "$triplet" "$dist_python" "$@"
     ;;
   wheel)
     triplet="$2" version="$3" src="$4" out="$5"
@@ -192,5 +223,5 @@ PY
     # cross-build.sh compilers TRIPLET DIR: the wrappers the wheel build puts first on PATH, alone.
     compilers "$2" "$3"
     ;;
-  *) die "the first word is setup, wheel, run or compilers (see the header)" ;;
+  *) die "the first word is setup, wheel, run, exec or compilers (see the header)" ;;
 esac

@@ -30,11 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from release import process, settings
-from release.config.machines import host_machine
+from release.config.machines import MACHINES, host_machine, machines_of_tags
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
 from release.hardware import container as containers
 from release.hardware import fetch, pair
+from release.hardware.emulated import emulated_leg
 from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_version, run_leg
 from release.inspect.verify import verify_wheel, write_report
 from release.machine.containers import STANDINS_ENV, container_engine, image_python, standins
@@ -43,6 +44,7 @@ from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke.selection import wheels_for
 from release.table import render
+from release.wheel.names import parse_wheel_name
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--index-version", metavar="VERSION", help="with --index: this version (default: the newest)")
     add("--image", help="run the leg in a container of this serving image, with the image's own Python")
+    add(
+        "--machine",
+        choices=sorted(MACHINES),
+        help="the machine whose wheel this leg runs (default: this one); another machine's runs here "
+        "under emulation (qemu-user) in the variant's cross image, with Debian's Python of that machine",
+    )
     add(
         "--detach",
         action="store_true",
@@ -144,15 +152,14 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch
         if not args.repo:
             msg = "--release needs --repo OWNER/NAME (or $GITHUB_REPOSITORY)"
             raise UsageError(msg)
-        machine = host_machine() if len(variant.floors) > 1 else None  # this runner's own wheel
+        machine = _machine(args) if len(variant.floors) > 1 else None  # this runner's own wheel
         pattern = fetch.wheel_pattern(variant.distribution, version, machine)
-        return fetch.from_release(
-            args.release, args.repo, pattern, scratch / "wheel"
-        ), variant.import_name
+        return fetch.from_release(args.release, args.repo, pattern, scratch / "wheel"), variant.import_name
     if args.index:
         return _from_index(args, loaded, variant, version, scratch / "wheel"), variant.import_name
     wheelhouse = (args.wheelhouse or loaded.root / "wheelhouse") / args.variant
-    found = wheels_for(wheelhouse, variant, version)
+    found = wheels_for(wheelhouse, variant, version, other_machines=_emulated(args))
+    found = [w for w in found if machines_of_tags(parse_wheel_name(w).platforms) <= {_machine(args)}]
     if len(found) != 1:
         what = "no wheel" if not found else f"{len(found)} wheels ({', '.join(w.name for w in found)})"
         msg = (
@@ -160,6 +167,15 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch
         )
         raise SmokeError(msg)
     return found[0], variant.import_name
+
+
+def _machine(args: argparse.Namespace) -> str:
+    """The machine whose wheel the leg runs: --machine, else this one."""
+    return str(args.machine or host_machine())
+
+
+def _emulated(args: argparse.Namespace) -> bool:
+    return _machine(args) != host_machine()
 
 
 def _from_index(
@@ -198,6 +214,13 @@ def _check_arguments(args: argparse.Namespace) -> None:
     if len(sources) > 1:
         msg = f"give one of --{', --'.join(sources)}: the leg's wheel comes from one place"
         raise UsageError(msg)
+    if _emulated(args) and (args.image or args.index):
+        given = "--image" if args.image else "--index"
+        msg = (
+            f"--machine {args.machine} with {given}: this machine is {host_machine()}; another "
+            f"machine's leg runs here only under emulation, from --release, --wheelhouse or --wheel"
+        )
+        raise UsageError(msg)
     if args.role != "single" and args.address_file is None:
         msg = f"--role {args.role} needs --address-file (the master's address is exchanged through it)"
         raise UsageError(msg)
@@ -216,10 +239,14 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 
 def _named_version(python: str) -> str:
-    """`3.12` from `python3.12`: in an image, the version picks the wheel before the image runs."""
+    """`3.12` from `python3.12`: in an image or under emulation, the version picks the wheel
+    before the interpreter runs."""
     found = re.fullmatch(r"(?:.*/)?python(\d+\.\d+)", python)
     if found is None:
-        msg = f"--image needs --python named with its version (python3.12), not {python!r}"
+        msg = (
+            f"--image and another machine's --machine need --python named with its version "
+            f"(python3.12), not {python!r}"
+        )
         raise UsageError(msg)
     return found.group(1)
 
@@ -275,6 +302,19 @@ def _where(
         yield in_container(target, box.prefix), python, notes
     finally:
         box.close()
+
+
+def _place(
+    args: argparse.Namespace, loaded: LoadedMatrix, wheel: Path, target: Path, log: Callable[[str], None]
+) -> contextlib.AbstractContextManager[tuple[Where | None, str, list[Check]]]:
+    """Where the leg runs: here, in a container of --image, or, for another machine's wheel, under
+    emulation (`release.hardware.emulated`)."""
+    if not _emulated(args):
+        return _where(args, loaded, wheel, target, log)
+    variant = make_plan(loaded, variants=(args.variant,)).variant(args.variant)
+    folder = Path(args.address_file).resolve().parent if args.address_file is not None else None
+    machine, version = _machine(args), _named_version(args.python)
+    return emulated_leg(variant, machine, version, wheel=wheel, target=target, exchange=folder)
 
 
 def _record(args: argparse.Namespace, wheel: str, version: str, checks: list[Check]) -> dict[str, Any]:
@@ -349,15 +389,16 @@ def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], No
         pair.await_address_file(args, log)
     with tempfile.TemporaryDirectory(prefix="release-hardware-") as scratch_dir:
         scratch = Path(scratch_dir)
-        version = python_version(args.python) if not args.image else _named_version(args.python)
+        named = args.image or _emulated(args)  # the Python is the image's or the emulated machine's
+        version = _named_version(args.python) if named else python_version(args.python)
         wheel, import_name = _wheel(args, loaded, version, scratch)
         target = (args.target or scratch / "site").resolve()
-        with _where(args, loaded, wheel, target, log) as (where, python, notes):
+        with _place(args, loaded, wheel, target, log) as (where, python, notes):
             notes.insert(0, Check("wheel", "pass", _source(args, wheel)))
             if where is not None:
                 found = python_version(python, where)
                 if found != version:
-                    msg = f"{args.image}: {python} is Python {found}, not {version}"
+                    msg = f"{args.image or _machine(args)}: {python} is Python {found}, not {version}"
                     raise SmokeError(msg)
             leg = Leg(
                 wheel=wheel,
@@ -373,6 +414,7 @@ def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], No
                 timeout=args.timeout,
                 require_device=args.require_device,
             )
-            log(f"hardware leg: {wheel.name}, Python {version} ({python}), role {args.role}")
+            shown = f"Debian's python{version} of {_machine(args)}" if _emulated(args) else python
+            log(f"hardware leg: {wheel.name}, Python {version} ({shown}), role {args.role}")
             checks = notes + run_leg(leg, log, where)
     return _report(args, _record(args, wheel.name, version, checks))

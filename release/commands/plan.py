@@ -23,7 +23,7 @@ from release.errors import MatrixError, Problem, UsageError
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
 from release.plan.machine import machine_of
-from release.plan.steps import BuildStep, Plan, awaiting_line, idle_tier_lines, make_plan, select
+from release.plan.steps import BuildStep, Plan, awaiting_line, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 from release.variants.make import variant_set
 
@@ -210,7 +210,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
             file=where,
         )
     if args.github != "release":
-        for problem in [*unpinned_images(plan), *unfilled(loaded.path), *idle_tier_lines(plan)]:
+        for problem in [*unpinned_images(plan), *unfilled(loaded.path)]:
             print(f"warning: {problem}", file=sys.stderr)
     return code
 
@@ -234,8 +234,10 @@ def _run(args: argparse.Namespace, plan: Plan) -> int:
             print(_line({"include": [s.to_json() for s in smoke]}))
             return 0
         rows = [
-            (s.identifier, s.container, s.gpu, s.architecture, " ".join(s.runner), s.nodes) for s in smoke
-        ]
+            (s.identifier, s.container or f"(the runner's own Python {s.python})", s.gpu, s.architecture,
+             " ".join(s.runner), s.nodes)
+            for s in smoke
+        ]  # fmt: skip
         print(table.render(("identifier", "image", "gpu", "arch", "runner labels", "nodes"), rows))
         print(f"\n{len(smoke)} smoke jobs")
         return 0

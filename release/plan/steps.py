@@ -164,25 +164,6 @@ def awaiting_line(loaded: LoadedMatrix, name: str) -> str:
     )
 
 
-def idle_tier_lines(plan: Plan) -> list[str]:
-    """A located line per hardware tier a variant names on which no leg can run, because the
-    variant declares no serving image with a container reference to run its wheel in there."""
-    lines = []
-    for name, variant in plan.variants.items():
-        if any(image.image.container for image in variant.images):
-            continue  # its legs (or the awaiting digests, or the kernels that skip a tier) say the rest
-        line = plan.loaded.lines.get(f"variants.{name}.hardware")
-        where = f"{plan.loaded.path.name}:{line}" if line is not None else plan.loaded.path.name
-        for tier in variant.hardware:
-            lines.append(
-                f"{where}: variants.{name}.hardware names {tier.name} ({tier.hardware.gpu}, "
-                f"{tier.hardware.machine}), but no hardware leg runs on it: the variant declares no "
-                "serving image with a container reference (images.<name>.container) to run its wheel in; "
-                f"declare one that has {tier.hardware.machine} builds and add it to variants.{name}.images"
-            )
-    return lines
-
-
 def make_plan(
     loaded: LoadedMatrix, *, variants: tuple[str, ...] = (), include_held_back: bool = False
 ) -> Plan:
@@ -248,10 +229,36 @@ def _build_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) 
     return tuple(steps)
 
 
+RUNNER = "runner"
+"""The image name of a runner leg: a variant that declares no serving image with a container
+reference runs its hardware legs on the tier's runner itself, in the Python actions/setup-python
+gives there (hardware.yml), the matrix's newest."""
+
+
 def _smoke_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) -> tuple[SmokeStep, ...]:
-    """The image x hardware x Python cross product for images with a container reference."""
+    """The image x hardware x Python cross product for images with a container reference; for a
+    variant without any, one runner leg per tier with the matrix's newest Python."""
     steps = []
+    newest = max(loaded.matrix.python, key=_version)
     for name, variant in variants.items():
+        if not any(image.image.container for image in variant.images):
+            for tier in variant.hardware:
+                if tier.hardware.machine not in variant.floors:
+                    continue  # checked in config: a tier of a machine the variant is not built for
+                steps.append(
+                    SmokeStep(
+                        identifier=f"{python_tag(newest)}-{name}-{RUNNER}-{tier.name}",
+                        variant=for_machine(variant, tier.hardware.machine),
+                        python=newest,
+                        image=RUNNER,
+                        container="",
+                        hardware=tier.name,
+                        gpu=tier.hardware.gpu,
+                        architecture=tier.hardware.architecture,
+                        runner=tier.hardware.runner,
+                        nodes=tier.hardware.nodes,
+                    )
+                )
         for image in variant.images:
             if image.image.container is None:
                 continue

@@ -71,11 +71,13 @@ def make_repo(
     floor: str | None = None,
     machines: tuple[str, ...] = ("x86_64",),
     variant_wheels: dict[str, Any] | None = None,
+    hardware: dict[str, Any] | None = None,
 ) -> Path:
     """A repository like ours (toolkit, engine, workflows) whose matrix holds `variants`. Its
     Pythons and floor stay matrix.yaml's unless given: a rehearsal narrows them for its jobs with
     `NARROW`, and the local images stay the ones the real matrix makes. Its machines are x86_64's
-    alone unless given (an aarch64 job here runs only Debian's Python under emulation)."""
+    alone unless given (an aarch64 job here runs only Debian's Python under emulation); no hardware
+    tiers unless given."""
     real_repo(directory)
     data = matrix_data()
     if pythons is not None:
@@ -92,7 +94,7 @@ def make_repo(
     elif not set((data.get("variant_wheels") or {}).get("variants", ())) <= set(variants):
         data.pop("variant_wheels")  # a variant set is made of each of its variants
     data["images"] = images or {}
-    data["hardware"] = {}
+    data["hardware"] = hardware or {}
     # Lists of scalars in flow style (`python: ["3.10", ...]` on one line, which --python narrows).
     text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=1000)
     (directory / "matrix.yaml").write_text(text, encoding="utf-8")

@@ -12,11 +12,14 @@ import pytest
 
 from release import process
 from release.commands import hardware
+from release.config.matrix import load
 from release.errors import SmokeError, UsageError
+from release.hardware import emulated
 from release.hardware.container import HostDevices, device_flags, ensure_image, pull_failure
 from release.hardware.fetch import wheel_pattern
 from release.machine import containers as smoke_container
 from release.machine.containers import standins
+from release.plan.steps import make_plan
 from release.rehearse import gh_standin, workflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,7 +98,7 @@ def test_the_release_asset_pattern_is_the_wheel_file_name_spelling() -> None:
 def _args(**given: object) -> argparse.Namespace:
     defaults: dict[str, object] = {
         "role": "single", "address_file": None, "detach": False, "attach": False,
-        "address_artifact": None, "done_artifact": None,
+        "address_artifact": None, "done_artifact": None, "machine": None, "image": None, "index": None,
     }  # fmt: skip
     return argparse.Namespace(**{**defaults, **given})
 
@@ -169,3 +172,36 @@ def test_hardware_yml_is_a_dispatch_whose_pair_jobs_run_together() -> None:
     release = workflow.load(ROOT / ".github" / "workflows" / "release.yml")
     assert release.event == "push"
     assert all(len(release.concurrent(j)) <= 1 for j in release.jobs.values())
+
+
+def test_another_machines_leg_runs_here_only_under_emulation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--machine aarch64 on an x86_64 host: from a release, wheelhouse or file, never in a serving
+    image or from an index (both are this machine's); and each thing emulation needs is named."""
+    monkeypatch.setattr(hardware, "host_machine", lambda: "x86_64")
+    for given in ({"image": "docker.io/x/y:1"}, {"index": "http://127.0.0.1/simple"}):
+        with pytest.raises(UsageError, match="only under emulation, from --release, --wheelhouse or --wheel"):
+            hardware._check_arguments(_args(machine="aarch64", **given))
+    hardware._check_arguments(_args(machine="x86_64", image="docker.io/x/y:1"))  # this machine's: as before
+    cuda = make_plan(load(ROOT / "matrix.yaml")).variant("cuda")
+    monkeypatch.setattr(emulated, "emulation_missing", lambda machine: "")
+    monkeypatch.setattr(emulated, "host_machine", lambda: "x86_64")
+    monkeypatch.setattr(emulated, "cross_image_present", lambda engine, variant, machine: False)
+
+    def refusal(version: str = "3.13", engine: str | None = "podman") -> str:
+        return emulated._refusal(cuda, "aarch64", version, engine)
+
+    assert "Debian's Python 3.13 of aarch64 only, not 3.12" in refusal("3.12")
+    assert refusal().endswith("-cross-aarch64 here (`release build --variant cuda --arch aarch64` makes it)")
+    assert "no container engine" in refusal(engine=None)
+    monkeypatch.setattr(emulated, "emulation_missing", lambda machine: "no binfmt_misc entry for aarch64")
+    said = "--machine aarch64: this x86_64 machine runs no aarch64 programs: no binfmt_misc entry for aarch64"
+    assert refusal() == said
+    monkeypatch.setattr(emulated, "emulation_missing", lambda machine: "")
+    monkeypatch.setattr(emulated, "cross_image_present", lambda engine, variant, machine: True)
+    assert refusal() == ""
+    monkeypatch.setattr(emulated, "container_engine", lambda: None)
+    with (
+        pytest.raises(SmokeError, match="no container engine"),
+        emulated.emulated_leg(cuda, "aarch64", "3.13", wheel=Path("w.whl"), target=Path("t"), exchange=None),
+    ):
+        pass

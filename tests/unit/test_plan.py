@@ -147,9 +147,11 @@ def test_smoke_plan(loaded: matrix.LoadedMatrix, capsys: pytest.CaptureFixture[s
     # The images' own Pythons; SGLang's -mi30x image on the gfx942 tier only (gpu_architectures).
     expected = {("vllm-rocm", tier, "3.12") for tier in ("mi300x", "mi355x", "mi350x-pd")}
     expected.add(("sglang-rocm", "mi300x", "3.10"))
+    # cuda declares no serving image: its Grace tiers get runner legs, the matrix's newest Python.
+    expected |= {("runner", tier, "3.14") for tier in ("gh200", "gb200-pd")}
     assert {(s.image, s.hardware, s.python) for s in steps} == expected
-    assert len(steps) == 4
-    assert {s.variant.name for s in steps} == {"rocm"}
+    assert len(steps) == 6
+    assert {s.variant.name for s in steps} == {"rocm", "cuda"}
     assert "cp312-rocm-vllm-rocm-mi355x" in _ids(steps)
     pd = next(s for s in steps if s.hardware == "mi350x-pd")
     assert pd.nodes == 2
@@ -168,7 +170,7 @@ def test_plan_table_lists_every_step(capsys: pytest.CaptureFixture[str]) -> None
     assert "held back (not released): musa (xfer-engine-musa): no MUSA Toolkit installer" in out
     assert "cp312-rocm-manylinux_x86_64" in out
     assert cli.main(["--matrix", str(MATRIX_FILE), "plan", "--smoke"]) == 0
-    assert "4 smoke jobs" in capsys.readouterr().out
+    assert "6 smoke jobs" in capsys.readouterr().out
 
 
 NEW_VARIANT = """\

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -287,19 +288,23 @@ def test_smoke_takes_this_machines_wheels(
     ]
 
 
-def test_a_tier_no_leg_can_run_on_is_one_located_warning(capsys: pytest.CaptureFixture[str]) -> None:
-    """matrix.yaml's Grace tiers test the cuda variant's aarch64 wheels, but the cuda variant
-    declares no serving image with a container: `release plan` says, per tier, that no hardware leg
-    runs there and what to declare; a variant whose image gives legs (rocm) gets no such line."""
+def test_a_variant_without_a_serving_image_runs_its_tiers_on_the_runner(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """matrix.yaml's Grace tiers test the cuda variant's aarch64 wheels, and the cuda variant
+    declares no serving image with a container: each tier gets a runner leg (no container, the
+    matrix's newest Python, which hardware.yml sets up on the runner) of the aarch64 wheel; a
+    variant whose images give legs (rocm) gets none."""
     loaded = matrix.load(MATRIX_FILE)
     made = plan.make_plan(loaded)
-    lines = plan.idle_tier_lines(made)
-    line = loaded.lines["variants.cuda.hardware"]
-    assert [ln.split(" (")[0] for ln in lines] == [
-        f"matrix.yaml:{line}: variants.cuda.hardware names gh200",
-        f"matrix.yaml:{line}: variants.cuda.hardware names gb200-pd",
-    ]
-    assert lines[0].endswith("declare one that has aarch64 builds and add it to variants.cuda.images")
-    assert not [s for s in made.smokes if s.hardware in ("gh200", "gb200-pd")]
+    legs = {s.identifier: s for s in made.smokes if s.image == plan.RUNNER}
+    assert set(legs) == {"cp314-cuda-runner-gh200", "cp314-cuda-runner-gb200-pd"}
+    pair = legs["cp314-cuda-runner-gb200-pd"].to_json()
+    assert pair["container"] == "" and pair["machine"] == "aarch64" and pair["nodes"] == 2
+    assert pair["runner"] == ["self-hosted", "linux", "arm64", "cuda", "gb200"]
+    assert legs["cp314-cuda-runner-gh200"].variant.floor == "manylinux_2_28_aarch64"
+    assert not [s for s in made.smokes if s.variant.name == "rocm" and s.image == plan.RUNNER]
     assert cli.main(["--matrix", str(MATRIX_FILE), "plan", "--smoke"]) == 0
-    assert f"warning: {lines[1]}" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert re.search(r"cp314-cuda-runner-gh200\s+\(the runner's own Python 3\.14\)", captured.out)
+    assert "no hardware leg runs on it" not in captured.err

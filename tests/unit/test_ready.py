@@ -69,7 +69,7 @@ def test_checklist_items_name_environments_publishers_and_runners(tmp_path: Path
         "xfer, workflow release.yml, environment pypi"
     ) in publishers
     assert not [i for i in items if i.name == "xfer-engine-musa"]  # held back: no publisher, no name
-    assert {n for k, n in status if k == "runner"} == {"mi300x", "mi355x", "mi350x-pd"}
+    assert {n for k, n in status if k == "runner"} == {"mi300x", "mi355x", "mi350x-pd", "gh200", "gb200-pd"}
     assert environment(loaded.matrix, "0.2.0") == "pypi"
     assert environment(loaded.matrix, "0.2.0rc1") == "testpypi"
 
