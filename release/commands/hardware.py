@@ -146,6 +146,10 @@ def _absolute(args: argparse.Namespace) -> None:
 def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch: Path) -> tuple[Path, str]:
     plan = make_plan(loaded, variants=(args.variant,))
     variant = plan.variant(args.variant)
+    if args.machine and args.machine not in variant.floors:
+        released = ", ".join(variant.floors)
+        msg = f"--machine {args.machine}: variant {args.variant} is released for {released} only"
+        raise UsageError(msg)
     if args.wheel is not None:
         return args.wheel, variant.import_name
     if args.release:

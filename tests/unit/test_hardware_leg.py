@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from release import process
+from release import cli, process
 from release.commands import hardware
 from release.config.matrix import load
 from release.errors import SmokeError, UsageError
@@ -205,3 +205,10 @@ def test_another_machines_leg_runs_here_only_under_emulation(monkeypatch: pytest
         emulated.emulated_leg(cuda, "aarch64", "3.13", wheel=Path("w.whl"), target=Path("t"), exchange=None),
     ):
         pass
+
+
+def test_a_machine_the_variant_does_not_release_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["--matrix", str(ROOT / "matrix.yaml"), "hardware", "--variant", "rocm",
+                     "--machine", "aarch64", "--python", "python3.13"])  # fmt: skip
+    assert code != 0
+    assert "--machine aarch64: variant rocm is released for x86_64 only" in capsys.readouterr().err
