@@ -1,0 +1,76 @@
+"""`release rehearse --workflow .github/workflows/hardware.yml` for the Grace tiers (issue 48): the
+cuda variant declares GH200 (one node) and GB200 (prefill and decode on two nodes) and no serving
+image, so each tier runs a runner leg of the aarch64 wheel in the runner's own Python. This x86_64
+machine stands in for the arm64 runners: every leg runs under emulation (`release hardware
+--machine aarch64`: qemu-user in the cuda cross image, Debian's aarch64 Python 3.13) up to the
+device selftest, which reports a skip; the pair meets through the run's artifacts.
+
+The tag's GitHub Release is the cross-built cp313 aarch64 wheel with its verify report (the local
+floor, manylinux_2_39, is the matrix's policy here, so the report is releasable);
+test_rehearse_machines.py rehearses the release that publishes such a set. The build makes the
+cuda build image and its cross image where they are not up to date for this matrix. The matrix
+keeps its Pythons; the rehearsal narrows the jobs' checkout to Debian's 3.13, the matrix's newest
+there, which the runner legs take.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from release.machine.emulation import DIST_PYTHON, emulation_missing
+
+from .conftest import toolkit
+from .rehearsal import make_repo, matrix_data, need_podman, rehearse, table
+
+pytestmark = pytest.mark.integration
+need_podman()
+
+GRACE = ("gh200", "gb200-pd")
+PY = "cp" + DIST_PYTHON.replace(".", "")
+IMAGE = "localhost/xfer-build-cuda-cross-aarch64"
+
+
+@pytest.mark.slow
+def test_the_grace_runner_legs_rehearse_up_to_the_device_under_emulation(tmp_path: Path, work: Path) -> None:
+    missing = emulation_missing("aarch64")
+    assert missing == "", missing  # .ci/run registers qemu-user-static's aarch64 entry
+    declared = matrix_data()
+    assert declared["variants"]["cuda"]["hardware"] == list(GRACE)  # the real matrix's Grace tiers
+    cuda = {**declared["variants"]["cuda"], "images": []}
+    repo = make_repo(
+        tmp_path / "repo", {"cuda": cuda}, floor="manylinux_2_39",
+        machines=("x86_64", "aarch64"), hardware={tier: declared["hardware"][tier] for tier in GRACE},
+    )  # fmt: skip
+    release = tmp_path / "release"
+    toolkit(
+        "--matrix", str(repo / "matrix.yaml"), "build", "--variant", "cuda", "--arch", "aarch64",
+        "--python", DIST_PYTHON, "--tag", "v0.2.0", "--wheelhouse", str(release), timeout=1800,
+    )  # fmt: skip
+    proc = rehearse(
+        repo, work, "--workflow", str(repo / ".github" / "workflows" / "hardware.yml"),
+        "--release-assets", str(release), "--python", DIST_PYTHON, timeout=1500,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    single, pair = f"{PY}-cuda-runner-gh200", f"{PY}-cuda-runner-gb200-pd"
+    ran = {job: row[1] for job, row in table(proc.stdout).items()}
+    assert ran == dict.fromkeys(["plan", single, f"{pair} prefill", f"{pair} decode"], "success"), ran
+    set_up = f"The leg's Python (a runner leg; a serving image has its own): Python {DIST_PYTHON}: "
+    assert proc.stdout.count(set_up) == 3, proc.stdout[-4000:]  # on each runner, before the leg
+    for job, role in ((single, "single"), (f"{pair} prefill", "prefill"), (f"{pair} decode", "decode")):
+        text = (work / "logs" / f"{job.replace(' ', '-')}.log").read_text(encoding="utf-8")
+        assert f"aarch64 wheel on this x86_64 machine: qemu-user in {IMAGE}" in text, text[-3000:]
+        assert re.search(rf"selftest \({role}\)\s+skip\s+device: no GPU \(.+\)", text), text[-3000:]
+        assert "xfer-master --version  pass" in text and "matches; releasable" in text
+    calls = [json.loads(line) for line in (work / "github" / "calls.jsonl").read_text().splitlines()]
+    downloads = [c for c in calls if c[:2] == ["release", "download"]]
+    assert len(downloads) == 3 and all(f"xfer_engine-*-{PY}-{PY}-*_aarch64.whl" in c for c in downloads)
+    artifacts = work / "github" / "runs" / "1" / "artifacts"
+    address = json.loads((artifacts / f"{pair}-address" / "address.json").read_text())
+    assert re.fullmatch(r"[\d.]+:\d+", address["master"])
+    record = work / "jobs" / f"{pair}-prefill" / "workspace" / "out" / "address.json.leg.json"
+    served = next(c for c in json.loads(record.read_text())["checks"] if c["step"] == "selftest (prefill)")
+    assert served["status"] == "skip" and served["data"]["received"]["verified"]
