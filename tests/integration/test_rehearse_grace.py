@@ -5,12 +5,12 @@ machine stands in for the arm64 runners: every leg runs under emulation (`releas
 --machine aarch64`: qemu-user in the cuda cross image, Debian's aarch64 Python 3.13) up to the
 device selftest, which reports a skip; the pair meets through the run's artifacts.
 
-The tag's GitHub Release is the cross-built cp313 aarch64 wheel with its verify report (the local
-floor, manylinux_2_39, is the matrix's policy here, so the report is releasable);
-test_rehearse_machines.py rehearses the release that publishes such a set. The build makes the
-cuda build image and its cross image where they are not up to date for this matrix. The matrix
-keeps its Pythons; the rehearsal narrows the jobs' checkout to Debian's 3.13, the matrix's newest
-there, which the runner legs take.
+The tag's GitHub Release is the cross-built cp313 aarch64 wheel with its verify report, written in
+release mode against the floor the rehearsal narrows the checkout to (the local images' 2_39), as
+test_rehearse_machines.py's release of such a set writes it. The matrix is the real one (its
+Pythons, its floor), so the build takes the cuda build image the other tests make, not a recipe
+of its own; the rehearsal narrows the jobs' checkout to Debian's 3.13, the matrix's newest there,
+which the runner legs take.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pytest
 from release.machine.emulation import DIST_PYTHON, emulation_missing
 
 from .conftest import toolkit
-from .rehearsal import make_repo, matrix_data, need_podman, rehearse, table
+from .rehearsal import LOCAL_FLOOR, make_repo, matrix_data, need_podman, rehearse, table
 
 pytestmark = pytest.mark.integration
 need_podman()
@@ -32,6 +32,7 @@ need_podman()
 GRACE = ("gh200", "gb200-pd")
 PY = "cp" + DIST_PYTHON.replace(".", "")
 IMAGE = "localhost/xfer-build-cuda-cross-aarch64"
+FLOOR = LOCAL_FLOOR.removesuffix("_x86_64")  # a policy, as the narrowed checkout's: each machine its tag
 
 
 @pytest.mark.slow
@@ -42,17 +43,26 @@ def test_the_grace_runner_legs_rehearse_up_to_the_device_under_emulation(tmp_pat
     assert declared["variants"]["cuda"]["hardware"] == list(GRACE)  # the real matrix's Grace tiers
     cuda = {**declared["variants"]["cuda"], "images": []}
     repo = make_repo(
-        tmp_path / "repo", {"cuda": cuda}, floor="manylinux_2_39",
-        machines=("x86_64", "aarch64"), hardware={tier: declared["hardware"][tier] for tier in GRACE},
+        tmp_path / "repo", {"cuda": cuda}, machines=("x86_64", "aarch64"),
+        hardware={tier: declared["hardware"][tier] for tier in GRACE},
     )  # fmt: skip
     release = tmp_path / "release"
     toolkit(
         "--matrix", str(repo / "matrix.yaml"), "build", "--variant", "cuda", "--arch", "aarch64",
         "--python", DIST_PYTHON, "--tag", "v0.2.0", "--wheelhouse", str(release), timeout=1800,
     )  # fmt: skip
+    # The release's report, as the rehearsal's narrowed checkout verifies it (--floor: the local
+    # image's manylinux_2_39 in place of manylinux_2_28, whose image is in a registry).
+    local = repo / "matrix-local-floor.yaml"
+    text = (repo / "matrix.yaml").read_text(encoding="utf-8")
+    local.write_text(text.replace("floor: manylinux_2_28", f"floor: {FLOOR}", 1), encoding="utf-8")
+    toolkit(
+        "--matrix", str(local), "verify", "--release", "--full", "--write-reports", "--variant", "cuda",
+        "--version", "v0.2.0", str(release / "cuda"),
+    )  # fmt: skip
     proc = rehearse(
         repo, work, "--workflow", str(repo / ".github" / "workflows" / "hardware.yml"),
-        "--release-assets", str(release), "--python", DIST_PYTHON, timeout=1500,
+        "--release-assets", str(release), "--python", DIST_PYTHON, "--floor", LOCAL_FLOOR, timeout=1500,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
     single, pair = f"{PY}-cuda-runner-gh200", f"{PY}-cuda-runner-gb200-pd"
