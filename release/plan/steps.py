@@ -241,41 +241,26 @@ def _smoke_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) 
     steps = []
     newest = max(loaded.matrix.python, key=_version)
     for name, variant in variants.items():
-        if not any(image.image.container for image in variant.images):
+        # (image name, container, its Pythons, the GPU architectures its kernels are for)
+        places = [
+            (i.name, i.image.container, i.image.python or loaded.matrix.python, i.image.gpu_architectures)
+            for i in variant.images
+            if i.image.container is not None
+        ] or [(RUNNER, "", (newest,), ())]
+        for image, container, pythons, kernels in places:
             for tier in variant.hardware:
                 if tier.hardware.machine not in variant.floors:
                     continue  # checked in config: a tier of a machine the variant is not built for
-                steps.append(
-                    SmokeStep(
-                        identifier=f"{python_tag(newest)}-{name}-{RUNNER}-{tier.name}",
-                        variant=for_machine(variant, tier.hardware.machine),
-                        python=newest,
-                        image=RUNNER,
-                        container="",
-                        hardware=tier.name,
-                        gpu=tier.hardware.gpu,
-                        architecture=tier.hardware.architecture,
-                        runner=tier.hardware.runner,
-                        nodes=tier.hardware.nodes,
-                    )
-                )
-        for image in variant.images:
-            if image.image.container is None:
-                continue
-            for tier in variant.hardware:
-                if tier.hardware.machine not in variant.floors:
-                    continue  # checked in config: a tier of a machine the variant is not built for
-                kernels = image.image.gpu_architectures
                 if kernels and tier.hardware.architecture not in kernels:
                     continue  # the image's kernels are for other GPUs (SGLang's -mi30x on an MI355X)
-                for py in image.image.python or loaded.matrix.python:
+                for py in pythons:
                     steps.append(
                         SmokeStep(
-                            identifier=f"{python_tag(py)}-{name}-{image.name}-{tier.name}",
+                            identifier=f"{python_tag(py)}-{name}-{image}-{tier.name}",
                             variant=for_machine(variant, tier.hardware.machine),
                             python=py,
-                            image=image.name,
-                            container=image.image.container,
+                            image=image,
+                            container=container,
                             hardware=tier.name,
                             gpu=tier.hardware.gpu,
                             architecture=tier.hardware.architecture,
