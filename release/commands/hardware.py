@@ -143,24 +143,26 @@ def _absolute(args: argparse.Namespace) -> None:
             setattr(args, name, Path(value).absolute())
 
 
-def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch: Path) -> tuple[Path, str]:
-    plan = make_plan(loaded, variants=(args.variant,))
-    variant = plan.variant(args.variant)
+def _wheel(
+    args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch: Path
+) -> tuple[Path, ResolvedVariant]:
+    """The leg's wheel, and its variant resolved for the matrix."""
+    variant = make_plan(loaded, variants=(args.variant,)).variant(args.variant)
     if args.machine and args.machine not in variant.floors:
         released = ", ".join(variant.floors)
         msg = f"--machine {args.machine}: variant {args.variant} is released for {released} only"
         raise UsageError(msg)
     if args.wheel is not None:
-        return args.wheel, variant.import_name
+        return args.wheel, variant
     if args.release:
         if not args.repo:
             msg = "--release needs --repo OWNER/NAME (or $GITHUB_REPOSITORY)"
             raise UsageError(msg)
         machine = _machine(args) if len(variant.floors) > 1 else None  # this runner's own wheel
         pattern = fetch.wheel_pattern(variant.distribution, version, machine)
-        return fetch.from_release(args.release, args.repo, pattern, scratch / "wheel"), variant.import_name
+        return fetch.from_release(args.release, args.repo, pattern, scratch / "wheel"), variant
     if args.index:
-        return _from_index(args, loaded, variant, version, scratch / "wheel"), variant.import_name
+        return _from_index(args, loaded, variant, version, scratch / "wheel"), variant
     wheelhouse = (args.wheelhouse or loaded.root / "wheelhouse") / args.variant
     found = wheels_for(wheelhouse, variant, version, other_machines=_emulated(args))
     found = [w for w in found if machines_of_tags(parse_wheel_name(w).platforms) <= {_machine(args)}]
@@ -170,7 +172,7 @@ def _wheel(args: argparse.Namespace, loaded: LoadedMatrix, version: str, scratch
             f"{wheelhouse}: {what} of {variant.distribution} for Python {version}; this leg needs exactly one"
         )
         raise SmokeError(msg)
-    return found[0], variant.import_name
+    return found[0], variant
 
 
 def _machine(args: argparse.Namespace) -> str:
@@ -309,13 +311,18 @@ def _where(
 
 
 def _place(
-    args: argparse.Namespace, loaded: LoadedMatrix, wheel: Path, target: Path, log: Callable[[str], None]
+    args: argparse.Namespace,
+    loaded: LoadedMatrix,
+    variant: ResolvedVariant,
+    wheel: Path,
+    *,
+    target: Path,
+    log: Callable[[str], None],
 ) -> contextlib.AbstractContextManager[tuple[Where | None, str, list[Check]]]:
     """Where the leg runs: here, in a container of --image, or, for another machine's wheel, under
     emulation (`release.hardware.emulated`)."""
     if not _emulated(args):
         return _where(args, loaded, wheel, target, log)
-    variant = make_plan(loaded, variants=(args.variant,)).variant(args.variant)
     folder = Path(args.address_file).resolve().parent if args.address_file is not None else None
     machine, version = _machine(args), _named_version(args.python)
     return emulated_leg(variant, machine, version, wheel=wheel, target=target, exchange=folder)
@@ -395,9 +402,9 @@ def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], No
         scratch = Path(scratch_dir)
         named = args.image or _emulated(args)  # the Python is the image's or the emulated machine's
         version = _named_version(args.python) if named else python_version(args.python)
-        wheel, import_name = _wheel(args, loaded, version, scratch)
+        wheel, variant = _wheel(args, loaded, version, scratch)
         target = (args.target or scratch / "site").resolve()
-        with _place(args, loaded, wheel, target, log) as (where, python, notes):
+        with _place(args, loaded, variant, wheel, target=target, log=log) as (where, python, notes):
             notes.insert(0, Check("wheel", "pass", _source(args, wheel)))
             if where is not None:
                 found = python_version(python, where)
@@ -408,7 +415,7 @@ def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], No
                 wheel=wheel,
                 python=python,
                 role=args.role,
-                import_name=import_name,
+                import_name=variant.import_name,
                 target=target,
                 local=args.local,
                 address_file=Path(args.address_file).resolve() if args.address_file else None,
