@@ -14,8 +14,9 @@ from release.errors import SmokeError
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
+from release.settings import in_ci
 from release.smoke.emulated import Foreign, emulated_legs, foreign_wheels
-from release.smoke.outcome import Outcome, command_outputs, report, summary
+from release.smoke.outcome import Outcome, command_outputs, count_line, report, summary
 from release.smoke.runner import smoke_variant
 from release.smoke.selection import HOST_IMAGE, wheels_for
 
@@ -34,6 +35,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the image's `expect` decides what passes",
     )
     add("--verbose", action="store_true", help="show every smoke command's output tail, passing or not")
+    add(
+        "--require-self-tests",
+        action="store_true",
+        help="fail a leg whose commands or self-tests did not run (the import refused: no GPU driver); "
+        "always so under CI=true",
+    )
     add(
         "--pull",
         action="store_true",
@@ -76,7 +83,11 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     else:
         _say_summary(outcomes, left, time.monotonic() - started)
         _say_skipped(plan.variants.values())
-    if failed := [f"{o.wheel} in {o.image}: {o.error}" for o in outcomes if not o.ok]:
+    failed = [f"{o.wheel} in {o.image}: {o.error}" for o in outcomes if not o.ok]
+    if args.require_self_tests or in_ci():
+        why = "--require-self-tests" if args.require_self_tests else "CI=true"
+        failed += [f"{o.wheel} in {o.image}: {o.not_run[0]} ({why})" for o in outcomes if o.ok and o.not_run]
+    if failed:
         raise SmokeError("\n".join([f"{len(failed)} smoke check(s) failed:", *failed]))
     return 0
 
@@ -93,7 +104,7 @@ def _say_summary(outcomes: list[Outcome], left: list[str], seconds: float) -> No
     """The table of legs, the count that passed, and the wheels left to their own machines."""
     print()
     print(summary(outcomes))
-    print(f"\n{sum(o.ok for o in outcomes)}/{len(outcomes)} passed in {seconds:.0f}s")
+    print(f"\n{count_line(outcomes, seconds)}")
     if left:
         print(f"not smoke-tested here, left to their machines ({len(left)}):")
         print("\n".join(f"  {line}" for line in left))

@@ -37,10 +37,19 @@ class Outcome:
     """What ran the checks: the host, a namespace simulation, or a container of a local image."""
     error: str = ""
     output_tail: str = ""
+    not_run: list[str] = field(default_factory=list)
+    """Checks that did not run, each with why (the import refused: no GPU driver here). Never a
+    pass: the leg counts as passed only when this is empty (`passed`)."""
 
     @property
     def ok(self) -> bool:
+        """Nothing failed (checks that did not run are `not_run`, not failures)."""
         return not self.error and all(s.ok for s in self.steps)
+
+    @property
+    def passed(self) -> bool:
+        """Nothing failed and every check ran."""
+        return self.ok and not self.not_run
 
     def add(self, step: Step, failed_output: str | None = None) -> str:
         """Record one check: a failed one sets the outcome's error, and its output tail when
@@ -50,8 +59,10 @@ class Outcome:
             self.error = f"{step.name}: {step.detail}" if step.detail else step.name
             if failed_output is not None:
                 self.output_tail = failed_output
-        extra = f": {step.detail}" if step.detail else ""
-        return f"{step.name} ... {'ok' if step.ok else 'FAILED'} ({step.seconds:.1f}s){extra}"
+        extra = f": {table.printable(step.detail)}" if step.detail else ""
+        return (
+            f"{table.printable(step.name)} ... {'ok' if step.ok else 'FAILED'} ({step.seconds:.1f}s){extra}"
+        )
 
     @property
     def seconds(self) -> float:
@@ -60,6 +71,7 @@ class Outcome:
     def as_json(self) -> dict[str, object]:
         data = asdict(self)
         data["ok"] = self.ok
+        data["passed"] = self.passed
         data["seconds"] = round(self.seconds, 2)
         return data
 
@@ -74,12 +86,27 @@ def report(outcomes: Sequence[Outcome], left: Sequence[str] = ()) -> dict[str, o
     }
 
 
+def result(outcome: Outcome) -> str:
+    """A leg's result cell: `pass` only when every check ran and passed."""
+    if not outcome.ok:
+        return f"FAIL ({outcome.error})"
+    if outcome.not_run:
+        return f"NOT RUN ({len(outcome.not_run)} check(s): {outcome.not_run[0]})"
+    return "pass"
+
+
 def summary(outcomes: Sequence[Outcome]) -> str:
-    rows = [
-        (o.wheel, o.image, o.runner, o.expect, "pass" if o.ok else f"FAIL ({o.error})", f"{o.seconds:.1f}s")
-        for o in outcomes
-    ]
+    rows = [(o.wheel, o.image, o.runner, o.expect, result(o), f"{o.seconds:.1f}s") for o in outcomes]
     return table.render(("wheel", "image", "ran in", "expect", "result", "seconds"), rows)
+
+
+def count_line(outcomes: Sequence[Outcome], seconds: float) -> str:
+    """`2/3 passed in 40s; 1 leg's checks did not run`: a leg whose checks did not run is never
+    counted as passed."""
+    line = f"{sum(o.passed for o in outcomes)}/{len(outcomes)} passed in {seconds:.0f}s"
+    if unrun := sum(o.ok and bool(o.not_run) for o in outcomes):
+        line += f"; {unrun} leg(s) with checks that did not run (not passed: see the result column)"
+    return line
 
 
 def command_outputs(outcomes: Sequence[Outcome]) -> str:
@@ -89,6 +116,7 @@ def command_outputs(outcomes: Sequence[Outcome]) -> str:
         for step in o.steps:
             if step.output:
                 mark = "ok" if step.ok else "FAILED"
-                lines = "\n".join("  | " + line for line in step.output.splitlines())
-                blocks.append(f"[{o.python} {o.image}] {o.wheel}: {step.name} ({mark})\n{lines}")
+                lines = "\n".join("  | " + table.printable(line) for line in step.output.splitlines())
+                head = f"[{o.python} {o.image}] {o.wheel}: {step.name} ({mark})"
+                blocks.append(f"{table.printable(head)}\n{lines}")
     return "\n".join(blocks)

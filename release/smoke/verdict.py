@@ -8,9 +8,10 @@ pretty-printed object). A plain command passes on exit 0 unless it prints such a
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from release.wheel.files import load_json
 
 MAX_LINES = 400
 """How many of the last lines are tried as the start of a multi-line JSON object."""
@@ -43,9 +44,10 @@ def shown(command: tuple[str, ...], import_name: str) -> str:
     return " ".join(command).replace("{python}", "python").replace("{import_name}", import_name)
 
 
-def json_ok(stdout: str) -> bool | None:
-    """The `ok` value of the JSON object that ends stdout (the whole of it, or its last lines from
-    one that starts an object); None when the output ends with no such object."""
+def last_object(stdout: str) -> dict[str, object] | None:
+    """The JSON object that ends stdout (the whole of it, or its last lines from one that starts an
+    object), nested at most `files.MAX_DEPTH` deep; None when the output ends with no such object.
+    Lines before it (a library's banner, its logs) are skipped."""
     text = stdout.strip()
     if not text:
         return None
@@ -59,13 +61,20 @@ def json_ok(stdout: str) -> bool | None:
     ]
     for candidate in candidates:
         try:
-            data = json.loads(candidate)
+            data = load_json(candidate.encode("utf-8", "surrogateescape"))
         except ValueError:
             continue
-        if isinstance(data, dict) and "ok" in data:
-            return data["ok"] is True
-        return None
+        return data if isinstance(data, dict) else None
     return None
+
+
+def json_ok(stdout: str) -> bool | None:
+    """The `ok` value of the JSON object that ends stdout (`last_object`); None when the output
+    ends with no object that has one."""
+    data = last_object(stdout)
+    if data is None or "ok" not in data:
+        return None
+    return data["ok"] is True
 
 
 def judge(returncode: int, stdout: str, *, self_test: bool) -> tuple[bool, str]:

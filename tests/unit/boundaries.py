@@ -110,5 +110,7 @@ def raw_uses(source: str) -> Iterator[tuple[str, int, str]]:
             yield "number", node.lineno, f"{dotted}() of text"
         elif dotted == "print" and not all(_is_escaped(a) for a in node.args):
             yield "print", node.lineno, "print() of text not passed through printable()"
-        elif dotted in ("sys.stdout.write", "sys.stderr.write") and not all(_is_escaped(a) for a in node.args):
+        elif dotted in ("sys.stdout.write", "sys.stderr.write") and not all(
+            _is_escaped(a) for a in node.args
+        ):
             yield "print", node.lineno, f"{dotted}() of text not passed through printable()"

@@ -19,7 +19,9 @@ from tests.unit.boundaries import HOMES, raw_uses
 
 RELEASE = Path(__file__).resolve().parents[2] / "release"
 
-READ_PENDING = "raw read of a project or toolkit file (issue 57 inventory): to move behind release.wheel.files"
+READ_PENDING = (
+    "raw read of a project or toolkit file (issue 57 inventory): to move behind release.wheel.files"
+)
 WRITE_PENDING = "raw write of the toolkit's own output (issue 57 inventory): to move behind release.atomic"
 NUMBER_PENDING = "int()/float() of a value the toolkit made or checked (issue 57 inventory): to prove or move"
 PRINT_PENDING = "prints the toolkit's messages (issue 57 inventory): each field to pass through printable()"
@@ -34,7 +36,12 @@ ALLOWED: dict[str, dict[str, str]] = {
     "release/builder/cross.py": {"print": PRINT_PENDING, "read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/gitignore.py": {"read": INIT_HELPER},
     "release/builder/host.py": {"number": NUMBER_PENDING, "read": READ_PENDING, "write": WRITE_PENDING},
-    "release/builder/prebuild.py": {"number": NUMBER_PENDING, "print": PRINT_PENDING, "read": READ_PENDING, "write": WRITE_PENDING},
+    "release/builder/prebuild.py": {
+        "number": NUMBER_PENDING,
+        "print": PRINT_PENDING,
+        "read": READ_PENDING,
+        "write": WRITE_PENDING,
+    },
     "release/builder/repair.py": {"read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/reuse.py": {"read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/stage.py": {"read": INIT_HELPER, "write": INIT_HELPER},
@@ -43,7 +50,11 @@ ALLOWED: dict[str, dict[str, str]] = {
     "release/commands/build.py": {"print": PRINT_PENDING},
     "release/commands/check_resolution.py": {"print": PRINT_PENDING},
     "release/commands/github_release.py": {"print": PRINT_PENDING},
-    "release/commands/hardware.py": {"number": NUMBER_PENDING, "print": PRINT_PENDING, "write": WRITE_PENDING},
+    "release/commands/hardware.py": {
+        "number": NUMBER_PENDING,
+        "print": PRINT_PENDING,
+        "write": WRITE_PENDING,
+    },
     "release/commands/images.py": {"print": PRINT_PENDING},
     "release/commands/init.py": {"print": PRINT_PENDING},
     "release/commands/plan.py": {"print": PRINT_PENDING},
@@ -69,7 +80,12 @@ ALLOWED: dict[str, dict[str, str]] = {
     "release/config/shapes.py": {"read": READ_PENDING},
     "release/hardware/emulated.py": {"write": WRITE_PENDING},
     "release/hardware/fetch.py": {"write": WRITE_PENDING},
-    "release/hardware/pair.py": {"number": NUMBER_PENDING, "print": PRINT_PENDING, "read": READ_PENDING, "write": WRITE_PENDING},
+    "release/hardware/pair.py": {
+        "number": NUMBER_PENDING,
+        "print": PRINT_PENDING,
+        "read": READ_PENDING,
+        "write": WRITE_PENDING,
+    },
     "release/init/meson.py": {"read": INIT_HELPER},
     "release/init/repository.py": {"read": INIT_HELPER},
     "release/init/runtime_places.py": {"number": INIT_HELPER},
