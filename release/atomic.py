@@ -44,6 +44,39 @@ def inside(root: Path, target: Path) -> Path:
     return directory
 
 
+def within(root: Path, path: Path) -> Path:
+    """`path` when it lies under `root` and no part of it below `root` is a link (links are never
+    followed out of the project, nor into another part of it); `OutsideProject` otherwise, before
+    anything is made, written or removed. Parts that do not exist yet are fine."""
+    base, full = Path(os.path.normpath(root.absolute())), Path(os.path.normpath(path.absolute()))
+    if not full.is_relative_to(base):
+        msg = f"{path}: refusing to write or remove outside the project {base}"
+        raise OutsideProject(msg)
+    current = base
+    for part in full.relative_to(base).parts:
+        current = current / part
+        if current.is_symlink():
+            msg = (
+                f"{current}: refusing to write or remove through a link (to {current.readlink()}): "
+                "the toolkit makes this directory itself; remove the link"
+            )
+            raise OutsideProject(msg)
+    return path
+
+
+def make_directory(path: Path, *, root: Path) -> Path:
+    """`path` made (with its parents) under `root`, through no link (`within`)."""
+    within(root, path).mkdir(parents=True, exist_ok=True)
+    return within(root, path)
+
+
+def remove_tree(path: Path, *, root: Path) -> None:
+    """Remove a directory the toolkit made under `root`, following no link: a link on the way
+    refuses (`within`), links inside the tree are removed, never followed (`shutil.rmtree`)."""
+    within(root, path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
 SCRATCH_SUFFIX = ".part"
 
 

@@ -25,11 +25,12 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import process
+from release import atomic, process
 from release.builder.cibw import quote
 from release.builder.reuse import CacheStats, ccache_env, wheel_key
 from release.machine.containers import remote_engine, run_script
 from release.plan.resolve import ResolvedVariant
+from release.wheel import files
 
 CACHE_MOUNT = "/release-ccache"
 """Where the cache directory is mounted in the container."""
@@ -49,6 +50,9 @@ KEEP = 3
 """Key directories kept per variant (the most recently used); older ones are removed."""
 SEPARATOR = "# release-python "
 """The line `before-build` writes into the statistics log before each Python's build."""
+
+MAX_LOG = 64 << 20
+"""The largest statistics log read (a line per compiler call)."""
 
 _COMPILERS = "cc c++ gcc g++"
 _FLAG_OPTIONS = ("CIBW_ENVIRONMENT", "CIBW_CONFIG_SETTINGS", "CIBW_ARCHS")
@@ -128,13 +132,13 @@ def open_cache(
 ) -> ContainerCache | None:
     """The cache a container build of `variant` in `image` uses (its directories made), or None
     when the image has no ID or does not run (nothing is cached then)."""
-    root = variant.matrix_root / "build"
+    project, root = variant.matrix_root, variant.matrix_root / "build"
     logs = root / variant.name / "logs" / "container-ccache"
-    shutil.rmtree(logs, ignore_errors=True)
-    logs.mkdir(parents=True)
+    atomic.remove_tree(logs, root=project)
+    atomic.make_directory(logs, root=project)
     if not shared:
         # A new directory each time: one a rootful engine's container filled may not be removable.
-        cold = Path(tempfile.mkdtemp(prefix="ccache-cold-", dir=root / variant.name))
+        cold = Path(tempfile.mkdtemp(prefix="ccache-cold-", dir=atomic.within(project, root / variant.name)))
         return ContainerCache(cold, logs, shared=False)
     found = image_id(engine, image) or _pulled(engine, image)
     compilers = compiler_identity(engine, image) if found else None
@@ -147,21 +151,21 @@ def open_cache(
         toolkit=variant.toolkit or "",
         options=options,
     )
-    directory = root / "ccache" / variant.name / key
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "release-key.json").write_text(
-        json.dumps({"image": image, "id": found, "compilers": compilers}, indent=1), encoding="utf-8"
-    )
+    directory = atomic.make_directory(root / "ccache" / variant.name / key, root=project)
+    facts = json.dumps({"image": image, "id": found, "compilers": compilers}, indent=1)
+    atomic.write_text(directory / "release-key.json", facts, root=project)
     os.utime(directory)  # the most recently used, for `prune`
-    prune(directory.parent, keep=KEEP)
+    prune(directory.parent, keep=KEEP, root=project)
     return ContainerCache(directory, logs, shared=True)
 
 
-def prune(parent: Path, *, keep: int) -> None:
-    """Remove all but the `keep` most recently used key directories of a variant."""
-    dirs = sorted((d for d in parent.iterdir() if d.is_dir()), key=lambda d: d.stat().st_mtime, reverse=True)
-    for old in dirs[keep:]:
-        shutil.rmtree(old, ignore_errors=True)
+def prune(parent: Path, *, keep: int, root: Path) -> None:
+    """Remove all but the `keep` most recently used key directories of a variant (`parent`, under
+    the project `root`, reached through no link); a link among them is left alone."""
+    atomic.within(root, parent)
+    found = [d for d in parent.iterdir() if not d.is_symlink() and d.is_dir()]
+    for old in sorted(found, key=lambda d: d.stat().st_mtime, reverse=True)[keep:]:
+        atomic.remove_tree(old, root=root)
 
 
 def create_args(cache: ContainerCache) -> str:
@@ -242,7 +246,11 @@ def stats_by_python(cache: ContainerCache) -> dict[str, CacheStats]:
     found: dict[str, CacheStats] = {}
     for log in sorted(cache.logs.glob("run-*.log")):
         python = ""
-        for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:  # written in the container: a regular file of bounded size, or skipped
+            text = files.read_bounded(log, MAX_LOG).decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
             if line.startswith(SEPARATOR):
                 python = line[len(SEPARATOR) :].strip()
                 found.setdefault(python, CacheStats(0, 0))
@@ -261,4 +269,4 @@ def stats_by_python(cache: ContainerCache) -> dict[str, CacheStats]:
 def finish(cache: ContainerCache) -> None:
     """A cold cache is removed after its build; a shared one stays for the next."""
     if not cache.shared:
-        shutil.rmtree(cache.directory, ignore_errors=True)
+        shutil.rmtree(cache.directory, ignore_errors=True)  # our mkdtemp, made beside the logs
