@@ -8,7 +8,6 @@ variant: nothing here reads the matrix.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -18,6 +17,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from release import table
 from release.builder.prebuild import (
@@ -47,6 +47,7 @@ from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.machine.toolchain import Toolchain, find_toolchain
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
+from release.wheel import files
 from release.wheel.names import InvalidWheelName, parse_wheel_name, platform_field, report_path
 
 
@@ -156,10 +157,12 @@ def reuse_or_build(
     key = _key(ctx, step, exe)
     stamp = ctx.work / "stamps" / f"{step.identifier}.json"
     previous = up_to_date(stamp, key, wheelhouse)
-    if previous is not None:
-        report = json.loads(report_path(previous).read_text(encoding="utf-8"))
-        failed = [r["id"] for r in report.get("rules", []) if r.get("status") == "fail"]
-        warned = [r["id"] for r in report.get("rules", []) if r.get("status") == "warn"]
+    report = _previous_report(previous) if previous is not None else None
+    if previous is not None and report is None:
+        say(f"{index} {step.identifier}: the report beside {previous.name} is damaged: rebuilding")
+    if previous is not None and report is not None:
+        failed = [str(r.get("id")) for r in report.get("rules", []) if r.get("status") == "fail"]
+        warned = [str(r.get("id")) for r in report.get("rules", []) if r.get("status") == "warn"]
         seconds = time.monotonic() - started
         say(f"{index} {step.identifier}: up to date, nothing changed ({previous.name}, {seconds:.1f} s)")
         return WheelResult(
@@ -168,18 +171,39 @@ def reuse_or_build(
             size=previous.stat().st_size,
             platform=platform_field(previous),
             floor_met=platform_field(previous) == step.variant.floor,
-            runtime_bound=tuple(report.get("runtime_bound", ())),
+            runtime_bound=tuple(str(r) for r in report.get("runtime_bound", ())),
             verify_ok=not failed,
             verify_summary=verify_summary(failed, warned),
             seconds=seconds,
             cache="up to date",
-            compiler=compiler_summary(tuple(report.get("compilers", ()))),
+            compiler=compiler_summary(tuple(str(c) for c in report.get("compilers", ()))),
             glibc=str(report.get("glibc_needed") or "-"),
         )
     remove_previous_wheels(wheelhouse, {step.python_tag})
     result = build_one(ctx, step, wheelhouse, index=index, exe=exe, parallel=parallel)
     remember(stamp, key, result.wheel, wheelhouse)
     return result
+
+
+REPORT_LIMIT = 16 << 20
+"""The largest verify report read beside a wheel that is up to date."""
+
+
+def _previous_report(wheel: Path) -> dict[str, Any] | None:
+    """The verify report beside an up-to-date wheel, when it is a JSON object whose lists are
+    lists; None when it is missing, damaged, not regular, too large or nested too deeply."""
+    try:
+        report = files.read_json(report_path(wheel), REPORT_LIMIT)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict):
+        return None
+    lists = ("rules", "runtime_bound", "compilers")
+    if any(not isinstance(report.get(k, []), list) for k in lists):
+        return None
+    if not all(isinstance(r, dict) for r in report.get("rules", [])):
+        return None
+    return report
 
 
 def build_one(
@@ -232,7 +256,7 @@ def compiler_summary(compilers: tuple[str, ...]) -> str:
     """The compilers a verify report found, short: `GCC: (Debian 14.4.0-3) 14.4.0` -> `GCC 14.4.0`."""
     short = []
     for text in compilers:
-        match = re.match(r"^GCC: \([^)]*\) (\d+(?:\.\d+)*)", text)
+        match = re.match(r"^GCC: \([^)]*\) (\d+(?:\.\d+)*)", text, re.ASCII)
         name = f"GCC {match.group(1)}" if match else text
         if name not in short:
             short.append(name)

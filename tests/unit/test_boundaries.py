@@ -35,7 +35,7 @@ ALLOWED: dict[str, dict[str, str]] = {
     "release/builder/container.py": {"read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/cross.py": {"print": PRINT_PENDING, "read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/gitignore.py": {"read": INIT_HELPER},
-    "release/builder/host.py": {"number": NUMBER_PENDING, "read": READ_PENDING, "write": WRITE_PENDING},
+    "release/builder/host.py": {"write": WRITE_PENDING},
     "release/builder/prebuild.py": {
         "number": NUMBER_PENDING,
         "print": PRINT_PENDING,
