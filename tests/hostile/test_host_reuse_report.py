@@ -35,9 +35,8 @@ def test_a_fifo_or_device_report_is_no_report(tmp_path: Path) -> None:
 
 def test_a_good_report_is_read(tmp_path: Path) -> None:
     wheel = tmp_path / WHEEL
-    (tmp_path / (WHEEL + ".verify.json")).write_text(
-        '{"rules": [{"id": "debug-info", "status": "warn"}], "compilers": ["GCC: (x) 14.2.0"]}', encoding="utf-8"
-    )
+    text = '{"rules": [{"id": "debug-info", "status": "warn"}], "compilers": ["GCC: (x) 14.2.0"]}'
+    (tmp_path / (WHEEL + ".verify.json")).write_text(text, encoding="utf-8")
     assert host._previous_report(wheel) == {
         "rules": [{"id": "debug-info", "status": "warn"}], "compilers": ["GCC: (x) 14.2.0"]
     }  # fmt: skip
