@@ -19,6 +19,7 @@ from release.builder.prebuild import say
 from release.commands.plan import check_engine_source
 from release.config.machines import MACHINES, host_machine
 from release.config.matrix import LoadedMatrix
+from release.config.names import seconds, whole
 from release.config.resources import setup_podman_command
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
 from release.machine.containers import container_engine
@@ -56,7 +57,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--wheelhouse", type=Path, help="output root (default: wheelhouse/ beside the matrix)"
     )
     parser.add_argument("--tag", help="release tag (e.g. v0.3.13); sets the version of every wheel")
-    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="wheels built at once")
+    parser.add_argument(
+        "--jobs", type=whole(1, 1024), default=os.cpu_count() or 1, help="wheels built at once"
+    )
     parser.add_argument(
         "--container",
         action="store_true",
@@ -71,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--lock-wait",
-        type=float,
+        type=seconds,
         default=DEFAULT_WAIT_S,
         metavar="SECONDS",
         help="how long to wait for another build of the same variant to finish (default: %(default).0f)",

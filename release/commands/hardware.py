@@ -32,6 +32,7 @@ from typing import Any
 from release import process, settings
 from release.config.machines import MACHINES, host_machine, machines_of_tags
 from release.config.matrix import LoadedMatrix
+from release.config.names import seconds, whole
 from release.errors import ReleaseError, SmokeError, UsageError
 from release.hardware import container as containers
 from release.hardware import fetch, pair
@@ -89,7 +90,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--done-artifact", metavar="NAME", help="--attach: decode's artifact NAME ends prefill's serving")
     add(
         "--wait",
-        type=float,
+        type=seconds,
         default=1800.0,
         help="seconds to wait for a peer's artifact or address in total (default 1800)",
     )
@@ -99,13 +100,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a local leg (this machine's builds): accept a verify report that fails only platform-floor",
     )
     add("--target", type=Path, help="install here (default: a fresh temporary directory)")
-    add("--bench", type=int, default=0, metavar="MIB", help="then run the engine's device bench over MIB MiB")
+    add("--bench", type=whole(0, 1 << 20), default=0, metavar="MIB",
+        help="then run the engine's device bench over MIB MiB")  # fmt: skip
     add(
         "--bench-gate",
         action="store_true",
         help="a bench below the engine's goal ratio fails the leg (default: the ratio is reported)",
     )
-    add("--timeout", type=float, default=600.0, help="seconds any one step may take (default 600)")
+    add("--timeout", type=seconds, default=600.0, help="seconds any one step may take (default 600)")
     add("--require-device", action="store_true", help="a selftest without a GPU fails instead of skipping")
     add("--json", action="store_true", help="print the leg as JSON (progress goes to stderr)")
 

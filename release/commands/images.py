@@ -21,6 +21,7 @@ import argparse
 from release import table
 from release.config.facts import FACTS_FILE, facts_path, load_facts, save_facts
 from release.config.matrix import LoadedMatrix
+from release.config.names import seconds
 from release.errors import UsageError
 from release.machine.containers import container_engine
 from release.smoke.probe import changed_since, probe_matrix
@@ -34,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pull", action="store_true", help="pull registry images this engine does not hold")
     parser.add_argument(
         "--pull-timeout",
-        type=float,
+        type=seconds,
         default=1800.0,
         metavar="SECONDS",
         help="per pull (default: %(default)s)",

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
+from release.config.names import seconds, whole
 from release.errors import PublishError, UsageError
 from release.machine.lock import build_lock
 from release.plan.steps import Plan, make_plan
@@ -51,17 +52,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--username", help="upload user (default: TWINE_USERNAME, or __token__ with PYPI_API_TOKEN)"
     )
     parser.add_argument(
-        "--tries", type=int, default=DEFAULT_TRIES, help="tries per file (default: %(default)s)"
+        "--tries", type=whole(1, 100), default=DEFAULT_TRIES, help="tries per file (default: %(default)s)"
     )
     parser.add_argument(
-        "--backoff", type=float, default=1.0, metavar="SECONDS", help="first retry delay, doubled each try"
+        "--backoff", type=seconds, default=1.0, metavar="SECONDS", help="first retry delay, doubled each try"
     )
     parser.add_argument(
-        "--upload-timeout", type=float, default=DEFAULT_UPLOAD_TIMEOUT, metavar="SECONDS",
+        "--upload-timeout", type=seconds, default=DEFAULT_UPLOAD_TIMEOUT, metavar="SECONDS",
         help="deadline of one upload (twine, or one variant file), then it stops (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument(
-        "--index-timeout", type=float, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
+        "--index-timeout", type=seconds, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
         help="deadline of one index listing, connect to last byte (default: %(default)s)",
     )  # fmt: skip
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from release import settings
 from release.config.matrix import LoadedMatrix
+from release.config.names import seconds, whole
 from release.errors import UsageError
 from release.plan.steps import make_plan
 from release.plan.version import tag_from_env, version_from_tag
@@ -36,11 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     settings.argument(parser, "--repo", env="GITHUB_REPOSITORY", metavar="OWNER/NAME",
                       help="the GitHub repository that publishes")  # fmt: skip
     add("--workflow", type=Path, help="the publishing workflow (default: .github/workflows/release.yml)")
-    add("--size-limit", type=int, metavar="BYTES", help="the index's per-file limit (default: 100 MiB)")
+    add("--size-limit", type=whole(1, 1 << 40), metavar="BYTES",
+        help="the index's per-file limit (default: 100 MiB)")  # fmt: skip
     add(
         "--dist", type=Path, metavar="DIR", help="copy the checked wheels here (flat) when every check passes"
     )
-    add("--timeout", type=float, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
+    add("--timeout", type=seconds, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
         help="deadline of each whole request to the index (default: %(default)s)")  # fmt: skip
     add("--manifest", type=Path, metavar="FILE",
         help="write the release manifest of the checked set here (never into --dist)")  # fmt: skip

@@ -29,6 +29,7 @@ from release.builder.host import build_variant
 from release.commands.build import host_toolkit, require_engine
 from release.config.machines import host_machine
 from release.config.matrix import LoadedMatrix
+from release.config.names import whole
 from release.errors import ReproduceError, ToolchainError, UsageError
 from release.plan.machine import machine_of
 from release.plan.placement import place
@@ -54,7 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="build root of the rebuild (default: build/reproduce beside the matrix)",
     )
-    add("--jobs", type=int, default=1, help="wheels built at once on the host (default: %(default)s)")
+    add("--jobs", type=whole(1, 1024), default=1,
+        help="wheels built at once on the host (default: %(default)s)")  # fmt: skip
     add("--container", action="store_true",
         help="rebuild through cibuildwheel in the variant's build image")  # fmt: skip
     add("--image", help="with --container: this build image instead of the matrix's")

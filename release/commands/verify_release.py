@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
+from release.config.names import seconds
 from release.errors import PublishError, UsageError
 from release.publish import index, manifest
 
@@ -26,9 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("directory", type=Path, nargs="?", help="the downloaded release to check (flat or per variant)")
     add("--repository", metavar="URL", help="upload URL of the index whose listing must match")
     add("--index-url", metavar="URL", help="simple-API URL of that index (derived for PyPI and pypiserver)")
-    add("--timeout", type=float, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
+    add("--timeout", type=seconds, default=index.DEFAULT_TIMEOUT, metavar="SECONDS",
         help="deadline of one listing (default: %(default)s)")  # fmt: skip
-    add("--settle", type=float, default=0.0, metavar="SECONDS",
+    add("--settle", type=seconds, default=0.0, metavar="SECONDS",
         help="list again for up to this long while files are only missing (an index's cache "
              "catching up after an upload); a different sha256 fails at once (default: 0)")  # fmt: skip
 

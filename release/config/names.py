@@ -7,7 +7,9 @@ digits as numbers; `str.isdigit` takes a superscript two)."""
 
 from __future__ import annotations
 
+import argparse
 import re
+from collections.abc import Callable
 
 NAME = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?", re.ASCII)
 """An image or hardware key: it names jobs, artifacts and containers."""
@@ -26,3 +28,31 @@ def ascii_int(text: str, *, low: int = 0, high: int, digits: int = 20) -> int | 
         return None
     value = int(text)
     return value if low <= value <= high else None
+
+
+_DECIMAL = re.compile(r"[0-9]{1,9}(?:\.[0-9]{1,6})?", re.ASCII)
+MAX_SECONDS = 7 * 24 * 3600
+"""The longest wait or deadline a flag may give: a week (`nan` and `inf` never wait forever)."""
+
+
+def seconds(text: str) -> float:
+    """A command-line number of seconds (argparse `type`): ASCII digits with at most one point,
+    finite, from 0 to `MAX_SECONDS`; `argparse.ArgumentTypeError` (one usage line) otherwise."""
+    if not _DECIMAL.fullmatch(text) or float(text) > MAX_SECONDS:
+        msg = f"{text!r}: expected seconds, a plain decimal number from 0 to {MAX_SECONDS} (not nan or inf)"
+        raise argparse.ArgumentTypeError(msg)
+    return float(text)
+
+
+def whole(low: int, high: int) -> Callable[[str], int]:
+    """An argparse `type` for a whole number from `low` to `high` in ASCII digits."""
+
+    def parse(text: str) -> int:
+        value = ascii_int(text, low=low, high=high)
+        if value is None:
+            msg = f"{text!r}: expected a whole number from {low} to {high} (ASCII digits)"
+            raise argparse.ArgumentTypeError(msg)
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
