@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from release import process
+from release.config.names import ascii_int
 from release.errors import SmokeError, UsageError
 from release.hardware import fetch
+from release.table import printable
+from release.wheel import files
 
 
 def make_folder(args: argparse.Namespace) -> None:
@@ -60,7 +63,7 @@ def detach(argv: list[str], args: argparse.Namespace) -> int:
     while not address.exists():
         failed = None
         if proc.poll() is not None:
-            text = log_file.read_text(encoding="utf-8", errors="replace")
+            text = read_small(log_file, MAX_LOG_BYTES)
             said = [ln.strip() for ln in text.splitlines() if ln.strip()]
             last = said[-1][-300:] if said else "no output"
             failed = f"the prefill leg ended (exit {proc.returncode}) before writing {address}: {last}"
@@ -74,8 +77,9 @@ def detach(argv: list[str], args: argparse.Namespace) -> int:
             publish_failure(address, failed)
             raise SmokeError(failed)
         time.sleep(0.5)
-    print(f"prefill serving (pid {proc.pid}): {address.read_text(encoding='utf-8').strip()}")
-    print(f"log: {log_file}; `release hardware --attach` waits for it and reports")
+    served = read_small(address, MAX_ADDRESS_BYTES).strip()
+    print(f"prefill serving (pid {proc.pid:d}): {printable(served)}")
+    print(f"log: {printable(str(log_file))}; `release hardware --attach` waits for it and reports")
     return 0
 
 
@@ -112,8 +116,10 @@ def attach(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, An
     address = Path(args.address_file)
     pid_file, record, log_file = state(address)
     try:
-        pid = int(pid_file.read_text(encoding="utf-8").strip())
-    except (OSError, ValueError):
+        pid = ascii_int(read_small(pid_file, 64).strip(), low=1, high=1 << 22)
+    except OSError:
+        pid = None
+    if pid is None:
         msg = f"{pid_file}: no detached prefill leg to attach to (run --role prefill --detach first)"
         raise UsageError(msg) from None
     done_file = Path(str(address) + ".done")
@@ -138,8 +144,8 @@ def attach(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, An
             msg = f"the prefill leg (pid {pid}) still served after {args.wait:g}s; stopped it ({log_file})"
             raise SmokeError(msg)
         time.sleep(1)
-    for line in log_file.read_text(encoding="utf-8", errors="replace").splitlines():
-        log(f"  {line}")
+    for line in read_small(log_file, MAX_LOG_BYTES).splitlines():
+        log(f"  {printable(line)}")
     value = record_of(record)
     if value is None:
         msg = f"the prefill leg left no record in {record} (log: {log_file})"
@@ -151,7 +157,7 @@ def record_of(path: Path) -> dict[str, Any] | None:
     """The detached leg's record once it is whole (the leg prints it last, when it is done);
     a process that lingers (a zombie no one reaps) does not keep --attach waiting."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        value = files.read_json(path, MAX_RECORD_BYTES)
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) and "checks" in value else None
@@ -181,11 +187,31 @@ def await_address_artifact(args: argparse.Namespace, log: Callable[[str], None])
 
 
 def published_error(address: Path) -> str | None:
+    """Prefill's published failure in the address file, or None (an address, or not JSON). A file
+    that is not a regular one (a FIFO, a link to a device) or is too large ends the wait at once."""
     try:
-        published = json.loads(address.read_text(encoding="utf-8"))
+        published = files.read_json(address, MAX_ADDRESS_BYTES)
+    except (files.NotRegularFile, files.TooLargeFile) as exc:
+        why = files.reason(exc)
+        msg = f"--address-file {printable(str(address))}: {why}: name a regular file (master.json)"
+        raise UsageError(msg) from None
     except (OSError, ValueError):
         return None
-    return str(published["error"]) if isinstance(published, dict) and published.get("error") else None
+    if isinstance(published, dict) and published.get("error"):
+        return printable(str(published["error"]))
+    return None
+
+
+MAX_ADDRESS_BYTES = 64 << 10
+"""The largest address file read (a master's address, or prefill's one-line failure)."""
+MAX_LOG_BYTES = 16 << 20
+MAX_RECORD_BYTES = 16 << 20
+
+
+def read_small(path: Path, limit: int) -> str:
+    """A small text file of the exchange (regular, at most `limit` bytes, undecodable bytes
+    replaced); OSError otherwise, at once (a FIFO never blocks)."""
+    return files.read_bounded(path, limit).decode("utf-8", errors="replace")
 
 
 def await_address_file(args: argparse.Namespace, log: Callable[[str], None]) -> None:

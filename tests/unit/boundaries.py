@@ -11,7 +11,8 @@ anywhere else that its allow-list does not name with a reason. What is checkable
   with `\\d` that neither says `(?a)` nor is compiled with `re.ASCII` (it matches Arabic-Indic
   digits, which `int()` then reads);
 - print: `print(...)` or `sys.stdout/stderr.write(...)` of anything but literals and
-  `printable(...)` (f-strings included: each field must be a literal or `printable(...)`).
+  `printable(...)` (f-strings included: each field must be a literal, `printable(...)` or a
+  number's format, `{n:d}`, `{s:.1f}`).
 """
 
 from __future__ import annotations
@@ -61,7 +62,11 @@ def _is_escaped(node: ast.AST) -> bool:
         return _name(node.func).split(".")[-1] in _ESCAPED
     if isinstance(node, ast.JoinedStr):
         return all(_is_escaped(v) for v in node.values)
-    if isinstance(node, ast.FormattedValue):
+    if isinstance(node, ast.FormattedValue):  # `{n:d}`, `{s:.1f}`: a number's format, never text
+        spec = node.format_spec
+        numeric = isinstance(spec, ast.JoinedStr) and spec.values and isinstance(spec.values[-1], ast.Constant)
+        if numeric and str(spec.values[-1].value)[-1:] in tuple("dfgex%"):  # type: ignore[union-attr]
+            return True
         return _is_escaped(node.value)
     return False
 
