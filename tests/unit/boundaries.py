@@ -64,8 +64,8 @@ def _is_escaped(node: ast.AST) -> bool:
         return all(_is_escaped(v) for v in node.values)
     if isinstance(node, ast.FormattedValue):  # `{n:d}`, `{s:.1f}`: a number's format, never text
         spec = node.format_spec
-        numeric = isinstance(spec, ast.JoinedStr) and spec.values and isinstance(spec.values[-1], ast.Constant)
-        if numeric and str(spec.values[-1].value)[-1:] in tuple("dfgex%"):  # type: ignore[union-attr]
+        last = spec.values[-1] if isinstance(spec, ast.JoinedStr) and spec.values else None
+        if isinstance(last, ast.Constant) and str(last.value)[-1:] in tuple("dfgex%"):
             return True
         return _is_escaped(node.value)
     return False

@@ -31,7 +31,7 @@ PY_HELPER = "owned by the py helper's change (issue 57 cause 2): wheel tags pars
 
 ALLOWED: dict[str, dict[str, str]] = {
     "release/atomic.py": {"read": READ_PENDING},
-    "release/builder/compiler_cache.py": {"write": "finish removes its own mkdtemp (a cold cache) beside the checked logs"},
+    "release/builder/compiler_cache.py": {"write": "finish removes its own mkdtemp, a cold cache"},
     "release/builder/container.py": {"read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/cross.py": {"print": PRINT_PENDING, "read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/gitignore.py": {"read": INIT_HELPER},
