@@ -11,8 +11,10 @@ a broken install fails with a sentence instead of a bare loader error:
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import sys
 from importlib import metadata
 
 from . import _build_info
@@ -78,18 +80,28 @@ def _canonical(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
+_MAX_PATH_ENTRIES = 256
+_MAX_DIRECTORY_ENTRIES = 100_000
+
+
 def _installed_variants() -> list[str]:
-    """Names of installed distributions that provide the import package ``xfer``."""
+    """Names of installed ``xfer-engine*`` distributions, read from the names of the ``.dist-info``
+    directories on ``sys.path`` alone: no other distribution's METADATA is read (one may be
+    undecodable, a FIFO or a link to /dev/zero), and the walk is bounded."""
     found: dict[str, str] = {}
-    try:
-        for name in metadata.packages_distributions().get("xfer", []):
-            found[_canonical(name)] = name
-    except Exception:  # a broken foreign distribution must not break the import
-        pass
-    for dist in metadata.distributions():
-        name = dist.metadata.get("Name") or ""
-        if _canonical(name).startswith("xfer-engine"):
-            found[_canonical(name)] = name
+    for base in sys.path[:_MAX_PATH_ENTRIES]:
+        if not isinstance(base, str):
+            continue
+        try:
+            with os.scandir(base or ".") as entries:
+                for entry in itertools.islice(entries, _MAX_DIRECTORY_ENTRIES):
+                    if not entry.name.endswith(".dist-info"):
+                        continue
+                    name = _canonical(entry.name[: -len(".dist-info")].split("-", 1)[0])
+                    if name.isascii() and name.startswith("xfer-engine"):
+                        found[name] = name
+        except (OSError, ValueError):  # not a directory, unreadable, an embedded NUL
+            continue
     return sorted(found.values())
 
 
