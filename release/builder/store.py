@@ -40,12 +40,15 @@ def store_directory() -> Path | None:
     return settings.path("RELEASE_WHEEL_STORE")
 
 
-def _shared_dir(path: Path) -> None:
-    """A directory every user of the run writes in (a rehearsal's jobs run as `runner`, the test
-    process as root): sticky and world-writable, as /tmp."""
-    path.mkdir(parents=True, exist_ok=True)
-    with contextlib.suppress(PermissionError):  # made by another user, who opened it already
-        path.chmod(0o1777)
+def _shared_dir(store: Path, *parts: str) -> Path:
+    """The store, or a directory in it, that every user of the run writes in (a rehearsal's jobs run
+    as `runner`, the test process as root): each level sticky and world-writable, as /tmp."""
+    levels = [store, *(store.joinpath(*parts[: i + 1]) for i in range(len(parts)))]
+    for path in levels:
+        path.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(PermissionError):  # made by another user, who opened it already
+            path.chmod(0o1777)
+    return levels[-1]
 
 
 def _shared_file(path: Path) -> None:
@@ -65,8 +68,7 @@ def holding(store: Path | None, keys: Sequence[str], *, wait_s: float) -> Iterat
     if store is None:
         yield
         return
-    locks = store / "locks"
-    _shared_dir(locks)
+    locks = _shared_dir(store, "locks")
     with contextlib.ExitStack() as stack:
         for key in sorted(set(keys)):
             _shared_file(locks / f"{key}.lock")
@@ -116,8 +118,7 @@ def put(store: Path, key: str, wheel: Path) -> None:
 
 def note(store: Path, key: str, wheel: str, did: str) -> None:
     """One event, a file of its own in `<store>/events/` (no two processes write one file)."""
-    directory = store / EVENTS
-    _shared_dir(directory)
+    directory = _shared_dir(store, EVENTS)
     record = {"key": key, "wheel": wheel, "did": did, "when": round(time.time(), 3)}
     name = f"{time.time_ns()}-{os.getpid()}-{key[:12]}-{did}.json"
     atomic.write_text(directory / name, json.dumps(record))
