@@ -51,9 +51,10 @@ LONG_FILES = {
     "tests/integration/test_reproduce.py": 90,
 }
 """Test files whose wall time (with the images and wheels they happen to make) was longest in a
-fresh run, in seconds (issue 60's fresh run of 77f3c49: its slowest tests, summed per file). They are handed to the xdist workers first (`--dist loadfile
---no-loadscope-reorder` keeps collection order): the longest file starts at once instead of after
-the many quick ones, so it bounds the run less. Every other file keeps its place after them."""
+fresh run, in seconds (issue 60's run of 77f3c49: its slowest tests, summed per file). They are
+handed to the xdist workers first (`--dist loadfile --no-loadscope-reorder` keeps collection
+order): the longest file starts at once instead of after the many quick ones, so it bounds the run
+less. Every other file keeps its place after them."""
 
 
 def long_files_first(paths: list[str]) -> list[str]:
