@@ -282,7 +282,7 @@ def cross_keys(
         return {}
     shared = {
         "project": tree_digest(project),
-        "toolkit": tree_digest(Path(__file__).resolve().parents[1]),
+        "toolkit": _toolkit_digest(),
         "scripts": tree_digest(toolkit_scripts()),
         "image": found,
         "engine": engine,
@@ -291,3 +291,17 @@ def cross_keys(
     return {
         s.identifier: wheel_key({**shared, "script": wheel_script(s, machine, epoch=epoch)}) for s in steps
     }
+
+
+def _toolkit_digest() -> str:
+    """The toolkit's code (every module of the `release` package by its path in the package): the
+    same whether it runs from a checkout or from the wheel installed from it, which carries data
+    files the checkout keeps elsewhere (their part in a build is hashed on its own: the scripts,
+    the staged project, the step's command)."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()

@@ -95,3 +95,38 @@ def test_a_second_build_of_a_key_waits_for_the_first(tmp_path: Path) -> None:
     assert order == ["first", "second"]
     for directory in (shared, shared / "locks"):  # the runner user's jobs share them with root
         assert oct(directory.stat().st_mode & 0o7777) == "0o1777", directory
+
+
+def test_a_cross_built_wheels_key_covers_its_inputs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cross_keys: the same inputs, the same key (in any checkout); another project file or another
+    image, another key; an image with no ID (not made yet), no key and nothing taken."""
+    from release.builder import cross
+    from release.config.matrix import load
+    from release.plan.machine import machine_of
+    from release.plan.steps import make_plan
+
+    root = Path(__file__).resolve().parents[2]
+    steps = tuple(
+        s for s in make_plan(load(root / "matrix.yaml")).builds
+        if s.variant.name == "cpu" and machine_of(s.variant) == "aarch64"
+    )[:2]  # fmt: skip
+    assert len(steps) == 2
+    ids = {"img": "sha256:1", "other": "sha256:2"}
+    monkeypatch.setattr(cross, "image_id", lambda _engine, tag: ids.get(tag))
+    project = tmp_path / "one"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
+    copy = tmp_path / "two"
+    copy.mkdir()
+    (copy / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
+
+    def keys(where: Path, image: str = "img") -> dict[str, str]:
+        return cross.cross_keys(steps, "aarch64", where, engine="podman", image=image, epoch="1")
+
+    first = keys(project)
+    assert len(set(first.values())) == 2  # a key a step
+    assert keys(copy) == first  # another checkout of the same inputs
+    assert set(keys(project, "other").values()).isdisjoint(first.values())
+    (copy / "pyproject.toml").write_text("[project]\nname = 'y'\n", encoding="utf-8")
+    assert set(keys(copy).values()).isdisjoint(first.values())
+    assert keys(project, "absent") == {}
