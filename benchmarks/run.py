@@ -1,6 +1,6 @@
 """`nox -s bench`: every benchmark, each printing ratios measured within one run.
 
-Usage: python benchmarks/run.py [--only build|binding|verify|symbol-copies ...] [--quick]
+Usage: python benchmarks/run.py [--only startup|build|binding|verify|symbol-copies ...] [--quick]
 (`nox -s bench -- --only build --quick` passes the arguments through.)
 """
 
@@ -14,6 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 # name: (script, takes --quick)
 BENCHMARKS = {
+    "startup": ("startup_bench.py", False),  # the CLI's start-up: every command pays it
     "build": ("build_bench.py", True),
     "binding": ("binding_bench.py", True),
     "verify": ("verify_bench.py", False),

@@ -113,7 +113,8 @@ def _selected_command(argv: Sequence[str]) -> str | None:
 
 
 def build_parser(command: str | None = None, prog: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with `command`, only that command's module is imported and given its options."""
+    """The parser; with `command`, only that command's module is imported and given its options
+    ('': none is, as for `release --help`, which lists the commands only); None: every command's."""
     parser = _Parser(
         prog=prog or program_name(),
         description=__doc__.splitlines()[0] if __doc__ else None,
@@ -160,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = "--debug" in words
     try:
         with interrupts.handled():
-            parser = build_parser(_selected_command(words))
+            parser = build_parser(_selected_command(words) or "")
             args = parser.parse_args(words)
             code = dispatch(args)
             sys.stdout.flush()  # a closed stdout fails here, inside the try, not at exit

@@ -69,6 +69,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(name="RELEASE_GH", kind="path", default="gh", help="the GitHub CLI `github-release` runs"),
     Setting(
+        name="RELEASE_WHEEL_STORE", kind="path", default="",
+        help="a directory of container-built wheels named by their inputs, shared by every checkout: "
+        "`build --container` takes a wheel from it whose inputs are all the same, and puts what it "
+        "builds there (never `reproduce`); the test suite sets one per run",
+    ),
+    Setting(
         name="RELEASE_RUNTIME_REQUIREMENTS", kind="text", default="", scope="set for builds",
         help="JSON {soname: {provided_by, install}} the toolkit gives the engine's build, so its "
         "import-time message names the runtime and how to install it",

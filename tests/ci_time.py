@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -33,23 +34,27 @@ SHARED_SCOPES = frozenset({"session", "package", "module", "class"})
 
 
 LONG_FILES = {
-    "tests/integration/test_rehearse.py": 2040,
-    "tests/integration/test_adoption_rehearse.py": 860,
-    "tests/integration/test_rehearse_hardware.py": 750,
-    "tests/integration/test_rehearse_failures.py": 690,
-    "tests/integration/test_readme.py": 600,
-    "tests/integration/test_smoke_standin.py": 510,
-    "tests/integration/test_cross_build.py": 300,
-    "tests/integration/test_container.py": 300,
+    "tests/integration/test_rehearse.py": 710,
+    "tests/integration/test_rehearse_machines.py": 435,
+    "tests/integration/test_rehearse_failures.py": 390,
+    "tests/integration/test_adoption_rehearse.py": 300,
+    "tests/integration/test_rehearse_grace.py": 280,
+    "tests/integration/test_readme.py": 250,
+    "tests/integration/test_rehearse_hardware.py": 250,
     "tests/integration/test_standins.py": 180,
+    "tests/integration/test_smoke_standin.py": 150,
+    "tests/integration/test_wheel_store.py": 150,
     "tests/integration/test_nox_sessions.py": 150,
+    "tests/integration/test_cross_build.py": 120,
+    "tests/integration/test_container.py": 120,
     "tests/integration/test_adoption.py": 120,
     "tests/integration/test_reproduce.py": 90,
 }
 """Test files whose wall time (with the images and wheels they happen to make) was longest in a
-fresh run, in seconds. They are handed to the xdist workers first (`--dist loadfile
---no-loadscope-reorder` keeps collection order): the longest file starts at once instead of after
-the many quick ones, so it bounds the run less. Every other file keeps its place after them."""
+fresh run, in seconds (issue 60's run of 77f3c49: its slowest tests, summed per file). They are
+handed to the xdist workers first (`--dist loadfile --no-loadscope-reorder` keeps collection
+order): the longest file starts at once instead of after the many quick ones, so it bounds the run
+less. Every other file keeps its place after them."""
 
 
 def long_files_first(paths: list[str]) -> list[str]:
@@ -63,6 +68,38 @@ def run_directory(basetemp: Path, *, worker: bool) -> Path:
     """The directory every process of one run shares: an xdist worker's basetemp is
     `<controller's basetemp>/popen-gwN`."""
     return basetemp.parent if worker else basetemp
+
+
+RUN_STORE: list[Path] = []
+"""This run's wheel store (`wheel_store`), once the session has started: what a test that takes its
+wheels from the store passes its builds as RELEASE_WHEEL_STORE (`store_env`)."""
+
+
+def store_env() -> dict[str, str]:
+    """RELEASE_WHEEL_STORE=<this run's store> for a build, a rehearsal's jobs (`--env`) or a nox
+    session that builds wheels another test of the run may have built from the same inputs."""
+    return {"RELEASE_WHEEL_STORE": str(RUN_STORE[-1])} if RUN_STORE else {}
+
+
+def wheel_store(directory: Path) -> Path:
+    """The run's store of container-built wheels (`RELEASE_WHEEL_STORE`, release.builder.store):
+    one per run, named by the run's directory, outside root's private pytest directory so that a
+    rehearsal's jobs (the `runner` user) reach it. Made by the first build that uses it."""
+    return Path(tempfile.gettempdir()) / f"release-wheel-store-{directory.name}-{directory.stat().st_ino}"
+
+
+def store_lines(events: Iterable[Mapping[str, object]]) -> list[str]:
+    """How many container-built wheels the run's builds took from its store and how many they built,
+    and each wheel built more than once (its inputs differed, or a build held no store)."""
+    events = list(events)
+    if not events:
+        return []
+    did = Counter(str(e.get("did")) for e in events)
+    lines = [f"wheels reused: {did['reused']}, built: {did['built']} (container builds, the run's store)"]
+    built = Counter(str(e.get("wheel")) for e in events if e.get("did") == "built")
+    twice = sorted((name, n) for name, n in built.items() if n > 1)
+    lines += [f"  {name} was built {n} times (different inputs)" for name, n in twice]
+    return lines
 
 
 def record(directory: Path, entry: Mapping[str, object]) -> None:

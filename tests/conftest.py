@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Generator, Mapping
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from release import settings
+from release.builder import store
 from release.settings import in_ci
 from tests import ci_time
 
@@ -69,6 +71,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
     basetemp = config._tmp_path_factory.getbasetemp()  # type: ignore[attr-defined]
     _run["directory"] = ci_time.run_directory(basetemp, worker=hasattr(config, "workerinput"))
+    ci_time.RUN_STORE.append(ci_time.wheel_store(_run["directory"]))
     _run["started"] = time.time()
     from release.machine import images
 
@@ -141,6 +144,14 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The run's wheel store goes with the run (the controller's, after its account is printed)."""
+    directory = _run["directory"]
+    if hasattr(config, "workerinput") or not isinstance(directory, Path) or not directory.is_dir():
+        return
+    shutil.rmtree(ci_time.wheel_store(directory), ignore_errors=True)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     directory = _run["directory"]
     if hasattr(config, "workerinput") or not isinstance(directory, Path):
@@ -150,6 +161,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         return
     terminalreporter.section("where the time went (tests/ci_time.py)")
     for line in ci_time.account_lines(entries):
+        terminalreporter.write_line(line)
+    for line in ci_time.store_lines(store.events(ci_time.wheel_store(directory))):
         terminalreporter.write_line(line)
     calls = ci_time.image_calls(ci_time.MAKE_IMAGE_RECORD, float(str(_run.get("started", 0.0))))
     for line in ci_time.image_call_lines(calls, ci_time.MAKE_IMAGE_RECORD):

@@ -26,7 +26,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from release import atomic, process
-from release.builder import compiler_cache
+from release.builder import compiler_cache, store
 from release.builder.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env, one_run, repair_command
 from release.builder.host import (
     WheelResult,
@@ -290,9 +290,8 @@ def _run_locked(
     local: bool,
     reuse: bool,
 ) -> list[WheelResult]:
-    """cibuildwheel into a scratch directory, verify there, then move each wheel (its report
-    first) into the wheelhouse. With `reuse`, the steps whose last container build is up to date
-    take its wheel instead, and only the others are built."""
+    """cibuildwheel into scratch, verify there, move each wheel (report first) to the wheelhouse; with
+    `reuse`, a step whose last build (here, or in the run's store) had its inputs takes that wheel."""
     variant = one_variant(steps)
     root = variant.matrix_root
     work = root / "build" / variant.name / "container"
@@ -302,45 +301,49 @@ def _run_locked(
     started = time.monotonic()
     epoch = source_date_epoch(root)
     keys = container_keys(steps, project, engine=engine, image=chosen, toolkit=toolkit, epoch=epoch)
-    stamps = root / "build" / variant.name / "stamps"
-    found = [(s, container_up_to_date(stamps, s, keys, root)) for s in steps] if reuse else []
-    kept = [(s, wheel) for s, wheel in found if wheel is not None]
-    results: list[WheelResult] = []
-    if kept:
-        results = _reused(kept, wheelhouse, version, release=not local, where=chosen)
-        for step, wheel in kept:  # a copy in the checkout's own wheelhouse outlives a scratch one
-            if not _inside(wheel, root) and _inside(wheelhouse / wheel.name, root):
-                remember(_stamp(stamps, step), keys[step.identifier], wheelhouse / wheel.name, root)
-        steps = tuple(s for s, wheel in found if wheel is None)
-        if not steps:
-            return results
-    cache = _open_cache(steps, engine=engine, image=chosen, toolkit=toolkit, shared=reuse)
-    try:
-        _run_groups(steps, project, scratch, engine=engine, image=chosen, toolkit=toolkit,
-                    epoch=epoch, cache=cache, wheelhouse=wheelhouse)  # fmt: skip
-    finally:
-        stats = compiler_cache.stats_by_python(cache) if cache is not None else {}
-        if cache is not None:
-            compiler_cache.finish(cache)
-    built = sorted(scratch.glob("*.whl"))
-    if len(built) != len(steps):
-        msg = f"cibuildwheel left {len(built)} wheel(s) in {scratch}, expected {len(steps)}"
-        raise BuildError(msg)
-    fresh = _verified(
-        built, steps, version, release=not local, where=chosen, seconds=time.monotonic() - started,
-        cache={python: found.text for python, found in stats.items()},
-    )  # fmt: skip
-    wheelhouse.mkdir(parents=True, exist_ok=True)
-    remove_previous_wheels(wheelhouse, {step.python_tag for step in steps})
-    for wheel in built:
-        atomic.move_file(report_path(wheel), report_path(wheelhouse / wheel.name))
-        atomic.move_file(wheel, wheelhouse / wheel.name)
-    fresh = [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in fresh]
-    for result in fresh:
-        key = keys.get(result.step.identifier)
-        if key is not None:  # relative to the checkout: a copy of it with build/ and wheelhouse/ keeps it
-            remember(_stamp(stamps, result.step), key, result.wheel, root)
-    return results + fresh
+    shared = store.store_directory() if reuse and keys else None
+    with store.holding(shared, list(keys.values()), wait_s=process.BUILD_S):
+        stamps = root / "build" / variant.name / "stamps"
+        found = [(s, container_up_to_date(stamps, s, keys, root)) for s in steps] if reuse else []
+        found = [(s, wheel or store.take(shared, keys.get(s.identifier))) for s, wheel in found]
+        kept = [(s, wheel) for s, wheel in found if wheel is not None]
+        results: list[WheelResult] = []
+        if kept:
+            results = _reused(kept, wheelhouse, version, release=not local, where=chosen)
+            for step, wheel in kept:  # a copy in the checkout's own wheelhouse outlives a scratch one
+                if not _inside(wheel, root) and _inside(wheelhouse / wheel.name, root):
+                    remember(_stamp(stamps, step), keys[step.identifier], wheelhouse / wheel.name, root)
+            steps = tuple(s for s, wheel in found if wheel is None)
+            if not steps:
+                return results
+        cache = _open_cache(steps, engine=engine, image=chosen, toolkit=toolkit, shared=reuse)
+        try:
+            _run_groups(steps, project, scratch, engine=engine, image=chosen, toolkit=toolkit,
+                        epoch=epoch, cache=cache, wheelhouse=wheelhouse)  # fmt: skip
+        finally:
+            stats = compiler_cache.stats_by_python(cache) if cache is not None else {}
+            if cache is not None:
+                compiler_cache.finish(cache)
+        built = sorted(scratch.glob("*.whl"))
+        if len(built) != len(steps):
+            msg = f"cibuildwheel left {len(built)} wheel(s) in {scratch}, expected {len(steps)}"
+            raise BuildError(msg)
+        fresh = _verified(
+            built, steps, version, release=not local, where=chosen, seconds=time.monotonic() - started,
+            cache={python: found.text for python, found in stats.items()},
+        )  # fmt: skip
+        wheelhouse.mkdir(parents=True, exist_ok=True)
+        remove_previous_wheels(wheelhouse, {step.python_tag for step in steps})
+        for wheel in built:
+            atomic.move_file(report_path(wheel), report_path(wheelhouse / wheel.name))
+            atomic.move_file(wheel, wheelhouse / wheel.name)
+        fresh = [dataclasses.replace(r, wheel=wheelhouse / r.wheel.name) for r in fresh]
+        for result in fresh:
+            key = keys.get(result.step.identifier)
+            if key is not None:  # relative to the checkout: a copy with build/ and wheelhouse/ keeps it
+                remember(_stamp(stamps, result.step), key, result.wheel, root)
+                store.keep(shared, key, result.wheel)
+        return results + fresh
 
 
 def _run_groups(

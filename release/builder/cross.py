@@ -22,10 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from release import atomic, process
+from release.builder import store
 from release.builder.container import _verified
 from release.builder.host import WheelResult, one_variant, remove_previous_wheels
 from release.builder.prebuild import say, source_date_epoch
 from release.builder.repair import declare_external
+from release.builder.reuse import tree_digest, wheel_key
 from release.builder.stage import stage_project
 from release.config.machines import MACHINES, host_machine
 from release.config.resources import toolkit_scripts
@@ -163,8 +165,11 @@ def run_cross(
     version: str,
     engine: str,
     lock_wait_s: float = DEFAULT_WAIT_S,
+    reuse: bool = False,
 ) -> list[WheelResult]:
-    """Cross-compile the steps' wheels for `machine` in the variant's local image, verified."""
+    """Cross-compile the steps' wheels for `machine` in the variant's local image, verified. With
+    `reuse` (`release build`; never `reproduce`), a step the run's store holds a wheel of from the
+    same inputs (`cross_keys`; release.builder.store) takes it instead."""
     variant = one_variant(steps)
     if machine == host_machine():
         msg = f"a cross build is for another machine than this one ({machine})"
@@ -188,37 +193,115 @@ def run_cross(
         out.mkdir(parents=True)
         started = time.monotonic()
         epoch = source_date_epoch(root)
-        # The staged copy, writable: a build writes into its source tree (setuptools' build/, a
-        # scikit-build-core `build-dir` such as Mooncake's `build/python/{wheel_tag}`).
-        mounts = {toolkit_scripts(): "/toolkit-scripts:ro", work / "src": "/src"}
-        for step in steps:
-            say(f"[{variant.name}] cross-compiling Python {step.python} for {machine} in {image}")
-            try:
-                proc = run_script(
-                    engine, image, wheel_script(step, machine, epoch=epoch), network="host",
-                    timeout=WHEEL_TIMEOUT_S, mounts=mounts | {out: "/out"},
-                )  # fmt: skip
-            except process.TimedOut as exc:
-                msg = f"the {machine} cross build of Python {step.python} took over {WHEEL_TIMEOUT_S} s"
-                raise BuildError(msg) from exc
-            _checked(proc, what=f"the {machine} cross build of {variant.name} for Python {step.python}")
-        built = sorted(out.glob("*.whl"))
-        if len(built) != len(steps):
-            msg = f"the cross build left {len(built)} wheel(s) in {out}, expected {len(steps)}"
-            raise BuildError(msg)
-        for wheel in built:  # as repair does: METADATA names the runtime the wheel binds
-            declare_external(wheel, variant.excludes)
-        results = _verified(
-            built, steps, version, release=False, where=f"{image} (cross, {machine})",
-            seconds=time.monotonic() - started,
-        )  # fmt: skip
-        wheelhouse.mkdir(parents=True, exist_ok=True)
-        remove_previous_wheels(wheelhouse, {s.python_tag for s in steps}, machine)
-        moved = []
-        for result in results:
-            dest = wheelhouse / result.wheel.name
-            atomic.move_file(report_path(result.wheel), report_path(dest))
-            atomic.move_file(result.wheel, dest)
-            moved.append(dataclasses.replace(result, wheel=dest))
-        shutil.rmtree(work, ignore_errors=True)
-        return moved
+        shared = store.store_directory() if reuse else None
+        keys = (
+            cross_keys(steps, machine, work / "src", engine=engine, image=image, epoch=epoch)
+            if shared
+            else {}
+        )
+        with store.holding(shared, list(keys.values()), wait_s=lock_wait_s):
+            taken = {s.identifier: store.take(shared, keys.get(s.identifier)) for s in steps}
+            return _cross_locked(
+                steps, machine, image=image, work=work, taken=taken, keys=keys, shared=shared,
+                wheelhouse=wheelhouse, version=version, engine=engine, epoch=epoch, started=started,
+            )  # fmt: skip
+
+
+def _cross_locked(
+    steps: tuple[BuildStep, ...],
+    machine: str,
+    *,
+    image: str,
+    work: Path,
+    taken: dict[str, Path | None],
+    keys: dict[str, str],
+    shared: Path | None,
+    wheelhouse: Path,
+    version: str,
+    engine: str,
+    epoch: str,
+    started: float,
+) -> list[WheelResult]:
+    """The steps' wheels: each taken from the store where `taken` holds one, the others compiled."""
+    variant = one_variant(steps)
+    out = work / "out"
+    # The staged copy, writable: a build writes into its source tree (setuptools' build/, a
+    # scikit-build-core `build-dir` such as Mooncake's `build/python/{wheel_tag}`).
+    mounts = {toolkit_scripts(): "/toolkit-scripts:ro", work / "src": "/src"}
+    todo = tuple(s for s in steps if taken.get(s.identifier) is None)
+    for step in todo:
+        say(f"[{variant.name}] cross-compiling Python {step.python} for {machine} in {image}")
+        try:
+            proc = run_script(
+                engine, image, wheel_script(step, machine, epoch=epoch), network="host",
+                timeout=WHEEL_TIMEOUT_S, mounts=mounts | {out: "/out"},
+            )  # fmt: skip
+        except process.TimedOut as exc:
+            msg = f"the {machine} cross build of Python {step.python} took over {WHEEL_TIMEOUT_S} s"
+            raise BuildError(msg) from exc
+        _checked(proc, what=f"the {machine} cross build of {variant.name} for Python {step.python}")
+    built = sorted(out.glob("*.whl"))
+    if len(built) != len(todo):
+        msg = f"the cross build left {len(built)} wheel(s) in {out}, expected {len(todo)}"
+        raise BuildError(msg)
+    for wheel in built:  # as repair does: METADATA names the runtime the wheel binds
+        declare_external(wheel, variant.excludes)
+    for identifier, stored in taken.items():  # already declared: verified again below
+        if stored is not None:
+            say(f"{identifier}: up to date, the run's store holds its wheel from the same inputs ({stored})")
+            atomic.copy_file(stored, out / stored.name)
+            built.append(out / stored.name)
+    results = _verified(
+        built, steps, version, release=False, where=f"{image} (cross, {machine})",
+        seconds=time.monotonic() - started,
+    )  # fmt: skip
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    remove_previous_wheels(wheelhouse, {s.python_tag for s in steps}, machine)
+    moved = []
+    for result in results:
+        dest = wheelhouse / result.wheel.name
+        atomic.move_file(report_path(result.wheel), report_path(dest))
+        atomic.move_file(result.wheel, dest)
+        moved.append(dataclasses.replace(result, wheel=dest))
+        key = keys.get(result.step.identifier)
+        if key is not None and taken.get(result.step.identifier) is None:
+            store.keep(shared, key, dest)
+    shutil.rmtree(work, ignore_errors=True)
+    return moved
+
+
+def cross_keys(
+    steps: tuple[BuildStep, ...], machine: str, project: Path, *, engine: str, image: str, epoch: str
+) -> dict[str, str]:
+    """Each step's key (by identifier): everything its cross-built wheel depends on. The staged
+    project, the toolkit (its scripts run in the image, its code declares the runtime in METADATA),
+    the cross image by its ID, and the step's build command (settings, excludes, timestamp).
+    Empty when the image has no ID: nothing is taken then."""
+    found = image_id(engine, image)
+    if not found:
+        return {}
+    shared = {
+        "project": tree_digest(project),
+        "toolkit": _toolkit_digest(),
+        "scripts": tree_digest(toolkit_scripts()),
+        "image": found,
+        "engine": engine,
+        "machine": machine,
+    }
+    return {
+        s.identifier: wheel_key({**shared, "script": wheel_script(s, machine, epoch=epoch)}) for s in steps
+    }
+
+
+def _toolkit_digest() -> str:
+    """The toolkit's code (every module of the `release` package by its path in the package): the
+    same whether it runs from a checkout or from the wheel installed from it, which carries data
+    files the checkout keeps elsewhere (their part in a build is hashed on its own: the scripts,
+    the staged project, the step's command)."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        if "__pycache__" not in path.parts:
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()

@@ -333,7 +333,7 @@ def _cross(args: argparse.Namespace, planned: Steps, root: Path, version: str) -
             raise ToolchainError(msg)
         built += run_cross(
             steps, args.arch, wheelhouse=root / steps[0].variant.name, version=version, engine=engine,
-            lock_wait_s=args.lock_wait,
+            lock_wait_s=args.lock_wait, reuse=True,
         )  # fmt: skip
     return built
 

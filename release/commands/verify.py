@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from release import table
-from release.config.machines import machine_of_tag
-from release.config.matrix import LoadedMatrix
 from release.errors import UsageError, VerifyError
-from release.inspect.report import VerifyReport, failure_summary, render_report
-from release.inspect.verify import verify_release, verify_wheel, write_report
-from release.plan.machine import for_machine
-from release.plan.resolve import ResolvedVariant, require_variant, variant_for_distribution
-from release.plan.steps import make_plan
-from release.variants.make import distribution_matches, label_of, variant_set
-from release.wheel.names import REPORT_SUFFIX, InvalidWheelName, parse_wheel_name, split_variant_label
+
+if TYPE_CHECKING:
+    from release.config.matrix import LoadedMatrix
+    from release.inspect.report import VerifyReport
+    from release.plan.resolve import ResolvedVariant
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,12 +27,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--version", dest="expected_version", metavar="VERSION", help="the version (or tag vX.Y.Z) expected"
     )
     parser.add_argument(
-        "--write-reports", action="store_true", help=f"also write <wheel>{REPORT_SUFFIX} beside each wheel"
+        "--write-reports", action="store_true", help="also write each wheel's JSON report beside it"
     )
     parser.add_argument(
         "--full",
         action="store_true",
-        help=f"check every rule again, even beside an intact {REPORT_SUFFIX} of the same bytes",
+        help="check every rule again, even beside an intact report of the same bytes",
     )
 
 
@@ -66,12 +61,18 @@ def _mapped(
     if args.variant is not None and loaded is None:
         msg = f"--variant {args.variant} needs a matrix file (--matrix)"
         raise UsageError(msg)
-    variants = make_plan(loaded, include_held_back=True).variants if loaded is not None else {}
-    chosen = require_variant(variants, args.variant, loaded.path.name) if args.variant and loaded else None
+    if loaded is None:  # no plan to make (nor its modules to import); a name must still be a wheel's
+        return [(w, None) for w in wheels if _distribution(w)], {}
+    from release.plan.resolve import require_variant, variant_for_distribution  # noqa: PLC0415
+    from release.plan.steps import make_plan  # noqa: PLC0415
+    from release.variants.make import distribution_matches, label_of, variant_set  # noqa: PLC0415
+
+    variants = make_plan(loaded, include_held_back=True).variants
+    chosen = require_variant(variants, args.variant, loaded.path.name) if args.variant else None
     labelled = any(label_of(w) is not None for w in wheels)
     # Only a variant wheel needs the matrix's variant set (a matrix trimmed to some variants
     # still verifies its per-name wheels).
-    shared = variant_set(loaded, variants) if labelled and loaded and loaded.matrix.variant_wheels else None
+    shared = variant_set(loaded, variants) if labelled and loaded.matrix.variant_wheels else None
 
     def variant_of(wheel: Path) -> ResolvedVariant | None:
         label = label_of(wheel)
@@ -85,6 +86,10 @@ def _mapped(
 def _machine_facts(variant: ResolvedVariant | None, wheel: Path) -> ResolvedVariant | None:
     """The variant with the facts of the wheel's machine (the aarch64 floor for an aarch64 wheel),
     where the variant is released for it; otherwise as it is, and the rules say what is wrong."""
+    from release.config.machines import machine_of_tag  # noqa: PLC0415
+    from release.plan.machine import for_machine  # noqa: PLC0415
+    from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label  # noqa: PLC0415
+
     if variant is None:
         return None
     try:
@@ -97,6 +102,9 @@ def _machine_facts(variant: ResolvedVariant | None, wheel: Path) -> ResolvedVari
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
+    from release.inspect.report import failure_summary  # noqa: PLC0415
+    from release.inspect.verify import verify_release, verify_wheel  # noqa: PLC0415
+
     wheels = _collect(args.wheels)
     mapped, variants = _mapped(args, loaded, wheels)
     common = {
@@ -116,6 +124,12 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix | None) -> int:
 
 
 def _render(reports: Sequence[VerifyReport], *, as_json: bool, write_reports: bool) -> None:
+    import json  # noqa: PLC0415
+
+    from release import table  # noqa: PLC0415
+    from release.inspect.report import render_report  # noqa: PLC0415
+    from release.inspect.verify import write_report  # noqa: PLC0415
+
     for report in reports:
         if write_reports and not report.reused:
             write_report(report)
@@ -142,6 +156,8 @@ def reused_line(report: VerifyReport) -> str:
 
 
 def _distribution(wheel: Path) -> str:
+    from release.wheel.names import InvalidWheelName, parse_wheel_name, split_variant_label  # noqa: PLC0415
+
     try:
         return str(parse_wheel_name(split_variant_label(wheel)[0]).distribution)
     except InvalidWheelName as exc:

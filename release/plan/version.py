@@ -11,11 +11,14 @@ import fnmatch
 import os
 import re
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
-from release.config.matrix import LoadedMatrix, Matrix
 from release.errors import UsageError
+
+if TYPE_CHECKING:  # `verify` imports tag_version: no matrix module at its start-up (issue 60)
+    from release.config.matrix import LoadedMatrix, Matrix
 
 _WILDCARDS = "*?["
 MAX_TAG = 128
@@ -81,6 +84,8 @@ def is_prerelease(version: str) -> bool:
 
 def route(matrix: Matrix | LoadedMatrix, version: str) -> str | None:
     """The upload URL for this version, or None when the matrix says to skip pre-releases."""
+    from release.config.matrix import LoadedMatrix  # noqa: PLC0415 (start-up time)
+
     m = matrix.matrix if isinstance(matrix, LoadedMatrix) else matrix
     publish = m.publish
     if not is_prerelease(version) or publish.prerelease == "publish":

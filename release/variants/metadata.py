@@ -16,10 +16,12 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from release.plan.resolve import ResolvedVariant
 from release.wheel.names import NULL_LABEL, VARIANT_LABEL
+
+if TYPE_CHECKING:
+    from release.plan.resolve import ResolvedVariant
 
 PROVIDERS_FILE = Path(__file__).with_name("providers.json")
 DIST_INFO_FILE = "variant.json"

@@ -22,6 +22,7 @@ from release.config.matrix import load
 from release.machine.containers import container_engine
 from release.plan.steps import make_plan
 from release.settings import in_ci
+from tests import ci_time
 
 from .conftest import one_machine
 
@@ -113,10 +114,16 @@ def cpu(**extra: Any) -> dict[str, Any]:
     return {**data, "images": [], "build_image": cpu_build_image(), **extra}
 
 
-def rehearse(repo: Path, work: Path, *args: str, timeout: float = 1500) -> subprocess.CompletedProcess[str]:
+def rehearse(
+    repo: Path, work: Path, *args: str, timeout: float = 1500, store: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`release rehearse` of `repo`'s matrix. With `store`, its jobs' builds take the wheels the run's
+    store holds from the same inputs and put there what they build (tests/ci_time.py `store_env`;
+    a test about building or failing to build passes False)."""
+    shared = [f"--env={k}={v}" for k, v in ci_time.store_env().items()] if store else []
     proc = subprocess.run(
         [sys.executable, "-m", "release", "--matrix", str(repo / "matrix.yaml"), "rehearse",
-         "--tag", "v0.2.0", "--work", str(work), *args],
+         "--tag", "v0.2.0", "--work", str(work), *shared, *args],
         cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, text=True, capture_output=True,
         timeout=timeout, check=False,
     )  # fmt: skip

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from release.machine.emulation import DIST_PYTHON, emulation_missing
+from tests import ci_time
 
 from .conftest import toolkit
 from .rehearsal import LOCAL_FLOOR, make_repo, matrix_data, need_podman, rehearse, table
@@ -50,6 +51,7 @@ def test_the_grace_runner_legs_rehearse_up_to_the_device_under_emulation(tmp_pat
     toolkit(
         "--matrix", str(repo / "matrix.yaml"), "build", "--variant", "cuda", "--arch", "aarch64",
         "--python", DIST_PYTHON, "--tag", "v0.2.0", "--wheelhouse", str(release), timeout=1800,
+        env=ci_time.store_env(),  # the wheel test_rehearse_machines.py's job builds, where the same
     )  # fmt: skip
     # The release's report, as the rehearsal's narrowed checkout verifies it (--floor: the local
     # image's manylinux_2_39 in place of manylinux_2_28, whose image is in a registry).

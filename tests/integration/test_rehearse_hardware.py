@@ -27,6 +27,7 @@ from release.machine.containers import container_engine
 from release.machine.images import ensure, exists
 from release.plan.steps import make_plan
 from release.settings import in_ci
+from tests import ci_time
 
 from .conftest import HOST_FLOOR, PRESENT_PYTHONS, ROOT, one_machine, toolkit
 
@@ -82,7 +83,7 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     matrix = str(directory / "matrix.yaml")
     wheelhouse = str(directory / "wheelhouse")
     toolkit("--matrix", matrix, "build", "--variant", "cpu", "--tag", "v0.2.0", "--wheelhouse", wheelhouse,
-            timeout=900)  # fmt: skip
+            timeout=900, env=ci_time.store_env())  # fmt: skip
     return directory
 
 

@@ -194,3 +194,26 @@ def test_a_tag_made_twice_of_one_recipe_says_it_was_lost_in_between(tmp_path: Pa
     assert lines[-1] == f"    inputs {same[:12]} both times: {lost}"
     assert ci_time.image_calls(tmp_path / "absent", since=0) == []
     assert ci_time.image_call_lines([], tmp_path) == []
+
+
+def test_the_account_counts_the_wheels_reused_and_built(tmp_path: Path) -> None:
+    """Issue 60: the run's account says how many wheels its builds took from the store and how many
+    they compiled, and names a wheel compiled twice (its inputs differed)."""
+    from release.builder import store
+
+    shared = tmp_path / "store"
+    wheel = tmp_path / "w" / "x-0.1-cp312-cp312-linux_x86_64.whl"
+    wheel.parent.mkdir()
+    wheel.write_bytes(b"PK")
+    wheel.with_name(wheel.name + ".verify.json").write_text("{}", encoding="utf-8")
+    store.keep(shared, "1" * 64, wheel)
+    assert store.take(shared, "1" * 64) is not None
+    assert store.take(shared, "1" * 64) is not None
+    store.keep(shared, "2" * 64, wheel)  # the same name from other inputs
+    lines = ci_time.store_lines(store.events(shared))
+    assert lines[0].startswith("wheels reused: 2, built: 2 ")
+    assert lines[1:] == [f"  {wheel.name} was built 2 times (different inputs)"]
+    assert ci_time.store_lines([]) == []
+    run = tmp_path / "pytest-7"
+    run.mkdir()
+    assert ci_time.wheel_store(run).name == f"release-wheel-store-pytest-7-{run.stat().st_ino}"

@@ -11,9 +11,12 @@ import posixpath
 import re
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from release.inspect.rules.registry import Finding, RuleContext, listing, matches, release_rule
-from release.plan.resolve import ResolvedVariant
+
+if TYPE_CHECKING:
+    from release.plan.resolve import ResolvedVariant
 
 _PYTHON_SUFFIX = re.compile(r"\.(cpython-[^.]*|abi3|pypy[^.]*)(?=\.so$)")
 
@@ -39,7 +42,7 @@ def _runtime_words(variant: ResolvedVariant) -> set[str]:
     return {w.lower() for w in {variant.backend_name, *stems} if len(w) > 2}
 
 
-Ours = Sequence[tuple[int, RuleContext, ResolvedVariant]]
+Ours = Sequence[tuple[int, RuleContext, "ResolvedVariant"]]
 Globs = tuple[str, ...]
 
 

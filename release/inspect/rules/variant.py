@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import functools
 
-from release.config.backends import load_backends
-from release.config.globs import known_runtime_globs
-from release.config.resources import toolkit_backends
 from release.inspect.rules.registry import Finding, RuleContext, listing, matches, rule
 from release.variants.metadata import (
     DIST_INFO_FILE,
@@ -22,6 +19,10 @@ from release.wheel.names import split_variant_label
 @functools.cache
 def _every_runtime() -> tuple[str, ...]:
     """The runtime libraries of every backend the toolkit knows (a null variant binds none)."""
+    from release.config.backends import load_backends  # noqa: PLC0415 (start-up time: yaml, schemas)
+    from release.config.globs import known_runtime_globs  # noqa: PLC0415
+    from release.config.resources import toolkit_backends  # noqa: PLC0415
+
     backends = load_backends(toolkit_backends())
     return tuple(sorted(known_runtime_globs(backends.values())))
 
