@@ -66,6 +66,10 @@ class WheelContents:
     bytes streamed again, within the wheel's inflation budget. False, and nothing written, when the
     member's symbol tables name nothing of Python's C API (no `Py` in their strings)."""
 
+    symbol_doubts: Mapping[str, str] = field(default_factory=dict)
+    """Shared objects whose section headers' `.dynsym` is not the table `DT_SYMTAB`/`DT_STRTAB`
+    name, and why: `symbol_copy` copies them whole, and stable-abi warns."""
+
     def dist_info_text(self, leaf: str) -> tuple[str, str] | None:
         """(member name, text) of the one top-level dist-info file `leaf` (METADATA, WHEEL,
         RECORD), or None where there is none or more than one."""

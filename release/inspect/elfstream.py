@@ -32,7 +32,7 @@ from release.inspect.elf import (
     tables_needed,
 )
 from release.inspect.elfformat import Image, MissingRange
-from release.inspect.symboltables import SymbolCopy, symbol_ranges
+from release.inspect.symboltables import SymbolCopy, symbol_doubt, symbol_ranges
 from release.wheel.inflate import Budget, Checkpoints, crc32, span
 from release.wheel.zip import Archive, ZipEntry
 
@@ -146,6 +146,9 @@ def _symbol_copy(
     missing = [(lo, hi) for lo, hi in wanted.ranges if not image.holds(lo, hi - lo)]
     if missing:
         image = Image(image.size, [*kept, *read_again(missing)])
+    doubt = symbol_doubt(image)
+    if doubt:  # the loader binds through other tables than the copy would show: audit the whole file
+        return SymbolCopy([], python=True, doubt=doubt)
     python = any(b"Py" in image.read(lo, hi - lo) for lo, hi in wanted.names)
     return SymbolCopy([(lo, image.read(lo, hi - lo)) for lo, hi in wanted.ranges], python)
 

@@ -40,7 +40,7 @@ def policies_from_json(document: object) -> tuple[Policy, ...]:
         return ()
     for entry in document:
         name = entry.get("name", "") if isinstance(entry, dict) else ""
-        match = re.match(r"^manylinux_(\d+)_(\d+)$", name)
+        match = re.match(r"^manylinux_([0-9]+)_([0-9]+)$", name, re.ASCII)
         if not match:
             continue
         result.append(

@@ -262,7 +262,8 @@ def read_wheel(
                 _budget(files, archive.size),
                 device_sections,
                 architectures,
-                symbols=any(split_tag(tag)[1] == "abi3" for tag in tags),  # the stable-abi rule audits them
+                # the stable-abi rule audits them
+                symbols=any(split_tag(tag)[1] in ("abi3", "abi3t") for tag in tags),
             )
             unchanged = wheelfile.identity(fh.fileno()) == identity
             after = before if unchanged and wheelfile.settled(identity) else wheelfile.fd_sha256(fh.fileno())
@@ -321,7 +322,7 @@ def _contents(
         copy = symbols.get(member)
         if copy is not None and not copy.python:
             return False
-        if copy is not None:  # its headers and symbol tables at their offsets, a hole elsewhere
+        if copy is not None and not copy.doubt:  # its headers and symbol tables at their offsets
             try:
                 with target.open("xb") as out:
                     out.truncate(by_name[member].size)
@@ -356,4 +357,5 @@ def _contents(
         directories=tuple(e.name for e in entries if e.is_dir),
         size=size,
         symbol_copy=symbol_copy,
+        symbol_doubts={name: copy.doubt for name, copy in symbols.items() if copy.doubt},
     )

@@ -15,6 +15,7 @@ from release import __version__
 from release.inspect.elf import ElfInfo
 from release.inspect.rules import RULE_IDS
 from release.inspect.rules.registry import STATUSES, RuleResult
+from release.inspect.stampkey import stamp_mac
 from release.inspect.versions import max_required
 from release.table import printable
 
@@ -82,13 +83,8 @@ class VerifyReport:
         document = self._document()
         if not self.facts:
             return document
-        mark = {
-            "toolkit": __version__,
-            "rules": ruleset(),
-            "facts": self.facts,
-            "digest": content_digest(document),
-        }
-        return {**document, "reuse": mark}
+        mark = {"toolkit": __version__, "rules": ruleset(), "facts": self.facts}
+        return {**document, "reuse": {**mark, "digest": content_mac(document, mark)}}
 
     @classmethod
     def from_json(cls, document: Mapping[str, object], wheel: Path, *, reused: bool = False) -> VerifyReport:
@@ -154,10 +150,13 @@ def ruleset() -> str:
     return digest.hexdigest()
 
 
-def content_digest(document: Mapping[str, object]) -> str:
-    """The sha256 of a report's JSON without its `reuse` stamp, keys sorted."""
+def content_mac(document: Mapping[str, object], mark: Mapping[str, object]) -> str:
+    """The HMAC-SHA256, under this user's verify key (`release.inspect.stampkey`), of a report's
+    JSON without its `reuse` stamp and of the stamp's other fields, keys sorted: a report edited
+    and stamped again by anyone without the key is never reused."""
     body = {k: v for k, v in document.items() if k != "reuse"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    signed = {"report": body, "stamp": {k: v for k, v in mark.items() if k != "digest"}}
+    return stamp_mac(json.dumps(signed, sort_keys=True, separators=(",", ":")).encode())
 
 
 def _list(value: object) -> list[object]:
@@ -329,7 +328,11 @@ def report_schema() -> dict[str, object]:
                 "pattern": "^[0-9a-f]{64}$",
                 "description": "What it was judged against.",
             },
-            "digest": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "sha256 of the rest."},
+            "digest": {
+                "type": "string",
+                "pattern": "^[0-9a-f]{64}$",
+                "description": "HMAC-SHA256 of the rest under the verifying user's key (0600, in the cache).",
+            },
         }
     )
     properties = report["properties"]

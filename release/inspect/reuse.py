@@ -3,10 +3,12 @@
 Every report `release verify` writes carries a `reuse` stamp: the toolkit version, the rule set
 (`ruleset`, a digest of the code that reads wheels and judges them), the facts the wheel was judged
 against (`facts`: the matrix, the resolved variant, release mode, the expected version, the
-policies, the wheels judged with it) and the digest of the report's own content. A later verify of
+policies, the wheels judged with it) and an HMAC of the report's content and stamp keyed by this
+user's secret (`release.inspect.stampkey`: a report edited and re-digested by anyone without the
+key is never reused; release-checks and publish verify again in any case). A later verify of
 a wheel whose sha256 is the report's reuses the report only when it is intact (`reusable`):
 bounded, one JSON object of this schema version, the stamp's toolkit, rule set and facts this
-run's, its content digest its own, every registered rule once with a known status, `ok` and
+run's, its MAC the one this user's key gives, every registered rule once with a known status, `ok` and
 `releasable` what those say, and read back into a report that writes exactly the same JSON. Any
 other report (another toolkit, another matrix or variant, an edited byte) means a full verify.
 """

@@ -23,6 +23,7 @@ from pathlib import Path
 from release import process
 from release.errors import ToolchainError, VerifyError
 from release.inspect.contents import WheelContents
+from release.inspect.symboltables import python_symbols
 
 DEADLINE = 300.0
 """Seconds abi3audit may take over one wheel's shared objects, all together (a 535 MB wheel of 13
@@ -47,6 +48,11 @@ class LimitedApiAudit:
     """Python C API symbols that are in no version's limited API (`_PyObject_GetDictPtr`)."""
     newer: tuple[tuple[str, str], ...]
     """(symbol, version) for limited-API symbols added after the floor (`PyUnicode_AsUTF8`, 3.13)."""
+    uses: tuple[str, ...] = ()
+    """The Python names it leaves undefined: the API it takes from the interpreter."""
+    defined: tuple[str, ...] = ()
+    """The Python-like names it defines itself (its `PyInit_x`/`PyModExport_x` hooks, PEP 793):
+    abi3audit takes every `Py` name for API use; these are left out of `outside` and `newer`."""
 
     @property
     def ok(self) -> bool:
@@ -104,8 +110,22 @@ def audit_limited_api(wheel: WheelContents, paths: Sequence[str], floor: str) ->
             why = lines[-1] if lines else f"exit status {proc.returncode}"
             msg = f"{wheel.path.name}: abi3audit could not audit its shared objects ({why})"
             raise VerifyError(msg) from None
-        audited = {path: _audit(data, copy, path, wheel.path.name) for copy, path in copies.items()}
+        audited = {
+            path: _own(_audit(data, copy, path, wheel.path.name), Path(copy)) for copy, path in copies.items()
+        }
     return [_judged(audited.get(same.get(path, path)), path) for path in paths]
+
+
+def _own(audit: LimitedApiAudit, copy: Path) -> LimitedApiAudit:
+    """`audit` with the names the shared object defines taken out of its findings."""
+    defined, undefined = python_symbols(copy)
+    return LimitedApiAudit(
+        audit.path,
+        tuple(s for s in audit.outside if s not in defined),
+        tuple((s, v) for s, v in audit.newer if s not in defined),
+        tuple(sorted(undefined)),
+        tuple(sorted(defined)),
+    )
 
 
 def _judged(audit: LimitedApiAudit | None, path: str) -> LimitedApiAudit:

@@ -1,25 +1,34 @@
-"""Symbol version names (`GLIBC_2.34`, `GLIBCXX_3.4.29`) and the versions they carry."""
+"""Symbol version names (`GLIBC_2.34`, `GLIBCXX_3.4.29`) and the versions they carry.
+
+Version names come from untrusted ELF files: only ASCII digits are numbers here (`re.ASCII`, and
+`release.config.names.ascii_int`), so `GLIBC_2.٣٤` is no version at all, never 2.34.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
 
-_VERSIONED = re.compile(r"^([A-Z][A-Z_]*?)_(\d+(?:\.\d+)*)$")
+from release.config.names import ascii_int
+
+_VERSIONED = re.compile(r"^([A-Z][A-Z_]*?)_([0-9]+(?:\.[0-9]+)*)$", re.ASCII)
+_PART_LIMIT = 1 << 31
+"""A part of a version larger than this is no version a C library writes."""
 
 
 def parse_version(text: str) -> tuple[int, ...]:
-    """'2.34' -> (2, 34); non-numeric parts end the version ('2.3.4a' -> (2, 3))."""
+    """'2.34' -> (2, 34); a part that is not ASCII digits ends the version ('2.3.4a' -> (2, 3))."""
     parts: list[int] = []
     for piece in text.split("."):
-        if not piece.isdigit():
+        value = ascii_int(piece, high=_PART_LIMIT, digits=10)
+        if value is None:
             break
-        parts.append(int(piece))
+        parts.append(value)
     return tuple(parts)
 
 
 def split_versioned(name: str) -> tuple[str, str] | None:
-    """'GLIBCXX_3.4.29' -> ('GLIBCXX', '3.4.29'); 'GLIBC_PRIVATE' -> None."""
+    """'GLIBCXX_3.4.29' -> ('GLIBCXX', '3.4.29'); 'GLIBC_PRIVATE' and 'GLIBC_2.٣٤' -> None."""
     match = _VERSIONED.match(name)
     if match is None:
         return None

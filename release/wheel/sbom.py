@@ -76,6 +76,40 @@ class Sbom:
     listed: tuple[str, ...]
     """The bom-refs the wheel depends on: a CycloneDX document's entry for its own component in
     `dependencies` (auditwheel's grafted libraries); empty for other formats."""
+    named: frozenset[str] = frozenset()
+    """What the document's components and packages are called (names, purl names, file names),
+    lower-cased, from any writer: CycloneDX `components` at any depth, SPDX `packages` and `files`."""
+
+
+MAX_NAMED = 100_000
+"""Names read from one SBOM at most (a bound on a hostile document's walk)."""
+
+
+def _names(doc: dict[str, Any]) -> frozenset[str]:
+    """The names the document gives its components or packages (bounded, iterative)."""
+    found: set[str] = set()
+    pending: list[object] = [doc.get("components"), doc.get("packages"), doc.get("files")]
+    meta = doc.get("metadata")
+    if isinstance(meta, dict):
+        pending.append([meta.get("component")])
+    seen = 0
+    while pending and seen < MAX_NAMED:
+        items = pending.pop()
+        if not isinstance(items, list):
+            continue
+        for item in items[:MAX_NAMED]:
+            seen += 1
+            if not isinstance(item, dict):
+                continue
+            for key in ("name", "fileName", "packageFileName"):
+                value = item.get(key)
+                if isinstance(value, str):
+                    found.add(value.lower().rpartition("/")[2])
+            purl = parse_purl(str(item.get("purl", "")))
+            if purl is not None:
+                found.add(purl.name.lower().rpartition("/")[2])
+            pending.append(item.get("components"))
+    return frozenset(found)
 
 
 def _load(data: bytes) -> Any:
@@ -99,16 +133,18 @@ def _own_ref(doc: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
 
 
 def parse_sbom(data: bytes) -> Sbom:
-    """The wheel's component and the libraries it depends on; `SbomError` when the file is not
-    JSON, or is CycloneDX without the shape the format requires. Other JSON SBOMs (SPDX) are
-    accepted and list nothing."""
+    """The wheel's component, the libraries it depends on and every name the document gives;
+    `SbomError` when the file is not JSON, or is CycloneDX whose `dependencies` is not a list.
+    Any other JSON SBOM (SPDX), and a CycloneDX one without `metadata.component` (optional in
+    the format: not every writer is auditwheel), is accepted: it lists no dependency of the wheel,
+    and names what it names."""
     doc = _load(data)
-    if not isinstance(doc, dict) or doc.get("bomFormat") != "CycloneDX":
+    if not isinstance(doc, dict):
         return Sbom(None, ())
-    found = _own_ref(doc)
+    named = _names(doc)
+    found = _own_ref(doc) if doc.get("bomFormat") == "CycloneDX" else None
     if found is None:
-        msg = "a CycloneDX SBOM without metadata.component and its bom-ref (which names the wheel)"
-        raise SbomError(msg)
+        return Sbom(None, (), named)
     component, ref = found
     purl = parse_purl(str(component.get("purl", "")))
     own = purl if purl is not None and purl.type == "pypi" else None
@@ -121,7 +157,7 @@ def parse_sbom(data: bytes) -> Sbom:
         depends = entry.get("dependsOn") if isinstance(entry, dict) and entry.get("ref") == ref else None
         if isinstance(depends, list):
             listed.extend(d for d in depends if isinstance(d, str))
-    return Sbom(own, tuple(dict.fromkeys(listed)))
+    return Sbom(own, tuple(dict.fromkeys(listed)), named)
 
 
 def renamed(name: str, version: str, file_name: str) -> Callable[[bytes], bytes]:

@@ -248,14 +248,14 @@ def main() -> int:
     cache = cache_dir(args.cache)
     results = []
     for wheel in load_manifest():
-        if args.only and wheel.project not in args.only:
+        if args.only and not {wheel.project, wheel.name} & set(args.only):
             continue
         path = cache / wheel.filename
         if not path.is_file():
             print(f"skip {wheel.filename}: not cached (run tests/corpus/fetch.py)", file=sys.stderr)
             continue
         print(f"== {wheel.filename}", file=sys.stderr, flush=True)
-        entry: dict[str, object] = {"project": wheel.project, "version": wheel.version,
+        entry: dict[str, object] = {"project": wheel.name, "version": wheel.version,
                                     "filename": wheel.filename, "size": wheel.size}
         entry["contents"] = inspect_contents(path)
         entry["verify"] = run_verify(path)

@@ -39,6 +39,13 @@ class CorpusWheel:
     sha256: str
     size: int
     why: str
+    key: str = ""
+    """The entry's name where one project has several wheels here (`cryptography-cp314t`)."""
+
+    @property
+    def name(self) -> str:
+        """What expected.toml and the tests call this wheel: `key`, or the project."""
+        return self.key or self.project
 
 
 def load_manifest(path: Path = MANIFEST) -> list[CorpusWheel]:
@@ -124,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the manifest and the cache state only")
     args = parser.parse_args(argv)
     cache = cache_dir(args.cache)
-    wheels = [w for w in load_manifest() if not args.only or w.project in args.only]
+    wheels = [w for w in load_manifest() if not args.only or {w.project, w.name} & set(args.only)]
     total = sum(w.size for w in wheels)
     if args.list:
         for w in wheels:
@@ -135,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"corpus: {len(wheels)} wheels, {total / 1e6:.1f} MB, cache {cache}", file=sys.stderr)
     failures = 0
     for index, wheel in enumerate(wheels, 1):
-        print(f"[{index}/{len(wheels)}] {wheel.project} {wheel.version}", file=sys.stderr)
+        print(f"[{index}/{len(wheels)}] {wheel.name} {wheel.version}", file=sys.stderr)
         try:
             download(wheel, cache)
         except (OSError, RuntimeError) as exc:

@@ -23,12 +23,15 @@ import base64
 import bz2
 import functools
 import hashlib
+import io
 import lzma
 import stat
 import struct
+import zipfile
 import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # --- deflate ------------------------------------------------------------------------------------
 
@@ -260,6 +263,9 @@ DT_NULL = 0
 DT_NEEDED = 1
 DT_STRTAB = 5
 DT_STRSZ = 10
+DT_SYMTAB = 6
+DT_SYMENT = 11
+SHT_DYNSYM = 11
 DT_SONAME = 14
 DT_RUNPATH = 29
 DT_VERNEED = 0x6FFFFFFE
@@ -318,6 +324,8 @@ class ElfImage:
     dynamic_null: bool = True
     note_segment: bool = False
     e_type: int = 3  # ET_DYN
+    symbols: Sequence[tuple[str, bool]] = ()
+    """(name, defined) of global functions in a `.dynsym` (with DT_SYMTAB): defined ones in .text."""
     image: bytearray = field(default_factory=bytearray, init=False)
     section_index: dict[str, int] = field(default_factory=dict, init=False)
     section_offset: dict[str, int] = field(default_factory=dict, init=False)
@@ -347,6 +355,7 @@ class ElfImage:
         strings = [*self.needed, *(f for f, _ in self.verneed)]
         strings += [v for _, vs in self.verneed for v in vs]
         strings += [s for s in (self.soname, self.runpath) if s]
+        strings += [name for name, _defined in self.symbols]
         dynstr = bytearray(b"\0")
         for s in strings:
             if s not in self.dynstr_offsets:
@@ -372,6 +381,18 @@ class ElfImage:
                 Section(".gnu.version_r", SHT_GNU_VERNEED, bytes(verneed), SHF_ALLOC,
                         info=len(self.verneed), align=8)
             )
+        if self.symbols:
+            text_index = len(sections) + 2  # .dynsym comes next, then .text (indexes start at 1)
+            wide = self.elfclass == 64
+            entry = f"{e}IBBHQQ" if wide else f"{e}IIIBBH"
+            rows = [bytes(struct.calcsize(entry))]
+            for name, defined in self.symbols:
+                shndx = text_index if defined else 0
+                fields = (self.dynstr_offsets[name], 0x12, 0, shndx, 0, 0) if wide else (
+                    self.dynstr_offsets[name], 0, 0, 0x12, 0, shndx)
+                rows.append(struct.pack(entry, *fields))
+            sections.append(Section(".dynsym", SHT_DYNSYM, b"".join(rows), SHF_ALLOC, info=1, align=8,
+                                    entsize=struct.calcsize(entry)))
         sections.append(Section(".text", SHT_PROGBITS, self.text, SHF_ALLOC | SHF_EXECINSTR, align=16))
         dyn_size = 16 if self.elfclass == 64 else 8
         sections.append(Section(".dynamic", SHT_DYNAMIC, b"", SHF_ALLOC, align=8, entsize=dyn_size))
@@ -392,7 +413,7 @@ class ElfImage:
             offset += -offset % max(section.align, 1)
             if section.name == ".dynamic":
                 dyn_index = len(placed)
-                data = bytes(dyn_size * (8 + len(self.needed)))  # filled below
+                data = bytes(dyn_size * (8 + len(self.needed) + 2 * bool(self.symbols)))  # filled below
             elif section.name == ".shstrtab":
                 data = bytes(shstrtab)
             else:
@@ -408,6 +429,9 @@ class ElfImage:
         if self.runpath:
             tags.append((DT_RUNPATH, self.dynstr_offsets[self.runpath]))
         tags += [(DT_STRTAB, self.section_offset[".dynstr"]), (DT_STRSZ, len(dynstr))]
+        if self.symbols:
+            entsize = 24 if self.elfclass == 64 else 16
+            tags += [(DT_SYMTAB, self.section_offset[".dynsym"]), (DT_SYMENT, entsize)]
         if self.verneed:
             tags += [(DT_VERNEED, self.section_offset[".gnu.version_r"]), (DT_VERNEEDNUM, len(self.verneed))]
         if self.dynamic_null:
@@ -423,7 +447,11 @@ class ElfImage:
         for _, off, data in placed:
             image[off : off + len(data)] = data
         shdr = self._shdr_format()
-        link_of = {".dynamic": self.section_index[".dynstr"], ".gnu.version_r": self.section_index[".dynstr"]}
+        link_of = {
+            ".dynamic": self.section_index[".dynstr"],
+            ".gnu.version_r": self.section_index[".dynstr"],
+            ".dynsym": self.section_index[".dynstr"],
+        }
         for index, (section, off, data) in enumerate(placed, 1):
             addr = off if section.flags & SHF_ALLOC else 0
             link = section.link or link_of.get(section.name, 0)
@@ -646,3 +674,32 @@ def record_text(rows: Iterable[tuple[str, bytes | None]], record_name: str) -> b
         lines.append(f"{name},," if data is None else f"{name},{record_hash(data)},{len(data)}")
     lines.append(f"{record_name},,")
     return ("\n".join(lines) + "\n").encode()
+
+
+# --- a small valid wheel ----------------------------------------------------------------------------
+
+
+def small_wheel(directory: Path, tag: str, members: dict[str, bytes], name: str = "tiny") -> Path:
+    """A small valid wheel: the members, METADATA, WHEEL with `tag` (a compressed tag set may be
+    written with dots) and a complete RECORD."""
+    info = f"{name}-0.1.0.dist-info"
+    tags = [
+        f"{i}-{a}-{p}" for i in tag.split("-", maxsplit=1)[0].split(".") for a in tag.split("-")[1].split(".")
+        for p in tag.split("-")[2].split(".")
+    ]
+    files = {
+        **members,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n".encode(),
+        f"{info}/WHEEL": "".join(
+            ["Wheel-Version: 1.0\nRoot-Is-Purelib: false\n", *(f"Tag: {t}\n" for t in tags)]
+        ).encode(),
+    }
+    rows = [f"{member},{record_hash(data)},{len(data)}" for member, data in files.items()]
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        for member, data in files.items():
+            zf.writestr(zipfile.ZipInfo(member), data)
+        zf.writestr(f"{info}/RECORD", "\n".join([*rows, f"{info}/RECORD,,"]) + "\n")
+    path = directory / f"{name}-0.1.0-{tag}.whl"
+    path.write_bytes(buffer.getvalue())
+    return path

@@ -9,6 +9,8 @@ A wheel that cannot be downloaded skips its test, which the suite turns into a f
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import resource
@@ -92,7 +94,7 @@ def fetched() -> dict[str, Path]:
     paths: dict[str, Path] = {}
     for item in WHEELS:
         try:
-            paths[item.project] = download(item, cache, quiet=True)
+            paths[item.name] = download(item, cache, quiet=True)
         except (OSError, RuntimeError) as exc:
             pytest.skip(f"cannot download the corpus into {cache}: {item.filename}: {exc}")
     return paths
@@ -104,10 +106,10 @@ def verified(fetched: dict[str, Path]) -> Iterator[dict[str, Verified]]:
         results = dict(zip(fetched, pool.map(_verify, fetched.values()), strict=True))
     print("\nwheel                               MB zipped  ELF files  peak RSS MB  CPU s  failed")
     for item in WHEELS:
-        r = results[item.project]
+        r = results[item.name]
         failed = [x["id"] for x in (r.report or {}).get("rules", []) if x["status"] == "fail"]
         files = len(r.report["elf_files"]) if r.report else "-"
-        print(f"{item.project:<35} {item.size / 1e6:9.1f} {files:>10} {r.rss_mb:12.0f} {r.cpu:6.2f}  "
+        print(f"{item.name:<35} {item.size / 1e6:9.1f} {files:>10} {r.rss_mb:12.0f} {r.cpu:6.2f}  "
               f"{', '.join(failed)}")
     yield results
 
@@ -120,23 +122,79 @@ def test_the_corpus_is_large_enough() -> None:
 
 
 def test_every_wheel_has_recorded_findings(expected: dict[str, Any]) -> None:
-    assert sorted(expected) == sorted(w.project for w in WHEELS)
+    assert sorted(expected) == sorted(w.name for w in WHEELS)
 
 
-@pytest.mark.parametrize("item", WHEELS, ids=[w.project for w in WHEELS])
+@pytest.mark.parametrize("item", WHEELS, ids=[w.name for w in WHEELS])
 def test_corpus_wheel(
     item: CorpusWheel, fetched: dict[str, Path], verified: dict[str, Verified], expected: dict[str, Any]
 ) -> None:
-    run = verified[item.project]
+    run = verified[item.name]
     assert run.code in (0, 6), f"verify could not read the wheel: {run.stderr}"
     assert "Traceback" not in run.stderr, run.stderr
     assert run.report is not None
-    want = expected[item.project]
+    want = expected[item.name]
     statuses = {r["id"]: r["status"] for r in run.report["rules"]}
     assert statuses == want["rules"], {k: (v, want["rules"].get(k)) for k, v in statuses.items()
                                        if v != want["rules"].get(k)}
-    assert len(run.report["elf_files"]) == want["elf_files"] == _elf_members(fetched[item.project])
+    assert len(run.report["elf_files"]) == want["elf_files"] == _elf_members(fetched[item.name])
     architectures = sorted({a for e in run.report["elf_files"] for a in e["architectures"]})
     assert architectures == want["architectures"]
     assert run.report["runtime_bound"] == want["runtime_bound"]
     assert run.rss_mb <= RSS_MB, f"{run.rss_mb:.0f} MB peak RSS"
+
+
+# --- hand-tampered copies of the free-threaded and 3.15 wheels (issue 56) ------------------------
+
+
+def _record_hash(data: bytes) -> str:
+    return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _tampered(source: Path, target_dir: Path, tag: str, renames: dict[str, str]) -> Path:
+    """A copy of the wheel `source` tagged `tag` (`cp314-abi3-manylinux_2_28_x86_64`), with members
+    renamed (RECORD and WHEEL rewritten to match, so that only the names lie)."""
+    with zipfile.ZipFile(source) as zf:
+        members = {renames.get(i.filename, i.filename): zf.read(i) for i in zf.infolist() if not i.is_dir()}
+    info = next(n.split("/")[0] for n in members if n.endswith(".dist-info/WHEEL"))
+    wheel_text = members[f"{info}/WHEEL"].decode()
+    wheel_lines = [x for x in wheel_text.splitlines() if x.strip() and not x.startswith("Tag:")]
+    members[f"{info}/WHEEL"] = ("\n".join([*wheel_lines, f"Tag: {tag}"]) + "\n").encode()
+    record = f"{info}/RECORD"
+    rows = [f"{n},{_record_hash(d)},{len(d)}" for n, d in members.items() if n != record]
+    members[record] = ("\n".join([*rows, f"{record},,"]) + "\n").encode()
+    distribution, version = source.name.split("-")[:2]
+    target = target_dir / f"{distribution}-{version}-{tag}.whl"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(zipfile.ZipInfo(name), data, zipfile.ZIP_DEFLATED)
+    return target
+
+
+TAMPERED = [
+    pytest.param("cuda-bindings-cp315", "cp315-cp315-manylinux_2_28_x86_64",
+                 {"cuda/bindings/driver.cpython-315-x86_64-linux-gnu.so":
+                  "cuda/bindings/driver.cpython-314-x86_64-linux-gnu.so"},
+                 "cpython-314 module in a cp315-cp315 wheel", id="a suffix that does not fit its tag"),
+    pytest.param("cryptography-cp314t", "cp314-abi3-manylinux_2_28_x86_64", {},
+                 "a t build never claims abi3", id="abi3 claimed on a t build"),
+    pytest.param("cryptography-abi3t", "cp312-abi3-manylinux_2_28_x86_64",
+                 {"cryptography/hazmat/bindings/_rust.abi3t.so":
+                  "cryptography/hazmat/bindings/_rust.abi3-x86_64-linux-gnu.so"},
+                 "3.14 and older do not import it", id="a 3.15-style abi3 name in a wheel for 3.12+"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "tag", "renames", "says"), TAMPERED)
+def test_a_tampered_copy_of_a_corpus_wheel_fails_naming_the_file(  # noqa: PLR0917 (parameters)
+    fetched: dict[str, Path], tmp_path: Path, name: str, tag: str, renames: dict[str, str], says: str
+) -> None:
+    copy = _tampered(fetched[name], tmp_path, tag, renames)
+    run = _verify(copy)
+    assert run.code == 6, run.stderr
+    assert run.report is not None
+    found = next(r for r in run.report["rules"] if r["id"] == "module-suffix")
+    assert found["status"] == "fail" and says in found["message"], found
+    named = list(renames.values()) or [e["path"] for e in run.report["elf_files"]]
+    assert found["paths"] == named and all(p in found["message"] for p in named)
+    assert next(r for r in run.report["rules"] if r["id"] == "wheel-integrity")["status"] == "pass"

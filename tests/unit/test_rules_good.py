@@ -182,7 +182,8 @@ class Facts:
             modes[self.sbom_member] = 0o644
         texts: dict[str, str] = {}
         defaults = {
-            "METADATA": f"Metadata-Version: 2.1\nName: {self.distribution}\nVersion: {self.version}\n",
+            "METADATA": f"Metadata-Version: 2.1\nName: {self.distribution}\nVersion: {self.version}\n"
+            "Requires-Python: >=3.10\n",
             "WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
             + "".join(f"Tag: {t}\n" for t in self.tags),
         }
@@ -313,8 +314,9 @@ def check_case(rule_id: str, case: Case) -> None:
 def test_good_wheel_passes_every_rule(rule_id: str) -> None:
     release_rule = next(r for r in RULES if r.id == rule_id).across is not None
     # stable-abi: the good wheel is a per-Python wheel of a variant without stable_abi;
-    # variant-metadata: it is a plain wheel, not a PEP 825 variant wheel.
-    alone = release_rule or rule_id in ("stable-abi", "variant-metadata")
+    # variant-metadata: it is a plain wheel, not a PEP 825 variant wheel; free-threading-classifier:
+    # it is a GIL-enabled wheel.
+    alone = release_rule or rule_id in ("stable-abi", "variant-metadata", "free-threading-classifier")
     assert apply(rule_id, context(good_rocm())).status == ("not-applicable" if alone else "pass")
 
 

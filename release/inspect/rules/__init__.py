@@ -12,7 +12,8 @@ from importlib import import_module
 from release.inspect.rules.registry import Rule, registered
 
 MODULES = (
-    "runtime", "libraries", "platform", "device", "package", "integrity", "consistency", "abi", "variant",
+    "runtime", "libraries", "platform", "device", "package", "integrity", "consistency", "abi", "interpreter",
+    "variant",
     "sbom", "devfiles", "machine",
 )
 """The rule modules, in report order."""

@@ -3,7 +3,9 @@
 It reads the machine each ELF header declares (`e_machine` with its class and byte order, as
 `release.inspect.elf` parsed it into `ElfInfo.machine`: `x86_64` for EM_X86_64 = 62, `aarch64`
 for EM_AARCH64 = 183) and nothing else: a wheel tagged `manylinux_2_28_aarch64` that carries one
-x86_64 library fails, naming the file, as does a wheel that mixes machines, whatever its tag.
+x86_64 library fails, naming the file, as does a wheel that mixes machines, whatever its tag, and
+a wheel whose tags name a machine it holds no code for (`x86_64.aarch64` with x86_64 code only:
+pip installs it on aarch64, where nothing of it loads).
 """
 
 from __future__ import annotations
@@ -51,6 +53,15 @@ def elf_machine(ctx: RuleContext) -> Finding:
             tuple(e.path for e in wrong),
         )
     machine = found[0]
+    missing = sorted(tagged - {machine})
+    if missing:
+        return Finding(
+            "fail",
+            f"tagged for {', '.join(sorted(tagged))}, but its {len(elves)} ELF file(s) are all "
+            f"{_spelled(machine)}: no code for {', '.join(missing)}, where installers would put it "
+            f"(tag it {machine} only: {listing([e.path for e in elves], 3)})",
+            tuple(e.path for e in elves),
+        )
     if ctx.variant is not None and ctx.variant.floors and machine not in ctx.variant.floors:
         released = ", ".join(ctx.variant.floors)
         return Finding(

@@ -3,6 +3,7 @@ and every NEEDED library provided by the system, the wheel or a declaration."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from release.inspect.policy import Policy, policy_for
@@ -11,6 +12,19 @@ from release.inspect.versions import parse_version, split_versioned
 from release.wheel.names import PlatformTag, parse_platform_tag, platforms_of
 
 _LOADER = ("ld-linux*.so*", "ld64.so*", "libpython3*.so*")
+_NAMED = re.compile(r"^([A-Z][A-Z_]*?)_([^_].*)$", re.ASCII)
+"""A version name's prefix and the rest (`GLIBC_2.٣٤` -> 'GLIBC', '2.٣٤'), whatever the rest is."""
+_WORD = re.compile(r"^[A-Z_]+$", re.ASCII)
+"""A version name that is a word, not a number (`GLIBC_PRIVATE`): no version to compare."""
+
+
+def _unreadable_version(name: str, policy: Policy, arch: str) -> bool:
+    """Whether `name` has a prefix the policy versions (`GLIBC`) but a version that is no ASCII
+    number (`GLIBC_2.٣٤`): a requirement no library of the policy meets."""
+    named = _NAMED.match(name)
+    if named is None or _WORD.match(named.group(2)):
+        return False
+    return policy.max_allowed(arch, named.group(1)) is not None
 
 
 def _fmt(version: tuple[int, ...]) -> str:
@@ -42,8 +56,14 @@ def _too_new(ctx: RuleContext, claim: PlatformTag, policy: Policy) -> tuple[list
     for info in ctx.wheel.elf_files:
         newest: dict[str, tuple[str, tuple[int, ...]]] = {}
         for library, name in info.version_requirements:
+            if library in provided:
+                continue
             split = split_versioned(name)
-            if split is None or library in provided:
+            if split is None:
+                if _unreadable_version(name, policy, claim.arch):
+                    problems.append(f"{info.path} needs {name!a} (no {policy.name} library defines it)")
+                    if info.path not in paths:
+                        paths.append(info.path)
                 continue
             allowed = policy.max_allowed(claim.arch, split[0])
             version = parse_version(split[1])

@@ -6,8 +6,11 @@ component per grafted file, whose bom-ref ends in `#` and the sha256 of the file
 The rule finds which grafted file each component is by hashing the likely original paths (the
 library's pre-graft name in the directories the loader searches); a component under another path
 still counts towards the number listed, so a library is reported only when the SBOM lists fewer
-libraries than the wheel grafts. The SBOM must name this wheel (name, version, file name: a rewrite
-that renamed the wheel must rename it too) and be in RECORD.
+libraries than the wheel grafts. Any other valid PEP 770 SBOM counts too, whoever wrote it
+(cargo-cyclonedx, an SPDX tool; CycloneDX makes `metadata.component` optional): a grafted library
+is named there when a component or package is called by its name (`libfoo.so.1`, `libfoo`, `foo`).
+The rule fails only a grafted library no SBOM names, an SBOM that is not JSON, one not in RECORD,
+and one whose PyPI component names another wheel (a rewrite that renamed the wheel must rename it).
 """
 
 from __future__ import annotations
@@ -63,14 +66,22 @@ def path_hashes(member: str) -> set[str]:
     return {hashlib.sha256(f"{d}/{name}".encode()).hexdigest() for d in LIBRARY_DIRS}
 
 
+def library_names(member: str) -> set[str]:
+    """What an SBOM may call the grafted `member`: `libfoo.so.1`, `libfoo.so`, `libfoo`, `foo`."""
+    name = original_name(posixpath.basename(member)).lower()
+    stem = name.partition(".so")[0]
+    return {name, f"{stem}.so", stem, stem.removeprefix("lib")} - {""}
+
+
 def unlisted(libraries: Sequence[str], sboms: Sequence[Sbom]) -> tuple[list[str], int]:
-    """(the grafted libraries no component is found for by its path's hash, how many libraries
-    the SBOMs name too few): the second is 0 when the components found by no path are at least
-    as many as the libraries left over."""
+    """(the grafted libraries no component is found for by its path's hash or its name, how many
+    libraries the SBOMs name too few): the second is 0 when the components found by no path are
+    at least as many as the libraries left over."""
     refs = [ref for sbom in sboms for ref in sbom.listed]
     fragments = {ref.rpartition("#")[2] for ref in refs if "#" in ref}
+    named = set().union(*(sbom.named for sbom in sboms)) if sboms else set()
     matched = {lib: path_hashes(lib) & fragments for lib in libraries}
-    left = [lib for lib, hit in matched.items() if not hit]
+    left = [lib for lib, hit in matched.items() if not hit and not library_names(lib) & named]
     spare = len(refs) - len(set().union(*matched.values()))
     return left, max(0, len(left) - spare)
 
@@ -132,18 +143,18 @@ def sbom_lists_grafted(ctx: RuleContext) -> Finding:
     for member in members:
         sbom, found = _read(member, wheel, recorded)
         problems.extend(found)
-        if sbom is not None and sbom.own is not None:
+        if sbom is not None:
             sboms.append(sbom)
     if problems:
         return Finding(
             "fail",
-            f"{wheel.path.name}: its SBOM is wrong: {listing(problems, 4)} (auditwheel repair writes "
-            "it; a rewrite that renames the wheel must rename the SBOM's component too, as `release "
-            "variants` does)",
+            f"{wheel.path.name}: its SBOM is wrong: {listing(problems, 4)} (an SBOM is JSON listed in "
+            "RECORD; a rewrite that renames the wheel must rename the SBOM's component too, as "
+            "`release variants` does)",
             tuple(m.name for m in members),
         )
     if not libraries:
-        return Finding("pass", "grafts no library; its SBOM names this wheel")
+        return Finding("pass", f"grafts no library; {_count_sboms(members)} read")
     status: Status = "fail" if ctx.release else "warn"
     if not sboms:
         return Finding(
@@ -162,6 +173,10 @@ def sbom_lists_grafted(ctx: RuleContext) -> Finding:
             tuple(left),
         )
     return Finding("pass", f"the SBOM names the package of each grafted library ({len(libraries)})")
+
+
+def _count_sboms(members: Sequence[Member]) -> str:
+    return "its SBOM" if len(members) == 1 else f"its {len(members)} SBOMs"
 
 
 def _count(libraries: Sequence[str]) -> str:
