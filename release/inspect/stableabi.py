@@ -29,11 +29,14 @@ DEADLINE = 300.0
 """Seconds abi3audit may take over one wheel's shared objects, all together (a 535 MB wheel of 13
 shared objects takes about 20 s)."""
 MEMORY = 4 << 30
-"""Address space abi3audit may use (it parses one file at a time with pyelftools)."""
+"""Address space abi3audit may use (it parses one file at a time with pyelftools); less where
+verify itself runs under a lower hard limit (the corpus tier's 1 GiB), which a child cannot raise."""
 
 _LIMITED = (
     "import resource, runpy, sys\n"
-    "resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))\n"
+    "hard = resource.getrlimit(resource.RLIMIT_AS)[1]\n"
+    "limit = {memory} if hard == resource.RLIM_INFINITY else min({memory}, hard)\n"
+    "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
     "sys.argv[0] = 'abi3audit'\n"
     "runpy.run_module('abi3audit', run_name='__main__', alter_sys=True)\n"
 )

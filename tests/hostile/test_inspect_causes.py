@@ -62,22 +62,40 @@ PY_SYMBOLS = (("PyInit__m", True), ("_PyObject_GetDictPtr", False), ("PyLong_Fro
 
 
 def _unlinked(link: int) -> bytes:
+    return _patched("sh_link", lambda image: link)
+
+
+def _patched(field: str, value: Any) -> bytes:
+    """An extension with Python symbols whose `.dynsym` section header has `field` set to
+    `value(image)`: the dynamic table (`DT_SYMTAB`, `DT_STRTAB`) still names the real tables."""
     image = ElfImage(symbols=PY_SYMBOLS, soname="_m.abi3.so")
     image.build()
-    image.set_shdr(".dynsym", "sh_link", link)
+    image.set_shdr(".dynsym", field, value(image))
     return bytes(image.image)
 
 
-@pytest.mark.parametrize("link", [0, 99], ids=["sh_link 0", "sh_link out of range"])
-def test_a_dynsym_that_names_no_strings_is_audited_whole(tmp_path: Path, link: int) -> None:
+DISAGREEING = [
+    pytest.param("sh_link", lambda image: 0, "sh_link (0) names no string table", id="sh_link 0"),
+    pytest.param("sh_link", lambda image: 99, "sh_link (99)", id="sh_link out of range"),
+    pytest.param("sh_link", lambda image: image.section_index[".shstrtab"], "DT_STRTAB points elsewhere",
+                 id="sh_link names another string table"),
+    pytest.param("sh_offset", lambda image: image.section_offset[".text"], "DT_SYMTAB points elsewhere",
+                 id="sh_offset not DT_SYMTAB"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("field", "value", "says"), DISAGREEING)
+def test_a_dynsym_the_loader_does_not_bind_through_is_audited_whole(
+    tmp_path: Path, field: str, value: Any, says: str
+) -> None:
     member = "tiny/_m.abi3.so"
-    data = _unlinked(link)
+    data = _patched(field, value)
     path = wheel(tmp_path, "cp312-abi3-manylinux_2_28_x86_64", {member: data})
     contents = inspect_wheel(path).wheel
     copy = tmp_path / "copy.so"
     assert contents.symbol_copy(member, copy), "the file was skipped as holding no Python symbols"
     assert copy.read_bytes() == data  # the whole file, as the loader sees it
-    assert "sh_link" in contents.symbol_doubts[member]
+    assert says in contents.symbol_doubts[member]
 
 
 def test_the_section_headers_disagreeing_with_the_dynamic_table_warns(
