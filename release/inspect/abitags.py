@@ -138,7 +138,7 @@ def loads(tag: AbiTag, module: ModuleName) -> str:
             )
         if tag.abi == "none":
             return f"a {module.spelled} module in a {tag.spelled} wheel (tagged for every Python)"
-        if tag.abi_version is None:
+        if tag.abi in ("abi3", "abi3t"):
             return (
                 f"a {module.spelled} module in a {tag.spelled} wheel (a stable ABI claimed for a build "
                 "of one Python)"
