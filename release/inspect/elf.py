@@ -59,6 +59,7 @@ from release.inspect.elfformat import (
     walk_notes,
 )
 from release.inspect.versions import max_required
+from release.wheel.files import open_regular
 from release.wheel.inflate import crc32
 
 
@@ -405,7 +406,7 @@ def read_elf_file(path: Path) -> ElfInfo:
     only its headers and tables, not its code: a GPU runtime's libraries run to hundreds of MB.
     Code fingerprints and GPU architectures are left empty. `ElfReadError` when it is malformed,
     `OSError` when it cannot be read."""
-    with path.open("rb") as stream:
+    with open_regular(path) as stream:
         size = os.fstat(stream.fileno()).st_size
 
         def fetch(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, bytes]]:

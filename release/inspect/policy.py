@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from release.config.names import ascii_int
 from release.inspect.versions import parse_version
 
 
@@ -46,7 +47,7 @@ def policies_from_json(document: object) -> tuple[Policy, ...]:
         result.append(
             Policy(
                 name=name,
-                libc=(int(match.group(1)), int(match.group(2))),
+                libc=(ascii_int(match.group(1), high=99) or 0, ascii_int(match.group(2), high=999) or 0),
                 libraries=frozenset(entry.get("lib_whitelist") or ()),
                 symbol_versions=entry.get("symbol_versions") or {},
             )

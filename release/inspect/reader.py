@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.atomic import writing
 from release.errors import UsageError, VerifyError
 from release.inspect import wheelfile
 from release.inspect.contents import Member, WheelContents
@@ -40,6 +41,7 @@ from release.wheel.archive import (
     parse_metadata,
     record_digest,
 )
+from release.wheel.files import open_regular
 from release.wheel.inflate import Budget, Checkpoints, budget_for, pieces, read_member
 from release.wheel.names import InvalidWheelName, parse_wheel_name, split_tag, split_variant_label
 from release.wheel.zip import Archive, ZipEntry, ZipError, read_directory
@@ -250,7 +252,7 @@ def read_wheel(
     wheelfile.keep_freed_memory()
     distribution, version, tags = parse_name(path)
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             identity = wheelfile.identity(fh.fileno())
             before = wheelfile.fd_sha256(fh.fileno())
             archive = Archive(fh.fileno(), identity[2])
@@ -307,7 +309,7 @@ def _contents(
         if member in held and len(held[member]) <= MAX_SMALL_READ:
             return held[member]  # held as it passed: not read again
         try:
-            with path.open("rb") as fh:
+            with open_regular(path) as fh:
                 again = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
                 return read_member(again, by_name[member], Budget(MAX_SMALL_READ), most=MAX_SMALL_READ)
         except (OSError, ZipError) as exc:
@@ -324,7 +326,7 @@ def _contents(
             return False
         if copy is not None and not copy.doubt:  # its headers and symbol tables at their offsets
             try:
-                with target.open("xb") as out:
+                with writing(target) as (out, _scratch):
                     out.truncate(by_name[member].size)
                     for offset, data in copy.pieces:
                         out.seek(offset)
@@ -334,7 +336,7 @@ def _contents(
                 raise VerifyError(msg) from None
             return True
         try:
-            with path.open("rb") as fh, target.open("xb") as out:
+            with open_regular(path) as fh, writing(target) as (out, _scratch):
                 again = Archive(fh.fileno(), os.fstat(fh.fileno()).st_size)
                 for piece in pieces(again, by_name[member], exported):
                     out.write(piece)

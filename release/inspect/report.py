@@ -18,6 +18,7 @@ from release.inspect.rules.registry import STATUSES, RuleResult
 from release.inspect.stampkey import stamp_mac
 from release.inspect.versions import max_required
 from release.table import printable
+from release.wheel.files import read_bounded
 
 SCHEMA_VERSION = 3
 SCHEMA_FILE = Path(__file__).with_name("verify.schema.json")
@@ -137,6 +138,10 @@ class VerifyReport:
         }
 
 
+SOURCE_LIMIT = 4 << 20
+"""Bytes of one toolkit source file read into the rule set's digest at most."""
+
+
 @functools.cache
 def ruleset() -> str:
     """The rule set's version: the sha256 of the source of every module that reads or judges a
@@ -146,7 +151,8 @@ def ruleset() -> str:
     root = Path(__file__).resolve().parent.parent
     for package in ("inspect", "wheel"):
         for path in sorted((root / package).rglob("*.py")):
-            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+            source = read_bounded(path, SOURCE_LIMIT)
+            digest.update(path.relative_to(root).as_posix().encode() + b"\0" + source)
     return digest.hexdigest()
 
 
@@ -359,7 +365,7 @@ def schema_text() -> str:
 
 
 def _size(n: int) -> str:
-    value = float(n)
+    value = n * 1.0
     for unit in ("B", "KB", "MB", "GB"):
         if value < 1000 or unit == "GB":
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"

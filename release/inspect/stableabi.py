@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import os
 import sys
 import tempfile
@@ -24,10 +23,13 @@ from release import process
 from release.errors import ToolchainError, VerifyError
 from release.inspect.contents import WheelContents
 from release.inspect.symboltables import python_symbols
+from release.wheel.files import read_json
 
 DEADLINE = 300.0
 """Seconds abi3audit may take over one wheel's shared objects, all together (a 535 MB wheel of 13
 shared objects takes about 20 s)."""
+REPORT_LIMIT = 64 << 20
+"""Bytes of abi3audit's JSON report read at most (a few KB a shared object)."""
 MEMORY = 4 << 30
 """Address space abi3audit may use (it parses one file at a time with pyelftools); less where
 verify itself runs under a lower hard limit (the corpus tier's 1 GiB), which a child cannot raise."""
@@ -107,7 +109,7 @@ def audit_limited_api(wheel: WheelContents, paths: Sequence[str], floor: str) ->
             msg = f"{wheel.path.name}: abi3audit did not finish within {DEADLINE:g} s"
             raise VerifyError(msg) from None
         try:
-            data = json.loads(report.read_text(encoding="utf-8"))
+            data = read_json(report, REPORT_LIMIT)
         except (OSError, ValueError):
             lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
             why = lines[-1] if lines else f"exit status {proc.returncode}"

@@ -19,7 +19,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from release import atomic
+from release.atomic import OutsideProject, make_directory, write_bytes
 from release.wheel.files import open_regular
 
 KEY_BYTES = 32
@@ -52,8 +52,11 @@ def verify_key() -> bytes:
     except OSError:
         return secrets.token_bytes(KEY_BYTES)
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        atomic.write_bytes(path, secrets.token_bytes(KEY_BYTES))  # a new file of mode 0600, renamed
+        make_directory(path.parent, root=path.parent.parent)  # through no link on the way
+        write_bytes(path, secrets.token_bytes(KEY_BYTES))  # a new file of mode 0600, renamed
+    except (OSError, OutsideProject):
+        return secrets.token_bytes(KEY_BYTES)
+    try:
         return _read(path) or secrets.token_bytes(KEY_BYTES)
     except OSError:
         return secrets.token_bytes(KEY_BYTES)

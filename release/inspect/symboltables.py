@@ -44,6 +44,7 @@ from release.inspect.elfformat import (
     read_sections,
     read_segments,
 )
+from release.wheel.files import open_regular
 
 PT_DYNAMIC = 2
 DT_STRTAB, DT_SYMTAB = 5, 6
@@ -179,7 +180,7 @@ def python_symbols(path: Path) -> tuple[frozenset[str], frozenset[str]]:
     defined: set[str] = set()
     undefined: set[str] = set()
     try:
-        with path.open("rb") as fh:
+        with open_regular(path) as fh:
             size = os.fstat(fh.fileno()).st_size
             head = fh.read(64)
             header = read_header(head, size)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from release import atomic
+from release.atomic import write_text
 from release.config.globs import known_runtime_globs
 from release.config.resources import toolkit_backends
 from release.errors import ToolchainError, UsageError
@@ -25,11 +25,15 @@ from release.inspect.report import VerifyReport
 from release.inspect.reuse import facts_digest, reusable
 from release.inspect.rules import RULES
 from release.inspect.rules.registry import RuleContext, RuleResult, matches
-from release.wheel.files import file_sha256
+from release.wheel.files import file_sha256, read_json
 from release.wheel.names import platforms_of, report_path
 
 if TYPE_CHECKING:
     from release.plan.resolve import ResolvedVariant
+
+
+POLICY_LIMIT = 16 << 20
+"""Bytes of auditwheel's policy file read at most (about 200 KB)."""
 
 
 @functools.cache
@@ -41,7 +45,7 @@ def manylinux_policies() -> tuple[Policy, ...]:
         raise ToolchainError(msg)
     policy_file = Path(spec.origin).parent / "policy" / "manylinux-policy.json"
     try:
-        return policies_from_json(json.loads(policy_file.read_text(encoding="utf-8")))
+        return policies_from_json(read_json(policy_file, POLICY_LIMIT))
     except (OSError, ValueError) as exc:
         msg = f"cannot read auditwheel's manylinux policy {policy_file}: {exc}"
         raise ToolchainError(msg) from None
@@ -231,5 +235,5 @@ def write_report(report: VerifyReport, path: Path | None = None) -> Path:
     symlink at the target is replaced, never followed: nothing outside the report path is written.
     """
     target = path if path is not None else report_path(report.wheel)
-    atomic.write_text(target, json.dumps(report.to_json(), indent=2) + "\n")
+    write_text(target, json.dumps(report.to_json(), indent=2) + "\n")
     return target

@@ -75,8 +75,8 @@ def stable_abi(ctx: RuleContext) -> Finding:
         expected = python_tag(declared)
         if not abi3:
             own = [v for v in map(_version, interpreters) if v is not None]
-            major, minor = (int(part) for part in declared.split(".")[:2])
-            if own and max(own) < (major, minor):
+            floor_version = _version(expected)
+            if own and floor_version is not None and max(own) < floor_version:
                 return Finding(
                     "not-applicable",
                     f"{', '.join(interpreters)} is below the stable ABI floor {declared}: a wheel per Python",

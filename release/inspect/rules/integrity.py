@@ -98,7 +98,7 @@ def _wheel_file(wheel: WheelContents) -> Iterator[str]:
     name, text = found
     headers = parse_metadata(text)
     version = str(headers["Wheel-Version"] or "")
-    if not re.fullmatch(r"1(\.\d+)?", version.strip()):
+    if not re.fullmatch(r"1(\.[0-9]+)?", version.strip(), re.ASCII):
         yield f"{name}: Wheel-Version {version!r} (installers read 1.x)"
     if str(headers["Root-Is-Purelib"] or "").strip().lower() not in ("true", "false"):
         yield f"{name}: no Root-Is-Purelib: true|false"
