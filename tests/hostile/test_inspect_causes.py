@@ -8,7 +8,8 @@
   ("the report's verdict stands") and `release verify` exited 0;
 - cause 14: `elf-machine` passed a wheel tagged for x86_64 and aarch64 holding x86_64 code only.
 
-Each test failed before its fix (run against 77f3c49's `release/`).
+Run against 77f3c49's `release/`, 11 of these 13 tests fail; the two that hold there guard the fix
+(a report stamped under another key is not reused; an intact report still is).
 """
 
 from __future__ import annotations
