@@ -151,11 +151,15 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def _tampered(source: Path, target_dir: Path, tag: str, renames: dict[str, str]) -> Path:
+def _tampered(
+    source: Path, target_dir: Path, tag: str, renames: dict[str, str], copies: dict[str, str] | None = None
+) -> Path:
     """A copy of the wheel `source` tagged `tag` (`cp314-abi3-manylinux_2_28_x86_64`), with members
-    renamed (RECORD and WHEEL rewritten to match, so that only the names lie)."""
+    renamed, and `copies` (new name: member) added (RECORD and WHEEL rewritten to match, so that only
+    the names lie)."""
     with zipfile.ZipFile(source) as zf:
         members = {renames.get(i.filename, i.filename): zf.read(i) for i in zf.infolist() if not i.is_dir()}
+    members.update({new: members[old] for new, old in (copies or {}).items()})
     info = next(n.split("/")[0] for n in members if n.endswith(".dist-info/WHEEL"))
     wheel_text = members[f"{info}/WHEEL"].decode()
     wheel_lines = [x for x in wheel_text.splitlines() if x.strip() and not x.startswith("Tag:")]
@@ -198,3 +202,19 @@ def test_a_tampered_copy_of_a_corpus_wheel_fails_naming_the_file(  # noqa: PLR09
     named = list(renames.values()) or [e["path"] for e in run.report["elf_files"]]
     assert found["paths"] == named and all(p in found["message"] for p in named)
     assert next(r for r in run.report["rules"] if r["id"] == "wheel-integrity")["status"] == "pass"
+
+
+def test_a_libpython_grafted_into_a_corpus_wheel_fails_naming_it(
+    fetched: dict[str, Path], tmp_path: Path
+) -> None:
+    """auditwheel once grafted libpython into a cp314t wheel: here a copy of one of cuda-bindings'
+    modules, named as auditwheel names a grafted libpython3.14t."""
+    source = fetched["cuda-bindings-cp314t"]
+    grafted = "cuda_bindings.libs/libpython3.14t-1a2b3c4d.so.1.0"
+    module = "cuda/bindings/_internal/utils.cpython-314t-x86_64-linux-gnu.so"
+    copy = _tampered(source, tmp_path, "cp314-cp314t-manylinux_2_28_x86_64", {}, {grafted: module})
+    run = _verify(copy)
+    assert run.code == 6 and run.report is not None, run.stderr
+    found = next(r for r in run.report["rules"] if r["id"] == "libpython")
+    assert found["status"] == "fail" and f"{grafted} is a libpython" in found["message"], found
+    assert found["paths"] == [grafted]
