@@ -65,7 +65,3 @@ def verify_key() -> bytes:
 def stamp_mac(data: bytes) -> str:
     """HMAC-SHA256 of `data` under this user's key, in hex."""
     return hmac.new(verify_key(), data, hashlib.sha256).hexdigest()
-
-
-def same(a: str, b: str) -> bool:
-    return hmac.compare_digest(a.encode(), b.encode())
