@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.plan.resolve import ResolvedVariant
 from release.wheel.files import load_json
 
 MAX_LINES = 400
@@ -37,6 +38,15 @@ def command_argv(command: tuple[str, ...], *, python: str, bindir: Path, import_
     if argv[0] != python and (bindir / argv[0]).exists():
         argv[0] = str(bindir / argv[0])
     return argv
+
+
+def not_run(variant: ResolvedVariant, why: str) -> list[str]:
+    """A line per command and self-test that did not run because the import refused (`why`)."""
+    kinds = {True: "self-test", False: "command"}
+    return [
+        f"{kinds[c.self_test]} {shown(c.argv, variant.import_name)}: not run: {why}, the import refuses"
+        for c in smoke_commands(variant.smoke_commands, variant.smoke_self_tests)
+    ]
 
 
 def shown(command: tuple[str, ...], import_name: str) -> str:
@@ -66,6 +76,16 @@ def last_object(stdout: str) -> dict[str, object] | None:
             continue
         return data if isinstance(data, dict) else None
     return None
+
+
+def last_line_json(stdout: str, empty: bytes) -> object:
+    """The JSON of stdout's last line (lines before it, a library's banner, are skipped), depth
+    capped; `empty` when there is none; None when it is not JSON."""
+    lines = stdout.strip().splitlines()
+    try:
+        return load_json(lines[-1].encode("utf-8", "surrogateescape") if lines else empty)
+    except ValueError:
+        return None
 
 
 def json_ok(stdout: str) -> bool | None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
-from release.smoke import runner
 from release.smoke.outcome import Outcome, Step, command_outputs, count_line, summary
-from release.smoke.verdict import json_ok, judge, last_object
+from release.smoke.verdict import json_ok, judge, last_line_json, last_object
 
 ESC = "\x1b]0;owned\x07\x1b[2J"
 
@@ -23,8 +22,8 @@ def test_a_banner_before_the_probe_json_is_skipped() -> None:
     """Was JSONDecodeError in check_runtime_location: a package printed a line at import."""
     probe = json.dumps({"mapped": ["/opt/x/libamdhip64.so.7"], "dirs": ["/opt/x"], "expected": "/opt/x"})
     assert last_object(f"Welcome to xfer 1.0!\n{probe}\n") == json.loads(probe)
-    assert runner._last_line_json("banner\n[\"/a.so\"]\n", b"[]") == ["/a.so"]
-    assert runner._last_line_json("banner only\n", b"[]") is None
+    assert last_line_json("banner\n[\"/a.so\"]\n", b"[]") == ["/a.so"]
+    assert last_line_json("banner only\n", b"[]") is None
 
 
 def _outcome(**kw: object) -> Outcome:

@@ -186,6 +186,8 @@ def test_each_exception_is_still_needed() -> None:
         ("from pathlib import Path\nPath('x').read_text()", "read"),
         ("import os\nos.open('x', os.O_RDONLY)", "read"),
         ("p.open('rb')", "read"),
+        ("found = sorted(root.rglob('*.whl'))", "read"),
+        ("import os\nfor top, dirs, names in os.walk(root): pass", "read"),
         ("import shutil\nshutil.rmtree('x')", "write"),
         ("import shutil\nshutil.copytree('a', 'b')", "write"),
         ("p.mkdir(parents=True)", "write"),
