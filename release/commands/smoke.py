@@ -16,7 +16,7 @@ from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.settings import in_ci
 from release.smoke.emulated import Foreign, emulated_legs, foreign_wheels
-from release.smoke.outcome import Outcome, command_outputs, count_line, report, summary
+from release.smoke.outcome import Outcome, command_outputs, count_line, failures, report, summary
 from release.smoke.runner import smoke_variant
 from release.smoke.selection import HOST_IMAGE, wheels_for
 
@@ -83,11 +83,8 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     else:
         _say_summary(outcomes, left, time.monotonic() - started)
         _say_skipped(plan.variants.values())
-    failed = [f"{o.wheel} in {o.image}: {o.error}" for o in outcomes if not o.ok]
-    if args.require_self_tests or in_ci():
-        why = "--require-self-tests" if args.require_self_tests else "CI=true"
-        failed += [f"{o.wheel} in {o.image}: {o.not_run[0]} ({why})" for o in outcomes if o.ok and o.not_run]
-    if failed:
+    required = "--require-self-tests" if args.require_self_tests else "CI=true" if in_ci() else None
+    if failed := failures(outcomes, required):
         raise SmokeError("\n".join([f"{len(failed)} smoke check(s) failed:", *failed]))
     return 0
 

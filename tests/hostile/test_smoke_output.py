@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from release.smoke.outcome import Outcome, Step, command_outputs, count_line, summary
+from release.smoke.outcome import Outcome, Step, command_outputs, count_line, failures, summary
 from release.smoke.verdict import json_ok, judge, last_line_json, last_object
 
 ESC = "\x1b]0;owned\x07\x1b[2J"
@@ -53,3 +53,13 @@ def test_a_leg_whose_self_test_did_not_run_is_not_counted_as_passed() -> None:
     assert leg.as_json()["passed"] is False
     done = _outcome(steps=[Step("import xfer", True, 0.2)])
     assert count_line([done], 1.0) == "1/1 passed in 1s"
+
+
+def test_require_self_tests_and_ci_fail_a_leg_whose_checks_did_not_run() -> None:
+    leg = _outcome(steps=[Step("import xfer refused", True, 0.2)])
+    leg.not_run.append("self-test x: not run: no driver")
+    assert failures([leg], None) == []
+    assert failures([leg], "--require-self-tests") == [
+        "w.whl in host: self-test x: not run: no driver (--require-self-tests)"
+    ]
+    assert failures([leg], "CI=true")[0].endswith("(CI=true)")
