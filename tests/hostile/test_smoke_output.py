@@ -63,3 +63,12 @@ def test_require_self_tests_and_ci_fail_a_leg_whose_checks_did_not_run() -> None
         "w.whl in host: self-test x: not run: no driver (--require-self-tests)"
     ]
     assert failures([leg], "CI=true")[0].endswith("(CI=true)")
+
+
+def test_a_block_of_lines_keeps_its_breaks_and_loses_its_escapes() -> None:
+    from release.table import printable_lines
+
+    block = f"[3.12 host] run ... FAILED\n  | {ESC}\n  | done"
+    shown = printable_lines(block)
+    assert shown.count("\n") == 2 and "\x1b" not in shown and "\x07" not in shown
+    assert printable_lines(shown) == shown

@@ -37,7 +37,7 @@ _OS_WRITES = {"remove", "unlink", "rename", "renames", "replace", "mkdir", "make
               "removedirs", "chmod", "symlink", "link", "truncate"}  # fmt: skip
 _NOT_PATHS = {"tarfile", "zipfile", "gzip", "bz2", "lzma", "webbrowser", "os", "io", "codecs"}
 _NUMERIC = {"len", "round", "abs", "min", "max", "sum", "ord", "int", "float"}
-_ESCAPED = {"printable", "render"}  # table.render escapes every cell
+_ESCAPED = {"printable", "printable_lines", "render"}  # table.render escapes every cell
 _RE_CALLS = {"compile", "match", "fullmatch", "search", "findall", "finditer", "sub", "subn", "split"}
 
 
@@ -60,6 +60,8 @@ def _is_escaped(node: ast.AST) -> bool:
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.Call):
+        if _name(node.func) == "json.dumps":  # ASCII, every control character escaped, unless told
+            return not any(k.arg == "ensure_ascii" for k in node.keywords)
         return _name(node.func).split(".")[-1] in _ESCAPED
     if isinstance(node, ast.JoinedStr):
         return all(_is_escaped(v) for v in node.values)
