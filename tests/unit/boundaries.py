@@ -91,8 +91,8 @@ def raw_uses(source: str) -> Iterator[tuple[str, int, str]]:
             if any(_has_ascii(f) for f in flags):
                 ascii_patterns.update(id(n) for a in node.args[:1] for n in ast.walk(a))
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str | bytes):
-            text = node.value if isinstance(node.value, str) else node.value.decode("latin-1")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):  # bytes patterns are ASCII
+            text = node.value
             if "\\d" in text and "(?a" not in text and id(node) not in ascii_patterns:
                 yield "number", node.lineno, "a pattern with \\d, without re.ASCII or (?a)"
         if not isinstance(node, ast.Call):
