@@ -6,7 +6,7 @@ with the matrix's interpreter, installs that one file (its `Requires-Dist` from 
 `engine.smoke.requirements` only, else `--no-index`), checks the shared libraries with the image's
 own loader, imports the engine, proves where the GPU runtime was loaded from, and runs
 `engine.smoke.commands`. Images that expect `runtime-missing` must refuse the import with the
-toolkit's message (naming the runtime), never a bare loader error.
+toolkit's message (naming the runtime), never a bare loader error. What did not run is said.
 """
 
 from __future__ import annotations
@@ -229,8 +229,7 @@ class Smoke:
             if self.image.expect == "runtime-missing" or self.drivers_absent:
                 self.check_import_refused(self.drivers_absent)
                 if self.drivers_absent and self.image.expect != "runtime-missing":
-                    why = f"GPU driver {', '.join(self.drivers_absent)} absent here"
-                    self.outcome.not_run += verdict.not_run(self.variant, why)
+                    self.outcome.not_run += verdict.not_run(self.variant, self.drivers_absent)
             else:
                 self.check_import()
                 self.check_runtime_location()
@@ -371,6 +370,7 @@ class Smoke:
             result = self._run(argv)
             ok, detail = judge(result.returncode, result.stdout, self_test=command.self_test)
             self._step(shown(command.argv, name), result, ok, detail, output=tail(result.output))
+            self.outcome.not_run += verdict.device_not_run(result.stdout, shown(command.argv, name))
 
 
 def smoke_variant(

@@ -8,6 +8,7 @@ pretty-printed object). A plain command passes on exit 0 unless it prints such a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,8 +41,10 @@ def command_argv(command: tuple[str, ...], *, python: str, bindir: Path, import_
     return argv
 
 
-def not_run(variant: ResolvedVariant, why: str) -> list[str]:
-    """A line per command and self-test that did not run because the import refused (`why`)."""
+def not_run(variant: ResolvedVariant, drivers: Sequence[str]) -> list[str]:
+    """A line per command and self-test that did not run because the import refused: the GPU
+    `drivers` it needs are absent here."""
+    why = f"GPU driver {', '.join(drivers)} absent here"
     kinds = {True: "self-test", False: "command"}
     return [
         f"{kinds[c.self_test]} {shown(c.argv, variant.import_name)}: not run: {why}, the import refuses"
@@ -86,6 +89,17 @@ def last_line_json(stdout: str, empty: bytes) -> object:
         return load_json(lines[-1].encode("utf-8", "surrogateescape") if lines else empty)
     except ValueError:
         return None
+
+
+def device_not_run(stdout: str, command: str) -> list[str]:
+    """A line when a self-test asked for its device checks (`--device`: `device_requested`) and
+    skipped them (`device` not true: no GPU visible), read from the verdict that ends its output;
+    none when they ran or were not asked for (the engine's selftest protocol)."""
+    data = last_object(stdout) or {}
+    if data.get("device_requested") is True and data.get("device") is not True:
+        why = " ".join(str(data.get("device_reason") or "no reason given").split())[:200]
+        return [f"device checks of {command}: skipped ({why})"]
+    return []
 
 
 def json_ok(stdout: str) -> bool | None:

@@ -72,3 +72,25 @@ def test_a_block_of_lines_keeps_its_breaks_and_loses_its_escapes() -> None:
     shown = printable_lines(block)
     assert shown.count("\n") == 2 and "\x1b" not in shown and "\x07" not in shown
     assert printable_lines(shown) == shown
+
+
+def test_a_self_test_whose_device_checks_were_skipped_is_not_a_pass() -> None:
+    """Issue 58 item 8, "no device": the selftest asked for its device checks and skipped them."""
+    from types import SimpleNamespace
+
+    from release.smoke.verdict import device_not_run, not_run
+
+    skipped = '{"ok": true, "device_requested": true, "device": false, "device_reason": "no GPU\\u001b[2J"}'
+    (line,) = device_not_run(f"log line\n{skipped}\n", "python -m xfer selftest --json --device")
+    assert line.startswith("device checks of python -m xfer selftest --json --device: skipped (no GPU")
+    assert device_not_run('{"ok": true, "device_requested": true, "device": true}', "x") == []
+    assert device_not_run('{"ok": true, "device": false}', "x") == []
+    selftest = ("{python}", "-m", "{import_name}", "selftest")
+    variant = SimpleNamespace(
+        import_name="xfer", smoke_commands=(("xfer-master", "--version"),), smoke_self_tests=(selftest,)
+    )
+    why = "not run: GPU driver libcuda.so.1 absent here, the import refuses"
+    assert not_run(variant, ["libcuda.so.1"]) == [  # type: ignore[arg-type]
+        f"command xfer-master --version: {why}",
+        f"self-test python -m xfer selftest: {why}",
+    ]
