@@ -28,6 +28,12 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
+def printable_lines(text: str) -> str:
+    """`text` with each line `printable` and the line breaks kept: for a block of lines (a log
+    line with an output tail below it, a table). Idempotent: escaped text stays as it is."""
+    return "\n".join(printable(line) for line in text.split("\n"))
+
+
 def render(
     headers: Sequence[str],
     rows: Sequence[Sequence[object]],

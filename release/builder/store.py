@@ -29,6 +29,7 @@ from pathlib import Path
 from release import atomic, settings
 from release.builder.reuse import remember, up_to_date
 from release.machine.lock import build_lock
+from release.wheel import files
 from release.wheel.names import report_path
 
 STAMP = "stamp.json"
@@ -132,7 +133,7 @@ def events(store: Path) -> list[dict[str, object]]:
     found = []
     for path in sorted(directory.glob("*.json")):
         try:
-            entry = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            entry = files.read_json(path, 1 << 20)  # written by every user of the run: bounded
         except (OSError, ValueError):
             continue
         if isinstance(entry, dict):

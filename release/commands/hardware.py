@@ -249,7 +249,7 @@ def _check_arguments(args: argparse.Namespace) -> None:
 def _named_version(python: str) -> str:
     """`3.12` from `python3.12`: in an image or under emulation, the version picks the wheel
     before the interpreter runs."""
-    found = re.fullmatch(r"(?:.*/)?python(\d+\.\d+)", python)
+    found = re.fullmatch(r"(?a)(?:.*/)?python(\d+\.\d+)", python)
     if found is None:
         msg = (
             f"--image and another machine's --machine need --python named with its version "

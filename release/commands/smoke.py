@@ -16,9 +16,10 @@ from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.settings import in_ci
 from release.smoke.emulated import Foreign, emulated_legs, foreign_wheels
-from release.smoke.outcome import Outcome, command_outputs, count_line, report, summary
+from release.smoke.outcome import Outcome, command_outputs, count_line, failures, report, summary
 from release.smoke.runner import smoke_variant
 from release.smoke.selection import HOST_IMAGE, wheels_for
+from release.table import printable, printable_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     refuse_missing_pythons(loaded)
 
     def log(line: str) -> None:
-        print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
+        print(printable_lines(line), file=sys.stderr if args.json else sys.stdout, flush=True)
 
     outcomes, left = list[Outcome](), list[str]()
     started = time.monotonic()
@@ -83,11 +84,8 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     else:
         _say_summary(outcomes, left, time.monotonic() - started)
         _say_skipped(plan.variants.values())
-    failed = [f"{o.wheel} in {o.image}: {o.error}" for o in outcomes if not o.ok]
-    if args.require_self_tests or in_ci():
-        why = "--require-self-tests" if args.require_self_tests else "CI=true"
-        failed += [f"{o.wheel} in {o.image}: {o.not_run[0]} ({why})" for o in outcomes if o.ok and o.not_run]
-    if failed:
+    required = "--require-self-tests" if args.require_self_tests else "CI=true" if in_ci() else None
+    if failed := failures(outcomes, required):
         raise SmokeError("\n".join([f"{len(failed)} smoke check(s) failed:", *failed]))
     return 0
 
@@ -103,11 +101,11 @@ def _other_machines(args: argparse.Namespace, directory: Path, variant: Resolved
 def _say_summary(outcomes: list[Outcome], left: list[str], seconds: float) -> None:
     """The table of legs, the count that passed, and the wheels left to their own machines."""
     print()
-    print(summary(outcomes))
-    print(f"\n{count_line(outcomes, seconds)}")
+    print(printable_lines(summary(outcomes)))
+    print(f"\n{printable(count_line(outcomes, seconds))}")
     if left:
-        print(f"not smoke-tested here, left to their machines ({len(left)}):")
-        print("\n".join(f"  {line}" for line in left))
+        print(f"not smoke-tested here, left to their machines ({len(left):d}):")
+        print(printable_lines("\n".join(f"  {line}" for line in left)))
 
 
 def _say_outputs(verbose: bool, outcomes: list[Outcome], log: Callable[[str], None]) -> None:
@@ -120,4 +118,4 @@ def _say_skipped(variants: Iterable[ResolvedVariant]) -> None:
     """The requirements every leg left out (`engine.smoke.requirements.skip`), under the summary."""
     skipped = sorted({n for v in variants for n in v.smoke_requirements.skip})
     if skipped:
-        print(f"left out of every leg (engine.smoke.requirements.skip): {', '.join(skipped)}")
+        print(f"left out of every leg (engine.smoke.requirements.skip): {printable(', '.join(skipped))}")

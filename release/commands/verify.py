@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from release.errors import UsageError, VerifyError
+from release.wheel import files
 
 if TYPE_CHECKING:
     from release.config.matrix import LoadedMatrix
@@ -41,7 +42,11 @@ def _collect(arguments: Sequence[str]) -> list[Path]:
     for argument in arguments:
         path = Path(argument)
         if path.is_dir():
-            found = sorted(path.rglob("*.whl"))
+            try:
+                found = files.walk_files(path, ".whl", links=True)
+            except OSError as exc:
+                msg = f"{path}: {files.reason(exc)}"
+                raise UsageError(msg) from None
             if not found:
                 msg = f"{path}: no wheels in this directory"
                 raise UsageError(msg)

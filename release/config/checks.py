@@ -383,5 +383,5 @@ def _line(lines: Mapping[str, int], key: str) -> int | None:
     while key:
         if key in lines:
             return lines[key]
-        key = re.sub(r"(\[\d+\]|\.?[^.\[]*)$", "", key, count=1)
+        key = re.sub(r"(?a)(\[\d+\]|\.?[^.\[]*)$", "", key, count=1)
     return None

@@ -20,7 +20,7 @@ from release.errors import MatrixError, Problem
 PYTHONS_FILE = Path(__file__).with_name("pythons.json")
 
 Status = Literal["supported", "newer"]
-_VERSION = re.compile(r"^3\.(\d+)$")
+_VERSION = re.compile(r"(?a)^3\.(\d+)$")
 
 
 def _key(version: str) -> int:

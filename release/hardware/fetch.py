@@ -14,6 +14,7 @@ from pathlib import Path
 
 from release import process
 from release.errors import SmokeError
+from release.wheel.files import walk_files
 from release.wheel.names import REPORT_SUFFIX, python_tag
 
 POLL_SECONDS = 5.0
@@ -96,7 +97,7 @@ def await_artifact(
 
 def copy_into(source_dir: Path, target: Path) -> None:
     """The single file of a downloaded artifact directory, written to `target` atomically."""
-    files = [p for p in source_dir.rglob("*") if p.is_file()]
+    files = walk_files(source_dir)  # regular files: a link in a downloaded artifact is not followed
     if len(files) != 1:
         msg = f"{source_dir}: expected one file in the artifact, found {len(files)}"
         raise SmokeError(msg)

@@ -128,7 +128,7 @@ def require_repairable_glibc(engine: str, image: LocalImage) -> None:
 def image_glibc(engine: str, tag: str) -> tuple[int, int] | None:
     """The glibc version of an image (`getconf GNU_LIBC_VERSION`), or None where it cannot say."""
     proc = run_script(engine, tag, "getconf GNU_LIBC_VERSION", timeout=300)
-    match = re.search(r"glibc (\d+)\.(\d+)", proc.stdout)
+    match = re.search(r"(?a)glibc (\d+)\.(\d+)", proc.stdout)
     return (int(match.group(1)), int(match.group(2))) if proc.returncode == 0 and match else None
 
 

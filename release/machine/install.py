@@ -119,7 +119,7 @@ def install_python(version: str) -> Path:
     uv and pyenv download (uv from github.com, pyenv from python.org); where neither is reachable
     the distribution's packages come next (Debian 12 carries 3.11 only), and last Debian sid's
     binary packages, relocated into pyenv's versions directory with sid's own C library."""
-    if not re.fullmatch(r"3\.\d+", version):
+    if not re.fullmatch(r"(?a)3\.\d+", version):
         msg = f"toolchain install python {version}: give a version like 3.12"
         raise UsageError(msg)
     tried: list[str] = []

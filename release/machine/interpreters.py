@@ -24,7 +24,7 @@ def _pyenv_root() -> Path:
 
 
 def _patch_key(path: Path) -> tuple[int, ...]:
-    match = re.match(r"^(\d+)\.(\d+)\.(\d+)$", path.name)
+    match = re.match(r"(?a)^(\d+)\.(\d+)\.(\d+)$", path.name)
     return tuple(int(p) for p in match.groups()) if match else (-1,)
 
 

@@ -62,7 +62,7 @@ def _candidates(probe: ToolkitProbe) -> list[tuple[Path, str]]:
 
 
 def _version_key(path: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in re.findall(r"\d+", Path(path).name)) or (0,)
+    return tuple(int(n) for n in re.findall(r"(?a)\d{1,9}", Path(path).name)) or (0,)
 
 
 def read_version(prefix: Path, probe: ToolkitProbe) -> str | None:
@@ -81,7 +81,7 @@ def read_version(prefix: Path, probe: ToolkitProbe) -> str | None:
                 if isinstance(entry, dict) and isinstance(entry.get("version"), str):
                     return str(entry["version"])
             continue
-        match = re.search(r"(\d+\.\d+(?:\.\d+)?)", text)
+        match = re.search(r"(?a)(\d+\.\d+(?:\.\d+)?)", text)
         if match:
             return match.group(1)
     if probe.version_header and probe.version_define:
@@ -90,7 +90,7 @@ def read_version(prefix: Path, probe: ToolkitProbe) -> str | None:
             text = header.read_text(encoding="utf-8", errors="replace")
             parts = []
             for name in probe.version_define.split(","):
-                match = re.search(rf"#define\s+{re.escape(name)}\s+(\d+)", text)
+                match = re.search(rf"(?a)#define\s+{re.escape(name)}\s+(\d+)", text)
                 if not match:
                     return None
                 parts.append(match.group(1))
@@ -194,7 +194,7 @@ def check_patchelf() -> str:
         )
         raise ToolchainError(msg)
     out = process.run([path, "--version"], timeout=process.QUERY_S).stdout
-    match = re.search(r"(\d+\.\d+(?:\.\d+)?)", out)
+    match = re.search(r"(?a)(\d+\.\d+(?:\.\d+)?)", out)
     try:
         version = Version(match.group(1)) if match else None
     except InvalidVersion:

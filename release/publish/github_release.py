@@ -26,7 +26,7 @@ from release.errors import PublishError, ToolchainError, UsageError
 from release.publish import manifest, redact
 from release.publish.handoff import mismatch
 from release.publish.index import printable
-from release.wheel.files import file_sha256
+from release.wheel.files import file_sha256, walk_files
 from release.wheel.names import REPORT_SUFFIX
 
 # GitHub renames an asset whose name holds anything else; a renamed asset could never be matched.
@@ -61,7 +61,7 @@ def collect(arguments: Sequence[str]) -> dict[str, Local]:
     for argument in arguments:
         path = Path(argument)
         if path.is_dir():
-            paths = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+            paths = [p for p in walk_files(path, links=True) if not p.name.startswith(".")]
         elif path.is_file():
             paths = [path]
         else:

@@ -24,7 +24,7 @@ from release.atomic import write_text
 from release.errors import PublishError
 from release.plan.resolve import ResolvedVariant
 from release.publish import handoff
-from release.wheel.files import not_regular, read_json, reason
+from release.wheel.files import not_regular, read_json, reason, walk
 from release.wheel.names import REPORT_SUFFIX
 
 MANIFEST_VERSION = 1
@@ -204,7 +204,7 @@ def _sort_directory(
     problems: list[str] = []
     seen: dict[str, Path] = {}
     reports: list[tuple[Path, str]] = []
-    for path in sorted(directory.rglob("*")):
+    for path in sorted(walk(directory)):
         if path.is_dir() and not path.is_symlink():
             continue
         rel = path.relative_to(directory).as_posix()

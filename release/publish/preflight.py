@@ -36,7 +36,7 @@ from release.publish import handoff, index
 from release.publish.redact import redact_text
 from release.publish.upload import Candidate, Outcome, Uploader, clean_output
 from release.wheel.archive import WheelReadError, read_metadata
-from release.wheel.files import file_sha256, not_regular
+from release.wheel.files import file_sha256, not_regular, walk_files
 from release.wheel.names import (
     REPORT_SUFFIX,
     InvalidWheelName,
@@ -186,13 +186,13 @@ def _stray_entries(plan: Plan, wheelhouse: Path) -> list[str]:
         if entry.name.startswith("."):
             continue
         if entry.is_dir() and entry.name in plan.held_back:
-            if any(entry.rglob("*.whl")):
+            if walk_files(entry, ".whl", links=True):
                 problems.append(
                     f"{entry.name}/: holds wheels, but the variant is held back "
                     f"({plan.held_back[entry.name]}): remove them, or remove its held_back to release it"
                 )
         elif entry.is_dir() and entry.name not in plan.loaded.matrix.variants:
-            if any(entry.rglob("*.whl")):
+            if walk_files(entry, ".whl", links=True):
                 problems.append(f"{entry.name}/: not a variant of {plan.loaded.path.name}, but holds wheels")
         elif entry.is_file():
             problems.append(f"{entry.name}: unexpected file outside the <variant>/ directories")

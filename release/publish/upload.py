@@ -26,7 +26,7 @@ DEFAULT_UPLOAD_TIMEOUT = 900.0
 """Seconds one twine upload may take before it is stopped (its process group is killed)."""
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
 # twine prints e.g. "HTTPError: 403 Forbidden from http://127.0.0.1:8080/"
-_HTTP_STATUS = re.compile(r"\b(\d{3}) [A-Za-z][A-Za-z ]*? from \S+|HTTPError: (\d{3})")
+_HTTP_STATUS = re.compile(r"(?a)\b(\d{3}) [A-Za-z][A-Za-z ]*? from \S+|HTTPError: (\d{3})")
 _FATAL_TWINE = ("InvalidDistribution", "InvalidConfiguration", "InvalidPyPIUploadURL", "Credential not found")
 
 Runner = Callable[[Sequence[str], Mapping[str, str]], tuple[int, str]]

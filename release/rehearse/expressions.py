@@ -18,7 +18,7 @@ from typing import Any
 from release.errors import UsageError
 
 _TOKEN = re.compile(
-    r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P<op>==|!=|&&|\|\||[!().,\[\]*])"
+    r"(?a)\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>-?\d+(?:\.\d+)?)|(?P<op>==|!=|&&|\|\||[!().,\[\]*])"
     r"|(?P<name>[A-Za-z_][A-Za-z0-9_-]*))"
 )
 _EMBEDDED = re.compile(r"\$\{\{(.*?)\}\}", re.S)

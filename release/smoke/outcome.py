@@ -109,6 +109,16 @@ def count_line(outcomes: Sequence[Outcome], seconds: float) -> str:
     return line
 
 
+def failures(outcomes: Sequence[Outcome], required: str | None) -> list[str]:
+    """A line per failed leg; with `required` (why every check must run: `--require-self-tests`,
+    `CI=true`), a leg whose checks did not run is one too."""
+    failed = [f"{o.wheel} in {o.image}: {o.error}" for o in outcomes if not o.ok]
+    if required:
+        unrun = [o for o in outcomes if o.ok and o.not_run]
+        failed += [f"{o.wheel} in {o.image}: {o.not_run[0]} ({required})" for o in unrun]
+    return failed
+
+
 def command_outputs(outcomes: Sequence[Outcome]) -> str:
     """Every command's output tail, passing or not (`release smoke --verbose`)."""
     blocks = []

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from release.plan.resolve import ResolvedVariant
 
 # The loader's own words as the whole message: what the user must never be left with.
-BARE_LOADER_ERROR = re.compile(r"^\w*(?:Error|Exception): \S+\.so[.\d]*: cannot open shared object file")
+BARE_LOADER_ERROR = re.compile(r"(?a)^\w*(?:Error|Exception): \S+\.so[.\d]*: cannot open shared object file")
 
 
 def absent_drivers(missing: Sequence[str], variant: ResolvedVariant) -> list[str]:

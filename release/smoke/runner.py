@@ -6,7 +6,7 @@ with the matrix's interpreter, installs that one file (its `Requires-Dist` from 
 `engine.smoke.requirements` only, else `--no-index`), checks the shared libraries with the image's
 own loader, imports the engine, proves where the GPU runtime was loaded from, and runs
 `engine.smoke.commands`. Images that expect `runtime-missing` must refuse the import with the
-toolkit's message (naming the runtime), never a bare loader error.
+toolkit's message (naming the runtime), never a bare loader error. What did not run is said.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from release.machine.images import usable as local_image_usable
 from release.machine.interpreters import require_interpreter
 from release.machine.venv import fresh_venv_argv, interpreter_installs, pip_argv, runs_pip
 from release.plan.resolve import LocalImage, ResolvedVariant
+from release.smoke import verdict
 from release.smoke.container import ContainerSandbox
 from release.smoke.hostruntime import HostRuntime, find_host_runtime, needs_host_runtime, require_host_runtime
 from release.smoke.image import (
@@ -49,10 +50,10 @@ from release.smoke.refusal import absent_drivers, absent_runtime, refusal_proble
 from release.smoke.requirements import install_argvs, left_out, missing_source_line, network_env
 from release.smoke.requirements import mounts as requirement_mounts
 from release.smoke.selection import HOST_IMAGE, wheels_for
-from release.smoke.verdict import command_argv, judge, last_object, shown, smoke_commands
+from release.smoke.verdict import command_argv, judge, shown, smoke_commands
 from release.table import printable
 from release.wheel.archive import WheelReadError, read_metadata, requires_dist
-from release.wheel.files import file_sha256, load_json
+from release.wheel.files import file_sha256
 from release.wheel.names import parse_wheel_name
 
 TAIL_LINES = 25
@@ -228,7 +229,7 @@ class Smoke:
             if self.image.expect == "runtime-missing" or self.drivers_absent:
                 self.check_import_refused(self.drivers_absent)
                 if self.drivers_absent and self.image.expect != "runtime-missing":
-                    self.record_not_run()
+                    self.outcome.not_run += verdict.not_run(self.variant, self.drivers_absent)
             else:
                 self.check_import()
                 self.check_runtime_location()
@@ -241,16 +242,6 @@ class Smoke:
             if isinstance(self.sandbox, ContainerSandbox):
                 self.sandbox.close()
         return self.outcome
-
-    def record_not_run(self) -> None:
-        """The commands and self-tests the refused import kept from running: said, never passed."""
-        why = f"not run: GPU driver {', '.join(self.drivers_absent)} absent here, the import refuses"
-        name = self.variant.import_name
-        for command in smoke_commands(self.variant.smoke_commands, self.variant.smoke_self_tests):
-            what = "self-test" if command.self_test else "command"
-            self.outcome.not_run.append(f"{what} {shown(command.argv, name)}: {why}")
-        if self.outcome.not_run:
-            self.log(f"[{self.python} {self.image_name}] {len(self.outcome.not_run)} check(s) {why}")
 
     def check_contents(self) -> None:
         try:
@@ -294,10 +285,10 @@ class Smoke:
         listed = self._run([python, "-c", ELF_FILES, self.variant.distribution])
         if listed.returncode != 0:
             self._step("shared libraries", listed, False, "cannot list the installed files")
-        files = _last_line_json(listed.stdout, b"[]")
-        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+        listing = verdict.last_line_json(listed.stdout, b"[]")
+        files = [str(f) for f in listing] if isinstance(listing, list) else []
+        if not isinstance(listing, list) or not all(isinstance(f, str) for f in listing):
             self._step("shared libraries", listed, False, "the listing printed no JSON list on its last line")
-            return
         if not files:
             self._step("shared libraries", listed, True, "no ELF files")
             return
@@ -360,13 +351,11 @@ class Smoke:
         result = self._run(argv)
         if result.returncode != 0:
             self._step("runtime location", result, False, "cannot read the process's mappings")
-        data = last_object(result.stdout) or {}
+        data = verdict.last_object(result.stdout) or {}
         found, dirs, expected = data.get("mapped"), data.get("dirs"), data.get("expected")
         mapped = [str(m) for m in found] if isinstance(found, list) else []
         if not isinstance(found, list) or not isinstance(dirs, list):
-            why = "the probe printed no mappings (its output does not end in its JSON)"
-            self._step("runtime location", result, False, why)
-            return
+            self._step("runtime location", result, False, "the probe's output does not end in its JSON")
         if not mapped:
             self._step("runtime location", result, False, "the runtime was not loaded by the import")
         ok = dirs == [expected]
@@ -381,16 +370,7 @@ class Smoke:
             result = self._run(argv)
             ok, detail = judge(result.returncode, result.stdout, self_test=command.self_test)
             self._step(shown(command.argv, name), result, ok, detail, output=tail(result.output))
-
-
-def _last_line_json(stdout: str, empty: bytes) -> object:
-    """The JSON of stdout's last line (lines before it, a library's banner, are skipped), depth
-    capped; `empty` when there is none; None when it is not JSON."""
-    lines = stdout.strip().splitlines()
-    try:
-        return load_json(lines[-1].encode("utf-8", "surrogateescape") if lines else empty)
-    except ValueError:
-        return None
+            self.outcome.not_run += verdict.device_not_run(result.stdout, shown(command.argv, name))
 
 
 def smoke_variant(

@@ -8,9 +8,11 @@ pretty-printed object). A plain command passes on exit 0 unless it prints such a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.plan.resolve import ResolvedVariant
 from release.wheel.files import load_json
 
 MAX_LINES = 400
@@ -37,6 +39,17 @@ def command_argv(command: tuple[str, ...], *, python: str, bindir: Path, import_
     if argv[0] != python and (bindir / argv[0]).exists():
         argv[0] = str(bindir / argv[0])
     return argv
+
+
+def not_run(variant: ResolvedVariant, drivers: Sequence[str]) -> list[str]:
+    """A line per command and self-test that did not run because the import refused: the GPU
+    `drivers` it needs are absent here."""
+    why = f"GPU driver {', '.join(drivers)} absent here"
+    kinds = {True: "self-test", False: "command"}
+    return [
+        f"{kinds[c.self_test]} {shown(c.argv, variant.import_name)}: not run: {why}, the import refuses"
+        for c in smoke_commands(variant.smoke_commands, variant.smoke_self_tests)
+    ]
 
 
 def shown(command: tuple[str, ...], import_name: str) -> str:
@@ -66,6 +79,27 @@ def last_object(stdout: str) -> dict[str, object] | None:
             continue
         return data if isinstance(data, dict) else None
     return None
+
+
+def last_line_json(stdout: str, empty: bytes) -> object:
+    """The JSON of stdout's last line (lines before it, a library's banner, are skipped), depth
+    capped; `empty` when there is none; None when it is not JSON."""
+    lines = stdout.strip().splitlines()
+    try:
+        return load_json(lines[-1].encode("utf-8", "surrogateescape") if lines else empty)
+    except ValueError:
+        return None
+
+
+def device_not_run(stdout: str, command: str) -> list[str]:
+    """A line when a self-test asked for its device checks (`--device`: `device_requested`) and
+    skipped them (`device` not true: no GPU visible), read from the verdict that ends its output;
+    none when they ran or were not asked for (the engine's selftest protocol)."""
+    data = last_object(stdout) or {}
+    if data.get("device_requested") is True and data.get("device") is not True:
+        why = " ".join(str(data.get("device_reason") or "no reason given").split())[:200]
+        return [f"device checks of {command}: skipped ({why})"]
+    return []
 
 
 def json_ok(stdout: str) -> bool | None:

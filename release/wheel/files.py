@@ -173,3 +173,61 @@ def load_json(data: bytes, max_depth: int = MAX_DEPTH) -> object:
 def read_json(path: Path, limit: int, max_depth: int = MAX_DEPTH) -> object:
     """`load_json` of `read_bounded`: OSError for the file, ValueError for its text (one line each)."""
     return load_json(read_bounded(path, limit), max_depth)
+
+
+# ---------------------------------------------------------------------------------------------
+# The one walk of a directory tree the toolkit did not make (a wheelhouse, a user's project).
+
+MAX_WALK_ENTRIES = 200_000
+"""Entries a walk looks at before it stops with `TooManyEntries`."""
+MAX_WALK_DEPTH = 64
+"""Directory levels a walk descends below its root; deeper ones are not entered."""
+
+
+class TooManyEntries(OSError):
+    """A directory tree with more entries than a walk looks at: refused, not read without end."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        super().__init__(errno.EFBIG, f"more than {limit:,} entries below it", str(path))
+
+
+def walk(
+    root: Path, *, max_entries: int = MAX_WALK_ENTRIES, max_depth: int = MAX_WALK_DEPTH
+) -> Iterator[Path]:
+    """Every path below `root` (not `root` itself), in sorted order per directory, iteratively: a
+    link is yielded, never followed (so a walk cannot leave the tree or loop), directories deeper
+    than `max_depth` are not entered, unreadable directories are skipped, and more than
+    `max_entries` entries raise `TooManyEntries` (an OSError)."""
+    seen = 0
+    stack: list[tuple[Path, int]] = [(root, 0)]
+    while stack:
+        directory, depth = stack.pop()
+        try:
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError:
+            continue
+        below: list[tuple[Path, int]] = []
+        for entry in entries:
+            seen += 1
+            if seen > max_entries:
+                raise TooManyEntries(root, max_entries)
+            path = Path(entry.path)
+            yield path
+            try:
+                is_directory = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_directory and depth + 1 < max_depth:
+                below.append((path, depth + 1))
+        stack.extend(reversed(below))
+
+
+def walk_files(root: Path, suffix: str = "", *, links: bool = False, **limits: int) -> list[Path]:
+    """The files below `root` whose names end with `suffix`, sorted (`walk`): regular files, and
+    with `links` links to files too (a link to a directory is never entered)."""
+    found = []
+    for path in walk(root, **limits):
+        if path.name.endswith(suffix) and (links or not path.is_symlink()) and path.is_file():
+            found.append(path)
+    return sorted(found)
