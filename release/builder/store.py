@@ -90,12 +90,14 @@ def take(store: Path | None, key: str | None) -> Path | None:
     return wheel
 
 
-def keep(store: Path | None, key: str, wheel: Path) -> None:
-    """Put the wheel just built from `key` in the store, noted as built (no store: nothing)."""
-    if store is None:
+def keep(store: Path | None, key: str, wheel: Path, *, did: str = "built") -> None:
+    """Put the wheel of `key` in the store, noted as `did`: `built` here, or `kept` (a checkout's
+    own last build, up to date, that other checkouts may now take). No store, or the key stored
+    already: nothing."""
+    if store is None or (store / key).is_dir():
         return
     put(store, key, wheel)
-    note(store, key, wheel.name, "built")
+    note(store, key, wheel.name, did)
 
 
 def put(store: Path, key: str, wheel: Path) -> None:
