@@ -2,8 +2,9 @@
 build the same rocm wheel in the local build image. The first is this repository, where `.ci/run`'s
 set-up phase built it minutes before (its stamp says so: it is taken up to date and put in the
 store; elsewhere it compiles and puts it there); the second, a copy, takes it from the store, every
-input the same, and its bytes are the first's. The suite's rehearsals share the run's store this
-way (tests/ci_time.py `store_env`); this test has a store of its own, so what it counts is its own."""
+input the same (the timestamp too: this repository's last commit's), and its bytes are the first's.
+The suite's rehearsals share the run's store this way (tests/ci_time.py `store_env`); this test has
+a store of its own, so what it counts is its own."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 
 from release import settings
 from release.builder import store
+from release.builder.prebuild import source_date_epoch
 
 from .conftest import ROOT, LocalImages, toolkit
 from .rehearsal import need_podman, real_repo
@@ -26,7 +28,9 @@ need_podman()
 def test_a_second_checkout_takes_the_wheel_the_first_built(tmp_path: Path, local_images: LocalImages) -> None:
     local_images.make(local_images.build_recipe("rocm"))
     shared = tmp_path / "store"
-    env = {"RELEASE_WHEEL_STORE": str(shared)}
+    # The timestamp is an input: this repository's is its last commit's, a copy (no git) would have
+    # 1980's. Both builds take this repository's, as a CI checkout of one commit does.
+    env = {"RELEASE_WHEEL_STORE": str(shared), "SOURCE_DATE_EPOCH": source_date_epoch(ROOT)}
     wheels = []
     # matrix.yaml as it is: its build image is the one the rest of the suite uses (a narrowed matrix
     # would make the image's recipe another one, and replace it)
