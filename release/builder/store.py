@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -29,6 +28,7 @@ from pathlib import Path
 from release import atomic, settings
 from release.builder.reuse import remember, up_to_date
 from release.machine.lock import build_lock
+from release.wheel.files import read_json
 from release.wheel.names import report_path
 
 STAMP = "stamp.json"
@@ -115,7 +115,7 @@ def put(store: Path, key: str, wheel: Path) -> None:
         with contextlib.suppress(FileExistsError, OSError):
             scratch.rename(store / key)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        atomic.remove_tree(scratch, root=store)
 
 
 def note(store: Path, key: str, wheel: str, did: str) -> None:
@@ -134,7 +134,7 @@ def events(store: Path) -> list[dict[str, object]]:
     found = []
     for path in sorted(directory.glob("*.json")):
         try:
-            entry = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            entry = read_json(path, 64 << 10)
         except (OSError, ValueError):
             continue
         if isinstance(entry, dict):
