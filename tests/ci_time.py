@@ -96,6 +96,8 @@ def store_lines(events: Iterable[Mapping[str, object]]) -> list[str]:
         return []
     did = Counter(str(e.get("did")) for e in events)
     lines = [f"wheels reused: {did['reused']}, built: {did['built']} (container builds, the run's store)"]
+    if did["kept"]:
+        lines.append(f"  and {did['kept']} built before the run (a checkout's up to date), put in the store")
     built = Counter(str(e.get("wheel")) for e in events if e.get("did") == "built")
     twice = sorted((name, n) for name, n in built.items() if n > 1)
     lines += [f"  {name} was built {n} times (different inputs)" for name, n in twice]

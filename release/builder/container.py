@@ -313,6 +313,7 @@ def _run_locked(
             for step, wheel in kept:  # a copy in the checkout's own wheelhouse outlives a scratch one
                 if not _inside(wheel, root) and _inside(wheelhouse / wheel.name, root):
                     remember(_stamp(stamps, step), keys[step.identifier], wheelhouse / wheel.name, root)
+                store.keep(shared, keys[step.identifier], wheel, did="kept")  # other checkouts take it
             steps = tuple(s for s, wheel in found if wheel is None)
             if not steps:
                 return results
@@ -413,8 +414,7 @@ def _group_env(
 def _open_cache(
     steps: tuple[BuildStep, ...], *, engine: str, image: str, toolkit: str, shared: bool
 ) -> compiler_cache.ContainerCache | None:
-    """The compiler cache of this build: the variant's shared one (`release build`), or a cold
-    private one (a rebuild, which must compile); said in one line."""
+    """This build's compiler cache, said in one line: the variant's shared one, or a cold private one."""
     variant = one_variant(steps)
     if (why := compiler_cache.unmountable(engine)) is not None:
         say(f"[{variant.name}] {why}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -29,7 +28,7 @@ from pathlib import Path
 from release import atomic, settings
 from release.builder.reuse import remember, up_to_date
 from release.machine.lock import build_lock
-from release.wheel import files
+from release.wheel.files import read_json
 from release.wheel.names import report_path
 
 STAMP = "stamp.json"
@@ -91,12 +90,14 @@ def take(store: Path | None, key: str | None) -> Path | None:
     return wheel
 
 
-def keep(store: Path | None, key: str, wheel: Path) -> None:
-    """Put the wheel just built from `key` in the store, noted as built (no store: nothing)."""
-    if store is None:
+def keep(store: Path | None, key: str, wheel: Path, *, did: str = "built") -> None:
+    """Put the wheel of `key` in the store, noted as `did`: `built` here, or `kept` (a checkout's
+    own last build, up to date, that other checkouts may now take). No store, or the key stored
+    already: nothing."""
+    if store is None or (store / key).is_dir():
         return
     put(store, key, wheel)
-    note(store, key, wheel.name, "built")
+    note(store, key, wheel.name, did)
 
 
 def put(store: Path, key: str, wheel: Path) -> None:
@@ -114,7 +115,7 @@ def put(store: Path, key: str, wheel: Path) -> None:
         with contextlib.suppress(FileExistsError, OSError):
             scratch.rename(store / key)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        atomic.remove_tree(scratch, root=store)
 
 
 def note(store: Path, key: str, wheel: str, did: str) -> None:
@@ -133,7 +134,7 @@ def events(store: Path) -> list[dict[str, object]]:
     found = []
     for path in sorted(directory.glob("*.json")):
         try:
-            entry = files.read_json(path, 1 << 20)  # written by every user of the run: bounded
+            entry = read_json(path, 64 << 10)
         except (OSError, ValueError):
             continue
         if isinstance(entry, dict):
