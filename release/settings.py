@@ -96,6 +96,19 @@ SETTINGS: tuple[Setting, ...] = (
         help="where pyenv keeps its interpreters (default: ~/.pyenv)",
     ),
     Setting(
+        name="CONTAINER_HOST", kind="text", default="", scope="platform",
+        help="podman's client drives a service elsewhere (its bind mounts name that machine's paths): "
+        "no compiler cache is mounted into container builds",
+    ),
+    Setting(
+        name="CONTAINER_CONNECTION", kind="text", default="", scope="platform",
+        help="a named podman connection: a remote engine, as CONTAINER_HOST",
+    ),
+    Setting(
+        name="DOCKER_HOST", kind="text", default="", scope="platform",
+        help="docker's client drives a daemon elsewhere: a remote engine, as CONTAINER_HOST",
+    ),
+    Setting(
         name="RELEASE_TEST_TIER", kind="text", default="all", scope="tests",
         help="`nox -s tests`: unit (tests/unit, hostile, corpus) or all",
     ),

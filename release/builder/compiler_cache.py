@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from pathlib import Path
 from release import atomic, process
 from release.builder.cibw import quote
 from release.builder.reuse import CacheStats, ccache_env, wheel_key
-from release.machine.containers import remote_engine, run_script
+from release.machine.containers import ContainerEngine
 from release.plan.resolve import ResolvedVariant
 from release.wheel import files
 
@@ -75,25 +74,7 @@ class ContainerCache:
         return "compiler cache: cold (a rebuild compiles every unit; the build's shared cache is not used)"
 
 
-def image_id(engine: str, image: str) -> str | None:
-    try:
-        proc = process.run([engine, "image", "inspect", image, "--format", "{{.Id}}"], timeout=120)
-    except (OSError, process.TimedOut):
-        return None
-    found = proc.stdout.strip()
-    return found if proc.returncode == 0 and found else None
-
-
-def _pulled(engine: str, image: str) -> str | None:
-    """The image's ID after pulling it (a release image cibuildwheel would pull anyway)."""
-    try:
-        process.run([engine, "pull", image], timeout=1800)
-    except (OSError, process.TimedOut):
-        return None
-    return image_id(engine, image)
-
-
-def compiler_identity(engine: str, image: str) -> str | None:
+def compiler_identity(engine: ContainerEngine, image: str) -> str | None:
     """The image's C and C++ compilers: resolved path, first `--version` line and SHA-256 of each
     (one short container run); None when the image does not run."""
     script = (
@@ -101,7 +82,7 @@ def compiler_identity(engine: str, image: str) -> str | None:
         'echo "$c $r $($p --version 2>&1 | head -n 1) $(sha256sum $r | cut -c1-64)"; done'
     )
     try:
-        proc = run_script(engine, image, script, timeout=300)
+        proc = engine.run_script(image, script, timeout=300)
     except (OSError, process.TimedOut):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -115,10 +96,10 @@ def cache_key(*, image: str, compilers: str, before_all: str, toolkit: str, opti
     return wheel_key(parts)[:24]
 
 
-def unmountable(engine: str) -> str | None:
+def unmountable(engine: ContainerEngine) -> str | None:
     """Why no directory of this machine can be mounted into `engine`'s containers (a remote engine:
     a bind mount names its machine's path), as the build's one line; None where one can."""
-    remote = remote_engine(engine)
+    remote = engine.remote()
     if remote is None:
         return None
     return (
@@ -128,7 +109,7 @@ def unmountable(engine: str) -> str | None:
 
 
 def open_cache(
-    variant: ResolvedVariant, *, engine: str, image: str, options: dict[str, str], shared: bool
+    variant: ResolvedVariant, *, engine: ContainerEngine, image: str, options: dict[str, str], shared: bool
 ) -> ContainerCache | None:
     """The cache a container build of `variant` in `image` uses (its directories made), or None
     when the image has no ID or does not run (nothing is cached then)."""
@@ -140,7 +121,7 @@ def open_cache(
         # A new directory each time: one a rootful engine's container filled may not be removable.
         cold = Path(tempfile.mkdtemp(prefix="ccache-cold-", dir=atomic.within(project, root / variant.name)))
         return ContainerCache(cold, logs, shared=False)
-    found = image_id(engine, image) or _pulled(engine, image)
+    found = engine.image_id(image) or engine.pulled_id(image)  # a release image cibuildwheel would pull
     compilers = compiler_identity(engine, image) if found else None
     if found is None or compilers is None:
         return None
@@ -168,12 +149,9 @@ def prune(parent: Path, *, keep: int, root: Path) -> None:
         atomic.remove_tree(old, root=root)
 
 
-def create_args(cache: ContainerCache) -> str:
-    """What `CIBW_CONTAINER_ENGINE`'s `create_args` adds: the two mounts."""
-    return " ".join(
-        shlex.quote(f"--volume={host}:{inside}")
-        for host, inside in ((cache.directory, CACHE_MOUNT), (cache.logs, LOG_MOUNT))
-    )
+def volumes(cache: ContainerCache) -> list[tuple[Path, str]]:
+    """The cache's two mounts into the build container: (this machine's directory, where inside)."""
+    return [(cache.directory, CACHE_MOUNT), (cache.logs, LOG_MOUNT)]
 
 
 def environment(run: int) -> dict[str, str]:
@@ -215,7 +193,6 @@ def cibuildwheel_additions(
     cache: ContainerCache,
     options: dict[str, str],
     *,
-    engine: str,
     run: int,
     install: str,
     bin_dir: str,
@@ -224,10 +201,9 @@ def cibuildwheel_additions(
     """The `CIBW_*` values of one cibuildwheel run with the cache: ccache installed once at the end
     of `before-all` (`install`, its scripts in `bin_dir`: the toolkit's environment there), the
     variant's own environment after ccache's (so the matrix's `env` wins), the shared build
-    directory unless the variant sets one, the mounts."""
+    directory unless the variant sets one (the mounts are `volumes`)."""
     ours = " ".join(f"{k}={quote(v)}" for k, v in environment(run).items())
     env = {
-        "CIBW_CONTAINER_ENGINE": f"{engine}; create_args: --network=host {create_args(cache)}",
         "CIBW_ENVIRONMENT": f"{ours} {options.get('CIBW_ENVIRONMENT', '')}".strip(),
         "CIBW_BEFORE_ALL": " && ".join(
             p for p in (options.get("CIBW_BEFORE_ALL", ""), before_all(install, bin_dir=bin_dir)) if p

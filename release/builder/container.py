@@ -42,6 +42,7 @@ from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import BuildError, ToolchainError
 from release.inspect.verify import verify_wheel, write_report
 from release.machine import images
+from release.machine.containers import ContainerEngine
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
@@ -233,7 +234,7 @@ def run_cibuildwheel(
     *,
     wheelhouse: Path,
     version: str,
-    engine: str,
+    engine: ContainerEngine,
     image: str | None = None,
     release_image: bool = False,
     skip_absent_pythons: bool = False,
@@ -285,7 +286,7 @@ def _run_locked(
     *,
     wheelhouse: Path,
     version: str,
-    engine: str,
+    engine: ContainerEngine,
     chosen: str,
     local: bool,
     reuse: bool,
@@ -352,7 +353,7 @@ def _run_groups(
     project: Path,
     scratch: Path,
     *,
-    engine: str,
+    engine: ContainerEngine,
     image: str,
     toolkit: str,
     epoch: str,
@@ -391,28 +392,30 @@ def _run_groups(
 
 
 def _group_env(
-    group: tuple[BuildStep, ...], *, run: int, image: str, toolkit: str, engine: str,
+    group: tuple[BuildStep, ...], *, run: int, image: str, toolkit: str, engine: ContainerEngine,
     cache: compiler_cache.ContainerCache | None, epoch: str,
 ) -> dict[str, str]:  # fmt: skip
     """The environment of one cibuildwheel run of `group` (the `run`-th: its cache statistics log)."""
     variant = one_variant(group)
     env = {**os.environ, **container_options(group, image=image, toolkit=toolkit)}
-    env["CIBW_CONTAINER_ENGINE"] = f"{engine}; create_args: --network=host"
+    volumes: list[tuple[Path, str]] = []
     if cache is not None:  # mounted, and ccache installed once in before-all
+        volumes += compiler_cache.volumes(cache)
         env |= compiler_cache.cibuildwheel_additions(
-            cache, env, engine=engine, run=run, bin_dir=f"{TOOLKIT_VENV}/bin",
+            cache, env, run=run, bin_dir=f"{TOOLKIT_VENV}/bin",
             install=install_command(f" {compiler_cache.CCACHE_REQUIREMENT}"),
             scikit_build=variant.build.backend == "scikit-build-core",
         )  # fmt: skip
     links = variant.smoke_requirements.find_links  # the import test's requirements, read-only
     if links is not None and links.is_dir():
-        env["CIBW_CONTAINER_ENGINE"] += f" --volume={links}:{FIND_LINKS_MOUNT}:ro"
+        volumes.append((links, f"{FIND_LINKS_MOUNT}:ro"))
+    env["CIBW_CONTAINER_ENGINE"] = engine.cibuildwheel(volumes)
     env["SOURCE_DATE_EPOCH"] = epoch
     return env
 
 
 def _open_cache(
-    steps: tuple[BuildStep, ...], *, engine: str, image: str, toolkit: str, shared: bool
+    steps: tuple[BuildStep, ...], *, engine: ContainerEngine, image: str, toolkit: str, shared: bool
 ) -> compiler_cache.ContainerCache | None:
     """This build's compiler cache, said in one line: the variant's shared one, or a cold private one."""
     variant = one_variant(steps)
@@ -434,19 +437,16 @@ def _stamp(stamps: Path, step: BuildStep) -> Path:
 
 
 def container_keys(
-    steps: tuple[BuildStep, ...], project: Path, *, engine: str, image: str, toolkit: str, epoch: str
-) -> dict[str, str]:
+    steps: tuple[BuildStep, ...], project: Path, *, engine: ContainerEngine, image: str, toolkit: str,
+    epoch: str,
+) -> dict[str, str]:  # fmt: skip
     """Each step's key (by identifier): everything its wheel depends on. The project cibuildwheel
     copies in (the staged engine and the toolkit that repairs and verifies it), the image by its
     ID, cibuildwheel's version and settings for that one identifier (the matrix's, and any CIBW_*
     of the environment) and the timestamp. Empty when the image has no ID to read (not pulled yet):
     nothing is reused then."""
-    try:
-        proc = process.run([engine, "image", "inspect", image, "--format", "{{.Id}}"], timeout=120)
-    except (OSError, process.TimedOut):
-        return {}
-    image_id = proc.stdout.strip()
-    if proc.returncode != 0 or not image_id:
+    image_id = engine.image_id(image)
+    if image_id is None:
         return {}
     try:
         cibw = metadata.version("cibuildwheel")
@@ -455,7 +455,7 @@ def container_keys(
     shared = {
         "project": tree_digest(project),
         "image": image_id,
-        "engine": engine,
+        "engine": engine.name,
         "cibuildwheel": cibw,
         "environ": sorted((k, v) for k, v in os.environ.items() if k.startswith("CIBW_")),
         "epoch": epoch,

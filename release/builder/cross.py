@@ -33,8 +33,8 @@ from release.config.machines import MACHINES, host_machine
 from release.config.resources import toolkit_scripts
 from release.errors import BuildError, ToolchainError, UsageError
 from release.machine import images
-from release.machine.containers import ContainerStepFailed, commit_script, run_script
-from release.machine.emulation import CROSS_LABEL, DIST_PYTHON, cross_image_tag, image_id
+from release.machine.containers import ContainerEngine, ContainerStepFailed
+from release.machine.emulation import CROSS_LABEL, DIST_PYTHON, cross_image_tag
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.machine import machine_of
 from release.plan.steps import BuildStep
@@ -42,13 +42,6 @@ from release.wheel.names import report_path
 
 SETUP_TIMEOUT_S = 1200
 WHEEL_TIMEOUT_S = 1800
-
-
-def _label(engine: str, tag: str) -> str:
-    proc = process.run(
-        [engine, "image", "inspect", "--format", f'{{{{index .Labels "{CROSS_LABEL}"}}}}', tag], timeout=60
-    )
-    return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
 def _checked(proc: process.Result, *, what: str) -> None:
@@ -84,24 +77,30 @@ def setup_script(machine: str, packages: tuple[str, ...], toolkit: str | None) -
 
 
 def ensure_cross_image(
-    engine: str, base: str, machine: str, variant: str, packages: tuple[str, ...], *, toolkit: str | None
+    engine: ContainerEngine,
+    base: str,
+    machine: str,
+    variant: str,
+    packages: tuple[str, ...],
+    *,
+    toolkit: str | None,
 ) -> str:
     """The cross image of `base` for `machine`, made unless one over the same base image, scripts,
     packages and toolkit command exists (its label)."""
     tag = cross_image_tag(base, machine)
-    base_id = image_id(engine, base)
+    base_id = engine.image_id(base)
     if base_id is None:
         msg = f"the build image {base} is not here (make it with `release build --variant {variant}` first)"
         raise ToolchainError(msg)
     wanted = f"{base_id}:{_scripts_digest(toolkit)}:{' '.join(packages)}:{toolkit or ''}"
-    if _label(engine, tag) == wanted:
+    if engine.label(tag, CROSS_LABEL) == wanted:
         return tag
     target = MACHINES[machine]
     say(f"[{variant}] making the cross image {tag} over {base} ({target.debian} toolchain)")
     setup = setup_script(machine, packages, toolkit)
     try:
-        commit_script(
-            engine, base, setup, tag, name=f"release-cross-setup-{machine}-{variant}",
+        engine.commit_script(
+            base, setup, tag, name=f"release-cross-setup-{machine}-{variant}",
             labels={CROSS_LABEL: wanted}, network="host", timeout=SETUP_TIMEOUT_S,
             mounts={toolkit_scripts(): "/toolkit-scripts:ro"},
         )  # fmt: skip
@@ -141,7 +140,12 @@ def wheel_script(step: BuildStep, machine: str, *, epoch: str) -> str:
 
 
 def rebuild_cross(
-    steps: tuple[BuildStep, ...], *, wheelhouse: Path, version: str, image: bool, engine: Callable[[], str]
+    steps: tuple[BuildStep, ...],
+    *,
+    wheelhouse: Path,
+    version: str,
+    image: bool,
+    engine: Callable[[], ContainerEngine],
 ) -> list[Path]:
     """A second build (`release reproduce`) of another machine's wheels: cross-compiled in the
     local image as `release build --arch` built them; the release image builds them natively,
@@ -163,7 +167,7 @@ def run_cross(
     *,
     wheelhouse: Path,
     version: str,
-    engine: str,
+    engine: ContainerEngine,
     lock_wait_s: float = DEFAULT_WAIT_S,
     reuse: bool = False,
 ) -> list[WheelResult]:
@@ -218,7 +222,7 @@ def _cross_locked(
     shared: Path | None,
     wheelhouse: Path,
     version: str,
-    engine: str,
+    engine: ContainerEngine,
     epoch: str,
     started: float,
 ) -> list[WheelResult]:
@@ -232,8 +236,8 @@ def _cross_locked(
     for step in todo:
         say(f"[{variant.name}] cross-compiling Python {step.python} for {machine} in {image}")
         try:
-            proc = run_script(
-                engine, image, wheel_script(step, machine, epoch=epoch), network="host",
+            proc = engine.run_script(
+                image, wheel_script(step, machine, epoch=epoch), network="host",
                 timeout=WHEEL_TIMEOUT_S, mounts=mounts | {out: "/out"},
             )  # fmt: skip
         except process.TimedOut as exc:
@@ -271,13 +275,14 @@ def _cross_locked(
 
 
 def cross_keys(
-    steps: tuple[BuildStep, ...], machine: str, project: Path, *, engine: str, image: str, epoch: str
-) -> dict[str, str]:
+    steps: tuple[BuildStep, ...], machine: str, project: Path, *, engine: ContainerEngine, image: str,
+    epoch: str,
+) -> dict[str, str]:  # fmt: skip
     """Each step's key (by identifier): everything its cross-built wheel depends on. The staged
     project, the toolkit (its scripts run in the image, its code declares the runtime in METADATA),
     the cross image by its ID, and the step's build command (settings, excludes, timestamp).
     Empty when the image has no ID: nothing is taken then."""
-    found = image_id(engine, image)
+    found = engine.image_id(image)
     if not found:
         return {}
     shared = {
@@ -285,7 +290,7 @@ def cross_keys(
         "toolkit": _toolkit_digest(),
         "scripts": tree_digest(toolkit_scripts()),
         "image": found,
-        "engine": engine,
+        "engine": engine.name,
         "machine": machine,
     }
     return {

@@ -22,7 +22,7 @@ from release.config.matrix import LoadedMatrix
 from release.config.names import seconds, whole
 from release.config.resources import setup_podman_command
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.machine.interpreters import Interpreter, interpreter, missing_table
 from release.machine.lock import DEFAULT_WAIT_S
 from release.machine.toolchain import Toolchain, find_toolchain, install_hint, toolkit_mismatch
@@ -199,18 +199,18 @@ Steps = dict[str, tuple[BuildStep, ...]]
 
 def _placement(
     args: argparse.Namespace, planned: Steps, *, every: bool
-) -> tuple[Steps, Steps, list[tuple[str, str]], dict[str, str | None], str | None]:
+) -> tuple[Steps, Steps, list[tuple[str, str]], dict[str, str | None], ContainerEngine | None]:
     """Where each variant builds (`release.plan.placement`, decided once from what this host has):
     (on the host, in its local image, skipped with why, the host builds' toolkit overrides, the
     container engine the image builds use)."""
     variants = {name: selected[0].variant for name, selected in planned.items()}
     toolkits = {name: host_toolkit(v, allow=args.allow_toolkit_mismatch) for name, v in variants.items()}
-    placed = place(variants, toolkits, engine=container_engine, setup_podman=setup_podman_command())
+    placed = place(variants, toolkits, engine=ContainerEngine.answering, setup_podman=setup_podman_command())
     on_host: Steps = {}
     in_image: Steps = {}
     skipped_variants: list[tuple[str, str]] = []
     overrides: dict[str, str | None] = {}
-    engine: str | None = None
+    engine: ContainerEngine | None = None
     for placement in placed:
         name = placement.variant
         if placement.where == "host":
@@ -279,7 +279,7 @@ def _in_container(
     steps: tuple[BuildStep, ...],
     root: Path,
     version: str,
-    engine: str,
+    engine: ContainerEngine,
     *,
     missing: list[Interpreter],
 ) -> list[WheelResult]:
@@ -338,9 +338,9 @@ def _cross(args: argparse.Namespace, planned: Steps, root: Path, version: str) -
     return built
 
 
-def require_engine() -> str:
+def require_engine() -> ContainerEngine:
     """podman or docker, whichever answers; otherwise the one line that says how to get one."""
-    engine = container_engine()
+    engine = ContainerEngine.answering()
     if engine is None:
         msg = (
             "--container needs podman or docker, and neither answers here: install podman "

@@ -39,7 +39,7 @@ from release.hardware import fetch, pair
 from release.hardware.emulated import emulated_leg
 from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_version, run_leg
 from release.inspect.verify import verify_wheel, write_report
-from release.machine.containers import STANDINS_ENV, container_engine, image_python, standins
+from release.machine.containers import STANDINS_ENV, ContainerEngine, image_python, standins
 from release.machine.containers import interpreter as image_interpreter_path
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
@@ -277,7 +277,7 @@ def _where(
     if not args.image:
         yield None, args.python, []
         return
-    engine = container_engine()
+    engine = ContainerEngine.answering()
     if engine is None:
         msg = f"--image {args.image}: no container engine (docker or podman) answers on this runner"
         raise SmokeError(msg)

@@ -23,7 +23,7 @@ from release.config.facts import FACTS_FILE, facts_path, load_facts, save_facts
 from release.config.matrix import LoadedMatrix
 from release.config.names import seconds
 from release.errors import UsageError
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.smoke.probe import changed_since, probe_matrix
 
 
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     recorded = load_facts(path)
     result = probe_matrix(
         loaded,
-        container_engine(),
+        ContainerEngine.answering(),
         recorded,
         names=args.image or None,
         pull=args.pull,

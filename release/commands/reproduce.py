@@ -31,8 +31,9 @@ from release.config.machines import host_machine
 from release.config.matrix import LoadedMatrix
 from release.config.names import whole
 from release.errors import ReproduceError, ToolchainError, UsageError
+from release.machine.containers import ContainerEngine
 from release.plan.machine import machine_of
-from release.plan.placement import place
+from release.plan.placement import Placement, place
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan
 from release.reproduce import inputs, rebuild
@@ -117,9 +118,10 @@ def _fresh(out: Path) -> Path:
 
 def _require_host(variant: ResolvedVariant) -> None:
     """A rebuild on the host takes the recorded path: the declared toolkit, no image fallback."""
-    (placement,) = place(
+    placed: tuple[Placement[ContainerEngine], ...] = place(
         {variant.name: variant}, {variant.name: host_toolkit(variant, allow=False)}, engine=None
     )
+    (placement,) = placed
     if placement.where != "host":
         raise ToolchainError(placement.why)
 

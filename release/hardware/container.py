@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import process
-from release.machine.containers import exec_prefix, pull, remove_container, start_container
+from release.machine.containers import ContainerEngine
 
 _COUNTER = itertools.count()
 
@@ -54,7 +53,7 @@ def device_flags(devices: HostDevices) -> list[str]:
     return flags
 
 
-def pull_failure(reference: str, engine: str, stderr: str, declared: str = "matrix.yaml") -> str:
+def pull_failure(reference: str, engine: ContainerEngine, stderr: str, declared: str = "matrix.yaml") -> str:
     """The message for a serving image that cannot be pulled: the reference and what fixes it.
     `declared`: where the reference is written (`matrix.yaml: images.vllm-rocm.container`)."""
     lines = stderr.strip().splitlines() or ["no output"]
@@ -76,10 +75,10 @@ def pull_failure(reference: str, engine: str, stderr: str, declared: str = "matr
 
 
 def ensure_image(
-    engine: str, reference: str, log: Callable[[str], None], declared: str = "matrix.yaml"
+    engine: ContainerEngine, reference: str, log: Callable[[str], None], declared: str = "matrix.yaml"
 ) -> None:
     """The serving image, pulled unless the engine already holds it; a failure names the fix."""
-    pull(engine, reference, log=log, failure=lambda stderr: pull_failure(reference, engine, stderr, declared))
+    engine.pull(reference, log=log, failure=lambda stderr: pull_failure(reference, engine, stderr, declared))
 
 
 class Container:
@@ -87,27 +86,25 @@ class Container:
 
     def __init__(
         self,
-        engine: str,
+        engine: ContainerEngine,
         image: str,
         *,
         mounts: Sequence[tuple[Path, bool]],
         flags: Sequence[str],
         timeout: float = 300,
     ) -> None:
-        self.engine = engine
-        self.image = image
-        self.name = f"release-hardware-{os.getpid()}-{next(_COUNTER)}"
+        name = f"release-hardware-{os.getpid()}-{next(_COUNTER)}"
         self.writable = [path for path, writable in mounts if writable]
         flags = ["--ipc=host", "-e", "HOME=/tmp", *flags]
-        start_container(engine, image, self.name, mounts=mounts, flags=flags, timeout=timeout)
+        self.container = engine.start(image, name, mounts=mounts, flags=flags, timeout=timeout)
 
     def prefix(self, env: dict[str, str]) -> list[str]:
         """The words before a command that run it in this container with `env`."""
-        return exec_prefix(self.engine, self.name, dict(sorted(env.items())))
+        return self.container.prefix(dict(sorted(env.items())))
 
     def close(self) -> None:
         """Hand what the image's user (root, in serving images) wrote back to us, then remove it."""
         if self.writable and os.getuid() != 0:
             owner = f"{os.getuid()}:{os.getgid()}"
-            process.run([*self.prefix({}), "chown", "-R", owner, *map(str, self.writable)], timeout=300)
-        remove_container(self.engine, self.name)
+            self.container.exec(["chown", "-R", owner, *map(str, self.writable)], timeout=300)
+        self.container.remove()

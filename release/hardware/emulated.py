@@ -15,7 +15,7 @@ from release.config.resources import toolkit_scripts
 from release.errors import SmokeError
 from release.hardware import container as containers
 from release.hardware.leg import Check, Where, in_container
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.machine.emulation import DIST_PYTHON, cross_image_present, cross_image_tag, emulation_missing
 from release.plan.resolve import ResolvedVariant
 
@@ -23,7 +23,7 @@ PYTHON = "{python}"
 """The leg's interpreter as its commands name it: `cross-build.sh exec` puts the target's in."""
 
 
-def _refusal(variant: ResolvedVariant, machine: str, version: str, engine: str | None) -> str:
+def _refusal(variant: ResolvedVariant, machine: str, version: str, engine: ContainerEngine | None) -> str:
     """Why this machine cannot run `machine`'s leg, or ''."""
     here = host_machine()
     if version != DIST_PYTHON:
@@ -51,7 +51,7 @@ def emulated_leg(
 ) -> Iterator[tuple[Where, str, list[Check]]]:
     """(where, the python the leg names, the check that says how it runs) for `machine`'s leg here;
     `exchange` is the pair's address folder. One-line `SmokeError` when it cannot run."""
-    engine = container_engine()
+    engine = ContainerEngine.answering()
     refused = _refusal(variant, machine, version, engine)
     if refused or engine is None:
         raise SmokeError(refused)

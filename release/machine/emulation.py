@@ -12,7 +12,7 @@ from release import process
 from release.config.machines import MACHINES
 from release.config.resources import toolkit_scripts
 from release.errors import SmokeError
-from release.machine.containers import run_script
+from release.machine.containers import ContainerEngine
 from release.plan.resolve import ResolvedVariant
 from release.wheel.names import parse_wheel_name, python_tag
 
@@ -30,14 +30,9 @@ def cross_image_tag(base: str, machine: str) -> str:
     return f"{base}-cross-{machine}"
 
 
-def image_id(engine: str, tag: str) -> str | None:
-    proc = process.run([engine, "image", "inspect", "--format", "{{.Id}}", tag], timeout=60)
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
-def cross_image_present(engine: str, variant: ResolvedVariant, machine: str) -> bool:
+def cross_image_present(engine: ContainerEngine, variant: ResolvedVariant, machine: str) -> bool:
     """Whether the variant's cross image for `machine` is here (a cross build makes it)."""
-    return image_id(engine, cross_image_tag(variant.build_image.local, machine)) is not None
+    return engine.has_image(cross_image_tag(variant.build_image.local, machine))
 
 
 def emulation_missing(machine: str, binfmt: Path = BINFMT) -> str:
@@ -66,7 +61,7 @@ def emulation_missing(machine: str, binfmt: Path = BINFMT) -> str:
 
 
 def emulated_command(
-    wheel: Path, variant: ResolvedVariant, machine: str, command: tuple[str, ...], *, engine: str
+    wheel: Path, variant: ResolvedVariant, machine: str, command: tuple[str, ...], *, engine: ContainerEngine
 ) -> process.Result:
     """One smoke command (`{python}`: the target's interpreter, `{import_name}`: the variant's
     package) with `wheel` unpacked for Debian's Python DIST_PYTHON of `machine`, run under emulation
@@ -83,7 +78,7 @@ def emulated_command(
     # resolved: podman takes a relative source ("wheelhouse/cpu") for a volume's name
     mounts = {toolkit_scripts(): "/toolkit-scripts:ro", wheel.parent.resolve(): "/wheels:ro"}
     try:
-        return run_script(engine, image, script, timeout=SMOKE_TIMEOUT_S, mounts=mounts)
+        return engine.run_script(image, script, timeout=SMOKE_TIMEOUT_S, mounts=mounts)
     except process.TimedOut as exc:
         msg = f"{wheel.name}: `{' '.join(command)}` under emulation took over {SMOKE_TIMEOUT_S} s"
         raise SmokeError(msg) from exc

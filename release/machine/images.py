@@ -8,21 +8,19 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from release import process
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.pins import requirement
 from release.errors import ToolchainError
 from release.machine import imaging
-from release.machine.containers import run_script
+from release.machine.containers import ContainerEngine
 from release.machine.interpreters import self_contained_home
 from release.machine.recipe import RUNTIME_LIBS, Recipe
 from release.plan.resolve import LocalImage
 from release.wheel.names import manylinux_interpreter
 
 
-def exists(engine: str, tag: str) -> bool:
-    proc = process.run([engine, "image", "exists", tag], timeout=60)
-    return proc.returncode == 0
+def exists(engine: ContainerEngine, tag: str) -> bool:
+    return engine.has_image(tag)
 
 
 ENV_PYTHON = "3.9"
@@ -36,7 +34,7 @@ def image_interpreters(pythons: tuple[str, ...]) -> tuple[dict[str, Path], list[
     return {v: h for v, h in homes.items() if h is not None}, [v for v, h in homes.items() if h is None]
 
 
-def usable(engine: str, image: LocalImage) -> bool:
+def usable(engine: ContainerEngine, image: LocalImage) -> bool:
     """Whether a local image can run here: root makes it when absent (make-image.sh needs root),
     anyone else uses it only when it exists."""
     return os.geteuid() == 0 or exists(engine, image.tag)
@@ -98,7 +96,7 @@ def recipe_of(image: LocalImage) -> Recipe:
     )
 
 
-def ensure(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None:
+def ensure(engine: ContainerEngine, image: LocalImage, *, log: Callable[[str], None]) -> None:
     """Make the image unless one with the same inputs exists (make-image.sh checks its label); a
     build image must also have a glibc that some manylinux policy covers."""
     _made(engine, image, log=log)
@@ -106,7 +104,7 @@ def ensure(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> Non
         require_repairable_glibc(engine, image)
 
 
-def require_repairable_glibc(engine: str, image: LocalImage) -> None:
+def require_repairable_glibc(engine: ContainerEngine, image: LocalImage) -> None:
     """A build image whose glibc is newer than the newest manylinux policy makes wheels that
     auditwheel cannot repair (`too-recent versioned symbols`): refused in one line naming a base."""
     from release.inspect.verify import manylinux_policies  # noqa: PLC0415 (only for build images)
@@ -125,14 +123,14 @@ def require_repairable_glibc(engine: str, image: LocalImage) -> None:
     raise ToolchainError(msg)
 
 
-def image_glibc(engine: str, tag: str) -> tuple[int, int] | None:
+def image_glibc(engine: ContainerEngine, tag: str) -> tuple[int, int] | None:
     """The glibc version of an image (`getconf GNU_LIBC_VERSION`), or None where it cannot say."""
-    proc = run_script(engine, tag, "getconf GNU_LIBC_VERSION", timeout=300)
+    proc = engine.run_script(tag, "getconf GNU_LIBC_VERSION", timeout=300)
     match = re.search(r"(?a)glibc (\d+)\.(\d+)", proc.stdout)
     return (int(match.group(1)), int(match.group(2))) if proc.returncode == 0 and match else None
 
 
-def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None:
+def _made(engine: ContainerEngine, image: LocalImage, *, log: Callable[[str], None]) -> None:
     if os.geteuid() != 0 and exists(engine, image.tag):
         # make-image.sh needs root (debootstrap): an unprivileged build (a CI runner) uses the
         # image that is there, as it would one pulled from a registry.
@@ -147,7 +145,7 @@ def _made(engine: str, image: LocalImage, *, log: Callable[[str], None]) -> None
             f"CPython {', '.join(lacking)} to re-make it with)"
         )
         return
-    if engine != "podman":
+    if engine.name != "podman":
         if not exists(engine, image.tag):
             msg = f"image {image.tag} is absent and only podman can make it here (rootful, with debootstrap)"
             raise ToolchainError(msg)
@@ -165,10 +163,10 @@ MAKE_LOCK_DIR = imaging.RECORD
 """Where the per-tag locks, calls.log and inputs/<hash>.txt live."""
 
 
-def _absent_paths(engine: str, image: str, paths: list[str]) -> list[str]:
+def _absent_paths(engine: ContainerEngine, image: str, paths: list[str]) -> list[str]:
     """Which of `paths` are not executables in the image (one short container run)."""
     script = "for p in " + " ".join(paths) + '; do [ -x "$p" ] || echo "$p"; done'
-    proc = run_script(engine, image, script, timeout=300)
+    proc = engine.run_script(image, script, timeout=300)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["cannot run it"])[-1]
         msg = f"image {image} does not run: {last}"
@@ -176,13 +174,13 @@ def _absent_paths(engine: str, image: str, paths: list[str]) -> list[str]:
     return [p for p in proc.stdout.split() if p in paths]
 
 
-def missing_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> list[str]:
+def missing_interpreters(engine: ContainerEngine, image: str, pythons: tuple[str, ...]) -> list[str]:
     """The versions among `pythons` whose /opt/python/cpXY-cpXY interpreter the image lacks."""
     paths = {manylinux_interpreter(p): p for p in pythons}
     return [paths[p] for p in _absent_paths(engine, image, list(paths))]
 
 
-def require_interpreters(engine: str, image: str, pythons: tuple[str, ...]) -> None:
+def require_interpreters(engine: ContainerEngine, image: str, pythons: tuple[str, ...]) -> None:
     """Every interpreter cibuildwheel will call must be in the image: one line naming the image and
     the missing paths otherwise (cp39 is the one cibuildwheel reads the environment with)."""
     if not exists(engine, image):

@@ -25,7 +25,7 @@ from release import process
 from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import ToolchainError
 from release.machine import therock
-from release.machine.containers import DERIVED_LABEL, INPUTS_LABEL, run_script
+from release.machine.containers import DERIVED_LABEL, INPUTS_LABEL, ContainerEngine, ContainerStepFailed
 from release.machine.emulation import CROSS_LABEL
 from release.machine.lock import build_lock
 from release.machine.recipe import LEAF_SCRIPTS, Digests, Recipe, inputs_hash, inputs_text, read_digests
@@ -71,7 +71,7 @@ def _one_recipe(inputs: str) -> Iterator[None]:
         os.close(fd)
 
 
-def make(engine: str, recipe: Recipe, *, log: Log, force: bool = False) -> Made:
+def make(engine: ContainerEngine, recipe: Recipe, *, log: Log, force: bool = False) -> Made:
     """Make `recipe.tag` unless it is up to date (per-tag lock held here). A leaf script the
     installed toolkit lacks is one line naming the toolkit, the file and the fix."""
     for name in LEAF_SCRIPTS:
@@ -82,7 +82,7 @@ def make(engine: str, recipe: Recipe, *, log: Log, force: bool = False) -> Made:
         return _make(engine, recipe, read_digests(toolkit_scripts()), log=log, force=force)
 
 
-def _make(engine: str, recipe: Recipe, digests: Digests, *, log: Log, force: bool) -> Made:
+def _make(engine: ContainerEngine, recipe: Recipe, digests: Digests, *, log: Log, force: bool) -> Made:
     started = time.monotonic()
     text = inputs_text(recipe, digests)
     inputs = inputs_hash(text)
@@ -94,17 +94,18 @@ def _make(engine: str, recipe: Recipe, digests: Digests, *, log: Log, force: boo
         _remember(recipe.tag, inputs, did, started)
         return Made(did, time.monotonic() - started)
 
-    have = _podman(
-        engine, "image", "inspect", recipe.tag, "--format", '{{index .Labels "' + LABEL + '"}} ' + _DERIVED
-    )
+    have = engine.inspect(recipe.tag, '{{index .Labels "' + LABEL + '"}} ' + _DERIVED) or ""
     if not force and have.split() == [inputs]:  # a derived image under the recipe's tag is remade
         log(f"{recipe.tag} is up to date (inputs {inputs[:12]}): nothing to do")
         return done("up-to-date")
-    old = _podman(engine, "image", "inspect", recipe.tag, "--format", "{{.Id}}").strip()
+    old = engine.image_id(recipe.tag) or ""
     with _one_recipe(inputs):
         same = "" if force else _with_inputs(engine, inputs)
         if same:
-            _run([engine, "tag", same, recipe.tag], what=f"{engine} tag {same} {recipe.tag}")
+            try:
+                engine.tag(same, recipe.tag)
+            except ContainerStepFailed as exc:
+                raise ToolchainError(str(exc)) from None
             _drop_old(engine, recipe.tag, old)
             log(f"{recipe.tag}: the image made from the same inputs ({same[:12]}), tagged")
             return done("tagged")
@@ -118,7 +119,7 @@ def _make(engine: str, recipe: Recipe, digests: Digests, *, log: Log, force: boo
             log(f"the image without its {kind}: {under.tag}")
             with one_maker(lambda line: log(f"  {line}"), under.tag):
                 _make(engine, under, digests, log=lambda line: log(f"  {line}"), force=False)
-            base_id = _podman(engine, "image", "inspect", under.tag, "--format", "{{.Id}}").strip()
+            base_id = engine.image_id(under.tag) or ""
             argv = layer_argv(recipe, kind, base_id, inputs)
             if kind == "layout" and recipe.runtime_via in therock.LAYOUTS:
                 staged = therock.stage(engine, base_id, recipe)
@@ -130,7 +131,7 @@ def _make(engine: str, recipe: Recipe, digests: Digests, *, log: Log, force: boo
                 _leaf(argv, recipe.tag, log=log)
         _drop_old(engine, recipe.tag, old)
         check_image(engine, recipe, log=log)
-        size = _podman(engine, "image", "inspect", recipe.tag, "--format", "{{.Size}}").strip()
+        size = (engine.inspect(recipe.tag, "{{.Size}}") or "").strip()
         log(f"{recipe.tag}: image size {int(size or 0) / 2**20:.0f} MiB")
         return done("made" if layer is None else "layer")
 
@@ -198,22 +199,7 @@ def _run_streamed(argv: list[str], *, log: Log) -> tuple[int, str]:
     return proc.returncode, last
 
 
-def _podman(engine: str, *args: str) -> str:
-    """The output of one quick engine call ('' when it fails: an absent image, most often)."""
-    proc = process.run([engine, *args], timeout=300)
-    return proc.stdout if proc.returncode == 0 else ""
-
-
-def _run(argv: list[str], *, what: str, timeout: float = 300) -> str:
-    proc = process.run(argv, timeout=timeout)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
-        msg = f"{what} failed: {last}"
-        raise ToolchainError(msg)
-    return proc.stdout
-
-
-def _with_inputs(engine: str, inputs: str) -> str:
+def _with_inputs(engine: ContainerEngine, inputs: str) -> str:
     """The newest image (any tag) labelled `inputs`, or ''; never one committed over such an image
     (a cross image: an older toolkit's kept its base's label, and no DERIVED_LABEL), which is
     not the recipe's. `podman images` fails now and then while another process removes an image
@@ -222,8 +208,7 @@ def _with_inputs(engine: str, inputs: str) -> str:
     last = ""
     shown = "{{.Id}} " + _DERIVED
     for attempt in range(1, 6):
-        argv = [engine, "images", "--noheading", "--filter", f"label={LABEL}={inputs}", "--format", shown]
-        proc = process.run(argv, timeout=300)
+        proc = engine.labelled(LABEL, inputs, shown)
         if proc.returncode == 0:
             rows = [line.split() for line in proc.stdout.splitlines()]
             return next((r[0] for r in rows if len(r) == 1 and re.fullmatch(r"[0-9a-f]{64}", r[0])), "")
@@ -234,19 +219,18 @@ def _with_inputs(engine: str, inputs: str) -> str:
     raise ToolchainError(msg)
 
 
-def _drop_old(engine: str, tag: str, old: str) -> None:
+def _drop_old(engine: ContainerEngine, tag: str, old: str) -> None:
     """The image `tag` named before, once nothing else names it."""
-    new = _podman(engine, "image", "inspect", tag, "--format", "{{.Id}}").strip()
-    if old and old != new:
-        process.run([engine, "rmi", old], timeout=300)
+    if old and old != (engine.image_id(tag) or ""):
+        engine.remove_image(old)
 
 
-def check_image(engine: str, recipe: Recipe, *, log: Log) -> None:
+def check_image(engine: ContainerEngine, recipe: Recipe, *, log: Log) -> None:
     """Every interpreter runs, the compilers are the asked GCC, a venv can be made and filled."""
     tag = recipe.tag
 
     def run(script: str) -> str:
-        proc = run_script(engine, tag, script)
+        proc = engine.run_script(tag, script)
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
             msg = f"checking {tag} failed: {last}"

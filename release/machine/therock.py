@@ -14,7 +14,7 @@ from pathlib import Path
 from release import process
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
-from release.machine.containers import run_script
+from release.machine.containers import ContainerEngine
 from release.machine.recipe import Recipe
 from release.machine.toolchain import tool_path
 
@@ -23,7 +23,7 @@ LAYOUTS = {"none": "therock_os", "rocm_sdk": "therock_pip"}
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
 
-def stage(engine: str, base: str, recipe: Recipe) -> Path:
+def stage(engine: ContainerEngine, base: str, recipe: Recipe) -> Path:
     """A temporary directory (the caller removes it) holding what the layer installs."""
     where = Path(tempfile.mkdtemp(prefix="therock-stage."))
     globs = " ".join(recipe.runtime_libs)
@@ -33,7 +33,7 @@ def stage(engine: str, base: str, recipe: Recipe) -> Path:
         v = recipe.pythons[-1]
         own = f"/opt/python/cp{v.replace('.', '')}-cp{v.replace('.', '')}/lib/python{v}/sitecustomize.py"
         script += f"; if [ -f {own} ]; then cp {own} /stage/own-sitecustomize.py; fi"
-    proc = run_script(engine, base, script, mounts={where: "/stage"})
+    proc = engine.run_script(base, script, mounts={where: "/stage"})
     files = sorted(where.glob("*.so.*"))
     if proc.returncode != 0 or not files:
         why = (proc.stderr.strip().splitlines() or ["no file matched"])[-1]

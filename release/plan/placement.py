@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Generic, Literal, TypeVar
 
 from release.plan.resolve import ResolvedVariant
 
 Where = Literal["host", "image", "not here"]
+Engine = TypeVar("Engine")
+"""The container engine value (`release.machine.containers.ContainerEngine`): the plan carries the
+one the probe gave, never re-derives it."""
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,7 @@ class HostToolkit:
 
 
 @dataclass(frozen=True)
-class Placement:
+class Placement(Generic[Engine]):
     """One variant's build: `where`, `why` in one line (for `not here`: the error to show),
     the toolkit override a host build's verify report records, the engine of an image build."""
 
@@ -33,29 +36,29 @@ class Placement:
     where: Where
     why: str
     override: str | None = None
-    engine: str | None = None
+    engine: Engine | None = None
 
 
 def place(
     variants: Mapping[str, ResolvedVariant],
     toolkits: Mapping[str, HostToolkit],
     *,
-    engine: Callable[[], str | None] | None,
+    engine: Callable[[], Engine | None] | None,
     setup_podman: str = "",
-) -> tuple[Placement, ...]:
+) -> tuple[Placement[Engine], ...]:
     """The placement of each variant, in order. A variant whose host toolkit is not the declared
     one builds in its local image when the image has a recipe and `engine()` (the probe of podman
     or docker, asked at most once and only when an image build needs it) names one; else it is not
     built here, naming `setup_podman` where no engine answered. `engine=None`: no image build (a
     rebuild takes the recorded path: `release reproduce`)."""
-    known: list[str | None] = []
+    known: list[Engine | None] = []
 
-    def answering(probe: Callable[[], str | None]) -> str | None:
+    def answering(probe: Callable[[], Engine | None]) -> Engine | None:
         if not known:
             known.append(probe())
         return known[0]
 
-    placed: list[Placement] = []
+    placed: list[Placement[Engine]] = []
     for name, variant in variants.items():
         toolkit = toolkits[name]
         if toolkit.problem is None:

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release import process, table
+from release import table
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, ToolchainError, UsageError
-from release.machine.containers import STANDINS_ENV, start_container
+from release.machine.containers import STANDINS_ENV, ContainerEngine
 from release.plan.steps import make_plan
 from release.rehearse import expressions, gh_standin
-from release.rehearse.services import Services, User, give, reachable, runner_user
+from release.rehearse.services import PODMAN, Services, User, give, reachable, runner_user
 from release.rehearse.steps import Instance, Setup, StepFailed, run_step
 from release.rehearse.workflow import Job, Workflow
 from release.variants.resolution import uv_binary
@@ -269,9 +269,8 @@ class Rehearsal:
         workflow's commands use: hardware.yml builds nothing, so it gets no build image (making
         one takes minutes, and a trimmed matrix's recipe would replace the full one's image)."""
         from release.machine import images  # noqa: PLC0415 (only with a container engine)
-        from release.machine.containers import container_engine  # noqa: PLC0415
 
-        engine = container_engine()
+        engine = ContainerEngine.answering()
         if engine is None:
             return
         commands = self.o.workflow.toolkit_commands()
@@ -360,7 +359,7 @@ class Rehearsal:
             self._run_steps(job, instance, status, result)
         finally:
             if instance.container is not None:
-                process.run(["podman", "rm", "-f", instance.container], timeout=120)
+                instance.container.remove()
         result.seconds = time.monotonic() - started
         result.instance = instance
         verdict = "passed" if result.status == "success" else f"FAILED: {result.reason}"
@@ -397,17 +396,16 @@ class Rehearsal:
 
     def _start_container(self, instance: Instance, image: str) -> None:
         """A `container:` job: its steps run as root in the image, the workspace bind-mounted."""
-        present = process.run(["podman", "image", "exists", image], timeout=60)
-        if present.returncode != 0:
+        if not PODMAN.has_image(image):
             msg = f"container image {image} is not in the local store and no registry is reachable here"
             raise StepFailed(msg)
         name = f"rehearse-{os.getpid()}-{instance.slug}"[:60]
         instance.workspace.mkdir(parents=True, exist_ok=True)
         try:
-            start_container("podman", image, name, mounts=[(instance.home, True)])
+            container = PODMAN.start(image, name, mounts=[(instance.home, True)])
         except SmokeError as exc:
             raise StepFailed(str(exc)) from None
-        instance.container = name
+        instance.container = container
 
     def _outputs(self, job: Job, results: list[Result]) -> dict[str, str]:
         declared = job.raw.get("outputs") or {}

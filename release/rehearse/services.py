@@ -17,6 +17,10 @@ from pathlib import Path
 
 from release import process, settings
 from release.errors import ToolchainError
+from release.machine.containers import ContainerEngine
+
+PODMAN = ContainerEngine("podman")
+"""The engine of the rehearsal's `container:` jobs and of the API service their jobs' user drives."""
 
 RUNNER = "runner"
 """The user GitHub's ubuntu runners run steps as."""
@@ -133,7 +137,7 @@ class Services:
         directory.mkdir(parents=True, exist_ok=True)
         sock = directory / "podman.sock"
         log = (directory / "service.log").open("ab")
-        proc = process.start(["podman", "system", "service", "--time=0", f"unix://{sock}"], stdout=log)
+        proc = PODMAN.service(sock, log=log)
         log.close()
         self.procs.append(proc)
         end = time.monotonic() + 30

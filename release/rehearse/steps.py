@@ -18,7 +18,7 @@ from packaging.utils import canonicalize_name
 
 from release import process
 from release.errors import ReleaseError
-from release.machine.containers import exec_prefix
+from release.machine.containers import Container
 from release.rehearse import expressions
 from release.rehearse.pins import lowest_pins, wheel_lowest_pins
 from release.rehearse.services import User, give, setup_python
@@ -84,7 +84,7 @@ class Instance:
     path: list[str] = field(default_factory=list)
     outputs: dict[str, dict[str, dict[str, str]]] = field(default_factory=dict)
     logfile: Path | None = None
-    container: str | None = None
+    container: Container | None = None
 
     @property
     def workspace(self) -> Path:
@@ -132,7 +132,7 @@ def run_script(
     bash = shell_argv(shell, name)
     if instance.container is not None:
         passed = {k: v for k, v in env.items() if k not in ("PATH", "HOME", "USER", "CONTAINER_HOST")}
-        argv = [*exec_prefix("podman", instance.container, passed, workdir=instance.workspace), *bash]
+        argv = [*instance.container.prefix(passed, workdir=instance.workspace), *bash]
     else:
         argv = bash if as_root else [*instance.user.switch, *bash]
     logfile = instance.logfile or instance.home / "job.log"

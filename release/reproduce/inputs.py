@@ -32,7 +32,7 @@ from release import DISTRIBUTION, __version__, process
 from release.builder.prebuild import source_date_epoch
 from release.errors import ReleaseError
 from release.machine import images
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.plan.resolve import ResolvedBuildImage, ResolvedVariant
 from release.smoke.probe import run_probe
 from release.wheel.names import parse_platform_tag
@@ -83,7 +83,9 @@ def parse_packages(output: str) -> tuple[str, ...]:
     return tuple(found[name] for name in sorted(found))
 
 
-def read_packages(engine: str | None, tag: str, *, timeout: float = PACKAGES_TIMEOUT) -> ImagePackages:
+def read_packages(
+    engine: ContainerEngine | None, tag: str, *, timeout: float = PACKAGES_TIMEOUT
+) -> ImagePackages:
     """The packages installed in the local image `tag`, from one `--rm` container without network
     (`release.smoke.probe.run_probe`); None with the reason where no engine answers, the image is
     absent or does not run dpkg-query. Never raises for a missing image or engine."""
@@ -115,12 +117,12 @@ def once(query: PackageQuery) -> PackageQuery:
 def package_reader() -> PackageQuery:
     """`read_packages` with the container engine found once, on the first image asked about, and
     each image read once."""
-    engines: list[str | None] = []
+    engines: list[ContainerEngine | None] = []
 
     def query(tag: str) -> ImagePackages:
         if not engines:
             try:
-                engines.append(container_engine())
+                engines.append(ContainerEngine.answering())
             except (OSError, subprocess.SubprocessError):  # `podman info` hung past its deadline
                 engines.append(None)
         return read_packages(engines[0], tag)

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from release.config.matrix import Simulation
-from release.machine.containers import exec_prefix, remove_container, start_container
+from release.machine.containers import ContainerEngine
 from release.smoke.image import Result, run_command
 
 _COUNTER = itertools.count()
@@ -22,7 +22,7 @@ class ContainerSandbox:
 
     def __init__(
         self,
-        engine: str,
+        engine: ContainerEngine,
         image: str,
         layout: Simulation | None,
         *,
@@ -32,14 +32,12 @@ class ContainerSandbox:
         extra: Sequence[Path] = (),
     ) -> None:
         """`extra`: more directories mounted read-only (a declared directory of requirement wheels)."""
-        self.engine = engine
-        self.image = image
         self.layout = layout
         self.sonames = tuple(sonames)
         self.workdir = workdir
-        self.name = f"release-smoke-{os.getpid()}-{next(_COUNTER)}"
+        name = f"release-smoke-{os.getpid()}-{next(_COUNTER)}"
         mounts = [(workdir, True), (wheels, False), *((p, False) for p in extra)]
-        start_container(engine, image, self.name, mounts=mounts)
+        self.container = engine.start(image, name, mounts=mounts)
 
     @property
     def runtime_dir(self) -> Path | None:
@@ -79,8 +77,8 @@ class ContainerSandbox:
         self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout: float = 600
     ) -> Result:
         passed = {k: v for k, v in (env or {}).items() if k == "PATH" or not k.startswith("LD_")}
-        command = exec_prefix(self.engine, self.name, passed, workdir=self.workdir)
+        command = self.container.prefix(passed, workdir=self.workdir)
         return run_command([*command, *argv], timeout=timeout, shown=argv)
 
     def close(self) -> None:
-        remove_container(self.engine, self.name)
+        self.container.remove()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from release.config.machines import MACHINES, host_machine, machine_of_tags
 from release.errors import SmokeError
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.machine.emulation import (
     DIST_PYTHON,
     cross_image_present,
@@ -81,7 +81,7 @@ def emulated_legs(
     variant: ResolvedVariant, foreign: Sequence[Foreign], *, log: Callable[[str], None]
 ) -> tuple[list[Outcome], list[str]]:
     """(the outcomes of the wheels that run under emulation, a line for each left to its machine)."""
-    engine = container_engine() if any(not f.left for f in foreign) else None
+    engine = ContainerEngine.answering() if any(not f.left for f in foreign) else None
     outcomes, left = [], []
     for wheel in foreign:
         if wheel.left:
@@ -93,7 +93,7 @@ def emulated_legs(
 
 
 def emulated_leg(
-    variant: ResolvedVariant, foreign: Foreign, *, engine: str | None, log: Callable[[str], None]
+    variant: ResolvedVariant, foreign: Foreign, *, engine: ContainerEngine | None, log: Callable[[str], None]
 ) -> Outcome:
     """The variant's smoke commands for one wheel under emulation, each judged as a host leg's are
     (exit status, and a self-test's JSON verdict)."""
@@ -140,7 +140,7 @@ def _run_command(
     argv: tuple[str, ...],
     *,
     self_test: bool,
-    engine: str,
+    engine: ContainerEngine,
     outcome: Outcome,
     log: Callable[[str], None],
     label: str,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from release.config.matrix import Image
 from release.errors import ToolchainError
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.machine.images import usable as local_image_usable
 from release.machine.install import install_backend
 from release.machine.toolchain import install_hint
@@ -113,7 +113,7 @@ def require_host_runtime(variant: ResolvedVariant, runtime: HostRuntime, image_n
 
 def install_smoke_runtime(variant: ResolvedVariant) -> int:
     """The declared runtime, where the variant's image simulations will need it from this host."""
-    engine = container_engine() if any(i.made_here is not None for i in variant.images) else None
+    engine = ContainerEngine.answering() if any(i.made_here is not None for i in variant.images) else None
 
     def in_container(image: ResolvedImage) -> bool:
         """Smoke runs an image with a local recipe (or a stand-in for a registry image) in a real

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release.machine.containers import ContainerEngine
 from release.plan.resolve import LocalImage, ResolvedVariant
 from release.smoke.placement import Placement, place
 from release.smoke.selection import declared_image, images_for, smoke_pythons
@@ -38,7 +39,7 @@ def plan_legs(
     images: Sequence[str] | None,
     in_image: str | None,
     host_has_runtime: bool,
-    engine: str | None,
+    engine: ContainerEngine | None,
     pull: bool,
     usable: Callable[[LocalImage], bool],
     refused: Mapping[Path, str],

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from release import settings
 from release.config.matrix import Image, Simulation
-from release.machine.containers import STANDINS_ENV, standins
+from release.machine.containers import STANDINS_ENV, ContainerEngine, standins
 from release.plan.resolve import LocalImage, ResolvedImage
 from release.smoke.selection import HOST_IMAGE
 from release.wheel.names import WheelName, parse_platform_tag, parse_wheel_name
@@ -96,7 +96,7 @@ def place(
     resolved: ResolvedImage | None,
     python: str,
     *,
-    engine: str | None,
+    engine: ContainerEngine | None,
     pull: bool,
     usable: Callable[[LocalImage], bool],
     cannot_install: str = "",
@@ -131,7 +131,7 @@ def place(
     )
 
 
-def _declared_reference(image: Image, reference: str, engine: str | None) -> Placement:
+def _declared_reference(image: Image, reference: str, engine: ContainerEngine | None) -> Placement:
     """The release: the declared reference itself; a stand-in only where the rehearsal names one."""
     standin = standins(settings.text(STANDINS_ENV)).get(reference)
     if standin is not None and engine is not None:
@@ -145,7 +145,7 @@ def _own_image(
     resolved: ResolvedImage,
     python: str,
     *,
-    engine: str,
+    engine: ContainerEngine,
     pull: bool,
     usable: Callable[[LocalImage], bool],
 ) -> Placement | str:
@@ -169,7 +169,7 @@ def _in_build_image(
     python: str,
     *,
     note: str,
-    engine: str | None,
+    engine: ContainerEngine | None,
     usable: Callable[[LocalImage], bool],
     cannot_install: str,
     build_image: LocalImage | None,

@@ -13,8 +13,7 @@ from release import process
 from release.config.facts import FACTS_FILE, SYSTEM_LIBRARY_DIRS, ImageFacts, Layout, Via
 from release.config.matrix import LoadedMatrix
 from release.errors import ReleaseError, SmokeError, UsageError
-from release.machine.containers import pull as pull_image
-from release.machine.containers import run_script
+from release.machine.containers import ContainerEngine
 from release.plan.imagefacts import (
     Disagreement,
     awaiting_digests,
@@ -60,10 +59,10 @@ true
 """
 
 
-def run_probe(engine: str, reference: str, text: str, *, timeout: float = PROBE_TIMEOUT) -> str:
+def run_probe(engine: ContainerEngine, reference: str, text: str, *, timeout: float = PROBE_TIMEOUT) -> str:
     """The script's output from one `--rm` container of `reference` (no network, no GPU)."""
     try:
-        proc = run_script(engine, reference, text, timeout=timeout)
+        proc = engine.run_script(reference, text, timeout=timeout)
     except process.TimedOut:
         msg = f"probing {reference} took over {timeout:.0f} s ({engine} run); is the engine answering?"
         raise SmokeError(msg) from None
@@ -194,18 +193,16 @@ def _toolkit_version(lines: list[str]) -> str | None:
     return None
 
 
-def image_digest(engine: str, reference: str) -> str | None:
+def image_digest(engine: ContainerEngine, reference: str) -> str | None:
     """The pinned digest of `reference`; else, for a tag pulled from its registry, the registry's
     digest of it (what `name:tag@sha256:...` pins: `pin: probe` records it); else the local
     image's id (`sha256:...`)."""
     _, at, digest = reference.partition("@")
     if at:
         return digest
-    proc = process.run(
-        [engine, "image", "inspect", "--format", "{{json .RepoDigests}} {{.Id}}", reference], timeout=120
-    )
-    repo_digests, _, found = proc.stdout.strip().rpartition(" ")
-    if proc.returncode != 0 or not found:
+    inspected = engine.inspect(reference, "{{json .RepoDigests}} {{.Id}}")
+    repo_digests, _, found = (inspected or "").strip().rpartition(" ")
+    if not found:
         return None
     return registry_digest(reference, repo_digests) or (
         found if found.startswith("sha256:") else f"sha256:{found}"
@@ -234,7 +231,7 @@ def registry_digest(reference: str, repo_digests: str) -> str | None:
 
 
 def probe(
-    engine: str,
+    engine: ContainerEngine,
     reference: str,
     *,
     sonames: Sequence[str],
@@ -250,9 +247,8 @@ def probe(
     return parse(output, reference=reference, digest=image_digest(engine, reference), sonames=sonames)
 
 
-def present(engine: str, reference: str) -> bool:
-    proc = process.run([engine, "image", "inspect", reference], timeout=120)
-    return proc.returncode == 0
+def present(engine: ContainerEngine, reference: str) -> bool:
+    return engine.has_image(reference)
 
 
 class ImagesDisagree(ReleaseError):
@@ -309,7 +305,7 @@ def _toolkit_places(loaded: LoadedMatrix, name: str) -> tuple[list[str], list[st
 
 def probe_matrix(
     loaded: LoadedMatrix,
-    engine: str | None,
+    engine: ContainerEngine | None,
     recorded: Mapping[str, ImageFacts],
     *,
     names: Sequence[str] | None,
@@ -330,7 +326,7 @@ def probe_matrix(
         if engine is not None and reference is not None:
             try:
                 if registry and pull:
-                    pull_image(engine, reference, log=log, timeout=pull_timeout)
+                    engine.pull(reference, log=log, timeout=pull_timeout)
                 if present(engine, reference):
                     prefixes, files = _toolkit_places(loaded, name)
                     log(f"probing {name}: {reference}")

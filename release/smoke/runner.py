@@ -20,9 +20,8 @@ from release.config.matrix import Image
 from release.errors import SmokeError, ToolchainError, UsageError, VerifyError
 from release.inspect.rules.runtime import vendored_runtime as vendored_runtime_rule
 from release.inspect.verify import inspect_wheel
-from release.machine.containers import container_engine, image_interpreter
+from release.machine.containers import ContainerEngine, image_interpreter
 from release.machine.containers import interpreter as container_interpreter
-from release.machine.containers import pull as pull_image
 from release.machine.images import ensure as ensure_image
 from release.machine.images import usable as local_image_usable
 from release.machine.interpreters import require_interpreter
@@ -88,7 +87,7 @@ class Smoke:
         workdir: Path,
         log: Callable[[str], None],
         inside: bool = False,
-        container: tuple[str, str] | None = None,
+        container: tuple[ContainerEngine, str] | None = None,
         container_python: Path | None = None,
         runtime_libdir: Path | None = None,
         runner: str | None = None,
@@ -412,7 +411,7 @@ def smoke_variant(
     boxed = any(i.made_here is not None for i in variant.images)
     moved = build_recipe is not None and any(refused.values())
     wanted = containers and in_image is None and (boxed or moved)
-    engine = container_engine() if wanted or (pull and serving) else None
+    engine = ContainerEngine.answering() if wanted or (pull and serving) else None
     if pull and serving and engine is None:
         msg = "--pull runs the serving images in containers: install podman or docker"
         raise SmokeError(msg)
@@ -454,7 +453,7 @@ def _smoke_leg(
     image_name: str,
     where: Placement,
     *,
-    engine: str | None,
+    engine: ContainerEngine | None,
     found: HostRuntime,
     host_runtime: Sequence[str],
     workdir: Path,
@@ -480,7 +479,7 @@ def _smoke_leg(
     )
     try:
         if container is not None and where.pull is not None:
-            pull_image(container[0], where.pull, log=log)
+            container[0].pull(where.pull, log=log)
             smoke.container_python = image_interpreter(container[0], where.pull, version)
         elif container is not None and where.recipe is not None:
             ensure_image(container[0], where.recipe, log=log)

@@ -24,7 +24,7 @@ from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import load
 from release.errors import ToolchainError
 from release.machine import images
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.machine.interpreters import interpreter, self_contained_home
 from release.machine.lock import build_lock
 from release.plan.resolve import LocalImage
@@ -198,7 +198,7 @@ class LocalImages:
     call `release build --container` and `release smoke` make) when absent, never skipped for
     being absent: a fresh machine has none. Each recipe is checked once per session."""
 
-    def __init__(self, engine: str) -> None:
+    def __init__(self, engine: ContainerEngine) -> None:
         self.engine = engine
         self.plan: Plan = make_plan(load(ROOT / "matrix.yaml"))
         """The real matrix, resolved: recipes come from it, so a change to matrix.yaml reaches the tests."""
@@ -250,7 +250,7 @@ class LocalImages:
 @pytest.fixture(scope="session")
 def local_images() -> LocalImages:
     """Local images of the real matrix, made on request and reused for the whole session."""
-    engine = container_engine()
+    engine = ContainerEngine.answering()
     if engine is None:
         pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)")
     return LocalImages(engine)

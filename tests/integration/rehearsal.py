@@ -19,7 +19,7 @@ import yaml
 
 from release.config.machines import machine_of_tag
 from release.config.matrix import load
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.plan.steps import make_plan
 from release.settings import in_ci
 from tests import ci_time
@@ -38,7 +38,7 @@ PARTS = ("pyproject.toml", "README.md", "release", "packaging", "scripts", "engi
 def need_podman() -> None:
     """Skip the calling test module where no container engine answers (fail under CI, which must
     have installed podman)."""
-    if container_engine() is None:
+    if ContainerEngine.answering() is None:
         if in_ci():
             pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
         pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from release.inspect.elf import inspect_elf
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.plan.resolve import LocalImage
 from release.settings import in_ci
 from tests.integration.conftest import LocalImages
 
 pytestmark = pytest.mark.integration
 
-ENGINE = container_engine()
+ENGINE = ContainerEngine.answering()
 if ENGINE is None:
     if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
@@ -57,7 +57,7 @@ def _run(image: str, *command: str, mount: Path | None = None) -> subprocess.Com
     assert ENGINE is not None
     volume = ["-v", f"{mount}:/src:Z"] if mount is not None else []
     return subprocess.run(
-        [ENGINE, "run", "--rm", "--network=none", *volume, image, *command],
+        [ENGINE.command, "run", "--rm", "--network=none", *volume, image, *command],
         capture_output=True,
         text=True,
         check=False,

@@ -22,7 +22,7 @@ from release import settings
 from release.builder.container import container_keys
 from release.config.matrix import load
 from release.inspect.elf import inspect_elf, is_elf
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.plan.steps import make_plan
 from release.settings import in_ci
 from tests.integration.conftest import ROOT, LocalImages, toolkit
@@ -30,7 +30,8 @@ from tests.integration.conftest import ROOT, LocalImages, toolkit
 TAGS = tuple(f"cp{v.replace('.', '')}" for v in load(ROOT / "matrix.yaml").matrix.python)
 """The matrix's Pythons as wheel tags: cp310 ... cp314."""
 
-ENGINE = container_engine()
+ENGINE = ContainerEngine.answering()
+PODMAN = ContainerEngine("podman")
 if ENGINE is None:
     if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
@@ -99,17 +100,17 @@ def test_an_unchanged_container_build_takes_its_last_wheel_and_a_change_builds_a
     project = tmp_path / "project"
     shutil.copytree(ROOT / "engine", project / "src")
     keys = container_keys(
-        steps, project, engine="podman", image="localhost/xfer-build-rocm", toolkit="x", epoch="1"
+        steps, project, engine=PODMAN, image="localhost/xfer-build-rocm", toolkit="x", epoch="1"
     )
     assert len(set(keys.values())) == 2  # one key a step
     (project / "src" / "CMakeLists.txt").write_text("# changed\n", encoding="utf-8")
     changed = container_keys(
-        steps, project, engine="podman", image="localhost/xfer-build-rocm", toolkit="x", epoch="1"
+        steps, project, engine=PODMAN, image="localhost/xfer-build-rocm", toolkit="x", epoch="1"
     )
     assert not set(changed.values()) & set(keys.values())
     assert (
         container_keys(
-            steps, project, engine="podman", image="localhost/xfer-no-such-image", toolkit="x", epoch="1"
+            steps, project, engine=PODMAN, image="localhost/xfer-no-such-image", toolkit="x", epoch="1"
         )
         == {}
     )
@@ -166,7 +167,7 @@ def test_pull_runs_a_declared_serving_image_in_a_real_container(
 ) -> None:
     assert ENGINE is not None
     made = local_images.make(local_images.smoke_recipe("rocm-opt-prefix"))
-    subprocess.run([ENGINE, "tag", made, STAND_IN], check=True, capture_output=True)
+    subprocess.run([ENGINE.command, "tag", made, STAND_IN], check=True, capture_output=True)
     matrix = _serving_matrix(tmp_path / "m", STAND_IN)
     smoke = ["--matrix", str(matrix), "smoke", "--variant", "rocm", "--python", "3.12"]
     proc = toolkit(*smoke, "--wheelhouse", str(container_wheels), "--image", "serving", "--pull", "--json")

@@ -18,14 +18,14 @@ import yaml
 
 from release.config.matrix import load
 from release.inspect.elf import ElfInfo, inspect_elf, is_elf
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.machine.emulation import DIST_PYTHON, emulated_command
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.settings import in_ci
 from tests.integration.conftest import ROOT, toolkit
 
-ENGINE = container_engine()
+ENGINE = ContainerEngine.answering()
 if ENGINE is None:
     if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
@@ -146,7 +146,7 @@ def test_the_cuda_aarch64_wheel_binds_the_sbsa_runtime_and_is_verified(
     stub = "/usr/local/cuda-13.0/targets/sbsa-linux/lib/stubs/libcuda.so"
     assert ENGINE is not None
     read = subprocess.run(
-        [ENGINE, "run", "--rm", "--network=none", "--entrypoint", "cat", CUDA_CROSS_IMAGE, stub],
+        [ENGINE.command, "run", "--rm", "--network=none", "--entrypoint", "cat", CUDA_CROSS_IMAGE, stub],
         capture_output=True, check=True, timeout=120,
     )  # fmt: skip
     elf = inspect_elf("libcuda.so", read.stdout)
@@ -191,7 +191,7 @@ def test_an_engine_script_that_calls_g_plus_plus_by_name_links_for_the_target(
     runs = {}
     for path in ("PATH=/tmp/tools:$PATH ", ""):
         runs[path] = subprocess.run(
-            [ENGINE, "run", "--rm", "--network=none", "-v", f"{ROOT / 'scripts'}:/toolkit-scripts:ro",
+            [ENGINE.command, "run", "--rm", "--network=none", "-v", f"{ROOT / 'scripts'}:/toolkit-scripts:ro",
              "--entrypoint", "bash", CUDA_CROSS_IMAGE, "-c", script.replace("{path}", path)],
             capture_output=True, check=False, timeout=300,
         )  # fmt: skip

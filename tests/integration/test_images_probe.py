@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from release.machine.containers import ContainerEngine
+
 from .conftest import ROOT, LocalImages, toolkit
 
 HIP = "libamdhip64.so.7"
@@ -28,8 +30,8 @@ CHANGES = {
 }
 
 
-def _podman(engine: str, *args: str) -> None:
-    subprocess.run([engine, *args], check=True, capture_output=True, timeout=600)
+def _podman(engine: ContainerEngine, *args: str) -> None:
+    subprocess.run([engine.command, *args], check=True, capture_output=True, timeout=600)
 
 
 @pytest.fixture(scope="module")
@@ -41,14 +43,14 @@ def changed_images(local_images: LocalImages) -> Iterator[dict[str, str]]:
     for name, change in CHANGES.items():
         tag = f"localhost/xfer-probe-test-{name}"
         container = f"xfer-probe-test-{name}"
-        subprocess.run([engine, "rm", "-f", container], capture_output=True, check=False, timeout=120)
+        subprocess.run([engine.command, "rm", "-f", container], capture_output=True, check=False, timeout=120)
         _podman(engine, "run", "--name", container, "--entrypoint", "/bin/sh", base, "-c", change)
         _podman(engine, "commit", "--quiet", container, tag)
         _podman(engine, "rm", "-f", container)
         made[name] = tag
     yield made
     for tag in made.values():
-        subprocess.run([engine, "rmi", "-f", tag], capture_output=True, check=False, timeout=300)
+        subprocess.run([engine.command, "rmi", "-f", tag], capture_output=True, check=False, timeout=300)
 
 
 def _matrix(directory: Path, images: dict[str, dict[str, object]]) -> Path:

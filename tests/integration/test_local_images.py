@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from release.machine import images
-from release.machine.containers import DERIVED_LABEL, commit_script
+from release.machine.containers import DERIVED_LABEL
 from release.machine.recipe import Recipe
 
 from .conftest import LocalImages
@@ -31,8 +31,9 @@ def test_a_missing_local_image_is_made_on_request(local_images: LocalImages) -> 
     recipe = dataclasses.replace(local_images.smoke_recipe("rocm-absent"), tag=THROWAWAY, pythons=())
     beside = dataclasses.replace(recipe, tag=BESIDE)
     engine = local_images.engine
+    podman = engine.command
     subprocess.run(
-        [engine, "rmi", "--force", THROWAWAY, BESIDE], capture_output=True, check=False, timeout=120
+        [podman, "rmi", "--force", THROWAWAY, BESIDE], capture_output=True, check=False, timeout=120
     )
     assert not images.exists(engine, THROWAWAY)
     try:
@@ -62,7 +63,7 @@ def test_a_missing_local_image_is_made_on_request(local_images: LocalImages) -> 
         assert lines[-1].startswith(f"image {THROWAWAY}: up to date, kept ("), lines
     finally:
         subprocess.run(
-            [engine, "rmi", "--force", THROWAWAY, BESIDE], capture_output=True, check=False, timeout=120
+            [podman, "rmi", "--force", THROWAWAY, BESIDE], capture_output=True, check=False, timeout=120
         )
 
 
@@ -76,11 +77,12 @@ def test_runtime_layouts_are_a_layer_over_one_image_and_a_repeated_recipe_is_a_t
     stand-ins (the other interpreters removed in their layer), and two names for one recipe (clean-minbase,
     rocm-absent) are two tags of one image."""
     engine = local_images.engine
+    podman = engine.command
     layouts = (("rocm-opt-prefix", "/opt/rocm-7.2.4/lib"), ("rocm-ld-library-path", "/opt/rocm/lib"))
 
     def inspect(tag: str) -> tuple[str, list[str], list[str]]:
         proc = subprocess.run(
-            [engine, "image", "inspect", tag, "--format", FORMAT],
+            [podman, "image", "inspect", tag, "--format", FORMAT],
             capture_output=True, text=True, check=True, timeout=60,
         )  # fmt: skip
         image_id, layers, env = proc.stdout.split(" ", 2)
@@ -101,7 +103,7 @@ def test_runtime_layouts_are_a_layer_over_one_image_and_a_repeated_recipe_is_a_t
         assert layers[:-1] == distro[1] and len(layers) == len(distro[1]) + 1, (name, layers, distro[1])
         assert (f"LD_LIBRARY_PATH={prefix}" in env) == (recipe.runtime_via == "LD_LIBRARY_PATH"), env
         found = subprocess.run(
-            [engine, "run", "--rm", "--network=none", recipe.tag, "sh", "-c",
+            [podman, "run", "--rm", "--network=none", recipe.tag, "sh", "-c",
              f"ls {prefix}/libamdhip64.so.7 && ! ls /usr/lib/x86_64-linux-gnu/libamdhip64.so.7"],
             capture_output=True, text=True, check=False, timeout=120,
         )  # fmt: skip
@@ -115,7 +117,7 @@ def test_runtime_layouts_are_a_layer_over_one_image_and_a_repeated_recipe_is_a_t
         _, layers, _ = inspect(local_images.make(recipe))
         assert layers[:-1] == distro[1] and len(layers) == len(distro[1]) + 1, (recipe.tag, layers, distro[1])
         listed = subprocess.run(
-            [engine, "run", "--rm", "--network=none", recipe.tag, "ls", "/opt/python"],
+            [podman, "run", "--rm", "--network=none", recipe.tag, "ls", "/opt/python"],
             capture_output=True, text=True, check=True, timeout=120,
         )  # fmt: skip
         tags = [f"cp{v.replace('.', '')}-cp{v.replace('.', '')}" for v in recipe.pythons]
@@ -151,9 +153,10 @@ def test_a_passing_podman_images_failure_does_not_make_a_recipe_twice(
     `podman images` that finds it fails once (as it does while another process removes an image):
     taken for "no image of this recipe", it made the recipe a second time, beside the first."""
     engine = local_images.engine
+    podman = engine.command
     recipe = dataclasses.replace(local_images.smoke_recipe("rocm-absent"), tag=THROWAWAY, pythons=())
     again = dataclasses.replace(recipe, tag=AGAIN)
-    subprocess.run([engine, "rmi", "--force", AGAIN], capture_output=True, check=False, timeout=120)
+    subprocess.run([podman, "rmi", "--force", AGAIN], capture_output=True, check=False, timeout=120)
     try:
         # Made here, not through the fixture: its memo says made after the test above removed it.
         images.ensure(engine, recipe, log=lambda _line: None)
@@ -166,7 +169,7 @@ def test_a_passing_podman_images_failure_does_not_make_a_recipe_twice(
         env = {
             "PATH": f"{bindir}:{os.environ['PATH']}",
             "FLAKY_STATE": str(state),
-            "REAL_PODMAN": shutil.which(engine) or engine,
+            "REAL_PODMAN": shutil.which(engine.command) or engine.command,
         }
         for key, value in env.items():
             monkeypatch.setenv(key, value)
@@ -176,13 +179,13 @@ def test_a_passing_podman_images_failure_does_not_make_a_recipe_twice(
         assert any("the image made from the same inputs" in line for line in lines), lines
         assert not any("debootstrap" in line for line in lines), "the recipe was made a second time"
         ids = subprocess.run(
-            [engine, "image", "inspect", THROWAWAY, AGAIN, "--format", "{{.Id}}"],
+            [podman, "image", "inspect", THROWAWAY, AGAIN, "--format", "{{.Id}}"],
             capture_output=True, text=True, check=True, timeout=60,
         ).stdout.split()  # fmt: skip
         assert len(ids) == 2 and len(set(ids)) == 1, ids
     finally:
         subprocess.run(
-            [engine, "rmi", "--force", THROWAWAY, AGAIN], capture_output=True, check=False, timeout=120
+            [podman, "rmi", "--force", THROWAWAY, AGAIN], capture_output=True, check=False, timeout=120
         )
 
 
@@ -194,23 +197,24 @@ def test_an_images_interpreters_start_from_their_own_bytecode(local_images: Loca
     assert recipe.pythons, "clean-minbase has no interpreter: this check needs one"
     tag = local_images.make(recipe)
     engine = local_images.engine
+    podman = engine.command
     name = f"xfer-bytecode-{os.getpid()}"
     home = "/opt/python/cp{0}-cp{0}".format(recipe.pythons[-1].replace(".", ""))
     imports = "import json, ssl, ctypes, email.parser"
     script = f"{home}/bin/python -m venv --without-pip /tmp/v && /tmp/v/bin/python -c '{imports}'"
     try:
         subprocess.run(
-            [engine, "run", "--name", name, "--network=none", tag, "sh", "-c", script],
+            [podman, "run", "--name", name, "--network=none", tag, "sh", "-c", script],
             capture_output=True, text=True, check=True, timeout=120,
         )  # fmt: skip
         diff = subprocess.run(
-            [engine, "diff", name], capture_output=True, text=True, check=True, timeout=60
+            [podman, "diff", name], capture_output=True, text=True, check=True, timeout=60
         ).stdout.split()
     finally:
-        subprocess.run([engine, "rm", "--force", name], capture_output=True, check=False, timeout=60)
+        subprocess.run([podman, "rm", "--force", name], capture_output=True, check=False, timeout=60)
     assert [path for path in diff if path.endswith(".pyc")] == [], diff
     compiled = subprocess.run(
-        [engine, "run", "--rm", "--network=none", tag, "find", "-L", f"{home}/lib", "-name", "*.pyc"],
+        [podman, "run", "--rm", "--network=none", tag, "find", "-L", f"{home}/lib", "-name", "*.pyc"],
         capture_output=True, text=True, check=True, timeout=120,
     ).stdout.split()  # fmt: skip
     assert len(compiled) > 500, f"{len(compiled)} .pyc files under {home}/lib"
@@ -229,10 +233,11 @@ def test_a_build_image_with_a_toolkit_is_one_layer_over_the_image_without_it(
     assert without == images.recipe_of(cpu), "the cuda recipe is not the cpu one and a toolkit"
     local_images.make_all([cuda, cpu])
     engine = local_images.engine
+    podman = engine.command
     described = {}
     for recipe in (cpu, cuda):
         proc = subprocess.run(
-            [engine, "image", "inspect", recipe.tag, "--format", FORMAT],
+            [podman, "image", "inspect", recipe.tag, "--format", FORMAT],
             capture_output=True, text=True, check=True, timeout=60,
         )  # fmt: skip
         _, layers, env = proc.stdout.split(" ", 2)
@@ -243,14 +248,14 @@ def test_a_build_image_with_a_toolkit_is_one_layer_over_the_image_without_it(
     seen = {}
     for recipe in (cpu, cuda):
         proc = subprocess.run(
-            [engine, "run", "--rm", "--network=none", recipe.tag, "env"],
+            [podman, "run", "--rm", "--network=none", recipe.tag, "env"],
             capture_output=True, text=True, check=True, timeout=120,
         )  # fmt: skip
         seen[recipe.tag] = sorted(x for x in proc.stdout.splitlines() if not x.startswith("HOSTNAME="))
     assert seen[cuda.tag] == seen[cpu.tag]
     assert set(cpu_env) <= set(cuda_env), (cpu_env, cuda_env)
     nvcc = subprocess.run(
-        [engine, "run", "--rm", "--network=none", cuda.tag, "/usr/local/cuda/bin/nvcc", "--version"],
+        [podman, "run", "--rm", "--network=none", cuda.tag, "/usr/local/cuda/bin/nvcc", "--version"],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert nvcc.returncode == 0 and "release 13.0" in nvcc.stdout, (nvcc.stdout, nvcc.stderr)
@@ -259,7 +264,7 @@ def test_a_build_image_with_a_toolkit_is_one_layer_over_the_image_without_it(
     rocm = local_images.build_recipe("rocm")
     assert rocm.toolkit_install and rocm.packages and all("/" in package for package in rocm.packages)
     proc = subprocess.run(
-        [engine, "image", "inspect", local_images.make(rocm), "--format", FORMAT],
+        [podman, "image", "inspect", local_images.make(rocm), "--format", FORMAT],
         capture_output=True, text=True, check=True, timeout=60,
     )  # fmt: skip
     rocm_layers = json.loads(proc.stdout.split(" ", 2)[1])
@@ -279,12 +284,13 @@ def test_an_image_committed_over_a_recipe_image_is_never_taken_for_it(local_imag
     label and is marked derived, and an old toolkit's cross image, even under the recipe's own tag,
     is passed over: the recipe's tag ends on the recipe's image."""
     engine = local_images.engine
+    podman = engine.command
     recipe = local_images.smoke_recipe("clean-minbase")
     base = local_images.make(recipe)
 
     def inspect(tag: str, template: str) -> str:
         return subprocess.run(
-            [engine, "image", "inspect", tag, "--format", template],
+            [podman, "image", "inspect", tag, "--format", template],
             capture_output=True, text=True, check=True, timeout=60,
         ).stdout.strip()  # fmt: skip
 
@@ -292,10 +298,11 @@ def test_an_image_committed_over_a_recipe_image_is_never_taken_for_it(local_imag
     base_id = inspect(base, "{{.Id}}")
     assert len(inputs) == 64
     subprocess.run(
-        [engine, "rmi", "--force", DERIVED, OLD_CROSS, STALE], capture_output=True, check=False, timeout=120
-    )
+        [podman, "rmi", "--force", DERIVED, OLD_CROSS, STALE],
+        capture_output=True, check=False, timeout=120,
+    )  # fmt: skip
     try:
-        commit_script(engine, base, "true", DERIVED, name="xfer-test-derive", labels={"io.xfer.test": "1"})
+        engine.commit_script(base, "true", DERIVED, name="xfer-test-derive", labels={"io.xfer.test": "1"})
         labels = '{{index .Labels "io.release.image.inputs"}}|{{index .Labels "' + DERIVED_LABEL + '"}}'
         assert inspect(DERIVED, labels) == f"|{base}"
         assert inspect(DERIVED, "{{json .Config.Entrypoint}} {{json .Config.Cmd}}") in (
@@ -303,24 +310,24 @@ def test_an_image_committed_over_a_recipe_image_is_never_taken_for_it(local_imag
             '[] ["/bin/bash"]',
         )
         # What an older toolkit committed: the base's inputs label kept, the cross label set.
-        subprocess.run([engine, "rm", "-f", "xfer-test-old"], capture_output=True, check=False, timeout=60)
-        old = [engine, "run", "--name", "xfer-test-old", "--entrypoint", "/bin/sh", base, "-c", "true"]
+        subprocess.run([podman, "rm", "-f", "xfer-test-old"], capture_output=True, check=False, timeout=60)
+        old = [podman, "run", "--name", "xfer-test-old", "--entrypoint", "/bin/sh", base, "-c", "true"]
         subprocess.run(old, capture_output=True, check=True, timeout=120)
         mark = ["--change", "LABEL io.release-toolkit.cross.base=old"]
         subprocess.run(
-            [engine, "commit", "-q", *mark, "xfer-test-old", OLD_CROSS],
+            [podman, "commit", "-q", *mark, "xfer-test-old", OLD_CROSS],
             capture_output=True,
             check=True,
             timeout=300,
         )
-        subprocess.run([engine, "rm", "-f", "xfer-test-old"], capture_output=True, check=False, timeout=60)
+        subprocess.run([podman, "rm", "-f", "xfer-test-old"], capture_output=True, check=False, timeout=60)
         assert inspect(OLD_CROSS, '{{index .Labels "io.release.image.inputs"}}') == inputs
-        subprocess.run([engine, "tag", OLD_CROSS, STALE], capture_output=True, check=True, timeout=60)
+        subprocess.run([podman, "tag", OLD_CROSS, STALE], capture_output=True, check=True, timeout=60)
         local_images.make(dataclasses.replace(recipe, tag=STALE))
         assert inspect(STALE, "{{.Id}}") == base_id  # the recipe's image, not the old cross image
     finally:
         subprocess.run(
-            [engine, "rmi", "--force", DERIVED, OLD_CROSS, STALE],
+            [podman, "rmi", "--force", DERIVED, OLD_CROSS, STALE],
             capture_output=True,
             check=False,
             timeout=120,

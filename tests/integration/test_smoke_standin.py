@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from release.config.matrix import load
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.machine.images import ensure
 from release.plan.steps import make_plan
 from release.settings import in_ci
 
 from .conftest import ROOT, toolkit, write_wheel
 
-ENGINE = container_engine()
+ENGINE = ContainerEngine.answering()
 if ENGINE is None:
     if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")

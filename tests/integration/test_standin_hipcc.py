@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from release.inspect.elf import inspect_elf, is_elf
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 from release.settings import in_ci
 from tests.integration.conftest import ROOT, LocalImages, toolkit
 
-ENGINE = container_engine()
+ENGINE = ContainerEngine.answering()
 if ENGINE is None:
     if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
@@ -49,7 +49,7 @@ def rocm_image(local_images: LocalImages) -> str:
 
 def _in_image(image: str, directory: Path, script: str) -> subprocess.CompletedProcess[str]:
     assert ENGINE is not None
-    argv = [ENGINE, "run", "--rm", "--network=none", "-v", f"{directory}:/src:Z", "-w", "/src", image,
+    argv = [ENGINE.command, "run", "--rm", "--network=none", "-v", f"{directory}:/src:Z", "-w", "/src", image,
             "bash", "-c", script]  # fmt: skip
     return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
 

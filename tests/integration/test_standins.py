@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from release.machine.containers import container_engine
+from release.machine.containers import ContainerEngine
 
 from .conftest import ROOT, toolkit
 
@@ -31,7 +31,7 @@ IMAGE = "localhost/standins-build-cpu"
 
 @pytest.fixture(scope="module")
 def engine() -> str:
-    found = container_engine()
+    found = ContainerEngine.answering()
     if found is None:
         pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)")
     return found
@@ -72,7 +72,7 @@ def test_meson_engine_with_a_pkg_config_dependency_and_its_own_import_package(
     assert not any(n.startswith("mesonstand/") for n in names)
     # What real builds find in the image: the pkg-config program and the CA bundle for every tool.
     probe = subprocess.run(
-        [engine, "run", "--rm", "--network=none", IMAGE, "sh", "-c",
+        [engine.command, "run", "--rm", "--network=none", IMAGE, "sh", "-c",
          "pkg-config --modversion zlib && echo $SSL_CERT_FILE $REQUESTS_CA_BUNDLE $PIP_CERT $UV_NATIVE_TLS"
          " && test -s $SSL_CERT_FILE"],
         capture_output=True, text=True, timeout=120, check=False,

@@ -142,20 +142,6 @@ def test_no_package_is_named_like_build_output() -> None:
     assert named == []
 
 
-def test_container_argv_is_assembled_in_one_module() -> None:
-    """`run`, `exec` and the detached container are spelled in `release/machine/containers.py` only."""
-    spelled = re.compile(r"""["'](run|exec)["'],\s*["'](--rm|-d|-w|-e)["']|["']exec["'],\s*\*""")
-    home = RELEASE / "machine" / "containers.py"
-    hits = [
-        f"{path.relative_to(RELEASE.parent)}:{number}"
-        for path in RELEASE.rglob("*.py") if path != home
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if spelled.search(line)
-    ]  # fmt: skip
-    assert hits == []
-    assert spelled.search(home.read_text(encoding="utf-8"))
-
-
 def test_no_module_over_500_lines() -> None:
     long = {n: len(p.read_text(encoding="utf-8").splitlines()) for n, p in _modules().items()}
     assert {n: c for n, c in long.items() if c > 500} == {}

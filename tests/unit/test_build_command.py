@@ -14,6 +14,7 @@ from release.commands import build
 from release.config.backends import Backend
 from release.config.matrix import load
 from release.errors import ToolchainError, UsageError
+from release.machine.containers import ContainerEngine
 from release.machine.interpreters import Interpreter
 from release.machine.toolchain import Toolchain
 from release.plan.steps import BuildStep
@@ -118,7 +119,8 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
         return Toolchain(backend=backend.name, prefix=None, version=None, found_by="none needed")
 
     monkeypatch.setattr(build, "find_toolchain", find_toolchain)
-    monkeypatch.setattr(build, "container_engine", lambda: None)  # no podman or docker answers
+    # no podman or docker answers
+    monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: None))
     assert build.run(args(wheelhouse=tmp_path), loaded) == 0
     out = capsys.readouterr().out
     assert "2 wheel(s) in" in out  # cpu and cuda for 3.11
@@ -170,11 +172,11 @@ def test_a_mismatched_toolkit_builds_in_the_local_image_where_an_engine_answers(
         return [dataclasses.replace(r, built_in=r.step.variant.build_image.local) for r in made]
 
     monkeypatch.setattr(build, "find_toolchain", find_toolchain)
-    monkeypatch.setattr(build, "container_engine", lambda: "podman")
+    monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: ContainerEngine("podman")))
     monkeypatch.setattr(build, "_in_container", fake_container)
     assert build.run(args(wheelhouse=tmp_path), loaded) == 0
     out = capsys.readouterr().out
-    assert [e[0] for e in in_image] == ["podman"], in_image
+    assert [e[0] for e in in_image] == [ContainerEngine("podman")], in_image
     assert all("-rocm-" in i for i in in_image[0][1:])
     assert len(in_image[0]) == 1 + len(loaded.matrix.python)
     assert "rocm: the matrix declares toolkit 7.2" in out

@@ -10,6 +10,7 @@ import pytest
 
 from release.builder import cibw, compiler_cache, container
 from release.config.matrix import LoadedMatrix, loads
+from release.machine.containers import ContainerEngine
 from release.plan.steps import BuildStep, make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,9 +63,10 @@ def test_the_additions_mount_the_cache_and_keep_the_variants_own_settings(tmp_pa
     options["CIBW_BEFORE_ALL"] = "make the toolkit environment"
     cache = compiler_cache.ContainerCache(tmp_path / "cache dir", tmp_path / "logs", shared=True)
     added = compiler_cache.cibuildwheel_additions(
-        cache, options, engine="podman", run=1, install="install ccache", bin_dir="/t/bin", scikit_build=True
+        cache, options, run=1, install="install ccache", bin_dir="/t/bin", scikit_build=True
     )
-    engine, create = added["CIBW_CONTAINER_ENGINE"].split("; create_args: ")
+    spelled = ContainerEngine("podman").cibuildwheel(compiler_cache.volumes(cache))
+    engine, create = spelled.split("; create_args: ")
     assert engine == "podman"
     assert shlex.split(create) == [
         "--network=host",
@@ -99,11 +101,11 @@ def test_a_variants_own_build_dir_and_other_backends_are_left_alone(tmp_path: Pa
     options = cibw.cibuildwheel_env(steps, image="localhost/x", before_build="x")
     cache = compiler_cache.ContainerCache(tmp_path, tmp_path, shared=True)
     kept = compiler_cache.cibuildwheel_additions(
-        cache, options, engine="docker", run=0, install="i", bin_dir="b", scikit_build=True
+        cache, options, run=0, install="i", bin_dir="b", scikit_build=True
     )
     assert "CIBW_CONFIG_SETTINGS" not in kept
     other = compiler_cache.cibuildwheel_additions(
-        cache, {}, engine="docker", run=0, install="i", bin_dir="b", scikit_build=False
+        cache, {}, run=0, install="i", bin_dir="b", scikit_build=False
     )
     assert "CIBW_CONFIG_SETTINGS" not in other
     assert "rm -rf" not in other["CIBW_BEFORE_BUILD"]
@@ -132,7 +134,8 @@ def test_hits_and_misses_are_read_per_python(tmp_path: Path) -> None:
 def test_a_rebuild_gets_a_cold_private_cache_and_says_so(tmp_path: Path) -> None:
     """No process runs for it: a rebuild never reads the image for a key."""
     (variant,) = {s.variant.name: s.variant for s in _steps(tmp_path)}.values()
-    cache = compiler_cache.open_cache(variant, engine="podman", image="localhost/x", options={}, shared=False)
+    podman = ContainerEngine("podman")
+    cache = compiler_cache.open_cache(variant, engine=podman, image="localhost/x", options={}, shared=False)
     assert cache is not None and not cache.shared
     assert cache.directory.parent == tmp_path / "build" / "cpu"
     assert cache.directory.name.startswith("ccache-cold-")
@@ -149,9 +152,9 @@ def test_the_shared_cache_is_under_the_work_root_and_old_keys_go(
     monkeypatch.setattr(compiler_cache, "compiler_identity", lambda engine, image: "cc gcc 14")
     directories = []
     for n in range(compiler_cache.KEEP + 2):
-        monkeypatch.setattr(compiler_cache, "image_id", lambda engine, image, n=n: f"sha256:{n}")
+        monkeypatch.setattr(ContainerEngine, "image_id", lambda _engine, _image, n=n: f"sha256:{n}")
         cache = compiler_cache.open_cache(
-            variant, engine="podman", image="localhost/x", options={}, shared=True
+            variant, engine=ContainerEngine("podman"), image="localhost/x", options={}, shared=True
         )
         assert cache is not None and cache.shared
         directories.append(cache.directory)
@@ -205,7 +208,8 @@ def test_a_remote_engine_builds_without_a_mounted_cache(
 
     monkeypatch.setattr(compiler_cache, "open_cache", never)
     steps = _steps(tmp_path)
-    assert container._open_cache(steps, engine=engine, image="localhost/x", toolkit="", shared=True) is None
+    client = ContainerEngine(engine)
+    assert container._open_cache(steps, engine=client, image="localhost/x", toolkit="", shared=True) is None
     said = capsys.readouterr()
     remote = f"{variable}=unix:///run/podman/podman.sock"
     assert f"no compiler cache: the container engine is remote ({remote})" in said.out + said.err

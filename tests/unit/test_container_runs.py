@@ -11,6 +11,7 @@ import pytest
 
 from release.builder import cibw, compiler_cache, container
 from release.config.matrix import loads
+from release.machine.containers import ContainerEngine
 from release.plan.machine import machine_of
 from release.plan.steps import BuildStep, make_plan
 
@@ -42,8 +43,8 @@ def _runs(
     project.mkdir(parents=True)
     cache = compiler_cache.ContainerCache(tmp_path / "ccache", tmp_path / "logs", shared=True)
     container._run_groups(
-        steps, project, tmp_path / "out", engine="podman", image="localhost/x", toolkit="true",
-        epoch="315532800", cache=cache, wheelhouse=tmp_path / "wheelhouse",
+        steps, project, tmp_path / "out", engine=ContainerEngine("podman"), image="localhost/x",
+        toolkit="true", epoch="315532800", cache=cache, wheelhouse=tmp_path / "wheelhouse",
     )  # fmt: skip
     return calls
 

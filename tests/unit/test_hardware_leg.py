@@ -18,7 +18,7 @@ from release.hardware import emulated
 from release.hardware.container import HostDevices, device_flags, ensure_image, pull_failure
 from release.hardware.fetch import wheel_pattern
 from release.machine import containers as smoke_container
-from release.machine.containers import standins
+from release.machine.containers import ContainerEngine, standins
 from release.plan.steps import make_plan
 from release.rehearse import gh_standin, workflow
 
@@ -64,7 +64,7 @@ def test_a_tag_pull_failure_says_to_pin_it() -> None:
 def test_the_serving_image_is_pulled_by_the_smoke_pull_with_the_hardware_message(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Hardware and smoke share one pull (`release.machine.containers.pull`); each words the failure."""
+    """Hardware and smoke share one pull (`ContainerEngine.pull`); each words the failure."""
     ran: list[list[str]] = []
 
     def engine(argv: list[str], **_options: object) -> process.Result:
@@ -73,12 +73,13 @@ def test_the_serving_image_is_pulled_by_the_smoke_pull_with_the_hardware_message
 
     monkeypatch.setattr(smoke_container.process, "run", engine)
     with pytest.raises(SmokeError) as raised:
-        ensure_image("podman", "docker.io/x/y:1", lambda _line: None, "matrix.yaml:9: images.y.container")
+        declared = "matrix.yaml:9: images.y.container"
+        ensure_image(ContainerEngine("podman"), "docker.io/x/y:1", lambda _line: None, declared)
     assert str(raised.value) == pull_failure(
         "docker.io/x/y:1", "podman", "Error: manifest unknown\n", "matrix.yaml:9: images.y.container"
     )
     with pytest.raises(SmokeError, match=r"^cannot pull docker.io/x/y:1: Error: manifest unknown$"):
-        smoke_container.pull("podman", "docker.io/x/y:1", log=lambda _line: None)
+        ContainerEngine("podman").pull("docker.io/x/y:1", log=lambda _line: None)
     assert [a[:3] for a in ran] == [["podman", "image", "inspect"], ["podman", "pull", "docker.io/x/y:1"]] * 2
 
 
@@ -199,7 +200,7 @@ def test_another_machines_leg_runs_here_only_under_emulation(monkeypatch: pytest
     monkeypatch.setattr(emulated, "emulation_missing", lambda machine: "")
     monkeypatch.setattr(emulated, "cross_image_present", lambda engine, variant, machine: True)
     assert refusal() == ""
-    monkeypatch.setattr(emulated, "container_engine", lambda: None)
+    monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: None))
     with (
         pytest.raises(SmokeError, match="no container engine"),
         emulated.emulated_leg(cuda, "aarch64", "3.13", wheel=Path("w.whl"), target=Path("t"), exchange=None),

@@ -11,6 +11,7 @@ import pytest
 
 from release.config import matrix
 from release.errors import SmokeError
+from release.machine.containers import ContainerEngine
 from release.plan.resolve import ResolvedBuildImage
 from release.plan.steps import make_plan
 from release.reproduce import inputs, rebuild
@@ -119,7 +120,7 @@ def test_an_engine_that_hangs_is_no_engine(monkeypatch: pytest.MonkeyPatch) -> N
     def hangs() -> str:
         raise subprocess.TimeoutExpired(["podman", "info"], 30)
 
-    monkeypatch.setattr(inputs, "container_engine", hangs)
+    monkeypatch.setattr(ContainerEngine, "answering", staticmethod(hangs))
     found = inputs.package_reader()("localhost/x")
     assert found == inputs.ImagePackages(None, "no container engine answers here (podman or docker)")
 

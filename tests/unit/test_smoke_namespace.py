@@ -10,6 +10,7 @@ import pytest
 
 from release.config.matrix import Simulation, load
 from release.errors import ToolchainError
+from release.machine.containers import ContainerEngine
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke import image, namespace
@@ -222,7 +223,7 @@ def test_as_a_user_an_absent_local_image_is_simulated_not_made(
     from release.machine import images
 
     monkeypatch.setattr(images.os, "geteuid", lambda: 1001)
-    monkeypatch.setattr(runner, "container_engine", lambda: "podman")
+    monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: ContainerEngine("podman")))
     monkeypatch.setattr(images, "exists", lambda _engine, tag: tag.endswith("-smoke-rocm-absent"))
     monkeypatch.setattr(runner, "ensure_image", lambda _e, recipe, log: made.append(recipe.tag))
     monkeypatch.setattr(runner, "require_interpreter", lambda _v: Path("/usr/bin/python3"))

@@ -10,6 +10,7 @@ import yaml
 
 from release.config.matrix import Image, LoadedMatrix, Simulation, loads
 from release.errors import SmokeError
+from release.machine.containers import ContainerEngine
 from release.plan.resolve import LocalImage, ResolvedImage, ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke import runner
@@ -282,7 +283,7 @@ def legs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
 
     monkeypatch.setattr(runner.Smoke, "run", run)
     monkeypatch.setattr(runner, "file_sha256", lambda _p: "0" * 64)
-    monkeypatch.setattr(runner, "container_engine", lambda: "podman")
+    monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: ContainerEngine("podman")))
     monkeypatch.setattr(runner, "local_image_usable", lambda _e, _r: True)
     monkeypatch.setattr(runner, "ensure_image", lambda _e, _r, log: None)
     monkeypatch.setattr(runner, "host_platforms", lambda: HOST_236)
@@ -315,12 +316,12 @@ def test_the_smoke_table_names_stand_ins_and_the_build_image(
 def test_with_pull_a_failed_pull_fails_that_leg_naming_the_reference(
     tmp_path: Path, legs: list[tuple[str, str, str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def pull(_engine: str, reference: str, *, log: object) -> None:
+    def pull(_engine: ContainerEngine, reference: str, *, log: object) -> None:
         if "vllm" in reference:
             msg = f"cannot pull {reference}: no registry"
             raise SmokeError(msg)
 
-    monkeypatch.setattr(runner, "pull_image", pull)
+    monkeypatch.setattr(ContainerEngine, "pull", pull)
     monkeypatch.setattr(runner, "image_interpreter", lambda _e, _r, _v: Path("/usr/bin/python3.12"))
     rocm = _rocm(tmp_path)
     wheelhouse = _wheelhouse(tmp_path, "manylinux_2_28_x86_64")

@@ -11,6 +11,7 @@ from release.config.backends import load_backends
 from release.config.resources import toolkit_backends
 from release.machine import install, interpreters
 from release.machine import toolchain as toolchain_mod
+from release.machine.containers import ContainerEngine
 from release.smoke import hostruntime
 
 
@@ -126,7 +127,8 @@ def installs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, boo
         return 0
 
     monkeypatch.setattr(hostruntime, "install_backend", record)
-    monkeypatch.setattr(hostruntime, "container_engine", lambda: None)  # no engine: every image simulated
+    # no engine: every image simulated
+    monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: None))
     return calls
 
 
@@ -175,7 +177,7 @@ def test_smoke_runtime_skips_images_that_run_in_containers(
 
     older = HostRuntime(tmp_path, ("libamdhip64.so.5",), matches=False)
     monkeypatch.setattr(hostruntime, "find_host_runtime", lambda _v: older)
-    monkeypatch.setattr(hostruntime, "container_engine", lambda: "podman")
+    monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: ContainerEngine("podman")))
     monkeypatch.setattr(hostruntime, "local_image_usable", lambda _engine, _local: True)
     argv = ["toolchain", "install", "--variant", "rocm", "--smoke-runtime"]
     assert cli.main(["--matrix", MATRIX_FILE, *argv]) == 0
