@@ -271,8 +271,9 @@ def _declared_at(loaded: LoadedMatrix, reference: str) -> str:
 
 @contextlib.contextmanager
 def _where(
-    args: argparse.Namespace, loaded: LoadedMatrix, wheel: Path, target: Path, log: Callable[[str], None]
-) -> Iterator[tuple[Where | None, str, list[Check]]]:
+    args: argparse.Namespace, loaded: LoadedMatrix, variant: ResolvedVariant, wheel: Path, *,
+    target: Path, log: Callable[[str], None],
+) -> Iterator[tuple[Where | None, str, list[Check]]]:  # fmt: skip
     """Here, or in a container of --image: (where, the python to run, what was decided)."""
     if not args.image:
         yield None, args.python, []
@@ -303,9 +304,8 @@ def _where(
         exchange.mkdir(parents=True, exist_ok=True)
         mounts.append((exchange, True))
     notes.append(Check("image python", "pass", f"{reference}: {python} (the image's own)"))
-    flags = containers.device_flags(containers.host_devices())
-    log(f"container: {engine} run {args.image}, devices: {' '.join(flags) or 'none (no GPU on this host)'}")
-    box = containers.Container(engine, reference, mounts=mounts, flags=flags)
+    box = containers.Container(engine, reference, mounts=mounts, devices=variant.backend.container)
+    log(f"container: {engine} run {args.image}, its backend's needs: {' '.join(box.devices) or 'none here'}")
     try:
         yield in_container(target, box.prefix), python, notes
     finally:
@@ -324,7 +324,7 @@ def _place(
     """Where the leg runs: here, in a container of --image, or, for another machine's wheel, under
     emulation (`release.hardware.emulated`)."""
     if not _emulated(args):
-        return _where(args, loaded, wheel, target, log)
+        return _where(args, loaded, variant, wheel, target=target, log=log)
     folder = Path(args.address_file).resolve().parent if args.address_file is not None else None
     machine, version = _machine(args), _named_version(args.python)
     return emulated_leg(variant, machine, version, wheel=wheel, target=target, exchange=folder)

@@ -18,6 +18,7 @@ from typing import Literal
 import yaml
 
 from release.config.dataschema import DocumentReader, compose, json_schema, spec
+from release.config.devices import ContainerDevices
 from release.config.machines import MACHINES
 from release.errors import MatrixError, Problem
 
@@ -190,6 +191,10 @@ class Backend:
         "The Debian recipe of a local build image with this backend's toolkit, which `release init` "
         "writes into each such variant's `build_image.debian` (suite: the toolkit's base suite).",
         default=None,
+    )
+    container: ContainerDevices = spec(
+        "What a container of this backend's GPU legs is given: device nodes, groups, IPC, environment.",
+        default_factory=ContainerDevices,
     )
     debian_archive: Mapping[str, str] = spec(
         "The Debian archive that carries each runtime soname's packages where the stable suites do not "

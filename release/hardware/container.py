@@ -1,56 +1,21 @@
-"""A hardware leg inside its serving image: the GPU devices the host has, passed to one long-lived
-container of the image, every command of the leg run in it with `exec` as the image's own user,
-paths shared by bind mounts at the same place (so the leg's files are the same paths inside and
-out), and what the container wrote handed back to the caller's user at the end."""
+"""A hardware leg inside its serving image: the GPU devices its backend declares (as far as the
+host has them: `release.machine.devices`), passed to one long-lived container of the image, every
+command of the leg run in it with `exec` as the image's own user, paths shared by bind mounts at
+the same place (so the leg's files are the same paths inside and out), and what the container
+wrote handed back to the caller's user at the end."""
 
 from __future__ import annotations
 
 import itertools
 import os
-import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+from release.config.devices import ContainerDevices
 from release.machine.containers import ContainerEngine
+from release.machine.devices import device_flags
 
 _COUNTER = itertools.count()
-
-
-@dataclass(frozen=True)
-class HostDevices:
-    """What the host shows of its GPUs (probed once by `host_devices`)."""
-
-    kfd: bool
-    """/dev/kfd: the AMD compute driver."""
-    dri: bool
-    """/dev/dri: the render nodes AMD GPUs are opened through."""
-    nvidia_smi: bool
-    """nvidia-smi on PATH: the NVIDIA driver (and, for containers, its container toolkit)."""
-
-
-def host_devices() -> HostDevices:
-    return HostDevices(
-        kfd=Path("/dev/kfd").exists(),
-        dri=Path("/dev/dri").is_dir(),
-        nvidia_smi=shutil.which("nvidia-smi") is not None,
-    )
-
-
-def device_flags(devices: HostDevices) -> list[str]:
-    """`docker run`/`podman run` flags that hand the host's GPUs to a container; none without GPUs.
-
-    AMD: the compute driver and the render nodes, and the `video` group that owns them. NVIDIA:
-    `--gpus all` (the NVIDIA container toolkit)."""
-    flags: list[str] = []
-    if devices.kfd:
-        flags += ["--device=/dev/kfd"]
-        if devices.dri:
-            flags += ["--device=/dev/dri"]
-        flags += ["--group-add", "video"]
-    if devices.nvidia_smi:
-        flags += ["--gpus", "all"]
-    return flags
 
 
 def pull_failure(reference: str, engine: ContainerEngine, stderr: str, declared: str = "matrix.yaml") -> str:
@@ -90,12 +55,14 @@ class Container:
         image: str,
         *,
         mounts: Sequence[tuple[Path, bool]],
-        flags: Sequence[str],
+        devices: ContainerDevices,
         timeout: float = 300,
     ) -> None:
+        """`devices`: the leg's backend's device needs (none under emulation)."""
         name = f"release-hardware-{os.getpid()}-{next(_COUNTER)}"
         self.writable = [path for path, writable in mounts if writable]
-        flags = ["--ipc=host", "-e", "HOME=/tmp", *flags]
+        self.devices = device_flags(devices)
+        flags = ["-e", "HOME=/tmp", *self.devices]
         self.container = engine.start(image, name, mounts=mounts, flags=flags, timeout=timeout)
 
     def prefix(self, env: dict[str, str]) -> list[str]:

@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+from release.config.devices import ContainerDevices
 from release.config.machines import MACHINES, host_machine
 from release.config.resources import toolkit_scripts
 from release.errors import SmokeError
@@ -60,7 +61,7 @@ def emulated_leg(
     scripts = toolkit_scripts().resolve()
     mounts = [(wheel.parent.resolve(), False), (target, True), (scripts, False)]
     mounts += [(exchange, True)] if exchange is not None else []
-    box = containers.Container(engine, image, mounts=mounts, flags=[])
+    box = containers.Container(engine, image, mounts=mounts, devices=ContainerDevices())  # no GPU here
     run = ("bash", str(scripts / "cross-build.sh"), "exec", MACHINES[machine].gnu_triplet, DIST_PYTHON)
     here = host_machine()
     detail = f"{machine} wheel on this {here} machine: qemu-user in {image}, Debian's Python {DIST_PYTHON}"

@@ -1,5 +1,6 @@
 """Smoke tests in real containers of local images (podman or docker), one container per wheel
-and image: started once, every check run in it with `exec`, removed at the end."""
+and image: started once with SMOKE_FLAGS and the device needs of the wheel's backend, every check
+run in it with `exec`, removed at the end."""
 
 from __future__ import annotations
 
@@ -9,11 +10,17 @@ import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from release.config.devices import ContainerDevices
 from release.config.matrix import Simulation
 from release.machine.containers import ContainerEngine
+from release.machine.devices import device_flags
 from release.smoke.image import Result, run_command
 
 _COUNTER = itertools.count()
+
+SMOKE_FLAGS: tuple[str, ...] = ()
+"""What every smoke container is given (`run` flags) before its backend's device needs: a flag for
+every smoke container is added here, and here only."""
 
 
 class ContainerSandbox:
@@ -28,16 +35,20 @@ class ContainerSandbox:
         *,
         workdir: Path,
         wheels: Path,
+        devices: ContainerDevices,
         sonames: Sequence[str] = (),
         extra: Sequence[Path] = (),
     ) -> None:
-        """`extra`: more directories mounted read-only (a declared directory of requirement wheels)."""
+        """`devices`: the wheel's backend's (`packaging/backends/<name>.json`: `container`), given as
+        far as this host has them; `extra`: more directories mounted read-only (a declared
+        directory of requirement wheels)."""
         self.layout = layout
         self.sonames = tuple(sonames)
         self.workdir = workdir
         name = f"release-smoke-{os.getpid()}-{next(_COUNTER)}"
         mounts = [(workdir, True), (wheels, False), *((p, False) for p in extra)]
-        self.container = engine.start(image, name, mounts=mounts)
+        self.flags = [*SMOKE_FLAGS, *device_flags(devices)]
+        self.container = engine.start(image, name, mounts=mounts, flags=self.flags)
 
     @property
     def runtime_dir(self) -> Path | None:

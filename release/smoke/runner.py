@@ -170,6 +170,7 @@ class Smoke:
             wheels, sonames = self.wheel.parent.resolve(), self.runtime_sonames
             box = ContainerSandbox(
                 engine, tag, sim, workdir=self.workdir, wheels=wheels, sonames=sonames,
+                devices=self.variant.backend.container,
                 extra=requirement_mounts(self.variant.smoke_requirements),
             )  # fmt: skip
             self.sandbox = box

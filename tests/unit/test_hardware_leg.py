@@ -12,13 +12,15 @@ import pytest
 
 from release import cli, process
 from release.commands import hardware
+from release.config.backends import load_backends
 from release.config.matrix import load
 from release.errors import SmokeError, UsageError
 from release.hardware import emulated
-from release.hardware.container import HostDevices, device_flags, ensure_image, pull_failure
+from release.hardware.container import ensure_image, pull_failure
 from release.hardware.fetch import wheel_pattern
 from release.machine import containers as smoke_container
 from release.machine.containers import ContainerEngine, standins
+from release.machine.devices import device_flags
 from release.plan.steps import make_plan
 from release.rehearse import gh_standin, workflow
 
@@ -27,20 +29,26 @@ DIGEST = "sha256:" + "ab" * 32
 
 
 @pytest.mark.parametrize(
-    ("devices", "flags"),
+    ("backend", "nodes", "nvidia_smi", "flags"),
     [
-        (HostDevices(kfd=True, dri=True, nvidia_smi=False),
-         ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video"]),
-        (HostDevices(kfd=False, dri=True, nvidia_smi=True), ["--gpus", "all"]),
-        (HostDevices(kfd=False, dri=False, nvidia_smi=False), []),
-        (HostDevices(kfd=True, dri=False, nvidia_smi=False), ["--device=/dev/kfd", "--group-add", "video"]),
-        (HostDevices(kfd=True, dri=True, nvidia_smi=True),
-         ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video", "--gpus", "all"]),
+        ("rocm", {"/dev/kfd", "/dev/dri"}, False,
+         ["--device=/dev/kfd", "--device=/dev/dri", "--group-add", "video", "--ipc=host"]),
+        ("rocm", {"/dev/dri"}, True, ["--ipc=host"]),
+        ("rocm", set(), False, ["--ipc=host"]),
+        ("rocm", {"/dev/kfd"}, False, ["--device=/dev/kfd", "--group-add", "video", "--ipc=host"]),
+        ("cuda", {"/dev/kfd", "/dev/dri"}, True, ["--gpus", "all", "--ipc=host"]),
+        ("cuda", set(), False, ["--ipc=host"]),
+        ("cpu", {"/dev/kfd", "/dev/dri"}, True, ["--ipc=host"]),
     ],
 )  # fmt: skip
-def test_device_flags_follow_the_host(devices: HostDevices, flags: list[str]) -> None:
-    """/dev/dri alone (an Intel or display GPU) is no compute device: only /dev/kfd means AMD."""
-    assert device_flags(devices) == flags
+def test_device_flags_are_the_backends_data_as_far_as_the_host_has_them(
+    backend: str, nodes: set[str], nvidia_smi: bool, flags: list[str]
+) -> None:
+    """/dev/dri alone (an Intel or display GPU) is no compute device: only /dev/kfd means AMD; a
+    backend's container gets its own backend's devices only."""
+    needs = load_backends(ROOT / "packaging" / "backends")[backend].container
+    which = (lambda name: f"/usr/bin/{name}" if nvidia_smi else None)  # noqa: E731
+    assert device_flags(needs, exists=nodes.__contains__, which=which) == flags
 
 
 def test_a_digest_pull_failure_names_the_reference_and_the_fix() -> None:
