@@ -8,7 +8,7 @@ installed toolkit (`scripts/`, for `before-all`). `before-all` installs the tool
 container into an environment of its own (`TOOLKIT_VENV`), which every Python's repair runs from:
 nothing of the toolkit is installed per Python. Wheels land in a scratch directory first and reach
 the wheelhouse only once they are all built and verified: a container that dies mid-build leaves
-nothing half-made behind.
+nothing half-made behind. `run_cibuildwheel` checks that the steps are one variant's; helpers take it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from release import atomic, process
+from release import atomic, process, settings
 from release.builder import compiler_cache, store
 from release.builder.cibw import EXCLUDES_FILE, FIND_LINKS_MOUNT, cibuildwheel_env, one_run, repair_command
 from release.builder.host import (
@@ -92,7 +92,7 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
     """The directory cibuildwheel copies into the container, and how `before-all` installs the
     toolkit there (`toolkit_environment`): from the source tree, the wheel it was installed from,
     or the index."""
-    variant = one_variant(steps)
+    variant = steps[0].variant
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     require_test_source(variant, stage_project(variant, version, work / "src"))
@@ -100,7 +100,7 @@ def container_project(steps: tuple[BuildStep, ...], version: str, work: Path) ->
         (work / EXCLUDES_FILE).write_text("\n".join(variant.smoke_requirements.skip) + "\n", encoding="utf-8")
     source = toolkit_source()
     args = ""
-    constraint = os.environ.get("PIP_CONSTRAINT", "")
+    constraint = settings.raw("PIP_CONSTRAINT")
     if constraint and Path(constraint).is_file():
         # The toolkit's dependencies in the container are the ones pinned outside it (a rehearsal
         # at the lowest allowed versions repairs with that auditwheel, as the host would).
@@ -181,7 +181,7 @@ def container_options(steps: tuple[BuildStep, ...], *, image: str, toolkit: str)
     repair run from it; `before-build` installs nothing of the toolkit."""
     env = cibuildwheel_env(steps, image=image, before_build="true")
     env["CIBW_BEFORE_ALL"] = " && ".join(p for p in (toolkit, env.get("CIBW_BEFORE_ALL", "")) if p)
-    env["CIBW_REPAIR_WHEEL_COMMAND"] = repair_command(one_variant(steps), python=TOOLKIT_PYTHON)
+    env["CIBW_REPAIR_WHEEL_COMMAND"] = repair_command(steps[0].variant, python=TOOLKIT_PYTHON)
     # An abi3 wheel is audited once, by verify's stable-abi rule (abi3audit on the host), not also
     # by cibuildwheel's own audit, which makes a venv and installs abi3audit from the index per run.
     env["CIBW_AUDIT_COMMAND"] = ""
@@ -194,7 +194,7 @@ def _verified(
 ) -> list[WheelResult]:  # fmt: skip
     """Verify the wheels cibuildwheel made, as a host build does, and describe each for the summary
     (`cache`: each Python's compiler-cache hits)."""
-    variant = one_variant(steps)
+    variant = steps[0].variant
     by_python = {step.python: step for step in steps}
     results = []
     for wheel in wheels:
@@ -293,7 +293,7 @@ def _run_locked(
 ) -> list[WheelResult]:
     """cibuildwheel into scratch, verify there, move each wheel (report first) to the wheelhouse; with
     `reuse`, a step whose last build (here, or in the run's store) had its inputs takes that wheel."""
-    variant = one_variant(steps)
+    variant = steps[0].variant
     root = variant.matrix_root
     work = root / "build" / variant.name / "container"
     scratch = root / "build" / variant.name / "container-out"
@@ -363,7 +363,7 @@ def _run_groups(
     """cibuildwheel into `scratch`: one run for the per-Python steps and the abi3 step together
     (the abi3 identifier's config settings through an override in a config file: one container,
     one `before-all`), or one run each where their options differ in more than that."""
-    variant = one_variant(steps)
+    variant = steps[0].variant
     groups = [tuple(g) for g in ([s for s in steps if not s.abi3], [s for s in steps if s.abi3]) if g]
 
     env_of = functools.partial(
@@ -396,7 +396,7 @@ def _group_env(
     cache: compiler_cache.ContainerCache | None, epoch: str,
 ) -> dict[str, str]:  # fmt: skip
     """The environment of one cibuildwheel run of `group` (the `run`-th: its cache statistics log)."""
-    variant = one_variant(group)
+    variant = group[0].variant
     env = {**os.environ, **container_options(group, image=image, toolkit=toolkit)}
     volumes: list[tuple[Path, str]] = []
     if cache is not None:  # mounted, and ccache installed once in before-all
@@ -418,7 +418,7 @@ def _open_cache(
     steps: tuple[BuildStep, ...], *, engine: ContainerEngine, image: str, toolkit: str, shared: bool
 ) -> compiler_cache.ContainerCache | None:
     """This build's compiler cache, said in one line: the variant's shared one, or a cold private one."""
-    variant = one_variant(steps)
+    variant = steps[0].variant
     if (why := compiler_cache.unmountable(engine)) is not None:
         say(f"[{variant.name}] {why}")
         return None
