@@ -19,9 +19,10 @@ A malformed value is a `UsageError` naming the variable, what it got and what it
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -80,6 +81,39 @@ SETTINGS: tuple[Setting, ...] = (
         "import-time message names the runtime and how to install it",
     ),
     Setting(
+        name="PATH", kind="text", default="", scope="platform",
+        help="where programs are found: interpreters (pyenv's shims passed over) and the toolkit's tools",
+    ),
+    Setting(
+        name="LIBRARY_PATH", kind="text", default="", scope="platform",
+        help="the linker's search path: a toolkit's link stubs go first, for the engine's build",
+    ),
+    Setting(
+        name="SOURCE_DATE_EPOCH", kind="text", default="", scope="platform",
+        help="the build's timestamp (reproducible builds); unset: the last commit's time. `release "
+        "reproduce` sets it to the recorded one while it rebuilds",
+    ),
+    Setting(
+        name="PIP_CONSTRAINT", kind="path", default="", scope="platform",
+        help="pip's constraints file: a container build installs the toolkit with the same pins",
+    ),
+    Setting(
+        name="XDG_CACHE_HOME", kind="path", default="", scope="platform",
+        help="the user's cache directory (default: ~/.cache), where the minimal Debian tree is kept",
+    ),
+    Setting(
+        name="GH_TOKEN", kind="text", default="", scope="platform",
+        help="the GitHub CLI's token: `github-release` keeps it out of every line it prints",
+    ),
+    Setting(
+        name="GITHUB_TOKEN", kind="text", default="", scope="platform",
+        help="the workflow's token: `github-release` keeps it out of every line it prints",
+    ),
+    Setting(
+        name="GITHUB_RUN_ID", kind="text", default="", scope="platform",
+        help="the workflow run whose artifacts a hardware pair's legs exchange",
+    ),
+    Setting(
         name="CI", kind="text", default="", scope="platform",
         help="true (or 1, yes): a CI service runs us, and nothing may be skipped",
     ),
@@ -107,6 +141,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         name="DOCKER_HOST", kind="text", default="", scope="platform",
         help="docker's client drives a daemon elsewhere: a remote engine, as CONTAINER_HOST",
+    ),
+    Setting(
+        name="RELEASE_IMAGE_CALLER", kind="text", default="", scope="tests",
+        help="who asked for a local image, in its calls.log line (the test suite sets it to the running "
+        "test; unset: the process's command line)",
     ),
     Setting(
         name="RELEASE_TEST_TIER", kind="text", default="all", scope="tests",
@@ -204,6 +243,28 @@ def in_ci(environ: Mapping[str, str] | None = None) -> bool:
 def in_github_actions(environ: Mapping[str, str] | None = None) -> bool:
     """`GITHUB_ACTIONS=true`: a GitHub Actions runner."""
     return _flag("GITHUB_ACTIONS", environ)
+
+
+def data_declared(name: str, environ: Mapping[str, str] | None = None) -> str:
+    """A variable that data declares, not this module (a backend's `toolkit.env`: ROCM_PATH,
+    CUDA_HOME): read here too, so that every read of the environment is in this module."""
+    return (os.environ if environ is None else environ).get(name, "")
+
+
+@contextlib.contextmanager
+def given(name: str, value: str) -> Iterator[None]:
+    """The declared variable `name` set to `value` in this process's environment (what the programs
+    it starts inherit) for the block, then as it was: the one place the toolkit writes one."""
+    setting(name)
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def pyenv_root(environ: Mapping[str, str] | None = None) -> Path:

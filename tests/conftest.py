@@ -106,8 +106,11 @@ class _FixtureClock:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    """The running test is also who asks for a local image (its calls.log line), its fixtures'
+    set-up included: the toolkit reads no test hook, it reads RELEASE_IMAGE_CALLER."""
     _run.update(doing=item.nodeid, shared_s=0.0, setup_s=0.0)
-    yield
+    with settings.given("RELEASE_IMAGE_CALLER", item.nodeid):
+        yield
     _run["doing"] = "between tests"
 
 

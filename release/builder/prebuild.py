@@ -49,8 +49,8 @@ def say(message: str) -> None:
 
 def source_date_epoch(root: Path) -> str:
     """`SOURCE_DATE_EPOCH` as set, else the last commit's time, so rebuilds are byte-identical."""
-    if os.environ.get("SOURCE_DATE_EPOCH"):
-        return os.environ["SOURCE_DATE_EPOCH"]
+    if settings.raw("SOURCE_DATE_EPOCH"):
+        return settings.raw("SOURCE_DATE_EPOCH")
     if shutil.which("git") is None:
         return "315532800"  # 1980-01-01: no git, no commit time to take
     proc = process.run(["git", "-C", str(root), "log", "-1", "--format=%ct"], timeout=process.QUERY_S)

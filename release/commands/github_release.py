@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from release import settings, table
@@ -66,7 +65,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     manifest_file = args.manifest or (found[0] if found else None)
     if manifest_file is not None:
         check_manifest(files, manifest_file)
-    secrets = tuple(v for k in ("GH_TOKEN", "GITHUB_TOKEN") if len(v := os.environ.get(k, "")) >= 3)
+    secrets = tuple(v for v in (settings.raw("GH_TOKEN"), settings.raw("GITHUB_TOKEN")) if len(v) >= 3)
     notes = held_back_notes(loaded)
     release = GitHubRelease(gh=args.gh, repo=args.repo, tag=tag, secrets=secrets, notes=notes)
     rows = attach(release, files, prerelease=is_prerelease(version))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from release import process
+from release import process, settings
 from release.config.names import ascii_int
 from release.errors import SmokeError, UsageError
 from release.hardware import fetch
@@ -164,7 +164,7 @@ def record_of(path: Path) -> dict[str, Any] | None:
 
 
 def run_id() -> str:
-    run_id = os.environ.get("GITHUB_RUN_ID", "")
+    run_id = settings.raw("GITHUB_RUN_ID")
     if not run_id:
         msg = "the artifact exchange needs $GITHUB_RUN_ID (it runs in a GitHub Actions job)"
         raise UsageError(msg)

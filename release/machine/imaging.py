@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import process
+from release import process, settings
 from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import ToolchainError
 from release.machine import therock
@@ -264,8 +264,9 @@ def _cp(version: str) -> str:
 
 
 def _remember(tag: str, inputs: str, did: str, started: float) -> None:
-    """One calls.log line (tests/ci_time.py reads it): who asked is the test, else this process."""
-    by = os.environ.get("PYTEST_CURRENT_TEST", "")
+    """One calls.log line (tests/ci_time.py reads it): who asked is RELEASE_IMAGE_CALLER (the test
+    suite's running test), else this process."""
+    by = settings.raw("RELEASE_IMAGE_CALLER")
     if not by:
         with contextlib.suppress(OSError):
             by = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")[:200]

@@ -31,7 +31,7 @@ def _patch_key(path: Path) -> tuple[int, ...]:
 def find_interpreter(version: str) -> Path | None:
     name = f"python{version}"
     shims = str(_pyenv_root() / "shims")
-    for entry in os.environ.get("PATH", "").split(os.pathsep):
+    for entry in settings.raw("PATH").split(os.pathsep):
         if not entry or entry.rstrip("/") == shims or (Path(entry).parent / "pyvenv.cfg").exists():
             continue
         found = shutil.which(name, path=entry)

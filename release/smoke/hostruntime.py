@@ -10,11 +10,11 @@ says so first, with the command that installs the declared one.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from release import settings
 from release.config.matrix import Image
 from release.errors import ToolchainError
 from release.machine.containers import ContainerEngine
@@ -46,7 +46,7 @@ def runtime_dirs(variant: ResolvedVariant) -> list[Path]:
     probe = variant.backend.toolkit
     if probe is not None:
         for var in probe.env:
-            value = os.environ.get(var)
+            value = settings.data_declared(var)
             if value:
                 dirs.append(Path(value) / "lib")
         for pattern in probe.prefixes:

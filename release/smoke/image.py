@@ -123,7 +123,7 @@ def minbase_dir() -> Path:
     override = settings.path(MINBASE_ENV)
     if override is not None:
         return override
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    cache = settings.path("XDG_CACHE_HOME") or Path.home() / ".cache"
     return cache / "gpu-wheel-release" / f"minbase-{MINBASE_SUITE}"
 
 
