@@ -102,6 +102,7 @@ def test_a_cross_built_wheels_key_covers_its_inputs(tmp_path: Path, monkeypatch:
     image, another key; an image with no ID (not made yet), no key and nothing taken."""
     from release.builder import cross
     from release.config.matrix import load
+    from release.machine.containers import ContainerEngine
     from release.plan.machine import machine_of
     from release.plan.steps import make_plan
 
@@ -112,7 +113,7 @@ def test_a_cross_built_wheels_key_covers_its_inputs(tmp_path: Path, monkeypatch:
     )[:2]  # fmt: skip
     assert len(steps) == 2
     ids = {"img": "sha256:1", "other": "sha256:2"}
-    monkeypatch.setattr(cross, "image_id", lambda _engine, tag: ids.get(tag))
+    monkeypatch.setattr(ContainerEngine, "image_id", lambda _engine, tag: ids.get(tag))
     project = tmp_path / "one"
     project.mkdir()
     (project / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
@@ -121,7 +122,8 @@ def test_a_cross_built_wheels_key_covers_its_inputs(tmp_path: Path, monkeypatch:
     (copy / "pyproject.toml").write_text("[project]\nname = 'x'\n", encoding="utf-8")
 
     def keys(where: Path, image: str = "img") -> dict[str, str]:
-        return cross.cross_keys(steps, "aarch64", where, engine="podman", image=image, epoch="1")
+        podman = ContainerEngine("podman")
+        return cross.cross_keys(steps, "aarch64", where, engine=podman, image=image, epoch="1")
 
     first = keys(project)
     assert len(set(first.values())) == 2  # a key a step
