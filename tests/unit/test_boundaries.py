@@ -42,11 +42,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "read": READ_PENDING,
         "write": WRITE_PENDING,
     },
-    "release/builder/store.py": {
-        "read": "os.open of the store's lock file (O_CREAT, O_NOFOLLOW): made shared, never read",
-        "write": "the run's shared wheel store (issue 60, the ci helper's): world-writable levels, its own "
-        "mkdtemp renamed whole; to move behind release.atomic",
-    },
     "release/builder/repair.py": {"read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/reuse.py": {"read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/store.py": {
