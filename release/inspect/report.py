@@ -18,7 +18,7 @@ from release.inspect.rules.registry import STATUSES, RuleResult
 from release.inspect.stampkey import stamp_mac
 from release.inspect.versions import max_required
 from release.table import printable
-from release.wheel.files import read_bounded
+from release.wheel.files import read_bounded, walk_files
 
 SCHEMA_VERSION = 3
 SCHEMA_FILE = Path(__file__).with_name("verify.schema.json")
@@ -150,7 +150,7 @@ def ruleset() -> str:
     digest = hashlib.sha256(",".join(RULE_IDS).encode())
     root = Path(__file__).resolve().parent.parent
     for package in ("inspect", "wheel"):
-        for path in sorted((root / package).rglob("*.py")):
+        for path in walk_files(root / package, ".py"):
             source = read_bounded(path, SOURCE_LIMIT)
             digest.update(path.relative_to(root).as_posix().encode() + b"\0" + source)
     return digest.hexdigest()
