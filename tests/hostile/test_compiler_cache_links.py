@@ -11,7 +11,10 @@ import pytest
 
 from release.atomic import OutsideProject
 from release.builder import compiler_cache
+from release.machine.containers import ContainerEngine
 from tests.unit.test_compiler_cache import _steps
+
+PODMAN = ContainerEngine("podman")
 
 
 def _home(tmp_path: Path) -> Path:
@@ -35,9 +38,9 @@ def test_a_ccache_link_to_a_home_directory_is_neither_pruned_nor_written(
     (project / "build" / "ccache").mkdir(parents=True)
     (project / "build" / "ccache" / "cpu").symlink_to(home)
     monkeypatch.setattr(compiler_cache, "compiler_identity", lambda engine, image: "cc gcc 14")
-    monkeypatch.setattr(compiler_cache, "image_id", lambda engine, image: "sha256:1")
+    monkeypatch.setattr(ContainerEngine, "image_id", lambda self, image: "sha256:1")
     with pytest.raises(OutsideProject, match="through a link"):
-        compiler_cache.open_cache(variant, engine="podman", image="localhost/x", options={}, shared=True)
+        compiler_cache.open_cache(variant, engine=PODMAN, image="localhost/x", options={}, shared=True)
     assert sorted(p.name for p in home.iterdir()) == [f"dir{n}" for n in range(5)]
     assert not list(home.rglob("release-key.json"))
 
@@ -52,7 +55,7 @@ def test_a_logs_link_is_neither_emptied_nor_made_outside(tmp_path: Path) -> None
     (project / "build" / "cpu").mkdir(parents=True)
     (project / "build" / "cpu" / "logs").symlink_to(outside)
     with pytest.raises(OutsideProject):
-        compiler_cache.open_cache(variant, engine="podman", image="localhost/x", options={}, shared=False)
+        compiler_cache.open_cache(variant, engine=PODMAN, image="localhost/x", options={}, shared=False)
     assert (outside / "container-ccache" / "precious").read_text(encoding="utf-8") == "x"
 
 
