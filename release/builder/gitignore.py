@@ -1,85 +1,89 @@
 """What a project's `.gitignore` files leave out, read without git (staging copies a project that
 may not be a checkout, and the unit tier starts no process).
 
-The common part of gitignore(5): one `.gitignore` per directory, applying below it; blank lines and
-`#` comments; `!` re-includes; a trailing `/` matches directories only; a pattern with a `/`
-elsewhere is anchored at its file's directory, one without matches a name at any depth; `*`, `?`,
-`[...]` and `**`. Later rules win, deeper files after shallower ones. Not read: `.git/info/exclude`
-and the user's global excludes (this machine's, not the project's), nor files force-added to git
-below an ignored pattern.
+The patterns are git's (gitignore(5)), matched by `pathspec`'s `GitIgnoreSpec`, which follows git's
+wildmatch (tested against `git check-ignore` in tests/integration/test_gitignore_git.py), on its
+RE2 backend (`google-re2`): linear in the path whatever the pattern, where a backtracking regex
+takes forever on `*a*a*a*a*a*a*a*a*a*a*a*a*b` and a long name. One `.gitignore` per directory,
+applying below it; later rules win, deeper files after shallower ones. A pattern git can never
+match (`[z-a]`) matches nothing here either. Not read: `.git/info/exclude` and the user's global
+excludes (this machine's, not the project's), nor files force-added to git below an ignored
+pattern.
+
+Each `.gitignore` is read as a regular file of at most `MAX_BYTES` (a FIFO, a device or a huge file
+is passed over: it ignores nothing), through `release.wheel.files.read_bounded`.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pathspec import GitIgnoreSpec
+
+from release.wheel.files import read_bounded
+
 MAX_RULES = 10_000
 """Rules read per `.gitignore` (a file is the project's own, but a huge one stays bounded)."""
+MAX_BYTES = 1 << 20
+BACKEND = "re2"
+"""pathspec's RE2 backend: linear-time matching (never the backtracking `simple` one)."""
+
+
+CHUNK = 500
+"""Patterns per compiled set (RE2 refuses one set of thousands: its memory budget)."""
 
 
 @dataclass(frozen=True)
-class Rule:
+class Rules:
+    """The patterns of one `.gitignore`, for paths below its directory, in compiled chunks."""
+
     base: str
     """The directory of the `.gitignore`, relative to the project root (posix, '' for the root)."""
-    pattern: re.Pattern[str]
-    negated: bool
-    directories_only: bool
+    specs: tuple[GitIgnoreSpec, ...]
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+    def check(self, path: str) -> bool | None:
+        """True (ignored) or False (re-included) by the last rule matching `path`; None if none."""
+        verdict = None
+        for spec in self.specs:
+            result = spec.check_file(path)
+            if result.include is not None:
+                verdict = result.include
+        return verdict
 
 
-def _translate(glob: str) -> str:
-    """A gitignore glob (no leading or trailing `/`) as a regular expression over a relative path."""
-    out, i = [], 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("/**", i) and i + 3 == len(glob):
-            out.append("/.*")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif glob[i] == "[" and (end := glob.find("]", i + 2)) != -1:
-            body = glob[i + 1 : end]
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body).replace("\\", "\\\\") + "]")
-            i = end + 1
-        elif glob[i] == "\\" and i + 1 < len(glob):
-            out.append(re.escape(glob[i + 1]))
-            i += 2
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    return "".join(out)
+def _compile(lines: list[str]) -> GitIgnoreSpec | None:
+    try:
+        return GitIgnoreSpec.from_lines(lines, backend=BACKEND)
+    except Exception:
+        return None
 
 
-def parse(text: str, base: str = "") -> list[Rule]:
-    """The rules of one `.gitignore` whose directory is `base` (relative to the project root)."""
-    rules: list[Rule] = []
-    for raw in text.splitlines()[:MAX_RULES]:
-        line = raw.rstrip()
-        if line.endswith("\\"):  # an escaped trailing space
-            line += " "
-        if not line or line.startswith("#"):
-            continue
-        negated = line.startswith("!")
-        line = line[1:] if negated else line.removeprefix("\\")
-        directories_only = line.endswith("/")
-        line = line.rstrip("/")
-        if not line:
-            continue
-        anchored = "/" in line
-        line = line.lstrip("/")
-        regex = _translate(line) if anchored else "(?:.*/)?" + _translate(line)
-        rules.append(Rule(base, re.compile(regex + r"\Z", re.DOTALL), negated, directories_only))
-    return rules
+def parse(text: str, base: str = "") -> Rules:
+    """The rules of one `.gitignore` whose directory is `base` (relative to the project root);
+    a pattern git never matches (`[z-a]`) is left out."""
+    lines = [line for line in text.splitlines()[:MAX_RULES] if line.strip() and not line.startswith("#")]
+    specs: list[GitIgnoreSpec] = []
+    for start in range(0, len(lines), CHUNK):
+        chunk = lines[start : start + CHUNK]
+        spec = _compile(chunk)
+        if spec is None:
+            chunk = [line for line in chunk if _compile([line]) is not None]
+            spec = _compile(chunk) if chunk else None
+        if spec is not None:
+            specs.append(spec)
+    return Rules(base, tuple(specs), len(lines))
+
+
+def _read(path: Path) -> str:
+    try:
+        return read_bounded(path, MAX_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 class GitIgnore:
@@ -87,16 +91,12 @@ class GitIgnore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._rules: dict[str, list[Rule]] = {}
+        self._rules: dict[str, Rules] = {}
 
-    def _of(self, base: str) -> list[Rule]:
+    def _of(self, base: str) -> Rules:
         if base not in self._rules:
             path = self.root / base / ".gitignore" if base else self.root / ".gitignore"
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-            except OSError:
-                text = ""
-            self._rules[base] = parse(text, base)
+            self._rules[base] = parse(_read(path), base)
         return self._rules[base]
 
     def ignored(self, relative: str, *, is_dir: bool) -> bool:
@@ -107,9 +107,7 @@ class GitIgnore:
         verdict = False
         for base in bases:
             below = relative[len(base) + 1 :] if base else relative
-            for rule in self._of(base):
-                if rule.directories_only and not is_dir:
-                    continue
-                if rule.pattern.match(below):
-                    verdict = not rule.negated
+            result = self._of(base).check(below + "/" if is_dir else below)
+            if result is not None:
+                verdict = result
         return verdict

@@ -7,8 +7,10 @@ every built wheel's own METADATA against the variant before it can leave the bui
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import tomlkit
@@ -22,6 +24,7 @@ from release.config.dataschema import suggest
 from release.config.matrix import Metadata
 from release.errors import BuildError
 from release.plan.resolve import ResolvedVariant
+from release.table import printable
 from release.wheel.archive import WheelReadError, read_metadata
 from release.wheel.names import InvalidWheelName, parse_wheel_name
 
@@ -31,10 +34,78 @@ IGNORED_AT_TOP = frozenset({".git", "build", "_skbuild", "dist", "wheelhouse", "
 IGNORED_ANYWHERE = ("__pycache__", "*.egg-info")
 
 
-def _ignore(source: Path, never: tuple[Path, ...] = ()) -> Callable[[str, list[str]], set[str]]:
+BUILD_INPUTS = ("subprojects",)
+"""Directories a meson build reads (its wraps and pre-placed subprojects): kept even where the
+project's `.gitignore` ignores them (wraps download there, so projects often ignore it)."""
+MAX_SIZED = 20_000
+"""Entries of a left-out directory whose sizes the summary adds up (a bigger one says `>`)."""
+
+
+@dataclass
+class LeftOut:
+    """What the project's `.gitignore` files made staging leave out: one line for the build log."""
+
+    paths: list[tuple[str, int, bool]] = field(default_factory=list)
+    """(relative path, bytes, whether the size is a lower bound)."""
+
+    def summary(self) -> str | None:
+        if not self.paths:
+            return None
+        biggest = sorted(self.paths, key=lambda p: -p[1])[:3]
+        shown = ", ".join(f"{printable(p)} ({'>' if more else ''}{_size(n)})" for p, n, more in biggest)
+        return (
+            f"staging left out {len(self.paths)} path(s) the project's .gitignore ignores, biggest: "
+            f"{shown}; engine.stage_include copies a path anyway"
+        )
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000  # type: ignore[assignment]
+    return f"{count} B"
+
+
+def _bytes(path: Path) -> tuple[int, bool]:
+    """The bytes below `path` (not following links), counting at most `MAX_SIZED` entries."""
+    total, seen, stack = 0, 0, [path]
+    try:
+        if not path.is_dir() or path.is_symlink():
+            return path.lstat().st_size, False
+    except OSError:
+        return 0, False
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                for entry in listing:
+                    seen += 1
+                    if seen > MAX_SIZED:
+                        return total, True
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(Path(entry.path))
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return total, False
+
+
+def _kept(relative: str, keep: tuple[str, ...]) -> bool:
+    """Whether a path is, holds or lies below one that staging keeps whatever `.gitignore` says."""
+    return any(relative == k or relative.startswith(k + "/") or k.startswith(relative + "/") for k in keep)
+
+
+def _ignore(
+    source: Path,
+    never: tuple[Path, ...] = (),
+    keep: tuple[str, ...] = (),
+    left_out: LeftOut | None = None,
+) -> Callable[[str, list[str]], set[str]]:
     """What staging leaves out: build output at the top, caches anywhere, what the project's
-    `.gitignore` files ignore, and the directories in `never` (a requirement source beside the
-    matrix: gigabytes of wheels that no build needs)."""
+    `.gitignore` files ignore (but not the build's inputs `keep` names, relative posix paths),
+    and the directories in `never` (a requirement source beside the matrix: gigabytes of wheels
+    that no build needs). What `.gitignore` left out is added to `left_out`."""
     anywhere = shutil.ignore_patterns(*IGNORED_ANYWHERE)
     gitignore = GitIgnore(source)
     resolved = {p.resolve() for p in never}
@@ -51,11 +122,25 @@ def _ignore(source: Path, never: tuple[Path, ...] = ()) -> Callable[[str, list[s
                 continue
             is_dir = path.is_dir() and not path.is_symlink()
             below = name if relative == "." else f"{relative}/{name}"
-            if gitignore.ignored(below, is_dir=is_dir) or (is_dir and path.resolve() in resolved):
+            if is_dir and path.resolve() in resolved:
                 skipped.add(name)
+            elif not _kept(below, keep) and gitignore.ignored(below, is_dir=is_dir):
+                skipped.add(name)
+                if left_out is not None:
+                    size, more = _bytes(path)
+                    left_out.paths.append((below + ("/" if is_dir else ""), size, more))
         return skipped
 
     return ignore
+
+
+def kept_inputs(source: Path, include: tuple[str, ...]) -> tuple[str, ...]:
+    """The paths staging copies whatever `.gitignore` says: the matrix's `engine.stage_include`,
+    and a meson project's `subprojects/`."""
+    found = [p.strip("/") for p in include]
+    if (source / "meson.build").is_file():
+        found += [d for d in BUILD_INPUTS if (source / d).is_dir()]
+    return tuple(dict.fromkeys(p for p in found if p))
 
 
 def replace_build_requires(
@@ -134,7 +219,14 @@ def stage_project(variant: ResolvedVariant, version: str, dest: Path) -> Path:
     if dest.exists():
         shutil.rmtree(dest)
     links = variant.smoke_requirements.find_links
-    shutil.copytree(source, dest, ignore=_ignore(source, (links,) if links else ()), symlinks=True)
+    left_out = LeftOut()
+    keep = kept_inputs(source, variant.stage_include)
+    shutil.copytree(
+        source, dest, ignore=_ignore(source, (links,) if links else (), keep, left_out), symlinks=True
+    )
+    summary = left_out.summary()
+    if summary is not None:
+        print(f"[{variant.name}] {summary}", flush=True)
     staged = dest / "pyproject.toml"
     text = rewrite_pyproject(
         pyproject.read_text(encoding="utf-8"),

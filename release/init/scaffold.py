@@ -218,7 +218,9 @@ def _engine(plan: Plan) -> list[str]:
     add("  # Console commands every wheel must install ([project.scripts] and the wheel's scripts).")
     add(f"  scripts: {_flow(plan.scripts)}")
     add("  # Globs of the engine's own shared libraries: no runtime exclude may ever match them.")
-    add(f"  own_libraries: {_flow([f'lib{p.import_name}*'])}")
+    if p.own_libraries:
+        add("  # (read from the CMake files' add_library(... SHARED) and OUTPUT_NAME)")
+    add(f"  own_libraries: {_flow(p.own_libraries or [f'lib{p.import_name}*'])}")
     if plan.system_packages is not None:
         out.extend(render_system_packages(plan.system_packages))
     if p.cmake:
@@ -305,7 +307,14 @@ def _variants(plan: Plan) -> list[str]:
             setup = f"setup-args=-D{per_variant.option}={value}"
             add(f"    cmake_defines: {_flow_map({per_variant.option: value})}  # meson-python: {setup}")
         elif p.cmake:
-            add(f"    cmake_defines: {_flow_map(cmake_defines(p, backend.name, plan.spellings))}")
+            defines = _flow_map(cmake_defines(p, backend.name, plan.spellings))
+            if backend_switches(p, plan.spellings) or p.cmake_backend_variable:
+                add(f"    cmake_defines: {defines}")
+            else:
+                add(
+                    f"    cmake_defines: {defines}  # yours: placeholder: init found no CMake switch that "
+                    "selects the runtime; name yours, then delete this comment"
+                )
         if backend.exclude:
             add(f"    exclude: {_flow(backend.exclude)}")
         out.extend(_build_image(backend))
@@ -321,8 +330,11 @@ def _build_image(backend: Backend) -> list[str]:
     """The variant's toolkit and local build image recipe, from the backend data
     (`local_build_image`): the release image is the floor's manylinux one plus the install script."""
     recipe = backend.local_build_image
-    if recipe is None:
-        return []
+    if recipe is None:  # no toolkit (cpu): the base suite, the system packages' apt lines added
+        return [
+            "    # local builds (--container): Debian, made when absent",
+            f"    build_image: {{debian: {{suite: {LOCAL_SUITE}}}}}",
+        ]
     parts = [f"suite: {LOCAL_SUITE}"]
     if recipe.packages:
         parts.append(f"packages: {_flow(recipe.packages)}")

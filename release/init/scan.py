@@ -16,6 +16,8 @@ from tomlkit.exceptions import TOMLKitError
 
 from release.errors import UsageError
 from release.init.meson import MesonOption, VariantPackage, is_meson, read_options, variant_package
+from release.init.sources import read_source
+from release.init.sysdeps import cmake_files
 from release.inspect.elf import ElfReadError, inspect_elf, is_elf
 from release.wheel.archive import MAX_TEXT_MEMBER, is_dist_info
 from release.wheel.inflate import Budget, budget_for, pieces, read_member
@@ -62,6 +64,9 @@ class Project:
     meson_options: tuple[MesonOption, ...] = ()
     variant_package: VariantPackage | None = None
     """The meson option that names each variant's own import package (`mylib_<value>`)."""
+    own_libraries: tuple[str, ...] = ()
+    """Globs of the shared libraries the CMake files build (`add_library(x SHARED)`, its
+    `OUTPUT_NAME`): `libasio*` for Mooncake's `asio_shared`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,12 +233,82 @@ def read_project(project_dir: Path) -> Project:
         meson=meson,
         meson_options=options,
         variant_package=per_variant,
+        own_libraries=own_library_globs(cmake_dir) if cmake else (),
     )
 
 
+MAX_INCLUDES = 200
+_INCLUDE = re.compile(r"\binclude\s*\(\s*\"?([A-Za-z0-9_./${}+-]+)\"?[^()]*\)", re.IGNORECASE)
+_SOURCE_DIRS = ("${CMAKE_CURRENT_SOURCE_DIR}/", "${CMAKE_CURRENT_LIST_DIR}/", "${PROJECT_SOURCE_DIR}/",
+                "${CMAKE_SOURCE_DIR}/")  # fmt: skip
+_CMAKE_COMMENT = re.compile(r"#[^\n]*")
+
+
+def _included(name: str, here: Path, root: Path) -> Path | None:
+    """The file an `include(name)` reads, where init can tell: a path relative to the including
+    file's directory (or one of the source-directory variables), or a module in `cmake/`."""
+    for prefix in _SOURCE_DIRS:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            break
+    if "$" in name:
+        return None
+    if name.endswith(".cmake"):
+        candidates = [here / name, root / name]
+    else:
+        candidates = [here / "cmake" / f"{name}.cmake", root / "cmake" / f"{name}.cmake"]
+    for candidate in candidates:
+        resolved = candidate.resolve()
+        if resolved.is_relative_to(root) and resolved.is_file():
+            return resolved
+    return None
+
+
 def _cmake_text(directory: Path) -> str:
-    files = [directory / "CMakeLists.txt", *sorted((directory / "cmake").glob("*.cmake"))]
-    return "\n".join(f.read_text(encoding="utf-8", errors="replace") for f in files if f.is_file())
+    """The top-level CMakeLists.txt, the files it `include()`s (followed, each once, bounded), and
+    `cmake/*.cmake`: where a project's options and its backend switch are."""
+    root = directory.resolve()
+    queue = [root / "CMakeLists.txt", *sorted((root / "cmake").glob("*.cmake"))[:MAX_INCLUDES]]
+    seen: set[Path] = set()
+    texts: list[str] = []
+    while queue and len(seen) < MAX_INCLUDES:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        text = read_source(path)
+        if text is None:
+            continue
+        text = _CMAKE_COMMENT.sub("", text)
+        texts.append(text)
+        for match in _INCLUDE.finditer(text):
+            found = _included(match.group(1), path.parent, root)
+            if found is not None and found not in seen:
+                queue.append(found)
+    return "\n".join(texts)
+
+
+_SHARED = re.compile(r"\badd_library\s*\(\s*([A-Za-z0-9_.+-]+)\s+(?:SHARED|MODULE)\b", re.IGNORECASE)
+_OUTPUT_NAME = re.compile(
+    r"\bset_target_properties\s*\(\s*([A-Za-z0-9_.+-]+)\b[^()]*?\bOUTPUT_NAME\s+\"?([A-Za-z0-9_.+-]+)",
+    re.IGNORECASE,
+)
+
+
+def own_library_globs(directory: Path) -> tuple[str, ...]:
+    """`lib<name>*` for each shared library the project's CMake files add (`add_library(x SHARED)`),
+    by its `OUTPUT_NAME` where one is set."""
+    shared: list[str] = []
+    renamed: dict[str, str] = {}
+    for path in cmake_files(directory):
+        text = read_source(path)
+        if text is None:
+            continue
+        text = _CMAKE_COMMENT.sub("", text)
+        shared += [m.group(1) for m in _SHARED.finditer(text)]
+        renamed.update((m.group(1), m.group(2)) for m in _OUTPUT_NAME.finditer(text))
+    names = [renamed.get(target, target) for target in shared if "$" not in renamed.get(target, target)]
+    return tuple(dict.fromkeys(f"lib{name.removeprefix('lib')}*" for name in names))
 
 
 def read_wheels(wheels: Sequence[Path]) -> WheelFacts:

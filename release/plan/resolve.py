@@ -200,6 +200,8 @@ class ResolvedVariant:
     build_requires: Mapping[str, str]
     """Entries of `[build-system].requires` the staged pyproject replaces, by project name ('' drops)."""
     engine_dir: Path
+    stage_include: tuple[str, ...] = ()
+    """Paths staging copies whatever the project's `.gitignore` says (`engine.stage_include`)."""
     prebuild: Prebuild | None
     system_packages: Mapping[str, SystemPackage]
     """The engine's system build dependencies with the variant's own (by name)."""
@@ -306,6 +308,7 @@ def resolve_variant(
         ),
         build_requires=dict(variant.build_requires),
         engine_dir=engine_dir,
+        stage_include=matrix.engine.stage_include,
         prebuild=matrix.engine.prebuild,
         system_packages=merged(matrix.engine.system_packages, variant.system_packages),
         before_all=matrix.engine.before_all,

@@ -53,7 +53,7 @@ def test_init_reads_a_meson_python_project(meson_project: Path, capsys: pytest.C
     for name in ("cuda", "rocm"):
         assert variants[name]["toolkit"] == ours[name]["toolkit"]
         assert variants[name]["build_image"] == ours[name]["build_image"], variants[name]
-    assert "build_image" not in variants["cpu"]
+    assert variants["cpu"]["build_image"] == {"debian": {"suite": "trixie"}}  # every variant (issue 58)
     assert "#   variant (string, default cpu): the variant: names the import package" in text
     assert "setup-args=-Dvariant=rocm" in text
     assert "no variant guard: each variant ships its own import package" in said, said
