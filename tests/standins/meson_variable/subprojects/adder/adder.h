@@ -1,0 +1,1 @@
+long adder_add(long a, long b);
