@@ -5,8 +5,8 @@ The patterns are git's (gitignore(5)), matched by `pathspec`'s `GitIgnoreSpec`, 
 wildmatch (tested against `git check-ignore` in tests/integration/test_gitignore_git.py), on its
 RE2 backend (`google-re2`): linear in the path whatever the pattern, where a backtracking regex
 takes forever on `*a*a*a*a*a*a*a*a*a*a*a*a*b` and a long name. One `.gitignore` per directory,
-applying below it; later rules win, deeper files after shallower ones. A pattern git can never
-match (`[z-a]`) matches nothing here either. Not read: `.git/info/exclude` and the user's global
+applying below it; later rules win, deeper files after shallower ones. A reversed range reads as
+git's wildmatch reads it (`[z-a]` matches `z` only), where pathspec would raise `re.error`. Not read: `.git/info/exclude` and the user's global
 excludes (this machine's, not the project's), nor files force-added to git below an ignored
 pattern.
 
@@ -16,6 +16,7 @@ is passed over: it ignores nothing), through `release.wheel.files.read_bounded`.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,20 @@ class Rules:
         return verdict
 
 
+_CLASS = re.compile(r"\[(!?\]?[^\]]*)\]")
+_RANGE = re.compile(r"(.)-(.)", re.DOTALL)
+
+
+def _git_ranges(line: str) -> str:
+    """A reversed range as git's wildmatch reads it: `[z-a]` matches its first character only."""
+
+    def fix(match: re.Match[str]) -> str:
+        body = _RANGE.sub(lambda r: r.group(0) if r.group(1) <= r.group(2) else r.group(1), match.group(1))
+        return f"[{body}]"
+
+    return _CLASS.sub(fix, line)
+
+
 def _compile(lines: list[str]) -> GitIgnoreSpec | None:
     try:
         return GitIgnoreSpec.from_lines(lines, backend=BACKEND)
@@ -72,6 +87,7 @@ def parse(text: str, base: str = "") -> Rules:
         chunk = lines[start : start + CHUNK]
         spec = _compile(chunk)
         if spec is None:
+            chunk = [_git_ranges(line) for line in chunk]
             chunk = [line for line in chunk if _compile([line]) is not None]
             spec = _compile(chunk) if chunk else None
         if spec is not None:

@@ -127,10 +127,11 @@ def test_a_gitignore_that_is_no_regular_file_ignores_nothing(tmp_path: Path, kin
 # -- cause 7: the .gitignore matcher ---------------------------------------------------------------
 
 
-def test_a_reversed_range_matches_nothing_and_spoils_no_other_rule(tmp_path: Path) -> None:
+def test_a_reversed_range_reads_as_git_reads_it_and_spoils_no_other_rule(tmp_path: Path) -> None:
     (tmp_path / ".gitignore").write_text("[z-a]\n*.o\n", encoding="utf-8")
     gitignore = GitIgnore(tmp_path)
     assert not gitignore.ignored("m", is_dir=False)
+    assert gitignore.ignored("z", is_dir=False)  # git's wildmatch: the first character, literally
     assert gitignore.ignored("x.o", is_dir=False)
 
 
