@@ -5,8 +5,9 @@ The patterns are git's (gitignore(5)), matched by `pathspec`'s `GitIgnoreSpec`, 
 wildmatch (tested against `git check-ignore` in tests/integration/test_gitignore_git.py), on its
 RE2 backend (`google-re2`): linear in the path whatever the pattern, where a backtracking regex
 takes forever on `*a*a*a*a*a*a*a*a*a*a*a*a*b` and a long name. One `.gitignore` per directory,
-applying below it; later rules win, deeper files after shallower ones. A reversed range reads as
-git's wildmatch reads it (`[z-a]` matches `z` only), where pathspec would raise `re.error`. Not read: `.git/info/exclude` and the user's global
+applying below it; later rules win, deeper files after shallower ones. A reversed range reads
+as git's wildmatch reads it (`[z-a]` matches `z` only), where pathspec would raise `re.error`.
+Not read: `.git/info/exclude` and the user's global
 excludes (this machine's, not the project's), nor files force-added to git below an ignored
 pattern.
 

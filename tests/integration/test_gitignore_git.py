@@ -32,8 +32,7 @@ v?.md
 [z-a]
 *a*a*a*a*a*a*a*a*a*a*a*a*b
 sub/**/deep.txt
-trailing\\ 
-"""
+""" + "trailing\\ \n"  # an escaped trailing space
 SUB_RULES = """
 /gen/
 !*.keep
