@@ -68,7 +68,12 @@ def register(matrix_path: str | os.PathLike[str] | None = None) -> matrix_mod.Lo
     toolkit = [sys.executable, "-m", "release", "--matrix", str(path)]
 
     def command(session: nox.Session, *args: str) -> None:
-        session.run(*toolkit, *args, *session.posargs, external=True)
+        posargs = list(session.posargs)
+        if args[:1] == ("smoke",):
+            posargs, dropped = smoke_posargs(posargs)
+            if dropped:
+                session.log(f"smoke: {' '.join(dropped)} placed the build; smoke runs where the matrix says")
+        session.run(*toolkit, *args, *posargs, external=True)
 
     def declare(name: str, doc: str, body: Callable[[nox.Session], None]) -> None:
         body.__doc__ = doc
@@ -115,6 +120,30 @@ def _plain(command: Callable[..., None], *args: str) -> Callable[[nox.Session], 
         command(session, *args)
 
     return body
+
+
+BUILD_PLACEMENT = {"--container": 0, "--release-image": 0, "--allow-toolkit-mismatch": 0, "--jobs": 1,
+                   "--lock-wait": 1}  # fmt: skip
+"""`release build`'s placement flags (and how many values each takes): `nox -s build_cpu-3.12
+smoke_cpu-3.12 -- --container` hands them to both sessions, and the smoke session leaves them out."""
+
+
+def smoke_posargs(posargs: list[str]) -> tuple[list[str], list[str]]:
+    """The arguments a smoke session passes on, and the build-placement flags it leaves out."""
+    kept: list[str] = []
+    dropped: list[str] = []
+    index = 0
+    while index < len(posargs):
+        word = posargs[index]
+        flag = word.split("=", 1)[0]
+        if flag in BUILD_PLACEMENT:
+            width = 0 if "=" in word else BUILD_PLACEMENT[flag]
+            dropped += posargs[index : index + 1 + width]
+            index += 1 + width
+            continue
+        kept.append(word)
+        index += 1
+    return kept, dropped
 
 
 def _stage(

@@ -136,12 +136,7 @@ class Engine:
         "packages and the toolkit (e.g. `bash scripts/deps.sh`, from the matrix's directory).",
         default=None,
     )
-    stage_include: tuple[str, ...] = spec(
-        "Paths of the project (relative to `source`) that staging copies even where its `.gitignore` "
-        "ignores them: inputs the build needs, such as vendored sources or pre-placed downloads "
-        "(a meson project's `subprojects/` is kept without being named).",
-        default=(),
-    )
+    stage_include: tuple[str, ...] = spec("Paths staged even where .gitignore ignores them.", default=())
     metadata: Metadata = spec("Metadata common to every variant.", default_factory=Metadata)
     smoke: Smoke = spec("The smoke test run against every wheel.", default_factory=Smoke)
 
