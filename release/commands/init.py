@@ -165,10 +165,14 @@ def _repository_files(
         files[gitignore] = ignored
     if ci:
         workflows = repository.workflow_files(root)
-        existing = [str(p) for p in workflows if p.exists()]
-        if existing and not force:
-            msg = f"{', '.join(existing)} already exist: pass --force to overwrite them"
-            raise UsageError(msg)
+        existing = [p for p in workflows if os.path.lexists(p)]
+        if existing and not force:  # the project's own CI: written beside it, never over it
+            workflows = repository.workflows_beside(workflows)
+            taken = [str(p) for p in workflows if os.path.lexists(p)]
+            if taken:
+                msg = f"{', '.join(taken)} already exist: pass --force to overwrite them"
+                raise UsageError(msg)
+            notes.append(repository.merge_note(existing, list(workflows)))
         files.update(workflows)
     return files, notes
 

@@ -63,3 +63,33 @@ def schema_text() -> str:
 def workflow_files(root: Path) -> dict[Path, str]:
     """The workflows for an adopter's repository, the toolkit pinned to this version."""
     return workflows.rendered(root, workflows.adopter())
+
+
+BESIDE = "wheels-"
+"""The prefix of the toolkit's workflows written beside a project's own (`wheels-ci.yml`)."""
+
+
+def workflows_beside(files: dict[Path, str]) -> dict[Path, str]:
+    """The workflows under names that leave the project's own alone (`wheels-release.yml`, ...);
+    the release workflow dispatches the hardware one by its new name."""
+    renamed: dict[Path, str] = {}
+    for path, text in files.items():
+        if path.name == "release.yml":
+            text = text.replace("gh workflow run hardware.yml", f"gh workflow run {BESIDE}hardware.yml")
+        renamed[path.with_name(BESIDE + path.name)] = text
+    return renamed
+
+
+def merge_note(kept: list[Path], written: list[Path]) -> str:
+    """The paragraph that says what to merge when init wrote its workflows beside the project's."""
+    mine = ", ".join(p.name for p in kept)
+    ours = ", ".join(p.name for p in written)
+    return (
+        f"{mine} are the project's own and are kept: the toolkit's workflows are written beside them "
+        f"as {ours} (in {written[0].parent}). To merge: keep {BESIDE}ci.yml as a second pull-request "
+        "workflow, or move its jobs into your ci.yml; let one workflow publish on tag pushes (drop "
+        f"your release.yml's publish job, or {BESIDE}release.yml's); {BESIDE}release.yml dispatches "
+        f"{BESIDE}hardware.yml by that name, so keep the two names together. `release rehearse "
+        f"--workflow .github/workflows/{BESIDE}release.yml` rehearses it. `--force` writes the "
+        "toolkit's workflows under the standard names instead, replacing yours."
+    )

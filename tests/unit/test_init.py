@@ -502,17 +502,27 @@ def test_ci_github_writes_workflows_pinned_to_the_toolkit(tmp_path: Path) -> Non
     assert 'release toolchain install --variant "$VARIANT"' in ci
 
 
-def test_ci_github_refuses_existing_workflows_and_writes_nothing(
+def test_ci_github_writes_beside_the_project_s_own_workflows_and_never_over_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Issue 58: a project with its own ci.yml gets the toolkit's workflows under names that do not
+    collide, one paragraph on what to merge, and its own file untouched; `--force` alone overwrites."""
     root = ringlet(tmp_path / "repo")
     workflow = root / ".github" / "workflows" / "ci.yml"
     workflow.parent.mkdir(parents=True)
     workflow.write_text("# ours\n", encoding="utf-8")
-    assert init_in(root, "--ci", "github") == 2
-    assert "ci.yml already exist" in capsys.readouterr().err
-    assert not (root / "matrix.yaml").exists() and not (root / "noxfile.py").exists()
+    assert init_in(root, "--ci", "github") == 0
+    said = capsys.readouterr().out
     assert workflow.read_text(encoding="utf-8") == "# ours\n"
+    names = sorted(p.name for p in workflow.parent.iterdir())
+    assert names == ["ci.yml", "wheels-ci.yml", "wheels-hardware.yml", "wheels-release.yml"]
+    release = (workflow.parent / "wheels-release.yml").read_text(encoding="utf-8")
+    assert "gh workflow run wheels-hardware.yml" in release and "gh workflow run hardware.yml" not in release
+    assert "ci.yml are the project's own and are kept" in said and "To merge:" in said, said
+    (root / "matrix.yaml").unlink()
+    assert init_in(root, "--ci", "github") == 2  # the beside names are taken too: nothing written
+    assert "already exist: pass --force" in capsys.readouterr().err
+    assert not (root / "matrix.yaml").exists()
     assert init_in(root, "--ci", "github", "--force") == 0
     assert workflow.read_text(encoding="utf-8") != "# ours\n"
 
