@@ -73,10 +73,14 @@ def workflows_beside(files: dict[Path, str]) -> dict[Path, str]:
     """The workflows under names that leave the project's own alone (`wheels-release.yml`, ...);
     the release workflow dispatches the hardware one by its new name."""
     renamed: dict[Path, str] = {}
+    dispatch = "gh workflow run hardware.yml"
     for path, text in files.items():
-        if path.name == "release.yml":
-            text = text.replace("gh workflow run hardware.yml", f"gh workflow run {BESIDE}hardware.yml")
-        renamed[path.with_name(BESIDE + path.name)] = text
+        beside = (
+            text.replace(dispatch, f"gh workflow run {BESIDE}hardware.yml")
+            if path.name == "release.yml"
+            else text
+        )
+        renamed[path.with_name(BESIDE + path.name)] = beside
     return renamed
 
 
