@@ -52,7 +52,7 @@ class LeftOut:
         if not self.paths:
             return None
         biggest = sorted(self.paths, key=lambda p: -p[1])[:3]
-        shown = ", ".join(f"{printable(p)} ({'>' if more else ''}{_size(n)})" for p, n, more in biggest)
+        shown = ", ".join(f"{p} ({'>' if more else ''}{_size(n)})" for p, n, more in biggest)
         return (
             f"staging left out {len(self.paths)} path(s) the project's .gitignore ignores, biggest: "
             f"{shown}; engine.stage_include copies a path anyway"
@@ -226,7 +226,7 @@ def stage_project(variant: ResolvedVariant, version: str, dest: Path) -> Path:
     )
     summary = left_out.summary()
     if summary is not None:
-        print(f"[{variant.name}] {summary}", flush=True)
+        print(printable(f"[{variant.name}] {summary}"), flush=True)
     staged = dest / "pyproject.toml"
     text = rewrite_pyproject(
         pyproject.read_text(encoding="utf-8"),

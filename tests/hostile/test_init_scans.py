@@ -88,7 +88,7 @@ def meson_project(root: Path) -> Path:
 def test_a_meson_build_below_the_root_is_read_regular_only_and_capped(tmp_path: Path, kind: str) -> None:
     root = meson_project(tmp_path / "repo")
     plant(root / "src" / "meson.build", kind)
-    found = within(10, lambda: meson.dependencies(root))
+    found = within(30, lambda: meson.dependencies(root))
     assert found == [("dependency", "zlib", "meson.build:2")]
 
 
@@ -98,7 +98,7 @@ def test_a_cmake_file_below_the_root_is_read_regular_only_and_capped(tmp_path: P
     (root / "cmake").mkdir(parents=True)
     (root / "CMakeLists.txt").write_text("find_package(glog REQUIRED)\n", encoding="utf-8")
     plant(root / "cmake" / "deps.cmake", kind)
-    requests = within(10, lambda: sysdeps.requests(root))
+    requests = within(30, lambda: sysdeps.requests(root))
     assert [(r.kind, r.name) for r in requests] == [("find_package", "glog")]
 
 
@@ -111,7 +111,7 @@ def test_a_non_default_cmake_source_dir_is_read_regular_only(tmp_path: Path, kin
         'include(backend.cmake)\noption(USE_CUDA "cuda" OFF)\n', encoding="utf-8"
     )
     plant(root / "native" / "backend.cmake", kind)
-    project = within(10, lambda: scan.read_project(root))
+    project = within(30, lambda: scan.read_project(root))
     assert [o.name for o in project.cmake_options] == ["USE_CUDA"]
 
 
@@ -120,8 +120,8 @@ def test_a_gitignore_that_is_no_regular_file_ignores_nothing(tmp_path: Path, kin
     plant(tmp_path / "src" / ".gitignore", kind)
     (tmp_path / ".gitignore").write_text("*.o\n", encoding="utf-8")
     gitignore = GitIgnore(tmp_path)
-    assert within(10, lambda: gitignore.ignored("src/x.o", is_dir=False))
-    assert not within(10, lambda: gitignore.ignored("src/x.c", is_dir=False))
+    assert within(30, lambda: gitignore.ignored("src/x.o", is_dir=False))
+    assert not within(30, lambda: gitignore.ignored("src/x.c", is_dir=False))
 
 
 # -- cause 7: the .gitignore matcher ---------------------------------------------------------------
@@ -147,31 +147,31 @@ def test_a_backtracking_pattern_on_a_long_name_is_linear(tmp_path: Path) -> None
 
 def test_a_megabyte_of_meson_option_calls_scans_in_seconds() -> None:
     text = "option('a', description: 'x' " * ((1 << 20) // 30)
-    assert within(10, lambda: meson.parse_options(text[: 1 << 20])) == ()
+    assert within(30, lambda: meson.parse_options(text[: 1 << 20])) == ()
 
 
 def test_a_megabyte_of_unclosed_meson_strings_scans_in_seconds() -> None:
     text = ("'x\\'" * 250_000)[: 1 << 20]
-    within(10, lambda: meson.parse_options(text))
+    within(30, lambda: meson.parse_options(text))
 
 
 def test_a_megabyte_cmake_file_numbers_its_lines_once(tmp_path: Path) -> None:
     lines = [f"find_package(pkg{n})" for n in range(60_000)]
     (tmp_path / "CMakeLists.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    requests = within(10, lambda: sysdeps.requests(tmp_path))
+    requests = within(30, lambda: sysdeps.requests(tmp_path))
     assert len(requests) == 60_000
     assert requests[-1].where == "CMakeLists.txt:60000"
 
 
 def test_unclosed_pkg_check_modules_calls_scan_in_seconds(tmp_path: Path) -> None:
     (tmp_path / "CMakeLists.txt").write_text("pkg_check_modules(A b " * 50_000, encoding="utf-8")
-    within(10, lambda: sysdeps.requests(tmp_path))
+    within(30, lambda: sysdeps.requests(tmp_path))
 
 
 def test_twenty_thousand_yours_lines_are_checked_in_seconds(tmp_path: Path) -> None:
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text("# yours: x\n" * 19_999 + "images: {}\n", encoding="utf-8")
-    found = within(10, lambda: unfilled(matrix))
+    found = within(30, lambda: unfilled(matrix))
     assert found == [
         "matrix.yaml:20000: images: {} is init's placeholder (a `yours:` line left for you to fill in)"
     ]

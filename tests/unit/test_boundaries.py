@@ -34,7 +34,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "release/builder/compiler_cache.py": {"write": "finish removes its own mkdtemp, a cold cache"},
     "release/builder/container.py": {"read": READ_PENDING, "write": WRITE_PENDING},
     "release/builder/cross.py": {"print": PRINT_PENDING, "read": READ_PENDING, "write": WRITE_PENDING},
-    "release/builder/gitignore.py": {"read": INIT_HELPER},
     "release/builder/host.py": {"write": WRITE_PENDING},
     "release/builder/prebuild.py": {
         "number": NUMBER_PENDING,
@@ -77,7 +76,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     "release/config/backends.py": {"number": NUMBER_PENDING, "read": READ_PENDING},
     "release/config/dataschema.py": {"number": NUMBER_PENDING, "read": READ_PENDING},
     "release/config/pins.py": {"read": READ_PENDING},
-    "release/config/placeholders.py": {"read": READ_PENDING},
     "release/config/pythons.py": {"number": NUMBER_PENDING, "read": READ_PENDING},
     "release/config/shapes.py": {"read": READ_PENDING},
     "release/hardware/emulated.py": {"write": WRITE_PENDING},
@@ -86,7 +84,6 @@ ALLOWED: dict[str, dict[str, str]] = {
         "read": "opens the detached leg's record and log for the child to write (its own files)",
         "write": WRITE_PENDING,
     },
-    "release/init/meson.py": {"read": INIT_HELPER},
     "release/init/repository.py": {"read": INIT_HELPER},
     "release/init/runtime_places.py": {"number": INIT_HELPER},
     "release/init/scaffold.py": {"number": INIT_HELPER},

@@ -27,6 +27,8 @@ USES: dict[str, str] = {
     "packaging": r"^from packaging\.",
     "tomlkit": r"^import tomlkit",
     "bracex": r"^import bracex",
+    "pathspec": r"^from pathspec ",
+    "google-re2": r"""^BACKEND = ["']re2["']""",  # pathspec's backend, chosen by name
     "zlib-ng": r"""import_module\(["']zlib_ng""",
     "abi3audit": r"""["']abi3audit["']""",
     "variantlib": r"^\s*from variantlib",
