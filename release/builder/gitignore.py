@@ -17,6 +17,7 @@ is passed over: it ignores nothing), through `release.wheel.files.read_bounded`.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,8 +29,10 @@ from release.wheel.files import read_bounded
 MAX_RULES = 10_000
 """Rules read per `.gitignore` (a file is the project's own, but a huge one stays bounded)."""
 MAX_BYTES = 1 << 20
-BACKEND = "re2"
-"""pathspec's RE2 backend: linear-time matching (never the backtracking `simple` one)."""
+BACKEND = "re2" if importlib.util.find_spec("re2") is not None else "simple"
+"""pathspec's RE2 backend: linear-time matching. google-re2 has no wheel for CPython 3.15 yet
+(pyproject.toml asks for it below 3.15 only): there, and only there, pathspec's backtracking
+`simple` backend matches, and a pathological pattern can be slow (docs/local-builds.md)."""
 
 
 CHUNK = 500

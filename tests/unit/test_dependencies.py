@@ -28,7 +28,7 @@ USES: dict[str, str] = {
     "tomlkit": r"^import tomlkit",
     "bracex": r"^import bracex",
     "pathspec": r"^from pathspec ",
-    "google-re2": r"""^BACKEND = ["']re2["']""",  # pathspec's backend, chosen by name
+    "google-re2": r"""^BACKEND = ["']re2["'] if importlib""",  # pathspec's backend, chosen by name
     "zlib-ng": r"""import_module\(["']zlib_ng""",
     "abi3audit": r"""["']abi3audit["']""",
     "variantlib": r"^\s*from variantlib",
