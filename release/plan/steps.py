@@ -56,6 +56,11 @@ class BuildStep:
     def free_threaded(self) -> bool:
         return self.interpreter.free_threaded
 
+    @property
+    def wheel_tags(self) -> tuple[str, str]:
+        """(interpreter, ABI) of the wheel it makes: (cp314, cp314t), (cp312, abi3)."""
+        return self.interpreter.interpreter_tag, "abi3" if self.abi3 else self.interpreter.abi_tag
+
     def to_json(self) -> dict[str, object]:
         return {
             "identifier": self.identifier,

@@ -85,3 +85,55 @@ def test_the_rehearsal_leaves_free_threaded_pythons_to_github_in_one_line(
         session._here(loaded, ("3.14t",), said.append)
     monkeypatch.setattr(session, "find_interpreter", lambda p: Path(f"/usr/bin/python{p}"))
     assert session._here(loaded, (), said.append) == ((), [])  # a machine with 3.14t runs them
+
+
+def test_publish_tells_a_t_wheel_from_its_gil_twin(tmp_path: Path) -> None:
+    """A cp314t step makes `cp314-cp314t` (PEP 425: the interpreter tag is the version's): release day
+    finds each wheel for its own step, neither missing nor two for the cp314 step, and the checked
+    set maps each wheel back to its step."""
+    from release.publish.checked_set import step_of
+    from release.publish.preflight import _step_key
+    from release.publish.release_day import check_expected_files
+
+    loaded = load(ROOT / "matrix.yaml")
+    from release.plan.steps import make_plan
+
+    plan = make_plan(loaded, variants=("cpu",))
+    steps = [s for s in plan.builds if s.variant.floor.endswith("x86_64") and s.python in ("3.14", "3.14t")]
+    gil, threaded = sorted(steps, key=lambda s: s.free_threaded)
+    assert (gil.wheel_tags, threaded.wheel_tags) == (("cp314", "cp314"), ("cp314", "cp314t"))
+    assert _step_key(threaded) == ("cp314", "cp314t", "x86_64")
+    names = [(s, f"xfer_engine_cpu-0.1.0-{'-'.join(s.wheel_tags)}-manylinux_2_28_x86_64.whl") for s in steps]
+    (tmp_path / "cpu").mkdir()
+    for step, name in names:
+        assert step_of(name, "cpu", plan.builds) is step
+        (tmp_path / "cpu" / name).write_bytes(b"")
+    check = check_expected_files(tuple(steps), tmp_path, "0.1.0", [gil.variant])
+    wrong = ("missing", "wheels for build job", "not a wheel")
+    assert not [p for p in check.problems if any(w in p for w in wrong)], check.problems
+    assert check.notes == ["cpu: 2 of 2 wheel(s)"]
+
+
+def test_the_rendered_release_yml_builds_and_smokes_t_wheels_with_the_gil_check() -> None:
+    """release.yml's smoke job takes its matrix from the plan's build steps (3.14t and 3.15t among
+    them), sets up `matrix.python` (actions/setup-python knows `3.14t`) and runs `release smoke
+    --python`, whose free-threaded legs run the GIL check (`Smoke.check_gil`)."""
+    import yaml
+
+    from release.commands.plan import github_outputs
+    from release.plan.steps import make_plan
+    from release.smoke.runner import Smoke
+
+    flow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8"))
+    smoke_jobs = [
+        job for job in flow["jobs"].values()
+        if any("release smoke" in str(s.get("run", "")) and "--python" in str(s.get("run", ""))
+               for s in job["steps"])
+    ]  # fmt: skip
+    job = next(j for j in smoke_jobs if "outputs.build" in str(j["strategy"]["matrix"]))
+    assert any(s.get("with", {}).get("python-version") == "${{ matrix.python }}" for s in job["steps"])
+    outputs = github_outputs(make_plan(load(ROOT / "matrix.yaml")), "release", tag="v0.1.0")
+    built = json.loads(outputs["build"])["include"]
+    assert {"3.14t", "3.15t"} <= {e["python"] for e in built}
+    assert {e["abi"] for e in built if e["python"] == "3.14t"} == {"cp314t"}
+    assert "check_gil" in Smoke.run.__code__.co_names
