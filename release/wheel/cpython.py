@@ -83,23 +83,26 @@ class Python:
         return f"{self.identifier_tag}-{platform}"
 
 
-def _minor(digits: str) -> int | None:
-    """At most three ASCII digits (the pattern's `re.ASCII` class): `int` cannot read more, nor
-    another script's digits."""
-    return int(digits) if re.fullmatch(r"[0-9]{1,3}", digits, re.ASCII) else None
+_NUMBERS = {str(n): n for n in range(1000)}
+
+
+def tag_number(text: str) -> int | None:
+    """A number of a tag (`14` of cp314, `28` of manylinux_2_28): ASCII digits 0-999 without a
+    leading zero, read from a closed table (no `int()` of text: it takes other scripts' digits)."""
+    return _NUMBERS.get(text)
 
 
 def parse_key(text: str) -> Python | None:
     """`3.14` or `3.14t` as a record (status unknown: supported), or None when it is neither."""
     match = _KEY.fullmatch(text)
-    minor = _minor(match.group(1)) if match else None
+    minor = tag_number(match.group(1)) if match else None
     return None if match is None or minor is None else Python(minor, match.group(2) == "t")
 
 
 def parse_tag(tag: str) -> Python | None:
     """`cp314`, `cp314t` (an interpreter or ABI tag) as a record, or None (`py3`, non-ASCII digits)."""
     match = _TAG.fullmatch(tag)
-    minor = _minor(match.group(1)) if match else None
+    minor = tag_number(match.group(1)) if match else None
     return None if match is None or minor is None else Python(minor, match.group(2) == "t")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from packaging.tags import cpython_tags
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 
-from release.wheel.cpython import Python, parse_key, parse_tag
+from release.wheel.cpython import Python, parse_key, parse_tag, tag_number
 
 REPORT_SUFFIX = ".verify.json"
 
@@ -255,7 +255,9 @@ def parse_platform_tag(tag: str) -> PlatformTag:
     match = _MANYLINUX.fullmatch(tag)
     if match:
         family, major, minor, arch = match.groups()
-        return PlatformTag(tag, family, (int(major), int(minor)), arch)  # ASCII digits, at most 4
+        libc = (tag_number(major), tag_number(minor))
+        if libc[0] is not None and libc[1] is not None:
+            return PlatformTag(tag, family, (libc[0], libc[1]), arch)
     for legacy, libc in _LEGACY.items():
         if tag.startswith(legacy + "_"):
             return PlatformTag(tag, "manylinux", libc, tag[len(legacy) + 1 :])
