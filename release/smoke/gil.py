@@ -12,8 +12,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from release.config.pythons import python
 from release.table import printable
+
+if TYPE_CHECKING:
+    from release.smoke.runner import Smoke
 
 _PROBE = """\
 import json, os, sys
@@ -65,3 +70,13 @@ def gil_verdict(output: str, *, needs_gil: bool) -> GilVerdict:
         "the import turned the GIL back on: an extension module does not declare free-threading support "
         "(Py_mod_gil; nanobind FREE_THREADED); fix the module, or declare engine.needs_gil: true",
     )
+
+
+def check_gil(smoke: Smoke) -> None:
+    """Smoke's step for a free-threaded Python: the import keeps the GIL off (nothing for a GIL one)."""
+    if not python(smoke.python).free_threaded:
+        return
+    result = smoke._run([str(smoke.venv / "bin" / "python"), "-c", gil_probe(smoke.variant.import_name)])
+    said = result.output if result.returncode == 0 else ""
+    verdict = gil_verdict(said, needs_gil=smoke.variant.needs_gil)
+    smoke._step("GIL stays off after import", result, verdict.ok, verdict.detail)

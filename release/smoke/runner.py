@@ -17,7 +17,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from release.config.matrix import Image
-from release.config.pythons import python
 from release.errors import SmokeError, ToolchainError, UsageError, VerifyError
 from release.inspect.rules.runtime import vendored_runtime as vendored_runtime_rule
 from release.inspect.verify import inspect_wheel
@@ -30,7 +29,7 @@ from release.machine.venv import fresh_venv_argv, interpreter_installs, pip_argv
 from release.plan.resolve import LocalImage, ResolvedVariant
 from release.smoke import verdict
 from release.smoke.container import ContainerSandbox
-from release.smoke.gil import gil_probe, gil_verdict
+from release.smoke.gil import check_gil
 from release.smoke.hostruntime import HostRuntime, find_host_runtime, needs_host_runtime, require_host_runtime
 from release.smoke.image import (
     Bind,
@@ -234,7 +233,7 @@ class Smoke:
                     self.outcome.not_run += verdict.not_run(self.variant, self.drivers_absent)
             else:
                 self.check_import()
-                self.check_gil()
+                check_gil(self)
                 self.check_runtime_location()
                 self.run_commands()
         except _Failed:
@@ -329,15 +328,6 @@ class Smoke:
             result = self._run(one_copy_argv(self.venv, self.variant.backend.single_copy, modules))
             shown = " then ".join(f"import {m}" for m in modules)
             self._step(shown, result, result.returncode == 0, two_copies(result))
-
-    def check_gil(self) -> None:
-        """In a free-threaded Python the import keeps the GIL off (`release.smoke.gil`)."""
-        if not python(self.python).free_threaded:
-            return
-        result = self._run([str(self.venv / "bin" / "python"), "-c", gil_probe(self.variant.import_name)])
-        said = result.output if result.returncode == 0 else ""
-        verdict = gil_verdict(said, needs_gil=self.variant.needs_gil)
-        self._step("GIL stays off after import", result, verdict.ok, verdict.detail)
 
     def check_import_refused(self, drivers: Sequence[str] = ()) -> None:
         """The import refuses in the package's words, naming the absent runtime (or `drivers`)."""
