@@ -11,14 +11,14 @@ written whole, and the probe refuses to judge where the variable is set anyway) 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any
 
 from release.config.pythons import python
+from release.plan.resolve import ResolvedVariant
 from release.table import printable
-
-if TYPE_CHECKING:
-    from release.smoke.runner import Smoke
 
 _PROBE = """\
 import json, os, sys
@@ -72,11 +72,18 @@ def gil_verdict(output: str, *, needs_gil: bool) -> GilVerdict:
     )
 
 
-def check_gil(smoke: Smoke) -> None:
-    """Smoke's step for a free-threaded Python: the import keeps the GIL off (nothing for a GIL one)."""
-    if not python(smoke.python).free_threaded:
+def check_gil(
+    key: str,
+    venv: Path,
+    variant: ResolvedVariant,
+    run: Callable[[Sequence[str]], Any],
+    step: Callable[..., None],
+) -> None:
+    """Smoke's step for a free-threaded Python: the import keeps the GIL off (nothing for a GIL one).
+    `run` and `step` are the smoke's own (`Smoke._run`, `Smoke._step`)."""
+    if not python(key).free_threaded:
         return
-    result = smoke._run([str(smoke.venv / "bin" / "python"), "-c", gil_probe(smoke.variant.import_name)])
+    result = run([str(venv / "bin" / "python"), "-c", gil_probe(variant.import_name)])
     said = result.output if result.returncode == 0 else ""
-    verdict = gil_verdict(said, needs_gil=smoke.variant.needs_gil)
-    smoke._step("GIL stays off after import", result, verdict.ok, verdict.detail)
+    verdict = gil_verdict(said, needs_gil=variant.needs_gil)
+    step("GIL stays off after import", result, verdict.ok, verdict.detail)

@@ -227,7 +227,7 @@ class Smoke:
                     self.outcome.not_run += verdict.not_run(self.variant, self.drivers_absent)
             else:
                 self.check_import()
-                gil.check_gil(self)
+                gil.check_gil(self.python, self.venv, self.variant, self._run, self._step)
                 self.check_runtime_location()
                 self.run_commands()
         except _Failed:
