@@ -411,9 +411,7 @@ class Matrix:
 
     schema_version: Literal[1] = spec("Version of this file's format.")
     engine: Engine = spec("The engine project being released.")
-    python: tuple[str, ...] = spec(
-        "CPython versions to build for, of release/config/pythons.json; 3.14t: no GIL."
-    )
+    python: tuple[str, ...] = spec("CPython versions to build (release/config/pythons.json); 3.14t: no GIL.")
     platform: Platform = spec("The release platform floor and declared system libraries.")
     variants: Mapping[str, Variant] = spec("Wheel families by name (cpu, cuda, rocm, musa).")
     images: Mapping[str, Image] = spec("Serving images, referenced by variants.", default_factory=dict)
