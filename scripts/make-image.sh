@@ -199,7 +199,7 @@ if [ "${#all_py[@]}" -gt 0 ]; then
   pip_pkgs=(pip)
   [ "$minbase_only" -eq 1 ] || pip_pkgs+=(build)
   for v in "${all_py[@]}"; do
-    d="${py_dir[$v]}"; tagv="cp${v/./}-cp${v/./}"
+    d="${py_dir[$v]}"; tagv="cp${v%t}"; tagv="${tagv/./}-cp${v/./}"  # 3.14t: cp314-cp314t
     mkdir -p "$root$d" "$root/opt/python"
     # The tree as pip leaves it is kept a day (keyed on the host interpreter and what pip installs);
     # ldd and the imports below still check it against each image's own libraries.

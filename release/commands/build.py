@@ -23,9 +23,10 @@ from release.config.names import seconds, whole
 from release.config.resources import setup_podman_command
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
 from release.machine.containers import ContainerEngine
-from release.machine.interpreters import Interpreter, interpreter, missing_table
+from release.machine.interpreters import Interpreter, find_interpreter, interpreter, missing_table
 from release.machine.lock import DEFAULT_WAIT_S
 from release.machine.toolchain import Toolchain, find_toolchain, install_hint, toolkit_mismatch
+from release.plan.github_only import github_only_line, split_github_only
 from release.plan.machine import machine_of
 from release.plan.placement import HostToolkit, place
 from release.plan.resolve import ResolvedVariant
@@ -105,6 +106,28 @@ def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> dict[str, tu
     return by_variant
 
 
+def _here(planned: dict[str, tuple[BuildStep, ...]]) -> dict[str, tuple[BuildStep, ...]]:
+    """The steps this machine can build; the free-threaded ones it has no interpreter for are
+    GitHub-only, said in one line (an error when nothing else is left). On GitHub's runners the
+    manylinux image carries them: nothing is left out there."""
+    if in_github_actions():
+        return planned
+    kept: dict[str, tuple[BuildStep, ...]] = {}
+    github: list[BuildStep] = []
+    for name, steps in planned.items():
+        here, elsewhere = split_github_only(steps, lambda p: find_interpreter(p) is not None)
+        github += elsewhere
+        if here:
+            kept[name] = here
+    line = github_only_line(github)
+    if line and not kept:
+        msg = f"nothing to build here: {line}"
+        raise ToolchainError(msg)
+    if line:
+        print(line, flush=True)
+    return kept
+
+
 def _of_machine(steps: tuple[BuildStep, ...], machine: str, loaded: LoadedMatrix) -> tuple[BuildStep, ...]:
     """The steps of one machine: this one's, or another's, cross-compiled in the local image
     (`release.builder.cross`); GitHub Actions builds each machine's natively."""
@@ -156,7 +179,7 @@ def check_toolkit(variant: ResolvedVariant, toolchain: Toolchain, *, allow: bool
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     check_engine_source(loaded)
     every = not args.variant
-    planned = chosen_steps(args, loaded)
+    planned = _here(chosen_steps(args, loaded))
     version = build_version(loaded, args.tag)
     root = args.wheelhouse or loaded.root / "wheelhouse"
     started = time.monotonic()

@@ -11,15 +11,16 @@ import argparse
 import json
 import sys
 
-from packaging.version import Version
-
 from release import table
 from release.config.checks import engine_source, unpinned_serving_images
 from release.config.dataschema import printable
 from release.config.matrix import LoadedMatrix
 from release.config.placeholders import unfilled
+from release.config.pythons import newest, sort_key
 from release.config.shapes import build_requires_problems
 from release.errors import MatrixError, Problem, UsageError
+from release.machine.interpreters import find_interpreter
+from release.plan.github_only import github_only_line, split_github_only
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
 from release.plan.machine import machine_of
@@ -66,7 +67,7 @@ def _release_outputs(plan: Plan, tag: str | None) -> dict[str, str]:
         msg = "--github release needs --tag (the pushed tag, e.g. v0.2.0)"
         raise UsageError(msg)
     version = version_from_tag(tag, matrix.publish.tag_pattern)
-    pythons = sorted({p for s in plan.builds for p in s.serves}, key=Version)
+    pythons = sorted({p for s in plan.builds for p in s.serves}, key=sort_key)
     images = plan.images  # each names the build job whose artifact holds its wheel
     return {
         "version": version,
@@ -138,15 +139,15 @@ def build_jobs(plan: Plan) -> list[dict[str, object]]:
 
 
 def second_builds(plan: Plan) -> list[BuildStep]:
-    """One build step per variant and machine, its newest Python's: what release.yml's
+    """One build step per variant and machine, its newest (GIL) Python's: what release.yml's
     second-build job rebuilds from the manifest before anything is uploaded (`release reproduce`)."""
-    newest: dict[tuple[str, str], BuildStep] = {}
+    chosen: dict[tuple[str, str], BuildStep] = {}
     for step in plan.builds:
         key = (step.variant.name, step.variant.floor)
-        known = newest.get(key)
-        if known is None or Version(step.python) > Version(known.python):
-            newest[key] = step
-    return list(newest.values())
+        known = chosen.get(key)
+        if known is None or newest((known.python, step.python)) == step.python != known.python:
+            chosen[key] = step
+    return list(chosen.values())
 
 
 def _makes_variant_wheels(plan: Plan) -> bool:
@@ -251,4 +252,7 @@ def _run(args: argparse.Namespace, plan: Plan) -> int:
     ]
     print(table.render(("identifier", "distribution", "backend", "python", "platform floor"), build_rows))
     print(f"\n{len(steps)} build steps from {loaded.path.name}")
+    line = github_only_line(split_github_only(steps, lambda p: find_interpreter(p) is not None)[1])
+    if line:
+        print(line)
     return 0

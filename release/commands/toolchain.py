@@ -16,6 +16,7 @@ from release import table
 from release.config.backends import load_backends
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import LoadedMatrix
+from release.config.pythons import python
 from release.config.resources import toolkit_backends, toolkit_scripts
 from release.errors import ToolchainError, UsageError
 from release.machine.install import install_backend, install_pythons, run_script, script_for
@@ -125,6 +126,9 @@ def check(loaded: LoadedMatrix | None, pythons: list[str] | None, *, require: bo
     missing = 0
     for version in versions:
         found = interpreter(version)
+        if not found.usable and python(version).free_threaded:  # never counted as missing
+            rows.append((f"Python {version}", "github-only", "none here: GitHub builds it"))
+            continue
         missing += not found.usable
         where = str(found.path) if found.usable else f"{found.problem}: `{found.fix}`"
         rows.append((f"Python {version}", "ok" if found.usable else "MISSING", where))

@@ -29,7 +29,7 @@ from release.config.dataschema import dotted, printable, suggest
 from release.config.imageref import parse_image_reference, unpinned_message
 from release.config.machines import MACHINES, POLICY, machine_of_tag
 from release.config.names import NAME_RULE
-from release.config.pythons import supported_pythons
+from release.config.pythons import python, supported_pythons
 from release.config.variantchecks import VARIANT_CHECKS
 from release.errors import Problem
 from release.wheel.names import FLOOR
@@ -153,6 +153,9 @@ def stable_abi(c: Context) -> None:
     for key, abi in keys:
         if abi is not None and abi != "off" and abi not in c.m.python:
             c.add(key, f"{abi!r} must be one of the matrix's Pythons ({', '.join(c.m.python)}) or 'off'")
+        elif abi is not None and abi != "off" and python(abi).free_threaded:
+            msg = f"{abi!r} is a free-threaded build, which never loads abi3: name a GIL build like '3.12'"
+            c.add(key, msg)
         if key == "engine.stable_abi" and abi == "off":
             c.add(key, "leave it out to build a wheel per Python ('off' is for variants)")
 

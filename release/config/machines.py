@@ -59,7 +59,7 @@ MACHINES: dict[str, Machine] = {
 DEFAULT_MACHINE = "x86_64"
 """The machine of a matrix that names none (its floor names none either)."""
 
-POLICY = re.compile(r"(?a)^(manylinux|musllinux)_(\d+)_(\d+)$")
+POLICY = re.compile(r"(manylinux|musllinux)_([0-9]{1,4})_([0-9]{1,4})\Z", re.ASCII)
 """A platform policy without a machine (`manylinux_2_28`): a floor for every listed machine."""
 
 

@@ -125,6 +125,7 @@ class Engine:
         "Python's limited API); older Pythons of the matrix keep a wheel each.",
         default=None,
     )
+    needs_gil: bool = spec("The extension needs the GIL: smoke reports it on t, not fails.", default=False)
     system_packages: Mapping[str, SystemPackage] = spec(
         "System build dependencies by name (`yaml-cpp: {dnf: [yaml-cpp-devel], apt: [libyaml-cpp-dev], "
         "pkg_config: [yaml-cpp]}`): installed in the release image's before-all and in local build "
@@ -410,9 +411,7 @@ class Matrix:
 
     schema_version: Literal[1] = spec("Version of this file's format.")
     engine: Engine = spec("The engine project being released.")
-    python: tuple[str, ...] = spec(
-        "CPython versions to build for: those the toolkit supports (release/config/pythons.json)."
-    )
+    python: tuple[str, ...] = spec("CPython versions to build (release/config/pythons.json); 3.14t: no GIL.")
     platform: Platform = spec("The release platform floor and declared system libraries.")
     variants: Mapping[str, Variant] = spec("Wheel families by name (cpu, cuda, rocm, musa).")
     images: Mapping[str, Image] = spec("Serving images, referenced by variants.", default_factory=dict)

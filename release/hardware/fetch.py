@@ -13,9 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from release import process
+from release.config import pythons
 from release.errors import SmokeError
 from release.wheel.files import walk_files
-from release.wheel.names import REPORT_SUFFIX, python_tag
+from release.wheel.names import REPORT_SUFFIX
 
 POLL_SECONDS = 5.0
 
@@ -24,8 +25,8 @@ def wheel_pattern(distribution: str, python: str, machine: str | None = None) ->
     """The release asset glob of one distribution's wheel for one Python (PEP 427 spelling), and
     one machine where the release has wheels of several (`*_aarch64.whl`)."""
     dist = re.sub(r"[-_.]+", "_", distribution).lower()
-    tag = python_tag(python)
-    return f"{dist}-*-{tag}-{tag}-*{f'_{machine}' if machine else ''}.whl"
+    record = pythons.python(python)  # 3.14t: cp314-cp314t
+    return f"{dist}-*-{record.interpreter_tag}-{record.abi_tag}-*{f'_{machine}' if machine else ''}.whl"
 
 
 def _gh(argv: list[str], timeout: float) -> process.Result:

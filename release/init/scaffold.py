@@ -26,7 +26,7 @@ from release.config.checks import SUPPORTED_PYTHONS
 from release.config.dataschema import suggest
 from release.config.globs import known_runtime_globs
 from release.config.matrix import Publish
-from release.config.pythons import supported_range
+from release.config.pythons import python, supported_range
 from release.errors import UsageError
 from release.init.repository import SCHEMA_PATH
 from release.init.scan import LOADER_GLOBS, Project, Spellings, WheelFacts, cmake_value, option_backend
@@ -94,7 +94,10 @@ def distribution_name(project_name: str, backend: str, backends: Mapping[str, Ba
 def pythons_allowed(
     requires_python: str | None, supported: Sequence[str] = SUPPORTED_PYTHONS
 ) -> tuple[str, ...]:
-    """The supported CPython versions that `requires-python` admits (any patch release counts)."""
+    """The supported CPython versions that `requires-python` admits (any patch release counts): GIL
+    builds; a free-threaded one ("3.14t") is one line the maintainer adds once the engine keeps the
+    GIL off (docs/free-threading.md)."""
+    supported = [v for v in supported if not python(v).free_threaded]
     if not requires_python:
         return tuple(supported)
     try:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.pins import requirement
+from release.config.pythons import sort_key
 from release.errors import ToolchainError
 from release.machine import imaging
 from release.machine.containers import ContainerEngine
@@ -38,10 +39,6 @@ def usable(engine: ContainerEngine, image: LocalImage) -> bool:
     """Whether a local image can run here: root makes it when absent (make-image.sh needs root),
     anyone else uses it only when it exists."""
     return os.geteuid() == 0 or exists(engine, image.tag)
-
-
-def _version(python: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in python.split("."))
 
 
 def _from_other_archives(packages: tuple[str, ...]) -> bool:
@@ -75,7 +72,7 @@ def recipe_of(image: LocalImage) -> Recipe:
         # stand-ins of one Python and the four-Python smoke images share those images.
         extra, _ = image_interpreters(tuple(v for v in SUPPORTED_PYTHONS if v not in found))
         if extra:
-            base_pythons = tuple(sorted({*found, *extra}, key=_version))
+            base_pythons = tuple(sorted({*found, *extra}, key=sort_key))
             homes.update(extra)
     return Recipe(
         tag=image.tag,

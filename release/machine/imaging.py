@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release import process, settings
+from release.config.pythons import python
 from release.config.resources import missing_script_message, toolkit_scripts
 from release.errors import ToolchainError
 from release.machine import therock
@@ -29,6 +30,7 @@ from release.machine.containers import DERIVED_LABEL, INPUTS_LABEL, ContainerEng
 from release.machine.emulation import CROSS_LABEL
 from release.machine.lock import build_lock
 from release.machine.recipe import LEAF_SCRIPTS, Digests, Recipe, inputs_hash, inputs_text, read_digests
+from release.wheel.names import manylinux_interpreter
 
 MAKE_TIMEOUT = 3600
 RECORD = Path("/var/tmp/release-make-image")  # noqa: S108 (machine-wide, root-owned)
@@ -239,13 +241,13 @@ def check_image(engine: ContainerEngine, recipe: Recipe, *, log: Log) -> None:
 
     if recipe.all_pythons:
         probe = "".join(
-            f"printf '%s ' {_cp(v)}; /opt/python/{_cp(v)}/bin/python -c 'import sys, ssl, venv; "
+            f"printf '%s ' {manylinux_interpreter(v)}; {manylinux_interpreter(v)} -c 'import sys, ssl, venv; "
             "print(sys.version.split()[0])' || exit 1; "
             for v in recipe.all_pythons
         )
         for line in run(probe).splitlines():
             where, _, version = line.partition(" ")
-            log(f"in {tag}: /opt/python/{where}/bin/python is {version}")
+            log(f"in {tag}: {where} is {version}")
     if recipe.gcc:
         majors = {v.split(".")[0] for v in run("for c in cc c++ gcc g++; do $c -dumpversion; done").split()}
         if majors != {recipe.gcc}:
@@ -254,13 +256,14 @@ def check_image(engine: ContainerEngine, recipe: Recipe, *, log: Log) -> None:
         log(f"in {tag}: {run('c++ --version').splitlines()[0]}")
     if recipe.pythons:
         # The venv a smoke leg makes: no ensurepip, the interpreter's pip aimed at it (machine/venv.py).
-        py = f"/opt/python/{_cp(recipe.pythons[0])}/bin/python"
+        py = manylinux_interpreter(recipe.pythons[0])
         run(f"{py} -m venv --without-pip /tmp/v && {py} -m pip --python /tmp/v/bin/python --version")
         log(f"in {tag}: python -m venv works, and its pip installs into one (--python)")
 
 
 def _cp(version: str) -> str:
-    return "cp{0}-cp{0}".format(version.replace(".", ""))
+    """`cp314-cp314t`: the directory of /opt/python an interpreter has in a build image."""
+    return Path(python(version).manylinux_path()).name
 
 
 def _remember(tag: str, inputs: str, did: str, started: float) -> None:

@@ -5,7 +5,6 @@ distribution's packages, then Debian unstable's build, whichever answers (`relea
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ from release import process, settings
 from release.config.resources import toolkit_scripts
 from release.errors import ReleaseError, ToolchainError, UsageError
 from release.machine.interpreters import find_interpreter
+from release.wheel.cpython import parse_key
 
 INSTALL_TIMEOUT = 1800  # seconds: a toolkit from a vendor repository is a large download
 
@@ -95,6 +95,9 @@ def _installers(version: str) -> list[tuple[str, list[str] | str]]:
     ways.append(("uv", [uv, "python", "install", version] if uv else "not installed (`pip install uv`)"))
     pyenv = _pyenv()
     ways.append(("pyenv", [pyenv, "install", "--skip-existing", version] if pyenv else "not installed"))
+    if version.endswith("t"):  # Debian builds no free-threaded CPython
+        ways.append(("apt, debian-sid", "Debian packages no free-threaded CPython"))
+        return ways
     packages = [f"python{version}-dev", f"python{version}-venv"]
     apt = _as_root(["apt-get", "install", "-y", "-q", *packages]) if _apt_has(f"python{version}") else None
     ways.append(("apt", apt or f"no python{version} package in this distribution's archive"))
@@ -119,8 +122,9 @@ def install_python(version: str) -> Path:
     uv and pyenv download (uv from github.com, pyenv from python.org); where neither is reachable
     the distribution's packages come next (Debian 12 carries 3.11 only), and last Debian sid's
     binary packages, relocated into pyenv's versions directory with sid's own C library."""
-    if not re.fullmatch(r"(?a)3\.\d+", version):
-        msg = f"toolchain install python {version}: give a version like 3.12"
+    record = parse_key(version)
+    if record is None:
+        msg = f"toolchain install python {version}: give a version like 3.12 (or 3.14t, free-threaded)"
         raise UsageError(msg)
     tried: list[str] = []
     for name, way in _installers(version):

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from release import process
+from release.config.pythons import python
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
 from release.machine.containers import ContainerEngine
@@ -31,7 +32,7 @@ def stage(engine: ContainerEngine, base: str, recipe: Recipe) -> Path:
     script = f"set -e; cd {LIBDIR}; for f in {globs}; do {by_soname}; done"
     if recipe.runtime_via == "rocm_sdk":  # the interpreter's own sitecustomize, which the layer replaces
         v = recipe.pythons[-1]
-        own = f"/opt/python/cp{v.replace('.', '')}-cp{v.replace('.', '')}/lib/python{v}/sitecustomize.py"
+        own = f"{python(v).manylinux_path()}/lib/{python(v).executable}/sitecustomize.py"
         script += f"; if [ -f {own} ]; then cp {own} /stage/own-sitecustomize.py; fi"
     proc = engine.run_script(base, script, mounts={where: "/stage"})
     files = sorted(where.glob("*.so.*"))

@@ -215,6 +215,9 @@ class ResolvedVariant:
     smoke_commands: tuple[tuple[str, ...], ...]
     smoke_self_tests: tuple[tuple[str, ...], ...] = ()  # their last line must be a JSON verdict
     smoke_requirements: RequirementSource
+    needs_gil: bool = False
+    """The engine declares that it needs the GIL: smoke reports a free-threaded import that turns it
+    back on instead of failing it."""
     pythons: tuple[str, ...]
     """The matrix's Python versions (a wheel for another is not one of this release's)."""
     stable_abi: str | None
@@ -324,6 +327,7 @@ def resolve_variant(
         smoke_commands=matrix.engine.smoke.commands,
         smoke_self_tests=matrix.engine.smoke.self_tests,
         smoke_requirements=_requirement_source(loaded),
+        needs_gil=matrix.engine.needs_gil,
         pythons=matrix.python,
         stable_abi=None
         if (variant.stable_abi or matrix.engine.stable_abi) == "off"

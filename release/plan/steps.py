@@ -17,6 +17,7 @@ import bracex
 
 from release.config.machines import MACHINES
 from release.config.matrix import LoadedMatrix
+from release.config.pythons import Python, newest, python
 from release.errors import UsageError
 from release.plan.machine import for_machine, machine_of
 from release.plan.resolve import (
@@ -42,9 +43,23 @@ class BuildStep:
     python: str
     python_tag: str
     abi3: bool = False
-    """One wheel of Python's limited API (`cp312-abi3`) that serves every Python from `python` on."""
+    """One wheel of Python's limited API (`cp312-abi3`) that serves every GIL Python from `python` on."""
     serves: tuple[str, ...] = ()
     """The matrix's Pythons this wheel is for (one, or all from `python` on for abi3)."""
+
+    @property
+    def interpreter(self) -> Python:
+        """The record of the Python it is built with (its tags, paths, free-threaded or not)."""
+        return python(self.python)
+
+    @property
+    def free_threaded(self) -> bool:
+        return self.interpreter.free_threaded
+
+    @property
+    def wheel_tags(self) -> tuple[str, str]:
+        """(interpreter, ABI) of the wheel it makes: (cp314, cp314t), (cp312, abi3)."""
+        return self.interpreter.interpreter_tag, "abi3" if self.abi3 else self.interpreter.abi_tag
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -52,7 +67,8 @@ class BuildStep:
             "variant": self.variant.name,
             "python": self.python,
             "python_tag": self.python_tag,
-            "abi": "abi3" if self.abi3 else self.python_tag,
+            "abi": "abi3" if self.abi3 else self.interpreter.abi_tag,
+            "free_threaded": self.free_threaded,
             "serves": list(self.serves),
             "backend": self.variant.backend_name,
             "distribution": self.variant.distribution,
@@ -202,25 +218,29 @@ def make_plan(
     return Plan(loaded, resolved, builds, smokes, _image_steps(builds), held, awaiting)
 
 
-def _version(py: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in py.split("."))
+def _in_abi3(py: str, abi: str | None) -> bool:
+    """Whether the abi3 wheel of `stable_abi: abi` serves `py`: a GIL build from that version on. A
+    free-threaded Python never loads abi3 (its stable ABI is abi3t, from 3.15, which no engine
+    build here makes yet), so it always has a wheel of its own."""
+    record = python(py)
+    return abi is not None and not record.free_threaded and record.version_tuple >= python(abi).version_tuple
 
 
 def _build_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) -> tuple[BuildStep, ...]:
     """A step per Python and machine, except that with `stable_abi` one abi3 step serves every
-    Python from that version on."""
+    GIL Python from that version on."""
     steps = []
     for name, v in ((n, for_machine(r, m)) for n, r in variants.items() for m in r.floors):
         family = parse_platform_tag(v.floor).family_arch  # the identifier does not pin glibc
         abi = v.stable_abi
         for py in loaded.matrix.python:
             tag = python_tag(py)
-            if abi is None or _version(py) < _version(abi):
+            if not _in_abi3(py, abi):
                 identifier = f"{tag}-{name}-{family}"
                 step = BuildStep(identifier=identifier, variant=v, python=py, python_tag=tag, serves=(py,))
                 steps.append(step)
             elif py == abi:
-                serves = tuple(p for p in loaded.matrix.python if _version(p) >= _version(abi))
+                serves = tuple(p for p in loaded.matrix.python if _in_abi3(p, abi))
                 identifier = f"{tag}-abi3-{name}-{family}"
                 step = BuildStep(
                     identifier=identifier, variant=v, python=py, python_tag=tag, abi3=True, serves=serves
@@ -239,14 +259,14 @@ def _smoke_steps(loaded: LoadedMatrix, variants: Mapping[str, ResolvedVariant]) 
     """The image x hardware x Python cross product for images with a container reference; for a
     variant without any, one runner leg per tier with the matrix's newest Python."""
     steps = []
-    newest = max(loaded.matrix.python, key=_version)
+    last = newest(loaded.matrix.python)
     for name, variant in variants.items():
         # (image name, container, its Pythons, the GPU architectures its kernels are for)
         places = [
             (i.name, i.image.container, i.image.python or loaded.matrix.python, i.image.gpu_architectures)
             for i in variant.images
             if i.image.container is not None
-        ] or [(RUNNER, "", (newest,), ())]
+        ] or [(RUNNER, "", (last,), ())]
         for image, container, pythons, kernels in places:
             for tier in variant.hardware:
                 if tier.hardware.machine not in variant.floors:

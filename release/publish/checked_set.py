@@ -28,7 +28,7 @@ from release.publish.preflight import reverify
 from release.publish.release_day import Publisher, run_checks
 from release.publish.upload import Candidate
 from release.wheel.files import not_regular, open_regular
-from release.wheel.names import InvalidWheelName, parse_wheel_name
+from release.wheel.names import InvalidWheelName, parse_wheel_name, split_tag
 
 InputsOf = Callable[[Mapping[str, ResolvedVariant]], dict[str, object]]
 """What a rebuild needs of these variants, for the manifest (`release.reproduce.inputs.collect`)."""
@@ -138,9 +138,10 @@ def step_of(wheel_name: str, variant: str, steps: Sequence[BuildStep]) -> BuildS
         parsed = parse_wheel_name(wheel_name)
     except InvalidWheelName:
         return None
-    interpreters, machines = set(parsed.interpreters), {machine_of_tag(p) for p in parsed.platforms}
+    pairs = {split_tag(t)[:2] for t in parsed.tags}  # (cp314, cp314t): a t wheel is not cp314's
+    machines = {machine_of_tag(p) for p in parsed.platforms}
     mine = (s for s in steps if s.variant.name == variant and machine_of(s.variant) in machines)
-    return next((s for s in mine if s.python_tag in interpreters), None)
+    return next((s for s in mine if s.wheel_tags in pairs), None)
 
 
 def candidates_of(entries: Sequence[manifest.Entry], wheels: Sequence[Path]) -> list[Candidate]:

@@ -27,6 +27,7 @@ from packaging.version import Version
 
 from release import process, table
 from release.config.machines import machine_of_tag
+from release.config.pythons import python
 from release.errors import PublishError, ReleaseError
 from release.inspect.verify import verify_release
 from release.plan.machine import machine_of
@@ -42,7 +43,6 @@ from release.wheel.names import (
     InvalidWheelName,
     is_report,
     parse_wheel_name,
-    python_tag,
     report_path,
     report_wheel,
     split_tag,
@@ -112,7 +112,7 @@ def _variant_of(plan: Plan, candidate: Candidate) -> ResolvedVariant:
 def _step_key(step: BuildStep) -> tuple[str, str, str]:
     """(interpreter, abi, machine) of the wheel a step makes: (cp311, cp311, x86_64), or (cp312,
     abi3, aarch64) for a step whose one abi3 wheel serves every Python from 3.12 on."""
-    return step.python_tag, "abi3" if step.abi3 else step.python_tag, machine_of(step.variant)
+    return (*step.wheel_tags, machine_of(step.variant))
 
 
 def _wheel_key(tag: str) -> tuple[str, str, str]:
@@ -131,9 +131,10 @@ def _unexpected(
     """Why a wheel of the variant's distribution matches none of its steps."""
     built = ", ".join(sorted(_key_text(k) for k in keys))
     abi3 = next((s for s in variant_steps if s.abi3), None)
-    served = {python_tag(p) for p in abi3.serves} if abi3 is not None else set()
+    # The per-Python wheels the abi3 one replaces (cp313-cp313): never a t wheel (cp314-cp314t).
+    served = {f"{python(p).interpreter_tag}-{python(p).abi_tag}" for p in abi3.serves} if abi3 else set()
     variant = variant_steps[0].variant if variant_steps else None
-    if abi3 is not None and any(abi != "abi3" and interpreter in served for interpreter, abi, _ in keys):
+    if abi3 is not None and any(f"{interpreter}-{abi}" in served for interpreter, abi, _ in keys):
         return (
             f"{rel}: a {built} wheel, but variant {abi3.variant.name!r} has stable_abi {abi3.python}: one "
             f"{_key_text(_step_key(abi3))} wheel serves Python {', '.join(abi3.serves)} (remove this one)"

@@ -97,7 +97,7 @@ def check_expected_files(
         wheels = _wheels(wheelhouse, name)
         steps = [s for s in builds if s.variant.name == name]
         for step in steps:
-            prefix = f"{stem}-{version}-{step.python_tag}-"
+            prefix = f"{stem}-{version}-{'-'.join(step.wheel_tags)}-"
             machine = machine_of(step.variant)
             found = [
                 w
@@ -120,7 +120,7 @@ def check_expected_files(
                     continue
                 # The report re-validated and the bytes re-hashed: a report is never trusted alone.
                 check.problems.extend(handoff.check_wheel(wheel)[2])
-        expected = tuple(f"{stem}-{version}-{s.python_tag}-" for s in steps)
+        expected = tuple(f"{stem}-{version}-{'-'.join(s.wheel_tags)}-" for s in steps)
         for wheel in wheels:
             if not wheel.name.startswith(expected):
                 check.problems.append(f"{name}/{wheel.name}: not a wheel of this release's plan; remove it")

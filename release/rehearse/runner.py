@@ -68,12 +68,16 @@ class Options:
     """What the install steps run on this machine: uv (venv --seed, pip install) or pip as written."""
 
 
+GITHUB_ONLY = "github-only"
+"""The status of jobs this machine cannot run (free-threaded Pythons): neither success nor failure."""
+
+
 @dataclass
 class Result:
     job: str
     name: str
     status: str
-    """success, failure or skipped (Actions' words)."""
+    """success, failure or skipped (Actions' words), or github-only."""
     seconds: float = 0.0
     who: str = ""
     reason: str = ""

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
+from release.config.pythons import python
 from release.errors import UsageError
+from release.machine.interpreters import find_interpreter
 from release.plan.version import version_from_tag
 from release.rehearse import runner, workflow
 from release.rehearse.narrow import narrowed
@@ -47,6 +49,7 @@ def rehearse(
     (default: build/rehearse/ beside the matrix), the jobs' checkout narrowed to `pythons`,
     `floor` and `machines` when given."""
     version_from_tag(tag, loaded.matrix.publish.tag_pattern)  # a wrong tag stops here, in one line
+    pythons, github = _here(loaded, pythons, log)
     root = loaded.root
     path = workflow_path or root / ".github" / "workflows" / "release.yml"
     flow = workflow.load(path)
@@ -76,7 +79,30 @@ def rehearse(
         raise UsageError(msg)
     pins = "lowest allowed dependency versions" if options.lowest else "newest dependency versions"
     log(f"rehearsing {path.name} for {tag} in {options.work} ({pins}, installed by {installer})")
-    return Rehearsed(path, flow, runner.Rehearsal(options).run())
+    results = runner.Rehearsal(options).run()
+    if github:  # shown, never as passed: a free-threaded CPython exists on GitHub's runners only
+        why = "no free-threaded CPython on this machine; release.yml builds and smokes them on GitHub"
+        name = f"every job of Python {', '.join(github)}"
+        results.append(runner.Result("github-only", name, runner.GITHUB_ONLY, reason=why))
+    return Rehearsed(path, flow, results)
+
+
+def _here(
+    loaded: LoadedMatrix, pythons: Sequence[str], log: Callable[[str], None]
+) -> tuple[Sequence[str], list[str]]:
+    """(the Pythons the jobs' checkout keeps, the free-threaded ones left to GitHub): a t Python
+    with no interpreter here is GitHub-only, said in one line, and the checkout goes without it."""
+    asked = list(pythons) or list(loaded.matrix.python)
+    github = [p for p in asked if python(p).free_threaded and find_interpreter(p) is None]
+    if not github:
+        return pythons, []
+    kept = [p for p in asked if p not in github]
+    if not kept:
+        msg = f"--python {', '.join(github)}: GitHub-only (no free-threaded CPython on this machine)"
+        raise UsageError(msg)
+    log(f"GitHub-only: Python {', '.join(github)} (no free-threaded CPython on this machine): the jobs' "
+        "checkout leaves them out and the job table lists them as github-only, not as passed")  # fmt: skip
+    return kept, github
 
 
 def _checkout_files(

@@ -27,7 +27,7 @@ from release.machine.images import usable as local_image_usable
 from release.machine.interpreters import require_interpreter
 from release.machine.venv import fresh_venv_argv, interpreter_installs, pip_argv, runs_pip
 from release.plan.resolve import LocalImage, ResolvedVariant
-from release.smoke import verdict
+from release.smoke import gil, verdict
 from release.smoke.container import ContainerSandbox
 from release.smoke.hostruntime import HostRuntime, find_host_runtime, needs_host_runtime, require_host_runtime
 from release.smoke.image import (
@@ -205,14 +205,9 @@ class Smoke:
             ]
         runtime = host_runtime if sim.rootfs == "host" else ()
         sandbox = Sandbox(
-            self.image_name,
-            sim,
-            workdir=self.workdir,
-            runtime=runtime,
-            libdir=self.runtime_libdir,
-            rootfs=rootfs,
-            binds=binds,
-        )
+            self.image_name, sim, workdir=self.workdir, runtime=runtime, libdir=self.runtime_libdir,
+            rootfs=rootfs, binds=binds,
+        )  # fmt: skip
         self.sandbox = sandbox
         self.runtime_dir = sandbox.runtime_dir
         self.outcome.runner = "namespace simulation (host runtime)" if runtime else "namespace simulation"
@@ -232,6 +227,7 @@ class Smoke:
                     self.outcome.not_run += verdict.not_run(self.variant, self.drivers_absent)
             else:
                 self.check_import()
+                gil.check_gil(self.python, self.venv, self.variant, self._run, self._step)
                 self.check_runtime_location()
                 self.run_commands()
         except _Failed:

@@ -40,24 +40,21 @@ def _runs_here(name: WheelName) -> bool:
 
 
 def smoke_pythons(wheel: Path, variant: ResolvedVariant, python: str | None) -> list[str]:
-    """The Pythons one wheel is smoke-tested with: its own, or for an abi3 wheel every matrix Python
-    from its version on plus any newer CPython found here (or just `python` when one is asked for)."""
+    """The Pythons one wheel is smoke-tested with: its own, or for an abi3 wheel every matrix Python it
+    serves (GIL builds from its version on; abi3t: free-threaded ones) plus any newer CPython found
+    here (or just `python` when one is asked for)."""
     if python is not None:
         return [python]
     own = wheel_python(wheel)
     name = parse_wheel_name(wheel)
-    if "abi3" not in name.abis:
+    if not {"abi3", "abi3t"} & set(name.abis):
         return [own]
     found = [p for p in newer_pythons() if p not in variant.pythons and find_interpreter(p) is not None]
-    return [p for p in (*variant.pythons, *found) if _key(p) >= _key(own)]
-
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split("."))
+    return [p for p in (*variant.pythons, *found) if name.serves(p)]
 
 
 def wheel_python(wheel: Path) -> str:
-    """`engine_cpu-0.1.0-cp312-cp312-….whl` -> `3.12`."""
+    """`engine_cpu-0.1.0-cp312-cp312-….whl` -> `3.12`; `…-cp314-cp314t-….whl` -> `3.14t`."""
     try:
         name = parse_wheel_name(wheel)
     except InvalidWheelName as exc:

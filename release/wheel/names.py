@@ -8,25 +8,38 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.tags import cpython_tags
 from packaging.utils import InvalidWheelFilename, NormalizedName, canonicalize_name, parse_wheel_filename
 
+from release.wheel.cpython import Python, parse_key, parse_tag, tag_number
+
 REPORT_SUFFIX = ".verify.json"
-_CPYTHON = re.compile(r"^cp(\d)(\d+)$")
+
+
+def _record(key: str) -> Python:
+    parsed = parse_key(key)
+    if parsed is None:
+        msg = f"{key!r} is not a CPython version like '3.14' or '3.14t'"
+        raise ValueError(msg)
+    return parsed
 
 
 def python_tag(version: str) -> str:
-    """'3.12' -> 'cp312': the CPython interpreter tag of a version (spelled here only)."""
-    return "cp" + version.replace(".", "")
-
-
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split("."))
+    """'3.12' -> 'cp312', '3.14t' -> 'cp314t': the tag that names a Python's steps and cibuildwheel's
+    identifiers (the record's; a free-threaded wheel's file name says `cp314-cp314t`)."""
+    return _record(version).identifier_tag
 
 
 def tag_python(tag: str) -> tuple[int, int] | None:
-    """'cp312' -> (3, 12); None for a tag that is not one CPython version (`py3`, `pp310`, `abi3`)."""
-    match = _CPYTHON.match(tag)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+    """'cp312' -> (3, 12) ('cp314t' too: (3, 14)); None for a tag that is not one CPython version
+    (`py3`, `pp310`, `abi3`, digits that are not ASCII)."""
+    parsed = parse_tag(tag)
+    return parsed.version_tuple if parsed is not None else None
+
+
+def _threaded_abi(abi: str) -> bool:
+    parsed = parse_tag(abi)
+    return abi == "abi3t" or (parsed is not None and parsed.free_threaded)
 
 
 def split_tag(tag: str) -> tuple[str, str, str]:
@@ -53,12 +66,12 @@ def platform_field(name: str | Path) -> str:
 
 def manylinux_interpreter(version: str) -> str:
     """Where a manylinux image (and the local images made like one) keeps CPython `version`."""
-    tag = python_tag(version)
-    return f"/opt/python/{tag}-{tag}/bin/python"
+    return _record(version).manylinux_interpreter()
 
-_MANYLINUX = re.compile(r"^(manylinux|musllinux)_(\d+)_(\d+)_(\w+)$")
+
+_MANYLINUX = re.compile(r"(manylinux|musllinux)_([0-9]{1,4})_([0-9]{1,4})_([A-Za-z0-9_]+)", re.ASCII)
 _LEGACY = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
-FLOOR = re.compile(r"^(manylinux|musllinux)_(\d+)_(\d+)_(x86_64|aarch64)$")
+FLOOR = re.compile(r"(manylinux|musllinux)_([0-9]{1,4})_([0-9]{1,4})_(x86_64|aarch64)\Z", re.ASCII)
 """What the matrix accepts as `platform.floor`."""
 
 
@@ -89,19 +102,26 @@ class WheelName:
         return platforms_of(self.tags)
 
     def python_version(self) -> str | None:
-        """'3.12' for a `cp312` wheel (the oldest CPython it names), None for `py3` and others."""
-        versions = sorted(v for v in map(tag_python, self.interpreters) if v is not None)
-        return f"{versions[0][0]}.{versions[0][1]}" if versions else None
+        """The key of the oldest CPython it names: '3.12' for a `cp312` wheel, '3.14t' for a
+        `cp314-cp314t` one (its ABI says free-threaded), None for `py3` and others."""
+        versions = sorted(v for v in map(parse_tag, self.interpreters) if v is not None)
+        if not versions:
+            return None
+        oldest = versions[0]
+        threaded = bool(self.abis) and all(_threaded_abi(a) for a in self.abis)
+        return f"{oldest.version}{'t' if threaded else ''}"
 
     def matches(self, distribution: str) -> bool:
         return self.distribution == canonicalize_name(distribution)
 
-    def serves(self, python: str) -> bool:
-        """Whether the wheel installs into this CPython ('3.13'): its own tag, or abi3 from its version on."""
-        if python_tag(python) in self.interpreters:
-            return True
-        floor = self.python_version()
-        return "abi3" in self.abis and floor is not None and _version_key(python) >= _version_key(floor)
+    def serves(self, python_key: str) -> bool:
+        """Whether the wheel installs into this CPython ('3.13', '3.14t'), as an installer decides
+        (packaging's tags of that interpreter): its own tag; abi3 from its version on in a GIL
+        build; abi3t in a free-threaded one; never a cp314t wheel in 3.14, nor cp314 in 3.14t."""
+        record = _record(python_key)
+        tags = cpython_tags(record.version_tuple, abis=[record.abi_tag], platforms=self.platforms)
+        accepted = {str(t) for t in tags}
+        return any(tag in accepted for tag in self.tags)
 
 
 def parse_wheel_name(name: str | Path) -> WheelName:
@@ -232,10 +252,12 @@ class PlatformTag:
 
 
 def parse_platform_tag(tag: str) -> PlatformTag:
-    match = _MANYLINUX.match(tag)
+    match = _MANYLINUX.fullmatch(tag)
     if match:
         family, major, minor, arch = match.groups()
-        return PlatformTag(tag, family, (int(major), int(minor)), arch)
+        libc = (tag_number(major), tag_number(minor))
+        if libc[0] is not None and libc[1] is not None:
+            return PlatformTag(tag, family, (libc[0], libc[1]), arch)
     for legacy, libc in _LEGACY.items():
         if tag.startswith(legacy + "_"):
             return PlatformTag(tag, "manylinux", libc, tag[len(legacy) + 1 :])

@@ -109,6 +109,7 @@ ROCM_EXCLUDE = 'exclude: ["libamdhip64.so*", "libhsa-runtime64.so*"]'
 PYPI = 'repository: "https://upload.pypi.org/legacy/"'
 MUSA_EXCLUDE = 'exclude: ["libmusart.so*", "libmusa.so*"]'
 FLOOR = "floor: manylinux_2_28 "
+PYTHONS = 'python: ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "3.14t", "3.15t"]'
 ARCHES = "  architectures: [x86_64, aarch64]"
 
 
@@ -188,7 +189,7 @@ CASES = [
     # ---------------------------------------------------------------- wrong shapes
     bad("engine-as-list", sub("\nengine:\n  source: engine", "\nengine:\n- source: engine"),
         ("engine:", "- source"), "engine", "expected a mapping with keys source, import_name"),
-    bad("python-as-string", sub('python: ["3.10", "3.11", "3.12", "3.13", "3.14"]', 'python: "3.12"'),
+    bad("python-as-string", sub(PYTHONS, 'python: "3.12"'),
         "python:", "python", "expected a list of strings"),
     bad("python-item-as-list", sub('python: ["3.10", "3.11"', 'python: [["3.10"], "3.11"'),
         "python:", "python[0]", "expected a string, got a list"),
@@ -242,13 +243,13 @@ CASES = [
     bad("missing-prefix-define", sub("    prefix_define: XFER_CORE_PREFIX\n", ""),
         "    cmake_source:", "engine.prebuild.prefix_define", "missing required key"),
     # ---------------------------------------------------------------- values checked across keys
-    bad("python-3.15", sub('"3.13", "3.14"]\n\nplatform', '"3.13", "3.15"]\n\nplatform'),
-        "python:", "python[4]", "'3.15' is not supported"),
+    bad("python-3.16", sub('"3.14t", "3.15t"]\n\nplatform', '"3.14t", "3.16"]\n\nplatform'),
+        "python:", "python[7]", "'3.16' is not supported"),
     bad("python-3.8-first", sub('\npython: ["3.10"', '\npython: ["3.8"'),
         "python:", "python[0]", "'3.8' is not supported"),
-    bad("python-listed-twice", sub('"3.13", "3.14"]\n\nplatform', '"3.13", "3.13"]\n\nplatform'),
-        "python:", "python[4]", "'3.13' is listed twice"),
-    bad("python-none", sub('python: ["3.10", "3.11", "3.12", "3.13", "3.14"]', "python: []"),
+    bad("python-listed-twice", sub('"3.14t", "3.15t"]\n\nplatform', '"3.14t", "3.14t"]\n\nplatform'),
+        "python:", "python[7]", "'3.14t' is listed twice"),
+    bad("python-none", sub(PYTHONS, "python: []"),
         "python:", "python", "list at least one Python version"),
     bad("floor-of-one-arch-for-two", sub(FLOOR, "floor: manylinux_2_28_x86_64 "),
         "  floor:", "platform.floor", "the floor of x86_64 alone, but platform.architectures lists aarch64"),

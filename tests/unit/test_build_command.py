@@ -106,7 +106,8 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
 ) -> None:
     loaded = load(ROOT / "matrix.yaml")
     monkeypatch.delenv("CI", raising=False)
-    monkeypatch.setattr(build, "interpreter", missing("3.10", "3.12", "3.13", "3.14"))
+    monkeypatch.setattr(build, "interpreter", missing("3.10", "3.12", "3.13", "3.14", "3.15"))
+    monkeypatch.setattr(build, "find_interpreter", lambda _p: None)  # no free-threaded CPython here
     monkeypatch.setattr(build, "build_variant", fake_results)
 
     def find_toolchain(backend: Backend) -> Toolchain:
@@ -125,7 +126,10 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
     out = capsys.readouterr().out
     assert "2 wheel(s) in" in out  # cpu and cuda for 3.11
     skipped = out.split("skipped Pythons (CI=true fails on them instead):")[1]
-    for version in ("3.10", "3.12", "3.13", "3.14"):
+    assert out.count("GitHub-only:") == 1  # the free-threaded steps, in one line
+    github = next(line for line in out.splitlines() if line.startswith("GitHub-only:"))
+    assert "Python 3.14t, 3.15t" in github and "no free-threaded CPython on this machine" in github
+    for version in ("3.10", "3.12", "3.13", "3.14", "3.15"):
         assert f"release toolchain install python {version}" in skipped
     assert "musa     MUSA toolkit not found: install it with `release toolchain install musa`" in out
     rocm = next(line for line in out.splitlines() if line.startswith("rocm "))
@@ -174,11 +178,13 @@ def test_a_mismatched_toolkit_builds_in_the_local_image_where_an_engine_answers(
     monkeypatch.setattr(build, "find_toolchain", find_toolchain)
     monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: ContainerEngine("podman")))
     monkeypatch.setattr(build, "_in_container", fake_container)
+    monkeypatch.setattr(build, "find_interpreter", lambda _p: None)
     assert build.run(args(wheelhouse=tmp_path), loaded) == 0
     out = capsys.readouterr().out
     assert [e[0] for e in in_image] == [ContainerEngine("podman")], in_image
     assert all("-rocm-" in i for i in in_image[0][1:])
-    assert len(in_image[0]) == 1 + len(loaded.matrix.python)
+    gil = [p for p in loaded.matrix.python if not p.endswith("t")]  # the t steps are GitHub-only here
+    assert len(in_image[0]) == 1 + len(gil)
     assert "rocm: the matrix declares toolkit 7.2" in out
     assert "building in the declared toolkit's local image localhost/xfer-build-rocm through podman" in out
     header = next(line for line in out.splitlines() if line.startswith("wheel "))

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from release.commands.plan import github_outputs
+from release.config import pythons
 from release.config.matrix import load
 from release.plan.steps import make_plan
 from release.rehearse import workflow
@@ -49,7 +50,8 @@ def test_a_held_name_is_its_own_setup_for_that_name_only() -> None:
 def test_one_python_per_job_still_checks_the_partial_index_against_the_newest() -> None:
     """The release runs one job per Python: the partial index holds the matrix's newest Python,
     not the one Python this job checks."""
-    newest = max(LOADED.matrix.python, key=lambda p: tuple(map(int, p.split("."))))
+    newest = pythons.newest(LOADED.matrix.python)
+    assert newest == "3.15"  # the newest GIL build: a job's Python
     oldest = LOADED.matrix.python[0]
     partial = [c for c in _cases((oldest,), newest=newest) if c[0] == "partial-index"]
     assert {c[3] for c in partial} == {v.distribution for v in PLAN.variants.values()}
@@ -69,13 +71,16 @@ def test_variant_cases_go_through_the_one_helper_with_the_filters() -> None:
 
 def test_the_plan_gives_the_resolution_job_its_pythons_and_whether_a_variant_set_is_made() -> None:
     outputs = github_outputs(PLAN, "release", tag="v0.1.0")
-    assert json.loads(outputs["pythons"]) == {"include": [{"python": p} for p in LOADED.matrix.python]}
+    ordered = sorted(LOADED.matrix.python, key=pythons.sort_key)  # 3.14t beside 3.14
+    assert json.loads(outputs["pythons"]) == {"include": [{"python": p} for p in ordered]}
     assert outputs["variant-wheels"] == "true"
     # A backfill of one variant (the workflow's `variant` input) makes no variant set.
     backfill = github_outputs(make_plan(LOADED, variants=("cpu",)), "release", tag="v0.1.0")
     assert backfill["variant-wheels"] == "false"
     cpu = make_plan(LOADED, variants=("cpu",)).variants["cpu"]
-    assert json.loads(backfill["pythons"]) == {"include": [{"python": p} for p in cpu.pythons]}
+    assert json.loads(backfill["pythons"]) == {
+        "include": [{"python": p} for p in sorted(cpu.pythons, key=pythons.sort_key)]
+    }
 
 
 def test_release_yml_runs_check_resolution_per_python_before_publishing() -> None:

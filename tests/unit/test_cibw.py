@@ -231,7 +231,10 @@ def test_a_variant_mixing_abi3_and_per_python_steps_gets_an_override(
     loaded = _stable_abi(tmp_path)
     assert _command(loaded, "--variant", "rocm", "--format", "json") == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["build"] == "cp310-manylinux_x86_64 cp311-manylinux_x86_64 cp312-manylinux_x86_64"
+    per_python = (
+        "cp310-manylinux_x86_64 cp311-manylinux_x86_64 cp314t-manylinux_x86_64 cp315t-manylinux_x86_64"
+    )
+    assert data["build"] == f"{per_python} cp312-manylinux_x86_64"  # the t builds keep a wheel each
     assert "wheel.py-api" not in data["config-settings"]
     assert data["overrides"] == [
         {

@@ -57,14 +57,24 @@ def test_abi3_and_per_python_steps_share_one_container(
     override, resolved here by cibuildwheel's own reader as the run will resolve them."""
     options = pytest.importorskip("cibuildwheel.options")
     steps = _steps(tmp_path, stable_abi=True)
-    assert [s.abi3 for s in steps] == [False, False, True]
+    # cp310, cp311, cp312-abi3 (3.12-3.15), cp314t, cp315t: a free-threaded build never loads abi3
+    assert [(s.python, s.abi3) for s in steps] == [
+        ("3.10", False),
+        ("3.11", False),
+        ("3.12", True),
+        ("3.14t", False),
+        ("3.15t", False),
+    ]
     calls = _runs(tmp_path, monkeypatch, steps)
     assert len(calls) == 1
     argv, env = calls[0]
     assert argv[-1] == "src"
     config = Path(argv[argv.index("--config-file") + 1])
     assert "CIBW_CONFIG_SETTINGS" not in env  # a variable would win over the override
-    assert env["CIBW_BUILD"] == "cp310-manylinux_x86_64 cp311-manylinux_x86_64 cp312-manylinux_x86_64"
+    per_python = (
+        "cp310-manylinux_x86_64 cp311-manylinux_x86_64 cp314t-manylinux_x86_64 cp315t-manylinux_x86_64"
+    )
+    assert env["CIBW_BUILD"] == f"{per_python} cp312-manylinux_x86_64"
     assert env["CIBW_AUDIT_COMMAND"] == ""  # verify's stable-abi rule audits the abi3 wheel
     reader = options.OptionsReader(config, platform="linux", env=env)
     table = options.ShlexTableFormat(sep=" ", pair_sep="=")
@@ -75,6 +85,9 @@ def test_abi3_and_per_python_steps_share_one_container(
     build_dir = f"build-dir={compiler_cache.BUILD_DIR}"
     assert settings["cp310-manylinux_x86_64"] == f"cmake.define.XFER_BACKEND=cpu {build_dir}"
     assert settings["cp311-manylinux_x86_64"] == settings["cp310-manylinux_x86_64"]
+    # The t builds take the per-Python settings: no wheel.py-api, so no abi3 tag on a free-threaded wheel.
+    assert settings["cp314t-manylinux_x86_64"] == settings["cp310-manylinux_x86_64"]
+    assert settings["cp315t-manylinux_x86_64"] == settings["cp310-manylinux_x86_64"]
     assert (
         settings["cp312-manylinux_x86_64"] == f"cmake.define.XFER_BACKEND=cpu wheel.py-api=cp312 {build_dir}"
     )

@@ -102,6 +102,7 @@ def test_standins_parse_references_with_colons_and_digests() -> None:
 def test_the_release_asset_pattern_is_the_wheel_file_name_spelling() -> None:
     assert wheel_pattern("xfer-engine-rocm", "3.12") == "xfer_engine_rocm-*-cp312-cp312-*.whl"
     assert wheel_pattern("Foo.Bar", "3.10") == "foo_bar-*-cp310-cp310-*.whl"
+    assert wheel_pattern("xfer-engine", "3.14t") == "xfer_engine-*-cp314-cp314t-*.whl"  # a t wheel's name
 
 
 def _args(**given: object) -> argparse.Namespace:

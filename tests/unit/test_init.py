@@ -55,14 +55,14 @@ def test_committed_matrix_names_are_what_init_derives() -> None:
 @pytest.mark.parametrize(
     ("requires", "expected"),
     [
-        (None, ("3.10", "3.11", "3.12", "3.13", "3.14")),
-        (">=3.10", ("3.10", "3.11", "3.12", "3.13", "3.14")),
-        (">=3.8", ("3.10", "3.11", "3.12", "3.13", "3.14")),
+        (None, ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")),
+        (">=3.10", ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")),
+        (">=3.8", ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")),
         (">=3.11,<3.13", ("3.11", "3.12")),
-        ("!=3.11.*,>=3.10", ("3.10", "3.12", "3.13", "3.14")),
-        (">=3.12.1", ("3.12", "3.13", "3.14")),  # a later patch release of 3.12 qualifies
+        ("!=3.11.*,>=3.10", ("3.10", "3.12", "3.13", "3.14", "3.15")),
+        (">=3.12.1", ("3.12", "3.13", "3.14", "3.15")),  # a later patch release of 3.12 qualifies
         ("==3.12.*", ("3.12",)),
-        ("~=3.10", ("3.10", "3.11", "3.12", "3.13", "3.14")),
+        ("~=3.10", ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15")),
         ("<3.11", ("3.10",)),
     ],
 )
@@ -70,7 +70,7 @@ def test_pythons_from_requires_python(requires: str | None, expected: tuple[str,
     assert init_mod.pythons_allowed(requires) == expected
 
 
-@pytest.mark.parametrize("requires", [">=3.15", "<3.10", "not a specifier"])
+@pytest.mark.parametrize("requires", [">=3.16", "<3.10", "not a specifier"])
 def test_requires_python_admitting_nothing_is_a_usage_error(requires: str) -> None:
     with pytest.raises(UsageError, match="requires-python") as info:
         init_mod.pythons_allowed(requires)
@@ -188,7 +188,7 @@ def test_setuptools_project_gets_no_cmake_defines(tmp_path: Path, capsys: pytest
     assert loaded.engine.import_name == "kvmove"
     assert loaded.engine.version == "0.2.0"
     assert loaded.engine.scripts == ("kvmove-probe",)
-    assert loaded.python == ("3.11", "3.12", "3.13", "3.14")
+    assert loaded.python == ("3.11", "3.12", "3.13", "3.14", "3.15")
     assert {n: v.distribution for n, v in loaded.variants.items()} == {
         "cpu": "kvmove-cpu",
         "rocm": "kvmove-rocm",

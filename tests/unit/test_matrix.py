@@ -42,7 +42,7 @@ def test_variants_and_distributions(loaded: matrix.LoadedMatrix) -> None:
 
 
 def test_pythons_and_floor(loaded: matrix.LoadedMatrix) -> None:
-    assert loaded.matrix.python == ("3.10", "3.11", "3.12", "3.13", "3.14")
+    assert loaded.matrix.python == ("3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "3.14t", "3.15t")
     assert loaded.matrix.platform.floor == "manylinux_2_28"  # a policy: each machine its own tag
     assert loaded.matrix.platform.machines == ("x86_64", "aarch64")
     assert loaded.matrix.schema_version == 1

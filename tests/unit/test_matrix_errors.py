@@ -141,7 +141,8 @@ CASES = [
         sub('python: ["3.10", "3.11"', 'python: [3.10, "3.11"'),
         "python: [3.10", "python[0]", 'YAML read 3.10 as the number 3.1: quote it ("3.10")'),
     bad("python-unsupported", minimal('python: ["3.12"]', 'python: ["3.9"]'),
-        5, "python[0]", "'3.9' is not supported (supported: 3.10, 3.11, 3.12, 3.13, 3.14)"),
+        5, "python[0]", "'3.9' is not supported (supported: 3.10, 3.11, 3.12, 3.13, 3.14, 3.14t, 3.15, "
+        "3.15t)"),
     bad("python-duplicate", minimal('python: ["3.12"]', 'python:\n  - "3.12"\n  - "3.11"\n  - "3.12"'),
         8, "python[2]", "'3.12' is listed twice"),
     bad("python-empty", minimal('python: ["3.12"]', "python: []"),
@@ -295,7 +296,8 @@ def test_several_problems_are_reported_at_once(tmp_path: Path, capsys: pytest.Ca
     text = REAL
     for mutate in (
         sub("backend: rocm", "backend: rcom"),
-        sub('python: ["3.10", "3.11", "3.12", "3.13", "3.14"]', 'python: ["3.10", "3.9"]'),
+        sub('python: ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "3.14t", "3.15t"]',
+            'python: ["3.10", "3.9"]'),
         sub("images: [clean-minbase]", "images: [nowhere]"),
         sub("floor: manylinux_2_28 ", "floor: linux_x86_64 "),
     ):

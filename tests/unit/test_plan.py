@@ -18,7 +18,7 @@ MATRIX_FILE = ROOT / "matrix.yaml"
 ALL_VARIANTS = ("cpu", "cuda", "rocm", "musa")
 HELD_BACK = ("musa",)  # matrix.yaml holds musa back (no MUSA installer in CI)
 VARIANTS = tuple(v for v in ALL_VARIANTS if v not in HELD_BACK)
-TAGS = ("cp310", "cp311", "cp312", "cp313", "cp314")
+TAGS = ("cp310", "cp311", "cp312", "cp313", "cp314", "cp315", "cp314t", "cp315t")  # matrix order
 # matrix.yaml's machines per variant: cpu and cuda on both, rocm x86_64 by its backend's data
 MACHINES = {"cpu": ("x86_64", "aarch64"), "cuda": ("x86_64", "aarch64"), "rocm": ("x86_64",)}
 
@@ -28,7 +28,7 @@ def ids_of(variants: tuple[str, ...] = VARIANTS, tags: tuple[str, ...] = TAGS) -
     return [f"{t}-{v}-manylinux_{m}" for v in variants for m in MACHINES[v] for t in tags]
 
 
-STEPS = len(ids_of())  # 25: 5 Pythons x (2 + 2 + 1)
+STEPS = len(ids_of())  # 40: 8 Pythons (3.14t and 3.15t among them) x (2 + 2 + 1)
 
 
 @pytest.fixture(scope="module")
@@ -40,12 +40,12 @@ def _ids(steps: tuple[plan.BuildStep, ...] | tuple[plan.SmokeStep, ...]) -> list
     return [s.identifier for s in steps]
 
 
-def test_twenty_five_build_steps_and_the_held_back_variant(loaded: matrix.LoadedMatrix) -> None:
+def test_forty_build_steps_and_the_held_back_variant(loaded: matrix.LoadedMatrix) -> None:
     steps = plan.make_plan(loaded).builds
-    assert len(steps) == STEPS == 25
+    assert len(steps) == STEPS == 40
     assert set(plan.make_plan(loaded).held_back) == set(HELD_BACK)
     everything = plan.make_plan(loaded, include_held_back=True)
-    assert len(everything.builds) == 30  # musa: x86_64 only, by its backend's data
+    assert len(everything.builds) == 48  # musa: x86_64 only, by its backend's data
     assert everything.held_back == {}
     assert _ids(steps) == ids_of()
     rocm312 = next(s for s in steps if s.identifier == "cp312-rocm-manylinux_x86_64")
@@ -55,6 +55,7 @@ def test_twenty_five_build_steps_and_the_held_back_variant(loaded: matrix.Loaded
         "python": "3.12",
         "python_tag": "cp312",
         "abi": "cp312",
+        "free_threaded": False,
         "serves": ["3.12"],
         "backend": "rocm",
         "distribution": "xfer-engine-rocm",
@@ -63,6 +64,9 @@ def test_twenty_five_build_steps_and_the_held_back_variant(loaded: matrix.Loaded
         "runner": "ubuntu-latest",
     }
     assert rocm312.variant.excludes == ("libamdhip64.so*", "libhsa-runtime64.so*")
+    rocm314t = next(s for s in steps if s.identifier == "cp314t-rocm-manylinux_x86_64")
+    assert rocm314t.to_json()["abi"] == "cp314t" and rocm314t.to_json()["free_threaded"] is True
+    assert rocm314t.interpreter.wheel_tag("manylinux_2_28_x86_64") == "cp314-cp314t-manylinux_2_28_x86_64"
 
 
 def test_platform_family_drops_the_glibc_version() -> None:
@@ -77,7 +81,12 @@ def test_platform_family_drops_the_glibc_version() -> None:
         ("cp312-*", ids_of(tags=("cp312",))),
         ("cp31{2,3}-rocm-*", ["cp312-rocm-manylinux_x86_64", "cp313-rocm-manylinux_x86_64"]),
         ("*-cpu-* cp310-cuda-*", [*ids_of(("cpu",)), *ids_of(("cuda",), ("cp310",))]),
-        ("*-cpu-x86_64", ids_of(("cpu",))[:5]),
+        ("*-cpu-x86_64", ids_of(("cpu",))[:8]),
+        (
+            "cp314-*-x86_64",
+            ["cp314-cpu-manylinux_x86_64", "cp314-cuda-manylinux_x86_64", "cp314-rocm-manylinux_x86_64"],
+        ),
+        ("cp314t-rocm-*", ["cp314t-rocm-manylinux_x86_64"]),
         ("cp310-cpu-manylinux_x86_64", ["cp310-cpu-manylinux_x86_64"]),
         ("cp3?[01]-rocm-*", ["cp310-rocm-manylinux_x86_64", "cp311-rocm-manylinux_x86_64"]),
     ],
@@ -148,7 +157,7 @@ def test_smoke_plan(loaded: matrix.LoadedMatrix, capsys: pytest.CaptureFixture[s
     expected = {("vllm-rocm", tier, "3.12") for tier in ("mi300x", "mi355x", "mi350x-pd")}
     expected.add(("sglang-rocm", "mi300x", "3.10"))
     # cuda declares no serving image: its Grace tiers get runner legs, the matrix's newest Python.
-    expected |= {("runner", tier, "3.14") for tier in ("gh200", "gb200-pd")}
+    expected |= {("runner", tier, "3.15") for tier in ("gh200", "gb200-pd")}
     assert {(s.image, s.hardware, s.python) for s in steps} == expected
     assert len(steps) == 6
     assert {s.variant.name for s in steps} == {"rocm", "cuda"}
@@ -199,7 +208,7 @@ def test_a_new_variant_adds_a_step_per_python(tmp_path: Path, capsys: pytest.Cap
 
 def test_the_python_list_drives_the_steps() -> None:
     text = MATRIX_FILE.read_text(encoding="utf-8")
-    old = 'python: ["3.10", "3.11", "3.12", "3.13", "3.14"]'
+    old = 'python: ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "3.14t", "3.15t"]'
     assert text.count(old) == 1
     fewer = matrix.loads(text.replace(old, 'python: ["3.12"]'), path=MATRIX_FILE)
     assert _ids(plan.make_plan(fewer).builds) == ids_of(tags=("cp312",))
@@ -208,8 +217,9 @@ def test_the_python_list_drives_the_steps() -> None:
 def test_stable_abi_gives_fewer_jobs_without_a_workflow_edit(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`stable_abi: "3.12"`: the same `plan --json` the workflows read lists cp310, cp311 and one
-    cp312-abi3 job a variant (3, not 5); a variant that turns it off keeps a job per Python."""
+    """`stable_abi: "3.12"`: the same `plan --json` the workflows read lists cp310, cp311, one
+    cp312-abi3 job and the free-threaded cp314t and cp315t (which never load abi3) a variant (5, not
+    8); a variant that turns it off keeps a job per Python."""
     text = MATRIX_FILE.read_text(encoding="utf-8")
     text = text.replace("source: engine", 'source: engine\n  stable_abi: "3.12"', 1)
     cpu = "    distribution: xfer-engine-cpu\n"
@@ -222,8 +232,9 @@ def test_stable_abi_gives_fewer_jobs_without_a_workflow_edit(
     by_variant: dict[object, list[object]] = {}
     for entry in include:
         by_variant.setdefault(entry["variant"], []).append(entry["identifier"])
-    assert len(include) == 2 * len(TAGS) + 3 * 2 + 3  # cpu 5 a machine, cuda 3 a machine, rocm 3
+    assert len(include) == 2 * len(TAGS) + 5 * 2 + 5  # cpu 8 a machine, cuda 5 a machine, rocm 5
     assert by_variant["cpu"] == ids_of(("cpu",))
     assert by_variant["rocm"] == [
         "cp310-rocm-manylinux_x86_64", "cp311-rocm-manylinux_x86_64", "cp312-abi3-rocm-manylinux_x86_64",
+        "cp314t-rocm-manylinux_x86_64", "cp315t-rocm-manylinux_x86_64",
     ]  # fmt: skip

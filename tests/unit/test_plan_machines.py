@@ -293,18 +293,18 @@ def test_a_variant_without_a_serving_image_runs_its_tiers_on_the_runner(
 ) -> None:
     """matrix.yaml's Grace tiers test the cuda variant's aarch64 wheels, and the cuda variant
     declares no serving image with a container: each tier gets a runner leg (no container, the
-    matrix's newest Python, which hardware.yml sets up on the runner) of the aarch64 wheel; a
+    matrix's newest (GIL) Python, which hardware.yml sets up on the runner) of the aarch64 wheel; a
     variant whose images give legs (rocm) gets none."""
     loaded = matrix.load(MATRIX_FILE)
     made = plan.make_plan(loaded)
     legs = {s.identifier: s for s in made.smokes if s.image == plan.RUNNER}
-    assert set(legs) == {"cp314-cuda-runner-gh200", "cp314-cuda-runner-gb200-pd"}
-    pair = legs["cp314-cuda-runner-gb200-pd"].to_json()
+    assert set(legs) == {"cp315-cuda-runner-gh200", "cp315-cuda-runner-gb200-pd"}
+    pair = legs["cp315-cuda-runner-gb200-pd"].to_json()
     assert pair["container"] == "" and pair["machine"] == "aarch64" and pair["nodes"] == 2
     assert pair["runner"] == ["self-hosted", "linux", "arm64", "cuda", "gb200"]
-    assert legs["cp314-cuda-runner-gh200"].variant.floor == "manylinux_2_28_aarch64"
+    assert legs["cp315-cuda-runner-gh200"].variant.floor == "manylinux_2_28_aarch64"
     assert not [s for s in made.smokes if s.variant.name == "rocm" and s.image == plan.RUNNER]
     assert cli.main(["--matrix", str(MATRIX_FILE), "plan", "--smoke"]) == 0
     captured = capsys.readouterr()
-    assert re.search(r"cp314-cuda-runner-gh200\s+\(the runner's own Python 3\.14\)", captured.out)
+    assert re.search(r"cp315-cuda-runner-gh200\s+\(the runner's own Python 3\.15\)", captured.out)
     assert "no hardware leg runs on it" not in captured.err

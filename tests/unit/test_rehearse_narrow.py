@@ -37,10 +37,13 @@ def test_the_python_list_and_the_floor_are_the_only_lines_that_change(tmp_path: 
     after = text.splitlines()
     changed = [(a, b) for a, b in zip(before, after, strict=True) if a != b]
     assert changed == [
-        ('python: ["3.10", "3.11", "3.12", "3.13", "3.14"]', 'python: ["3.12", "3.13"]'),
+        (
+            'python: ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "3.14t", "3.15t"]',
+            'python: ["3.12", "3.13"]',
+        ),
         (f"  floor: manylinux_2_28{COMMENT}", f"  floor: manylinux_2_39{COMMENT}"),
     ]
-    listed = "3.10, 3.11, 3.12, 3.13, 3.14"
+    listed = "3.10, 3.11, 3.12, 3.13, 3.14, 3.15, 3.14t, 3.15t"
     assert said[0].startswith(f"python [3.12, 3.13] (--python; matrix.yaml lists {listed})")
     # matrix.yaml's floor is a policy (x86_64 and aarch64): the narrowed one is too, never a tag of
     # x86_64 alone beside aarch64 (the checkout's located error)
@@ -87,7 +90,11 @@ def test_no_option_leaves_the_checkout_alone(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("pythons", "floor", "message"),
     [
-        (["3.9"], None, "--python 3.9: not a Python of matrix.yaml (3.10, 3.11, 3.12, 3.13, 3.14)"),
+        (
+            ["3.9"],
+            None,
+            "--python 3.9: not a Python of matrix.yaml (3.10, 3.11, 3.12, 3.13, 3.14, 3.15, 3.14t, 3.15t)",
+        ),
         ([], "linux_x86_64", "--floor linux_x86_64: not a manylinux platform tag"),
     ],
 )
@@ -100,7 +107,7 @@ def test_what_is_not_the_matrixs_is_refused(
 
 def test_a_python_list_over_several_lines_cannot_be_narrowed_and_says_so(tmp_path: Path) -> None:
     source = (ROOT / "matrix.yaml").read_text(encoding="utf-8")
-    one_line = 'python: ["3.10", "3.11", "3.12", "3.13", "3.14"]'
+    one_line = 'python: ["3.10", "3.11", "3.12", "3.13", "3.14", "3.15", "3.14t", "3.15t"]'
     text = source.replace(one_line, 'python:\n  - "3.10"\n  - "3.12"')
     assert text != source
     with pytest.raises(UsageError, match=r"no one-line `python: \[\.\.\.\]` list"):

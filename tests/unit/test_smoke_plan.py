@@ -47,7 +47,7 @@ def test_plan_smoke_json_lists_the_cross_product(capsys: pytest.CaptureFixture[s
 ABI3_MATRIX = """\
 schema_version: 1
 engine: {source: engine, import_name: xfer, version: "0.1.0", stable_abi: "3.12"}
-python: ["3.11", "3.12", "3.13", "3.14"]
+python: ["3.11", "3.12", "3.13", "3.14", "3.14t"]
 platform: {floor: manylinux_2_28_x86_64}
 variants:
   cpu: {distribution: xfer-engine-cpu, backend: cpu}
@@ -57,9 +57,9 @@ variants:
 @pytest.mark.parametrize(
     ("here", "expected"),
     [
-        ((), ["3.12", "3.13", "3.14"]),
-        (("3.15",), ["3.12", "3.13", "3.14", "3.15"]),
-        (("3.14", "3.15"), ["3.12", "3.13", "3.14", "3.15"]),
+        ((), ["3.12", "3.13", "3.14"]),  # never 3.14t: a free-threaded build does not load abi3
+        (("3.16",), ["3.12", "3.13", "3.14", "3.16"]),
+        (("3.14", "3.16"), ["3.12", "3.13", "3.14", "3.16"]),
     ],
 )
 def test_an_abi3_wheel_is_smoked_in_every_python_it_serves(
@@ -69,6 +69,7 @@ def test_an_abi3_wheel_is_smoked_in_every_python_it_serves(
     from release.smoke import selection
 
     monkeypatch.setattr(selection, "find_interpreter", lambda v: Path(f"/py/{v}") if v in here else None)
+    monkeypatch.setattr(selection, "newer_pythons", lambda: ("3.16",))  # a `newer` row of pythons.json
     loaded = loads(ABI3_MATRIX, path=tmp_path / "matrix.yaml", backends_dir=ROOT / "packaging" / "backends")
     variant = plan.make_plan(loaded).variants["cpu"]
     wheelhouse = tmp_path / "cpu"
