@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from pathlib import Path
 
+from release import settings
 from release.config.matrix import LoadedMatrix
 from release.config.names import seconds, whole
 from release.errors import PublishError, UsageError
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
-    credentials = Credentials.from_env(os.environ, username=args.username)
+    credentials = Credentials.from_env(settings.environment(), username=args.username)
     try:
         return _run(args, loaded, credentials)
     except PublishError as exc:
