@@ -14,15 +14,14 @@ import sys
 from packaging.version import Version
 
 from release import table
-from release.config.checks import engine_source, unpinned_serving_images
-from release.config.dataschema import printable
+from release.config.checks import unpinned_serving_images
 from release.config.matrix import LoadedMatrix
 from release.config.placeholders import unfilled
-from release.config.shapes import build_requires_problems
 from release.errors import MatrixError, Problem, UsageError
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
 from release.plan.machine import machine_of
+from release.plan.source import check_engine_source
 from release.plan.steps import BuildStep, Plan, awaiting_line, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 from release.variants.make import variant_set
@@ -175,17 +174,6 @@ def unpinned_images(plan: Plan) -> list[Problem]:
     """The plan's serving images that are named by tag only."""
     loaded = plan.loaded
     return unpinned_serving_images(loaded.matrix, loaded.lines, loaded.path.name, plan.variants)
-
-
-def check_engine_source(loaded: LoadedMatrix) -> None:
-    """The located error for an `engine.source` that holds no project, or `build_requires` naming
-    what its pyproject.toml does not require (exit 3)."""
-    name = printable(str(loaded.path.name))
-    problems = engine_source(loaded.matrix, loaded.root, loaded.lines, name)
-    if not problems:
-        problems = build_requires_problems(loaded.matrix, loaded.engine_dir, loaded.lines, name)
-    if problems:
-        raise MatrixError(problems)
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:

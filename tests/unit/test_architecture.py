@@ -374,3 +374,22 @@ def test_no_namespace_enters_a_stage() -> None:
         for line in namespace_mentions(path.read_text(encoding="utf-8"))
     ]
     assert found == []
+
+
+def command_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`a imports b` for each command module (`release.commands.*`) that imports another: what two
+    commands share lives in the stage, plan or machine packages, not in one of them."""
+    def is_command(name: str) -> bool:
+        return name.startswith("release.commands.")
+
+    return sorted(f"{a} imports {b}" for a, targets in graph.items() if is_command(a)
+                  for b in targets if is_command(b) and b != a)  # fmt: skip
+
+
+def test_the_command_rule_sees_one() -> None:
+    planted = {"release.commands.build": {"release.commands.plan", "release.plan.steps"}}
+    assert command_imports(planted) == ["release.commands.build imports release.commands.plan"]
+
+
+def test_no_command_imports_another_command() -> None:
+    assert command_imports(_graph()) == []
