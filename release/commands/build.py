@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from release import table
+from release import flags, table
 from release.builder.host import WheelResult, build_variant, summary
 from release.builder.prebuild import say
 from release.config.machines import MACHINES, host_machine
@@ -34,17 +34,8 @@ from release.settings import in_ci, in_github_actions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--variant",
-        action="append",
-        help="variant from the matrix (repeatable; default: every variant)",
-    )
-    parser.add_argument(
-        "--python",
-        action="append",
-        default=None,
-        help="Python version to build for (repeatable; default: all in the matrix)",
-    )
+    flags.variant(parser, "variant from the matrix (repeatable; default: every variant)", many=True)
+    flags.python(parser, "Python version to build for (repeatable; default: all in the matrix)", many=True)
     parser.add_argument("--select", help="identifier patterns, e.g. 'cp31{2,3}-rocm-*'")
     parser.add_argument(
         "--arch",
@@ -52,9 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=host_machine(),
         help="the machine architecture to build for (default: this machine's, %(default)s)",
     )
-    parser.add_argument(
-        "--wheelhouse", type=Path, help="output root (default: wheelhouse/ beside the matrix)"
-    )
+    flags.wheelhouse(parser, "output root (default: wheelhouse/ beside the matrix)")
     parser.add_argument("--tag", help="release tag (e.g. v0.3.13); sets the version of every wheel")
     parser.add_argument(
         "--jobs", type=whole(1, 1024), default=os.cpu_count() or 1, help="wheels built at once"

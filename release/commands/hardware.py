@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from release import process, settings
+from release import flags, process, settings
 from release.config.machines import MACHINES, host_machine, machines_of_tags
 from release.config.matrix import LoadedMatrix
 from release.config.names import seconds, whole
@@ -50,8 +50,8 @@ from release.wheel.names import parse_wheel_name
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--variant", required=True, help="the variant whose wheel this leg runs")
-    add("--python", default=sys.executable, help="the interpreter to install for (default: this one)")
+    flags.variant(parser, "the variant whose wheel this leg runs", required=True)
+    flags.python(parser, "the interpreter to install for (default: this one)", default=sys.executable)
     add("--role", choices=ROLES, default="single", help="single (default), prefill or decode")
     add("--address-file", type=Path, help="prefill writes the master's address here, decode reads it")
     add(
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prefill: the master listens here; 0.0.0.0 for a decode on another node (the address "
         "published is then this host's own)",
     )
-    add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
+    flags.wheelhouse(parser, "holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
     add("--wheel", type=Path, help="this wheel file (its verify report beside it) instead of a wheelhouse")
     add("--release", metavar="TAG", help="download the leg's wheel and report from this tag's GitHub Release")
     settings.argument(

@@ -13,7 +13,7 @@ import sys
 
 from packaging.version import Version
 
-from release import table
+from release import flags, table
 from release.config.checks import unpinned_serving_images
 from release.config.matrix import LoadedMatrix
 from release.config.placeholders import unfilled
@@ -40,8 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"print the $GITHUB_OUTPUT lines of one workflow ({', '.join(WORKFLOWS)})",
     )
     parser.add_argument("--tag", help="with --github release: the release tag (checked against the matrix)")
-    parser.add_argument("--variant", help="with --github: only this variant (a backfill)")
-    parser.add_argument("--python", help="with --github ci: the toolkit's Python (the one PR builds use)")
+    flags.variant(parser, "with --github: only this variant (a backfill)")
+    flags.python(parser, "with --github ci: the toolkit's Python (the one PR builds use)")
 
 
 def _line(values: dict[str, object]) -> str:
