@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from release import __version__, interrupts, settings, table
+from release import __version__, flags, interrupts, settings, table
 from release.errors import EXIT_CODES, ReleaseError, UsageError, os_error_line
 
 # command -> (module in release.commands, help).
@@ -48,7 +48,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 # Commands that work without a matrix file, and ones that never read it.
 MATRIX_OPTIONAL = {"verify", "repair", "toolchain"}
 NO_MATRIX = {"init", "schema", "verify-release", "workflows"}
-DEFAULT_MATRIX = "matrix.yaml"
 
 
 COMMAND_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -121,7 +120,7 @@ def build_parser(command: str | None = None, prog: str | None = None) -> argpars
         epilog=_epilog() + "\n\nenvironment (docs/settings.md):\n" + "\n".join(settings.help_lines()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--matrix", default=DEFAULT_MATRIX, help="the matrix file (default: %(default)s)")
+    flags.matrix(parser)
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -129,7 +128,7 @@ def build_parser(command: str | None = None, prog: str | None = None) -> argpars
     for name, (_module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=_epilog())
         # Accepted after the command too: `release plan --matrix other.yaml`.
-        p.add_argument("--matrix", default=argparse.SUPPRESS, help="the matrix file (default: matrix.yaml)")
+        flags.matrix(p, after_command=True)
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
         if command is not None and name != command:
             continue

@@ -14,7 +14,7 @@ from pathlib import Path
 from release.errors import ReleaseError
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("commands", ("__main__", "cli", "nox_sessions", "commands")),
+    ("commands", ("__main__", "cli", "nox_sessions", "flags", "commands")),
     ("orchestrators", ("rehearse", "reproduce")),
     ("stages", ("builder", "smoke", "hardware", "publish", "init")),
     ("machine", ("machine",)),

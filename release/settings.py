@@ -45,6 +45,12 @@ class Setting:
     scope: Scope = "toolkit"
 
 
+NETWORK_VARIABLES = (
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT",
+    "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
+)  # fmt: skip
+"""What reaching a package index takes from the environment (its CA bundle, its proxy)."""
+
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         name="RELEASE_MATRIX", kind="path", default="",
@@ -141,6 +147,78 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         name="DOCKER_HOST", kind="text", default="", scope="platform",
         help="docker's client drives a daemon elsewhere: a remote engine, as CONTAINER_HOST",
+    ),
+    Setting(
+        name="GITHUB_REF_TYPE", kind="text", default="", scope="platform",
+        help="tag: the workflow runs for a pushed tag (GITHUB_REF_NAME), whose version is the release's",
+    ),
+    Setting(
+        name="GITHUB_REF_NAME", kind="text", default="", scope="platform",
+        help="the pushed tag (with GITHUB_REF_TYPE=tag) the release version is read from",
+    ),
+    Setting(
+        name="GITHUB_STEP_SUMMARY", kind="path", default="", scope="platform",
+        help="the job summary file every table the toolkit prints is appended to, as Markdown",
+    ),
+    Setting(
+        name="CPATH", kind="text", default="", scope="platform",
+        help="the compiler's header search path: a system dependency's header is looked for there too",
+    ),
+    Setting(
+        name="C_INCLUDE_PATH", kind="text", default="", scope="platform",
+        help="the C compiler's header search path, as CPATH",
+    ),
+    Setting(
+        name="CPLUS_INCLUDE_PATH", kind="text", default="", scope="platform",
+        help="the C++ compiler's header search path, as CPATH",
+    ),
+    Setting(
+        name="LD_LIBRARY_PATH", kind="text", default="", scope="platform",
+        help="the loader's search path: a system dependency's library is looked for there too",
+    ),
+    *(
+        Setting(
+            name=name, kind="text", default="", scope="platform",
+            help="passed on to a smoke leg whose requirements come from an index (its CA bundle, proxy)",
+        )
+        for name in NETWORK_VARIABLES
+    ),
+    Setting(
+        name="PYPI_API_TOKEN", kind="text", default="", scope="platform",
+        help="`publish`: a PyPI token, given to twine as TWINE_PASSWORD (user __token__) and kept out of "
+        "every line printed",
+    ),
+    Setting(
+        name="TWINE_USERNAME", kind="text", default="", scope="platform",
+        help="`publish`: twine's user name (--username wins)",
+    ),
+    Setting(
+        name="TWINE_PASSWORD", kind="text", default="", scope="platform",
+        help="`publish`: twine's password, kept out of every line printed",
+    ),
+    Setting(
+        name="ACTIONS_ID_TOKEN_REQUEST_URL", kind="text", default="", scope="platform",
+        help="set by GitHub Actions with `id-token: write`: `publish` uses trusted publishing",
+    ),
+    Setting(
+        name="ACTIONS_ID_TOKEN_REQUEST_TOKEN", kind="text", default="", scope="platform",
+        help="GitHub Actions' token for the OIDC request: kept out of every line printed",
+    ),
+    Setting(
+        name="UV_PYTHON_BIN_DIR", kind="path", default="", scope="platform",
+        help="where uv puts the interpreters `install` asks it for (unset: /usr/local/bin when writable)",
+    ),
+    *(
+        Setting(
+            name=name, kind="text", default="", scope="platform",
+            help="the engine's compiler (launcher): a host build puts ccache in front unless it is set",
+        )
+        for name in ("CC", "CXX", "CMAKE_C_COMPILER_LAUNCHER", "CMAKE_CXX_COMPILER_LAUNCHER")
+    ),
+    Setting(
+        name="CIBW_*", kind="text", default="", scope="platform",
+        help="cibuildwheel's own settings: a container build passes them on, and they are part of "
+        "every wheel's key in the wheel store",
     ),
     Setting(
         name="RELEASE_IMAGE_CALLER", kind="text", default="", scope="tests",
@@ -251,6 +329,19 @@ def data_declared(name: str, environ: Mapping[str, str] | None = None) -> str:
     return (os.environ if environ is None else environ).get(name, "")
 
 
+def environment(*, without: tuple[str, ...] = ()) -> dict[str, str]:
+    """A copy of this process's environment to hand on whole to a program it starts, less every
+    variable whose name starts with one of `without`: no variable of it is read here."""
+    return {k: v for k, v in os.environ.items() if not (without and k.startswith(without))}
+
+
+def family(prefix: str, environ: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
+    """Every variable whose name starts with `prefix`, declared as a family (`CIBW_*`), sorted."""
+    setting(prefix + "*")
+    found = os.environ if environ is None else environ
+    return sorted((k, v) for k, v in found.items() if k.startswith(prefix))
+
+
 @contextlib.contextmanager
 def given(name: str, value: str) -> Iterator[None]:
     """The declared variable `name` set to `value` in this process's environment (what the programs
@@ -272,9 +363,7 @@ def pyenv_root(environ: Mapping[str, str] | None = None) -> Path:
     return path("PYENV_ROOT", environ) or Path.home() / ".pyenv"
 
 
-def argument(
-    parser: Any, *flags: str, env: str, help: str, **kwargs: Any
-) -> argparse.Action:
+def argument(parser: Any, *flags: str, env: str, help: str, **kwargs: Any) -> argparse.Action:
     """`parser.add_argument(*flags)` whose default is the declared variable `env` (when set), else
     `kwargs["default"]`, with the variable named in its help: a flag, its variable and its default
     declared once (auditwheel's `EnvironmentDefault`, nox's option set)."""

@@ -8,10 +8,11 @@ readiness list and the publish outcome show on the run's page, not only in its r
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from release import settings
 
 SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 MAX_CELL = 400
@@ -47,7 +48,7 @@ def render(
     is set."""
     cells = [[_shown(str(c)) for c in row] for row in rows]
     numeric = [all(_is_number(row[i]) for row in cells) and bool(cells) for i in range(len(headers))]
-    summary = (os.environ if environ is None else environ).get(SUMMARY_ENV, "")
+    summary = settings.raw(SUMMARY_ENV, environ)
     if summary:
         _append(Path(summary), markdown(headers, cells, numeric, title))
     return _plain(headers, cells, numeric)

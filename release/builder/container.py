@@ -457,7 +457,7 @@ def container_keys(
         "image": image_id,
         "engine": engine.name,
         "cibuildwheel": cibw,
-        "environ": sorted((k, v) for k, v in os.environ.items() if k.startswith("CIBW_")),
+        "environ": settings.family("CIBW_"),
         "epoch": epoch,
     }
     return {

@@ -142,6 +142,12 @@ def run_logged(cmd: list[str], *, log: Path, env: Mapping[str, str], cwd: Path |
         raise BuildError(msg)
 
 
+CCACHE_LAUNCHERS = {
+    "CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+    "CC": "ccache cc", "CXX": "ccache c++",
+}  # fmt: skip
+
+
 def build_env(variant: ResolvedVariant, toolchain: Toolchain, epoch: str, work: Path) -> dict[str, str]:
     env = {**os.environ, **toolchain.env, "SOURCE_DATE_EPOCH": epoch}
     env.pop("PYTHONPATH", None)
@@ -151,10 +157,9 @@ def build_env(variant: ResolvedVariant, toolchain: Toolchain, epoch: str, work: 
     if shutil.which("ccache"):
         for key, value in ccache_env(work).items():
             env.setdefault(key, value)
-        env.setdefault("CMAKE_C_COMPILER_LAUNCHER", "ccache")
-        env.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
-        env.setdefault("CC", "ccache cc")
-        env.setdefault("CXX", "ccache c++")
+        for key, value in CCACHE_LAUNCHERS.items():  # unless the environment or toolchain names one
+            if key not in toolchain.env and not settings.raw(key):
+                env[key] = value
     env.update(variant.build.env)
     return env
 

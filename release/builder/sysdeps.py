@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from release import process
+from release import process, settings
 from release.config.sysdeps import SystemPackage
 from release.errors import ToolchainError
 
@@ -43,10 +43,10 @@ def host_family(os_release: str) -> str | None:
 
 
 def search_dirs(
-    env: Mapping[str, str], variables: Iterable[str], defaults: Iterable[str]
+    env: Mapping[str, str] | None, variables: Iterable[str], defaults: Iterable[str]
 ) -> tuple[Path, ...]:
     """The directories named by `variables` (colon lists) first, then `defaults`."""
-    named = [d for var in variables for d in env.get(var, "").split(os.pathsep) if d]
+    named = [d for var in variables for d in settings.raw(var, env).split(os.pathsep) if d]
     return tuple(Path(d) for d in dict.fromkeys([*named, *defaults]))
 
 
@@ -62,10 +62,9 @@ class Probes:
 def host_probes(env: Mapping[str, str] | None = None) -> Probes:
     """Probes of this host: `pkg-config --exists`, then header and library files in the compiler's
     usual directories and those CPATH, C(PLUS)_INCLUDE_PATH, LIBRARY_PATH and LD_LIBRARY_PATH name."""
-    env = os.environ if env is None else env
     includes = search_dirs(env, ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH"), INCLUDE_DIRS)
     libdirs = search_dirs(env, ("LIBRARY_PATH", "LD_LIBRARY_PATH"), LIBRARY_DIRS)
-    pkg_config = shutil.which("pkg-config", path=env.get("PATH"))
+    pkg_config = shutil.which("pkg-config", path=settings.raw("PATH", env) or None)
 
     def has_module(name: str) -> bool:
         if pkg_config is None:

@@ -13,40 +13,30 @@ import os
 import time
 from pathlib import Path
 
-from release import table
+from release import flags, table
 from release.builder.host import WheelResult, build_variant, summary
 from release.builder.prebuild import say
-from release.commands.plan import check_engine_source
 from release.config.machines import MACHINES, host_machine
 from release.config.matrix import LoadedMatrix
 from release.config.names import seconds, whole
 from release.config.resources import setup_podman_command
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
-from release.machine.containers import ContainerEngine
+from release.machine.containers import ContainerEngine, require_engine
 from release.machine.interpreters import Interpreter, find_interpreter, interpreter, missing_table
 from release.machine.lock import DEFAULT_WAIT_S
-from release.machine.toolchain import Toolchain, find_toolchain, install_hint, toolkit_mismatch
+from release.machine.toolchain import host_toolkit
 from release.plan.github_only import github_only_line, split_github_only
 from release.plan.machine import machine_of
-from release.plan.placement import HostToolkit, place
-from release.plan.resolve import ResolvedVariant
+from release.plan.placement import place
+from release.plan.source import check_engine_source
 from release.plan.steps import BuildStep, make_plan, select
 from release.plan.version import build_version
 from release.settings import in_ci, in_github_actions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--variant",
-        action="append",
-        help="variant from the matrix (repeatable; default: every variant)",
-    )
-    parser.add_argument(
-        "--python",
-        action="append",
-        default=None,
-        help="Python version to build for (repeatable; default: all in the matrix)",
-    )
+    flags.variant(parser, "variant from the matrix (repeatable; default: every variant)", many=True)
+    flags.python(parser, "Python version to build for (repeatable; default: all in the matrix)", many=True)
     parser.add_argument("--select", help="identifier patterns, e.g. 'cp31{2,3}-rocm-*'")
     parser.add_argument(
         "--arch",
@@ -54,9 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=host_machine(),
         help="the machine architecture to build for (default: this machine's, %(default)s)",
     )
-    parser.add_argument(
-        "--wheelhouse", type=Path, help="output root (default: wheelhouse/ beside the matrix)"
-    )
+    flags.wheelhouse(parser, "output root (default: wheelhouse/ beside the matrix)")
     parser.add_argument("--tag", help="release tag (e.g. v0.3.13); sets the version of every wheel")
     parser.add_argument(
         "--jobs", type=whole(1, 1024), default=os.cpu_count() or 1, help="wheels built at once"
@@ -149,31 +137,6 @@ def usable_interpreters(pythons: list[str]) -> tuple[set[str], list[Interpreter]
         msg = f"{reasons}{why}"
         raise ToolchainError(msg)
     return {i.version for i in found if i.usable}, missing
-
-
-def check_toolkit(variant: ResolvedVariant, toolchain: Toolchain, *, allow: bool) -> str | None:
-    """The declared toolkit must be the one found (major.minor); the mismatch line otherwise, or,
-    with `allow`, the override that verify records."""
-    probe = variant.backend.toolkit
-    env_var = probe.env[0] if probe and probe.env else "PATH"
-    hint = (
-        f"install {variant.toolkit} (`{install_hint(variant.backend)} {variant.toolkit}`) and point "
-        f"${env_var} at it, build in the variant's build image with --container, or pass "
-        "--allow-toolkit-mismatch for an experiment"
-    )
-    problem = toolkit_mismatch(
-        backend=variant.name,
-        declared=variant.toolkit,
-        source=variant.toolkit_source,
-        toolchain=toolchain,
-        hint=hint,
-    )
-    if problem is None:
-        return None
-    if not allow:
-        raise ToolchainError(problem)
-    print(f"warning: {problem.split(': install ')[0]}; --allow-toolkit-mismatch: verify records it")
-    return f"declared {variant.toolkit}, built with {toolchain.version}"
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
@@ -288,15 +251,6 @@ def _on_host(
     return results
 
 
-def host_toolkit(variant: ResolvedVariant, *, allow: bool) -> HostToolkit:
-    """What this host has for `variant`: its declared toolkit (or, with `allow`, another one as an
-    override), or the one-line problem of a missing or mismatched one."""
-    try:
-        return HostToolkit(None, check_toolkit(variant, find_toolchain(variant.backend), allow=allow))
-    except ToolchainError as exc:
-        return HostToolkit(str(exc))
-
-
 def _in_container(
     args: argparse.Namespace,
     steps: tuple[BuildStep, ...],
@@ -359,19 +313,6 @@ def _cross(args: argparse.Namespace, planned: Steps, root: Path, version: str) -
             lock_wait_s=args.lock_wait, reuse=True,
         )  # fmt: skip
     return built
-
-
-def require_engine() -> ContainerEngine:
-    """podman or docker, whichever answers; otherwise the one line that says how to get one."""
-    engine = ContainerEngine.answering()
-    if engine is None:
-        msg = (
-            "--container needs podman or docker, and neither answers here: install podman "
-            f"(`{setup_podman_command()}`: Debian's podman and runc, set up for hosts like ours), "
-            "or drop --container to build on the host"
-        )
-        raise ToolchainError(msg)
-    return engine
 
 
 def _report(

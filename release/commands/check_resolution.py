@@ -41,6 +41,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from release import flags
 from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError, UsageError
 from release.machine.interpreters import require_interpreter
@@ -57,20 +58,15 @@ from release.wheel.names import parse_wheel_name, split_variant_label
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add(
-        "--wheelhouse",
-        type=Path,
-        metavar="DIR",
-        help="the per-name set, <variant>/*.whl (default: wheelhouse/)",
-    )
+    flags.wheelhouse(parser, "the per-name set, <variant>/*.whl (default: wheelhouse/)", metavar="DIR")
     add(
         "--variant-wheels",
         type=Path,
         metavar="DIR",
         help=f"the variant set and -variants.json (default: {DEFAULT_OUT}/, with variant_wheels)",
     )
-    add("--python", action="append", help="only this matrix Python (repeatable)")
-    add("--variant", action="append", help="only this variant (repeatable; a backfill: no variant set)")
+    flags.python(parser, "only this matrix Python (repeatable)", many=True)
+    flags.variant(parser, "only this variant (repeatable; a backfill: no variant set)", many=True)
     add(
         "--repository",
         metavar="URL",

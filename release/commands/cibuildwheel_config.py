@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from release import flags
 from release.builder.cibw import FORMATS, render, stable_abi_override
 from release.config.machines import MACHINES
 from release.config.matrix import LoadedMatrix
@@ -13,12 +14,9 @@ from release.plan.steps import make_plan
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variant", required=True, help="the variant to configure")
-    parser.add_argument(
-        "--python",
-        action="append",
-        default=[],
-        help="a Python version from the matrix (repeatable; default: all of them)",
+    flags.variant(parser, "the variant to configure", required=True)
+    flags.python(
+        parser, "a Python version from the matrix (repeatable; default: all of them)", many=True, default=[]
     )
     parser.add_argument(
         "--arch",

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from release import process, settings
+from release import flags, process, settings
 from release.config.machines import MACHINES, host_machine, machines_of_tags
 from release.config.matrix import LoadedMatrix
 from release.config.names import seconds, whole
@@ -50,8 +50,8 @@ from release.wheel.names import parse_wheel_name
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--variant", required=True, help="the variant whose wheel this leg runs")
-    add("--python", default=sys.executable, help="the interpreter to install for (default: this one)")
+    flags.variant(parser, "the variant whose wheel this leg runs", required=True)
+    flags.python(parser, "the interpreter to install for (default: this one)", default=sys.executable)
     add("--role", choices=ROLES, default="single", help="single (default), prefill or decode")
     add("--address-file", type=Path, help="prefill writes the master's address here, decode reads it")
     add(
@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="prefill: the master listens here; 0.0.0.0 for a decode on another node (the address "
         "published is then this host's own)",
     )
-    add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
+    flags.wheelhouse(parser, "holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
     add("--wheel", type=Path, help="this wheel file (its verify report beside it) instead of a wheelhouse")
     add("--release", metavar="TAG", help="download the leg's wheel and report from this tag's GitHub Release")
     settings.argument(
@@ -364,6 +364,14 @@ def _report(args: argparse.Namespace, record: dict[str, Any]) -> int:
     return 0
 
 
+def _pair_options(args: argparse.Namespace) -> pair.PairOptions:
+    """What the pair's exchange takes from the flags: no Namespace enters the stage."""
+    return pair.PairOptions(
+        address_file=args.address_file, wait=args.wait, timeout=args.timeout,
+        done_artifact=args.done_artifact, address_artifact=args.address_artifact or "", repo=args.repo or "",
+    )  # fmt: skip
+
+
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     _check_arguments(args)
 
@@ -371,11 +379,12 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         print(line, file=sys.stderr if args.json else sys.stdout, flush=True)
 
     _absolute(args)
-    pair.make_folder(args)
+    exchange = _pair_options(args)
+    pair.make_folder(exchange)
     if args.attach:
-        return _report(args, pair.attach(args, log))
+        return _report(args, pair.attach(exchange, log))
     if args.detach:
-        return pair.detach(sys.argv[1:], args)
+        return pair.detach(sys.argv[1:], exchange)
     if args.role == "prefill":
         # A stale address from an earlier run would send decode to a master that is gone.
         for old in (Path(args.address_file), Path(str(args.address_file) + ".done")):
@@ -397,9 +406,9 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
 
 def _leg(args: argparse.Namespace, loaded: LoadedMatrix, log: Callable[[str], None]) -> int:
     if args.address_artifact:
-        pair.await_address_artifact(args, log)
+        pair.await_address_artifact(_pair_options(args), log)
     elif args.role == "decode":
-        pair.await_address_file(args, log)
+        pair.await_address_file(_pair_options(args), log)
     with tempfile.TemporaryDirectory(prefix="release-hardware-") as scratch_dir:
         scratch = Path(scratch_dir)
         named = args.image or _emulated(args)  # the Python is the image's or the emulated machine's

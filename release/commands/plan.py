@@ -11,19 +11,18 @@ import argparse
 import json
 import sys
 
-from release import table
-from release.config.checks import engine_source, unpinned_serving_images
-from release.config.dataschema import printable
+from release import flags, table
+from release.config.checks import unpinned_serving_images
 from release.config.matrix import LoadedMatrix
 from release.config.placeholders import unfilled
 from release.config.pythons import newest, sort_key
-from release.config.shapes import build_requires_problems
 from release.errors import MatrixError, Problem, UsageError
 from release.machine.interpreters import find_interpreter
 from release.plan.github_only import github_only_line, split_github_only
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
 from release.plan.machine import machine_of
+from release.plan.source import check_engine_source
 from release.plan.steps import BuildStep, Plan, awaiting_line, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
 from release.variants.make import variant_set
@@ -42,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"print the $GITHUB_OUTPUT lines of one workflow ({', '.join(WORKFLOWS)})",
     )
     parser.add_argument("--tag", help="with --github release: the release tag (checked against the matrix)")
-    parser.add_argument("--variant", help="with --github: only this variant (a backfill)")
-    parser.add_argument("--python", help="with --github ci: the toolkit's Python (the one PR builds use)")
+    flags.variant(parser, "with --github: only this variant (a backfill)")
+    flags.python(parser, "with --github ci: the toolkit's Python (the one PR builds use)")
 
 
 def _line(values: dict[str, object]) -> str:
@@ -176,17 +175,6 @@ def unpinned_images(plan: Plan) -> list[Problem]:
     """The plan's serving images that are named by tag only."""
     loaded = plan.loaded
     return unpinned_serving_images(loaded.matrix, loaded.lines, loaded.path.name, plan.variants)
-
-
-def check_engine_source(loaded: LoadedMatrix) -> None:
-    """The located error for an `engine.source` that holds no project, or `build_requires` naming
-    what its pyproject.toml does not require (exit 3)."""
-    name = printable(str(loaded.path.name))
-    problems = engine_source(loaded.matrix, loaded.root, loaded.lines, name)
-    if not problems:
-        problems = build_requires_problems(loaded.matrix, loaded.engine_dir, loaded.lines, name)
-    if problems:
-        raise MatrixError(problems)
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from pathlib import Path
 
+from release import flags, settings
 from release.config.matrix import LoadedMatrix
 from release.config.names import seconds, whole
 from release.errors import PublishError, UsageError
@@ -20,10 +20,10 @@ from release.variants.make import variant_set
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--variant",
-        action="append",
-        help="publish only this variant's wheels (repeatable; a backfill). Default: the whole matrix",
+    flags.variant(
+        parser,
+        "publish only this variant's wheels (repeatable; a backfill). Default: the whole matrix",
+        many=True,
     )
     parser.add_argument(
         "--tag", help="the release tag, e.g. v0.3.13 (default: the pushed tag in GitHub Actions)"
@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="simple-API URL of that index (derived for PyPI, TestPyPI and pypiserver)",
     )
-    parser.add_argument("--wheelhouse", metavar="DIR", help="default: wheelhouse/ beside the matrix")
+    flags.wheelhouse(parser, "default: wheelhouse/ beside the matrix", metavar="DIR")
     parser.add_argument(
         "--variant-wheels",
         metavar="DIR",
@@ -68,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
-    credentials = Credentials.from_env(os.environ, username=args.username)
+    credentials = Credentials.from_env(settings.environment(), username=args.username)
     try:
         return _run(args, loaded, credentials)
     except PublishError as exc:

@@ -13,7 +13,6 @@ trusted publishers, index names, runners) it prints as a checklist. See `release
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from release import settings, table
@@ -43,7 +42,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         print(markdown(plan), end="")
         return 0
     workflow = args.workflow or loaded.root / ".github" / "workflows" / "release.yml"
-    items = readiness(plan, environ=os.environ, repository=args.repo, workflow=workflow)
+    items = readiness(plan, environ=settings.environment(), repository=args.repo, workflow=workflow)
     rows = [(i.kind, i.name, i.status, i.detail) for i in items]
     print(table.render(("input", "name", "status", "detail"), rows, title="Ready for a tag push?"))
     require_ready(items)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from release import flags
 from release.config.matrix import LoadedMatrix
 from release.errors import UsageError
 from release.rehearse import runner, session
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what the toolkit's install steps run here: uv (default: the same requirement and pins "
         "in a venv with pip, about 15 s of CPU less per job) or pip, as the workflow writes it",
     )
-    add("--variant", default="", help="the workflow_dispatch `variant` input (a backfill of one variant)")
+    flags.variant(parser, "the workflow_dispatch `variant` input (a backfill of one variant)", default="")
     add(
         "--user",
         default="runner",
@@ -72,14 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="wheels and their verify reports the tag's GitHub Release holds (hardware.yml downloads "
         "them), e.g. a wheelhouse or a release rehearsal's github/releases/OWNER/NAME/TAG",
     )
-    add(
-        "--python",
-        action="append",
-        default=[],
-        metavar="X.Y",
-        help="only these matrix Pythons (repeatable): the jobs' checkout lists just them; the local "
+    flags.python(
+        parser,
+        "only these matrix Pythons (repeatable): the jobs' checkout lists just them; the local "
         "images are made from the matrix as it is",
-    )
+        many=True, default=[], metavar="X.Y",
+    )  # fmt: skip
     add(
         "--floor",
         metavar="TAG",

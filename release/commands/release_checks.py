@@ -13,7 +13,7 @@ import math
 from functools import partial
 from pathlib import Path
 
-from release import settings
+from release import flags, settings
 from release.config.matrix import LoadedMatrix
 from release.config.names import seconds, whole
 from release.errors import UsageError
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("wheelhouse", type=Path, help="holds <variant>/*.whl with their verify reports")
     add("--tag", help="the release tag (default: the pushed tag in GitHub Actions)")
-    add("--variant", action="append", help="only this variant (repeatable; a backfill)")
+    flags.variant(parser, "only this variant (repeatable; a backfill)", many=True)
     add(
         "--repository",
         metavar="URL",

@@ -6,6 +6,7 @@ import argparse
 from collections.abc import Mapping
 from pathlib import Path
 
+from release import flags
 from release.builder.repair import repair_wheel
 from release.config.backends import Backend, load_backends
 from release.config.matrix import LoadedMatrix
@@ -18,7 +19,7 @@ from release.wheel.names import FLOOR
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("wheel", type=Path, help="the wheel to repair")
-    parser.add_argument("--variant", help="variant whose excludes and floor apply (needs the matrix)")
+    flags.variant(parser, "variant whose excludes and floor apply (needs the matrix)")
     parser.add_argument(
         "--exclude",
         action="append",

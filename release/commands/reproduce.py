@@ -26,12 +26,12 @@ from pathlib import Path
 
 from release import table
 from release.builder.host import build_variant
-from release.commands.build import host_toolkit, require_engine
 from release.config.machines import host_machine
 from release.config.matrix import LoadedMatrix
 from release.config.names import whole
 from release.errors import ReproduceError, ToolchainError, UsageError
-from release.machine.containers import ContainerEngine
+from release.machine.containers import ContainerEngine, require_engine
+from release.machine.toolchain import host_toolkit
 from release.plan.machine import machine_of
 from release.plan.placement import Placement, place
 from release.plan.resolve import ResolvedVariant

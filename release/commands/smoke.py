@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from release import flags
 from release.config.matrix import LoadedMatrix
 from release.errors import SmokeError
 from release.plan.imagefacts import refuse_missing_pythons
@@ -24,9 +25,9 @@ from release.table import printable, printable_lines
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--variant", action="append", help="variant to test (repeatable; default: every variant with wheels)")
-    add("--python", help="only the wheels for this Python (e.g. 3.12)")
-    add("--wheelhouse", type=Path, help="holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
+    flags.variant(parser, "variant to test (repeatable; default: every variant with wheels)", many=True)
+    flags.python(parser, "only the wheels for this Python (e.g. 3.12)")
+    flags.wheelhouse(parser, "holds <variant>/*.whl (default: wheelhouse/ beside the matrix)")
     add("--image", action="append", help=f"only this image (repeatable; '{HOST_IMAGE}': a plain fresh venv)")
     add("--json", action="store_true", help="print the results as JSON (progress goes to stderr)")
     add(

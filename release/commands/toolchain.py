@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from release import table
+from release import flags, table
 from release.config.backends import load_backends
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.matrix import LoadedMatrix
@@ -41,9 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     install.add_argument(
         "versions", nargs="*", metavar="VERSION", help="toolkit version (e.g. 6.4), or Python versions"
     )
-    install.add_argument(
-        "--variant",
-        help="the toolchain of this matrix variant, at the toolkit version it declares (CI uses this)",
+    flags.variant(
+        install, "the toolchain of this matrix variant, at the toolkit version it declares (CI uses this)"
     )
     install.add_argument(
         "--runtime-only",
@@ -58,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "one of them needs it and the declared one is not here (a smoke job runs this)",
     )
     check = sub.add_parser("check", help="what this machine has for the matrix, and how to get the rest")
-    check.add_argument("--python", action="append", help="only these Python versions (repeatable)")
+    flags.python(check, "only these Python versions (repeatable)", many=True)
     check.add_argument("--require", action="store_true", help="exit 4 when anything is missing")
     free = sub.add_parser(
         "free-disk",

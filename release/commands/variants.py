@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from release import flags
 from release.config.matrix import LoadedMatrix
 from release.errors import VerifyError
 from release.inspect.report import failure_summary, render_report
@@ -24,7 +25,7 @@ from release.variants.make import DEFAULT_OUT, label_of, make_variant_wheels, va
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--wheelhouse", type=Path, metavar="DIR", help="the per-variant wheels (default: wheelhouse/)")
+    flags.wheelhouse(parser, "the per-variant wheels (default: wheelhouse/)", metavar="DIR")
     add("--out", type=Path, metavar="DIR", help=f"where the variant wheels go (default: {DEFAULT_OUT}/)")
     add("--version", metavar="VERSION", help="only wheels of this version (or tag vX.Y.Z)")
     add("--quiet", action="store_true", help="print only the summary line")

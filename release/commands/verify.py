@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from release import flags
 from release.errors import UsageError, VerifyError
 from release.wheel import files
 
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--release", action="store_true", help="release mode: a tag newer than the matrix floor fails"
     )
-    parser.add_argument("--variant", help="the matrix variant to check against (default: from the name)")
+    flags.variant(parser, "the matrix variant to check against (default: from the name)")
     parser.add_argument(
         "--version", dest="expected_version", metavar="VERSION", help="the version (or tag vX.Y.Z) expected"
     )

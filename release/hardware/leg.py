@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from release import process
+from release import process, settings
 from release.errors import SmokeError
 from release.table import printable
 from release.wheel.files import file_sha256, read_json, reason
@@ -142,13 +142,13 @@ def leg_env(target: Path, base: dict[str, str]) -> dict[str, str]:
 
 
 def here(target: Path) -> Where:
-    return Where(leg_env(target, dict(os.environ)))
+    return Where(leg_env(target, settings.environment()))
 
 
 def in_container(target: Path, prefix: Callable[[dict[str, str]], list[str]]) -> Where:
     """The leg's commands in a container: its own PATH, the install found the same way."""
     env = leg_env(target, {"PATH": CONTAINER_PATH, "HOME": "/tmp"})  # noqa: S108 (the container's own /tmp)
-    return Where(dict(os.environ), tuple(prefix(env)))
+    return Where(settings.environment(), tuple(prefix(env)))
 
 
 def _run(argv: Sequence[str], where: Where, timeout: float) -> process.Result:
@@ -165,7 +165,7 @@ def _run(argv: Sequence[str], where: Where, timeout: float) -> process.Result:
 def python_version(python: str, where: Where | None = None) -> str:
     """`3.12` for the interpreter `python` (a path or a command)."""
     probe = [python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"]
-    done = _run(probe, where or Where(dict(os.environ)), 60)
+    done = _run(probe, where or Where(settings.environment()), 60)
     if done.returncode != 0:
         msg = f"{python}: not a working Python ({last_line(done)})"
         raise SmokeError(msg)

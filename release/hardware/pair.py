@@ -4,7 +4,6 @@ artifact), and prefill's published failure. Every wait has a deadline and ends i
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -13,6 +12,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,27 @@ from release.table import printable
 from release.wheel import files
 
 
-def make_folder(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class PairOptions:
+    """What the pair's exchange takes from `release hardware`'s flags, and nothing else."""
+
+    address_file: Path | None
+    wait: float = 1800.0
+    timeout: float = 600.0
+    done_artifact: str | None = None
+    address_artifact: str = ""
+    repo: str = ""
+    """OWNER/NAME of the run whose artifacts the legs exchange (--repo)."""
+
+    def address(self) -> Path:
+        """--address-file, which the exchange needs."""
+        if self.address_file is None:
+            msg = "--address-file: name the file the prefill leg writes the master's address to"
+            raise UsageError(msg)
+        return Path(self.address_file)
+
+
+def make_folder(args: PairOptions) -> None:
     """The folder of --address-file exists before any side writes there (made, as `mkdir -p`), or
     one line says why it cannot."""
     if args.address_file is None:
@@ -46,9 +66,9 @@ def state(address_file: Path) -> tuple[Path, Path, Path]:
     return Path(base + ".leg.pid"), Path(base + ".leg.json"), Path(base + ".leg.log")
 
 
-def detach(argv: list[str], args: argparse.Namespace) -> int:
+def detach(argv: list[str], args: PairOptions) -> int:
     """Start this same leg in the background; return once the engine wrote the master's address."""
-    address = Path(args.address_file)
+    address = args.address()
     pid_file, record, log_file = state(address)
     address.parent.mkdir(parents=True, exist_ok=True)
     for old in (address, Path(str(address) + ".done"), pid_file, record):
@@ -111,9 +131,9 @@ def alive(pid: int) -> bool:
     return True
 
 
-def attach(args: argparse.Namespace, log: Callable[[str], None]) -> dict[str, Any]:
+def attach(args: PairOptions, log: Callable[[str], None]) -> dict[str, Any]:
     """Wait (bounded by --wait) for the detached prefill leg; pass decode's done artifact on."""
-    address = Path(args.address_file)
+    address = args.address()
     pid_file, record, log_file = state(address)
     try:
         pid = ascii_int(read_small(pid_file, 64).strip(), low=1, high=1 << 22)
@@ -171,8 +191,8 @@ def run_id() -> str:
     return run_id
 
 
-def await_address_artifact(args: argparse.Namespace, log: Callable[[str], None]) -> None:
-    address = Path(args.address_file)
+def await_address_artifact(args: PairOptions, log: Callable[[str], None]) -> None:
+    address = args.address()
     address.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="release-address-") as into:
         fetch.await_artifact(
@@ -214,10 +234,10 @@ def read_small(path: Path, limit: int) -> str:
     return files.read_bounded(path, limit).decode("utf-8", errors="replace")
 
 
-def await_address_file(args: argparse.Namespace, log: Callable[[str], None]) -> None:
+def await_address_file(args: PairOptions, log: Callable[[str], None]) -> None:
     """decode on this machine: wait (bounded by --wait) for prefill to publish the master's address
     in --address-file; prefill's published failure, or the deadline, ends it in one line."""
-    address = Path(args.address_file)
+    address = args.address()
     end = time.monotonic() + args.wait
     if not address.exists():
         log(f"waiting up to {args.wait:g}s for prefill to write the master's address to {address}")

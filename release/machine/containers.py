@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from release import process, settings
-from release.errors import SmokeError
+from release.config.resources import setup_podman_command
+from release.errors import SmokeError, ToolchainError
 from release.wheel.names import manylinux_interpreter
 
 INPUTS_LABEL = "io.release.image.inputs"
@@ -318,3 +319,16 @@ def standins(value: str) -> dict[str, str]:
             raise SmokeError(msg)
         found[reference] = tag
     return found
+
+
+def require_engine() -> ContainerEngine:
+    """podman or docker, whichever answers; otherwise the one line that says how to get one."""
+    engine = ContainerEngine.answering()
+    if engine is None:
+        msg = (
+            "--container needs podman or docker, and neither answers here: install podman "
+            f"(`{setup_podman_command()}`: Debian's podman and runc, set up for hosts like ours), "
+            "or drop --container to build on the host"
+        )
+        raise ToolchainError(msg)
+    return engine

@@ -50,9 +50,9 @@ def run_script(script: Path, args: list[str]) -> int:
 def _attempt(argv: list[str], timeout: float = INSTALL_TIMEOUT) -> str | None:
     """Run one installer; None on success, else its last line of output."""
     print(f"$ {' '.join(argv)}", flush=True)
-    env = dict(os.environ)
-    if os.access("/usr/local/bin", os.W_OK):
-        env.setdefault("UV_PYTHON_BIN_DIR", "/usr/local/bin")  # where the toolkit finds interpreters
+    env = settings.environment()
+    if not settings.raw("UV_PYTHON_BIN_DIR") and os.access("/usr/local/bin", os.W_OK):
+        env["UV_PYTHON_BIN_DIR"] = "/usr/local/bin"  # where the toolkit finds interpreters
     try:
         proc = process.run(argv, timeout=timeout, env=env, session=False)
     except (OSError, process.TimedOut) as exc:

@@ -20,6 +20,9 @@ from release import process, settings
 from release.config.backends import Backend, ToolkitProbe
 from release.config.resources import toolkit_scripts
 from release.errors import ToolchainError
+from release.plan.placement import HostToolkit
+from release.plan.resolve import ResolvedVariant
+from release.table import printable
 
 PATCHELF_MINIMUM = Version("0.14.5")  # auditwheel repair refuses anything older
 
@@ -208,3 +211,36 @@ def check_patchelf() -> str:
     return f"patchelf {version} at {path}"
 
 
+def check_toolkit(variant: ResolvedVariant, toolchain: Toolchain, *, allow: bool) -> str | None:
+    """The declared toolkit must be the one found (major.minor); the mismatch line otherwise, or,
+    with `allow`, the override that verify records."""
+    probe = variant.backend.toolkit
+    env_var = probe.env[0] if probe and probe.env else "PATH"
+    hint = (
+        f"install {variant.toolkit} (`{install_hint(variant.backend)} {variant.toolkit}`) and point "
+        f"${env_var} at it, build in the variant's build image with --container, or pass "
+        "--allow-toolkit-mismatch for an experiment"
+    )
+    problem = toolkit_mismatch(
+        backend=variant.name,
+        declared=variant.toolkit,
+        source=variant.toolkit_source,
+        toolchain=toolchain,
+        hint=hint,
+    )
+    if problem is None:
+        return None
+    if not allow:
+        raise ToolchainError(problem)
+    mismatch = problem.split(": install ")[0]
+    print(printable(f"warning: {mismatch}; --allow-toolkit-mismatch: verify records it"))
+    return f"declared {variant.toolkit}, built with {toolchain.version}"
+
+
+def host_toolkit(variant: ResolvedVariant, *, allow: bool) -> HostToolkit:
+    """What this host has for `variant`: its declared toolkit (or, with `allow`, another one as an
+    override), or the one-line problem of a missing or mismatched one."""
+    try:
+        return HostToolkit(None, check_toolkit(variant, find_toolchain(variant.backend), allow=allow))
+    except ToolchainError as exc:
+        return HostToolkit(str(exc))

@@ -8,13 +8,13 @@ normalized (`v1.0.0-RC1` -> `1.0.0rc1`) so that file names, metadata and the ind
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from packaging.version import Version
 
+from release import settings
 from release.errors import UsageError
 
 if TYPE_CHECKING:  # `verify` imports tag_version: no matrix module at its start-up (issue 60)
@@ -103,10 +103,8 @@ def route(matrix: Matrix | LoadedMatrix, version: str) -> str | None:
 
 def tag_from_env(env: Mapping[str, str] | None = None) -> str | None:
     """The pushed tag in GitHub Actions (`GITHUB_REF_TYPE=tag`, `GITHUB_REF_NAME`), else None."""
-    env = os.environ if env is None else env
-    if env.get("GITHUB_REF_TYPE") == "tag" and env.get("GITHUB_REF_NAME"):
-        return env["GITHUB_REF_NAME"]
-    return None
+    name = settings.raw("GITHUB_REF_NAME", env)
+    return name if settings.raw("GITHUB_REF_TYPE", env) == "tag" and name else None
 
 
 def build_version(loaded: LoadedMatrix, tag: str | None, env: Mapping[str, str] | None = None) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release import process
+from release import process, settings
 from release.errors import PublishError
 from release.publish import handoff, index, redact
 
@@ -80,17 +80,20 @@ class Credentials:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], username: str | None = None) -> Credentials:
-        env = dict(environ)
-        token = env.get("PYPI_API_TOKEN")
-        if token and not env.get("TWINE_PASSWORD"):
+        token = settings.raw("PYPI_API_TOKEN", environ) or None
+        password = settings.raw("TWINE_PASSWORD", environ) or None
+        env = dict(environ)  # what twine runs with
+        as_token = bool(token and not password)
+        if token and as_token:
             env["TWINE_USERNAME"] = "__token__"
-            env["TWINE_PASSWORD"] = token
+            env["TWINE_PASSWORD"] = password = token
         if username:
             env["TWINE_USERNAME"] = username
         env["TWINE_NON_INTERACTIVE"] = "1"
-        raw = (env.get("TWINE_PASSWORD"), token, env.get("ACTIONS_ID_TOKEN_REQUEST_TOKEN"))
-        trusted = bool(env.get("ACTIONS_ID_TOKEN_REQUEST_URL")) and not env.get("TWINE_PASSWORD")
-        user = env.get("TWINE_USERNAME") or ("__token__" if trusted else None)
+        raw = (password, token, settings.raw("ACTIONS_ID_TOKEN_REQUEST_TOKEN", environ) or None)
+        trusted = bool(settings.raw("ACTIONS_ID_TOKEN_REQUEST_URL", environ)) and not password
+        named = username or ("__token__" if as_token else settings.raw("TWINE_USERNAME", environ))
+        user = named or ("__token__" if trusted else None)
         secrets = redact.Redactor.of(raw, user).secrets
         return cls(username=user, env=env, secrets=secrets, trusted_publishing=trusted)
 

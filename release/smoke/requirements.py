@@ -8,31 +8,26 @@ line naming the requirements and the keys to set.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from release import settings
 from release.plan.resolve import RequirementSource
 
 DECLARE = "engine.smoke.requirements.index_url or .find_links"
 
-NETWORK_VARIABLES = (
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "PIP_CERT",
-    "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
-)  # fmt: skip
-"""What reaching a declared index takes from the environment smoke runs in (its CA bundle, its
-proxy); the legs' environment is otherwise clean, pip's global configuration ignored."""
-
 
 def network_env(source: RequirementSource, environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The CA bundle and proxy settings a leg passes on where its requirements come from an index."""
+    """The CA bundle and proxy settings (`settings.NETWORK_VARIABLES`) a leg passes on where its
+    requirements come from an index; the legs' environment is otherwise clean, pip's global
+    configuration ignored."""
     if not source.index_url:
         return {}
-    environ = os.environ if environ is None else environ
-    return {k: environ[k] for k in NETWORK_VARIABLES if environ.get(k)}
+    found = {k: settings.raw(k, environ) for k in settings.NETWORK_VARIABLES}
+    return {k: v for k, v in found.items() if v}
 
 
 def install_argv(

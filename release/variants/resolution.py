@@ -30,7 +30,7 @@ from typing import TypeVar
 
 from packaging.utils import canonicalize_name
 
-from release import process
+from release import process, settings
 from release.config.machines import machine_of_tags
 from release.plan.resolve import ResolvedVariant
 from release.variants.metadata import DIST_INFO_FILE, INDEX_SUFFIX, VariantDataError, describe
@@ -420,7 +420,7 @@ def run_case(
         return Outcome(case, False, "uv is not installed: pip install 'uv>=0.13.8' (a toolkit dependency)")
     with tempfile.TemporaryDirectory(dir=work, prefix="venv-") as scratch:
         venv = Path(scratch) / "env"
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_", "NV_VARIANT"))}
+        env = settings.environment(without=("PIP_", "UV_", "NV_VARIANT"))
         env |= {"UV_NO_CONFIG": "1", "UV_PYTHON_DOWNLOADS": "never", "PIP_NO_INPUT": "1"}
         # uv and pip run tracked in their own process group: stopped and reaped at the deadline
         # or on SIGTERM/SIGINT, whatever they started.

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -15,7 +14,7 @@ from release.hardware import pair
 
 
 def _wait(address: Path) -> None:
-    pair.await_address_file(SimpleNamespace(address_file=str(address), wait=5.0), lambda _line: None)
+    pair.await_address_file(pair.PairOptions(address_file=address, wait=5.0), lambda _line: None)
 
 
 def test_a_fifo_address_file_ends_at_once(tmp_path: Path) -> None:
@@ -53,4 +52,4 @@ def test_a_pid_file_of_arabic_digits_is_no_leg(tmp_path: Path) -> None:
     pid_file, _record, _log = pair.state(address)
     pid_file.write_text("\u0661\u0662\n", encoding="utf-8")
     with pytest.raises(UsageError, match="no detached prefill leg"):
-        pair.attach(SimpleNamespace(address_file=str(address), wait=1.0, done_artifact=None), print)
+        pair.attach(pair.PairOptions(address_file=address, wait=1.0), print)

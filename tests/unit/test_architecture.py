@@ -332,3 +332,70 @@ def test_every_toolkit_import_in_the_tree_names_a_module_that_exists() -> None:
                     ) and importlib.util.find_spec(sub) is None:
                         missing.append(f"{path.relative_to(root)}:{node.lineno}: {sub}")
     assert missing == []
+
+
+def namespace_mentions(source: str) -> list[int]:
+    """The lines where `source` names argparse's Namespace (`argparse.Namespace`, or `Namespace`
+    imported from argparse)."""
+    tree = ast.parse(source)
+    imported = {
+        a.asname or a.name for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "argparse" for a in node.names
+        if a.name == "Namespace"
+    }  # fmt: skip
+    lines = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and node.module == "argparse" and any(a.name == "Namespace" for a in node.names)]  # fmt: skip
+    lines += [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in imported]
+    # a string annotation ("argparse.Namespace") too: the text, not the tree
+    lines += [n for n, line in enumerate(source.splitlines(), 1) if "argparse.Namespace" in line]
+    return sorted(set(lines))
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def leg(args: argparse.Namespace) -> None: ...",
+        'def leg(args: "argparse.Namespace") -> None: ...',
+        "from argparse import Namespace as N",
+    ],
+)
+def test_the_namespace_rule_sees_one(code: str) -> None:
+    assert namespace_mentions(code) == [1]
+
+
+def test_no_namespace_enters_a_stage() -> None:
+    """The flags stop at the command: a stage takes a record of what it needs (`PairOptions`), so
+    it can be called without a command line and its inputs are named."""
+    home = {RELEASE / "cli.py"}
+    found = [
+        f"{path.relative_to(RELEASE.parent)}:{line}"
+        for path in sorted(RELEASE.rglob("*.py"))
+        if path not in home and "commands" not in path.relative_to(RELEASE).parts
+        for line in namespace_mentions(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def command_imports(graph: dict[str, set[str]]) -> list[str]:
+    """`a imports b` for each command module (`release.commands.*`, one per command of `cli.COMMANDS`)
+    that imports another: what two commands share lives in the stage, plan or machine packages, not
+    in one of them. `release.flags` (the shared flags, declared once) is no command."""
+    from release.cli import COMMANDS
+
+    commands = {f"release.commands.{module}" for module, _help in COMMANDS.values()}
+
+    def is_command(name: str) -> bool:
+        return name in commands
+
+    return sorted(f"{a} imports {b}" for a, targets in graph.items() if is_command(a)
+                  for b in targets if is_command(b) and b != a)  # fmt: skip
+
+
+def test_the_command_rule_sees_one() -> None:
+    planted = {"release.commands.build": {"release.commands.plan", "release.plan.steps"}}
+    assert command_imports(planted) == ["release.commands.build imports release.commands.plan"]
+
+
+def test_no_command_imports_another_command() -> None:
+    assert command_imports(_graph()) == []
+    assert "release.flags" in _graph()["release.commands.build"], "the flags are shared, not a command"

@@ -14,6 +14,7 @@ from release.commands import build
 from release.config.backends import Backend
 from release.config.matrix import load
 from release.errors import ToolchainError, UsageError
+from release.machine import toolchain
 from release.machine.containers import ContainerEngine
 from release.machine.interpreters import Interpreter
 from release.machine.toolchain import Toolchain
@@ -119,7 +120,7 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
             return Toolchain(backend="rocm", prefix=Path("/usr"), version="5.2.21153", found_by="test")
         return Toolchain(backend=backend.name, prefix=None, version=None, found_by="none needed")
 
-    monkeypatch.setattr(build, "find_toolchain", find_toolchain)
+    monkeypatch.setattr(toolchain, "find_toolchain", find_toolchain)  # host_toolkit asks it there
     # no podman or docker answers
     monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: None))
     assert build.run(args(wheelhouse=tmp_path), loaded) == 0
@@ -175,7 +176,7 @@ def test_a_mismatched_toolkit_builds_in_the_local_image_where_an_engine_answers(
         made = fake_results(steps, wheelhouse=tmp_path, version="0.1.0", jobs=1, toolkit_override=None)
         return [dataclasses.replace(r, built_in=r.step.variant.build_image.local) for r in made]
 
-    monkeypatch.setattr(build, "find_toolchain", find_toolchain)
+    monkeypatch.setattr(toolchain, "find_toolchain", find_toolchain)  # host_toolkit asks it there
     monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: ContainerEngine("podman")))
     monkeypatch.setattr(build, "_in_container", fake_container)
     monkeypatch.setattr(build, "find_interpreter", lambda _p: None)

@@ -151,3 +151,22 @@ def test_exit_codes_are_distinct() -> None:
     assert len(set(codes.values())) == len(codes)
     assert sorted(codes.values()) == [code for code, _what in errors.EXIT_CODES]
     assert issubclass(UsageError, errors.ReleaseError)
+
+
+def test_each_shared_flag_is_declared_in_one_module() -> None:
+    """`--variant`, `--python`, `--wheelhouse` and `--matrix` are spelled in release/flags.py
+    only: a command says what the flag means to it and its shape, not how it is declared."""
+    import ast
+    from pathlib import Path
+
+    release = Path(__file__).resolve().parents[2] / "release"
+    shared = {"--variant", "--python", "--wheelhouse", "--matrix"}
+    spelled = sorted(
+        f"{path.relative_to(release.parent)}:{node.lineno}"
+        for path in release.rglob("*.py") if path.name != "flags.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)  # add_argument("--variant"), add("--variant"), settings.argument(...)
+        and ast.unparse(node.func).split(".")[-1] in ("add_argument", "add", "argument")
+        and any(isinstance(a, ast.Constant) and a.value in shared for a in node.args)
+    )  # fmt: skip
+    assert spelled == []

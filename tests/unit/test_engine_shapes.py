@@ -13,13 +13,13 @@ import pytest
 from release.builder import cibw, host
 from release.builder.host import venv_first_path
 from release.builder.stage import rewrite_pyproject
-from release.commands.plan import check_engine_source
 from release.config.matrix import LoadedMatrix, Metadata, loads
 from release.errors import BuildError, MatrixError
 from release.machine.toolchain import Toolchain
 from release.machine.venv import runs_pip
 from release.plan.resolve import RequirementSource
 from release.plan.runtimes import RUNTIME_ENV
+from release.plan.source import check_engine_source
 from release.plan.steps import make_plan
 from release.smoke.requirements import install_argv, missing_source_line, network_env
 from tests.unit import test_rules_good as good
