@@ -101,6 +101,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '(`pip install .`) or the pinned "$TOOLKIT" (which it must satisfy): an adopter rehearsing a '
         "toolkit that is not on the index yet",
     )
+    add(
+        "--job",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="only this job of the workflow runs (repeatable): the others are skipped, as a job "
+        "whose if: is false, and the jobs that need them follow their own if:, e.g. two rehearsals "
+        "of one tag in parallel, each running part of it over wheels the store shares",
+    )
     add("--repo", default="local/rehearsal", metavar="OWNER/NAME", help="GITHUB_REPOSITORY for the jobs")
 
 
@@ -121,7 +130,7 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
         variant=args.variant, user=args.user, repository=args.repo, env=_env(args.env),
         inputs=_env(args.input, "--input"), release_assets=args.release_assets, pythons=args.python,
         floor=args.floor, machines=args.arch, toolkit=args.toolkit, installer=args.installer,
-        log=lambda line: print(line, flush=True),
+        only=args.job, log=lambda line: print(line, flush=True),
     )  # fmt: skip
     print()
     print(runner.render(rehearsed.results))

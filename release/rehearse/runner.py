@@ -66,6 +66,9 @@ class Options:
     """The toolkit wheel every install step installs in place of `.` or the pinned `$TOOLKIT`."""
     installer: str = "uv"
     """What the install steps run on this machine: uv (venv --seed, pip install) or pip as written."""
+    only: tuple[str, ...] = ()
+    """The job ids that run (`release rehearse --job`); every other job is skipped, as a job whose
+    `if:` is false, and the jobs that need it follow their own `if:`, as on GitHub. Empty: all."""
 
 
 GITHUB_ONLY = "github-only"
@@ -310,8 +313,10 @@ class Rehearsal:
         contexts = {**base, "needs": needs}
         context = expressions.Context(contexts, status)
         raw_name = str(job.raw.get("name", job.id))
-        if not expressions.condition(job.raw.get("if"), context):
-            self.o.log(f"[{number}/{total}] {job.id}: skipped ({self._why_skipped(job, needs)})")
+        left_out = bool(self.o.only) and job.id not in self.o.only
+        if left_out or not expressions.condition(job.raw.get("if"), context):
+            why = "not among --job" if left_out else self._why_skipped(job, needs)
+            self.o.log(f"[{number}/{total}] {job.id}: skipped ({why})")
             shown = f"{job.id} (every {_plain(raw_name)})" if "matrix." in raw_name else raw_name
             self.results.append(Result(job.id, shown, "skipped"))
             self.jobs[job.id] = {"result": "skipped", "outputs": {}}

@@ -43,16 +43,18 @@ def rehearse(
     machines: Sequence[str] = (),
     toolkit: Path | None = None,
     installer: str = "uv",
+    only: Sequence[str] = (),
     log: Callable[[str], None] = print,
 ) -> Rehearsed:
     """Rehearse `workflow_path` (default: release.yml beside the matrix) for `tag`, in `work`
     (default: build/rehearse/ beside the matrix), the jobs' checkout narrowed to `pythons`,
-    `floor` and `machines` when given."""
+    `floor` and `machines` when given; only the jobs `only` names run, when it names any."""
     version_from_tag(tag, loaded.matrix.publish.tag_pattern)  # a wrong tag stops here, in one line
     pythons, github = _here(loaded, pythons, log)
     root = loaded.root
     path = workflow_path or root / ".github" / "workflows" / "release.yml"
     flow = workflow.load(path)
+    check_jobs(flow, only)
     options = runner.Options(
         repo=root,
         workflow=flow,
@@ -70,6 +72,7 @@ def rehearse(
         checkout_files=_checkout_files(loaded, pythons, floor, machines, log),
         toolkit=toolkit.resolve() if toolkit else None,
         installer=installer,
+        only=tuple(only),
     )
     if options.toolkit is not None and (options.toolkit.suffix != ".whl" or not options.toolkit.is_file()):
         msg = f"--toolkit {toolkit}: not a wheel file (python -m pip wheel --no-deps -w dist SOURCE)"
@@ -103,6 +106,14 @@ def _here(
     log(f"GitHub-only: Python {', '.join(github)} (no free-threaded CPython on this machine): the jobs' "
         "checkout leaves them out and the job table lists them as github-only, not as passed")  # fmt: skip
     return kept, github
+
+
+def check_jobs(flow: workflow.Workflow, only: Sequence[str]) -> None:
+    """Raise `UsageError` for a `--job` that is not a job id of `flow`, naming the ones it has."""
+    unknown = [job for job in only if job not in flow.jobs]
+    if unknown:
+        msg = f"--job {', '.join(unknown)}: not a job of {flow.path.name} (its jobs: {', '.join(flow.jobs)})"
+        raise UsageError(msg)
 
 
 def _checkout_files(

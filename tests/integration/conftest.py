@@ -78,7 +78,8 @@ CONTAINER_FIXTURES = frozenset(
 """Fixtures that make local images or run podman: a test that uses one is marked `container`."""
 CONTAINER_MODULES = frozenset({
     "test_build_image_compiler", "test_container", "test_local_images", "test_readme", "test_rehearse",
-    "test_rehearse_failures", "test_rehearse_grace", "test_rehearse_hardware", "test_smoke_standin",
+    "test_rehearse_failures", "test_rehearse_grace", "test_rehearse_hardware", "test_rehearse_second_build",
+    "test_smoke_standin",
 })  # fmt: skip
 """Files whose every test runs podman containers (directly or through the toolkit)."""
 

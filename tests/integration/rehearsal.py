@@ -1,8 +1,9 @@
 """What the `release rehearse` tests share: a copy of this repository (its matrix as it is, or one
 holding only the variants a test names), the toolkit's `rehearse` run against it, and the job
-table it prints. The tests are test_rehearse.py (the real matrix through publish) and
-test_rehearse_failures.py (rehearsals that must fail, and where), in files of their own so that
-xdist hands them to different workers."""
+table it prints. The tests are test_rehearse.py (the real matrix through publish),
+test_rehearse_second_build.py (the same tag's second builds and registry-image smoke jobs, over the
+same wheels, which the run's store shares) and test_rehearse_failures.py (rehearsals that must fail,
+and where), in files of their own so that xdist hands them to different workers."""
 
 from __future__ import annotations
 
@@ -129,6 +130,35 @@ def rehearse(
     )  # fmt: skip
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     return proc
+
+
+REAL_MATRIX_JOBS = {
+    "publish": ("plan", "build", "smoke", "check-resolution", "publish-pypi", "github-release", "hardware"),
+    "second build": ("plan", "build", "second-build", "smoke-image"),
+}
+"""release.yml's jobs, in two rehearsals of the real matrix (`--job`) that xdist runs side by side:
+each builds every variant, the wheels compiled once through the run's store (the second to ask
+waits on the key's lock and takes the first's). Together they are every job of release.yml."""
+
+
+def real_matrix_rehearsal(tmp_path: Path, work: Path, part: str) -> subprocess.CompletedProcess[str]:
+    """The real matrix's rehearsal, its jobs those of `part` (REAL_MATRIX_JOBS), passed."""
+    jobs = [word for job in REAL_MATRIX_JOBS[part] for word in ("--job", job)]
+    proc = rehearse(real_repo(tmp_path / "repo"), work, *NARROW, "--arch", "x86_64", *jobs, timeout=3000)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr
+    return proc
+
+
+def rocm_registry_images() -> tuple[list[str], list[str], list[str]]:
+    """matrix.yaml's rocm images that name a registry container, as (smoke-image runs it here as its
+    stand-in, elsewhere: none of them holds PYTHON, awaiting: declared by tag, pin: probe, no job
+    runs in them)."""
+    data = matrix_data()
+    registry = [name for name in data["variants"]["rocm"]["images"] if data["images"][name].get("container")]
+    awaiting = [name for name in registry if data["images"][name].get("pin") == "probe"]
+    registry = [name for name in registry if name not in awaiting]
+    elsewhere = [name for name in registry if PYTHON not in data["images"][name].get("python", [PYTHON])]
+    return [name for name in registry if name not in elsewhere], elsewhere, awaiting
 
 
 def table(stdout: str) -> dict[str, tuple[str, str, int]]:

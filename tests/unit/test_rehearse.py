@@ -296,6 +296,52 @@ def test_a_job_whose_matrix_does_not_evaluate_fails_in_one_line(tmp_path: Path) 
     assert len(said) == 1 and said[0].startswith("[2/2] build: failed before its steps ("), said
 
 
+def test_a_job_left_out_by_job_is_skipped_and_the_jobs_that_need_it_follow_their_if(tmp_path: Path) -> None:
+    """`release rehearse --job`: a job it does not name is skipped, said in one line, as a job whose
+    `if:` is false (no step runs: no process is started here); a job needing it with the default
+    `if:` is skipped with it, and one with `!failure()` (release.yml's publish-pypi) still runs."""
+    from release.rehearse.runner import Options, Rehearsal
+
+    steps = "    runs-on: ubuntu-latest\n    steps: [{run: 'python -m release plan'}]\n"
+    text = (
+        f"name: r\non: {{push: {{tags: ['v*']}}}}\njobs:\n  plan:\n{steps}"
+        f"  second:\n    needs: plan\n{steps}  after:\n    needs: second\n{steps}"
+        f"  publish:\n    needs: second\n    if: ${{{{ !cancelled() && !failure() }}}}\n{steps}"
+    )
+    flow = workflow.parse(text, tmp_path / "r.yml")
+    said: list[str] = []
+    options = Options(
+        repo=tmp_path, workflow=flow, tag="v1.0.0", work=tmp_path / "w", log=said.append,
+        only=("plan", "after", "publish"),
+    )  # fmt: skip
+    rehearsal = Rehearsal(options)
+    rehearsal.jobs["plan"] = {"result": "success", "outputs": {}}
+    jobs = {job.id: job for job in flow.order()}
+    ran: list[str] = []
+
+    def steps_run(job: workflow.Job, *_: object) -> runner.Result:  # in place of its steps' processes
+        ran.append(job.id)
+        return runner.Result(job.id, job.id, "success")
+
+    rehearsal._instance = steps_run  # type: ignore[method-assign,assignment]
+    for number, name in enumerate(("second", "after", "publish"), 2):
+        rehearsal._job(jobs[name], number, 4, None, rehearsal.contexts())  # type: ignore[arg-type]
+    assert [(r.job, r.status) for r in rehearsal.results] == [("second", "skipped"), ("after", "skipped")]
+    assert ran == ["publish"]
+    assert said == ["[2/4] second: skipped (not among --job)", "[3/4] after: skipped (needs second: skipped)"]
+
+
+def test_a_job_that_is_not_the_workflows_is_a_usage_error_naming_its_jobs() -> None:
+    from release.rehearse.session import check_jobs
+
+    flow = _load()
+    check_jobs(flow, ("plan", "build", "second-build"))
+    check_jobs(flow, ())
+    said = r"^--job publish: not a job of release\.yml \(its jobs: plan, build, "
+    with pytest.raises(UsageError, match=said):
+        check_jobs(flow, ("plan", "publish"))
+
+
 def test_the_commands_a_workflow_runs_decide_which_local_images_it_gets() -> None:
     """release.yml builds and smoke-tests (build and serving images); hardware.yml only runs
     `release hardware` (serving images' stand-ins, no build image); the toolkit's own options
