@@ -69,8 +69,7 @@ done
 
 step "container engine (a variant whose declared toolkit is not this machine's builds in its local image)"
 needs_engine="$("$venv/bin/python" - <<'PY'
-from release.machine.toolchain import find_toolchain
-from release.commands.build import check_toolkit
+from release.machine.toolchain import check_toolkit, find_toolchain
 from release.config.matrix import load
 from release.errors import ToolchainError
 from release.plan.steps import make_plan
