@@ -10,7 +10,7 @@ from pathlib import Path
 
 from release.config.checks import SUPPORTED_PYTHONS
 from release.config.pins import requirement
-from release.config.pythons import sort_key
+from release.config.pythons import python, sort_key
 from release.errors import ToolchainError
 from release.machine import imaging
 from release.machine.containers import ContainerEngine
@@ -134,6 +134,9 @@ def _made(engine: ContainerEngine, image: LocalImage, *, log: Callable[[str], No
         log(f"image {image.tag}: present; not re-checking its recipe (making images needs root)")
         return
     _found, lacking = image_interpreters(image.pythons)
+    # A free-threaded CPython no machine of ours has (its steps run on GitHub only) is left out of
+    # the recipe, never a reason to keep an image made from an older one.
+    lacking = [v for v in lacking if not python(v).free_threaded]
     if lacking and exists(engine, image.tag):
         # Its recipe names interpreters this machine cannot give it (a container reaching the
         # host's engine, a machine without pyenv): the image made elsewhere is used as it is.
