@@ -128,7 +128,7 @@ def test_write_records_the_facts_and_agreeing_declarations_pass(
     facts = recorded["images"]["vendor-layout"]
     assert facts["source"] == "probe"
     assert facts["digest"].startswith("sha256:")
-    assert set(facts["pythons"]) == {"3.9", "3.10", "3.11", "3.12", "3.13", "3.14"}
+    assert set(facts["pythons"]) == {"3.9", "3.10", "3.11", "3.12", "3.13", "3.14", "3.15"}
     assert facts["glibc"] == "2.41"
     assert facts["layout"] == {"runtime": "prefix", "prefix": "/opt/rocm-7.2.4/lib", "via": "ld.so.conf.d"}
     assert facts["runtime"] == {HIP: f"/opt/rocm-7.2.4/lib/{HIP}"}
