@@ -60,7 +60,7 @@ def source_date_epoch(root: Path) -> str:
 
 HEARTBEAT_SECONDS = 10.0
 """How often a long command says it is still running (`RELEASE_HEARTBEAT` seconds; 0: never)."""
-_PROGRESS = re.compile(rb"\[\s*(\d+)\s*/\s*(\d+)\s*\]|\[\s*(\d+)%\]")
+_PROGRESS = re.compile(rb"\[\s*(\d+)\s*/\s*(\d+)\s*\]|\[\s*(\d+)%\]", re.ASCII)
 
 
 def build_progress(tail: bytes) -> str | None:

@@ -71,7 +71,7 @@ def base_name(project_name: str, backends: Iterable[str]) -> str:
     return project_name
 
 
-_CUDA_SUFFIX = re.compile(r"[-_.](?:cu|cuda)\d*$", re.I)
+_CUDA_SUFFIX = re.compile(r"[-_.](?:cu|cuda)\d*$", re.I | re.ASCII)
 
 
 def family_name(project: Project) -> str:

@@ -85,7 +85,6 @@ ALLOWED: dict[str, dict[str, str]] = {
     },
     "release/init/repository.py": {"read": INIT_HELPER},
     "release/init/runtime_places.py": {"number": INIT_HELPER},
-    "release/init/scaffold.py": {"number": INIT_HELPER},
     "release/init/scan.py": {"read": INIT_HELPER},
     "release/init/sysdeps.py": {"read": INIT_HELPER},
     "release/init/workflows.py": {"read": INIT_HELPER},
