@@ -515,7 +515,8 @@ def test_rocm_runtime_and_toolchain_install_for_real_in_the_runtime_absent_image
         "bash $s 11.0 --runtime-only; echo rc=$?\n"
     )
     mount = f"{ROOT / 'scripts'}:/scripts:ro"
-    argv = [local_images.engine, "run", "--rm", "--network=host", "-v", mount, image, "bash", "-c", script]
+    podman = local_images.engine.command
+    argv = [podman, "run", "--rm", "--network=host", "-v", mount, image, "bash", "-c", script]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     out = proc.stdout + proc.stderr
     assert [line for line in proc.stdout.splitlines() if line.startswith("rc=")] == [
@@ -550,7 +551,8 @@ def test_rocm_7_runtime_installs_for_real_on_debian_trixie(local_images: LocalIm
         "ldconfig -p | grep -o 'libamdhip64.so.7 ' | sed 's/^/loader: /'\n"
     )
     mount = f"{ROOT / 'scripts'}:/scripts:ro"
-    argv = [local_images.engine, "run", "--rm", "--network=host", "-v", mount, image, "bash", "-c", script]
+    podman = local_images.engine.command
+    argv = [podman, "run", "--rm", "--network=host", "-v", mount, image, "bash", "-c", script]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=900, check=False)
     out = proc.stdout + proc.stderr
     assert [line for line in proc.stdout.splitlines() if line.startswith("rc=")] == ["rc=0"] * 3, out

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from release.config.pythons import python
 from release.machine import images
 from release.machine.containers import DERIVED_LABEL
 from release.machine.recipe import Recipe
@@ -199,7 +200,9 @@ def test_an_images_interpreters_start_from_their_own_bytecode(local_images: Loca
     engine = local_images.engine
     podman = engine.command
     name = f"xfer-bytecode-{os.getpid()}"
-    home = "/opt/python/cp{0}-cp{0}".format(recipe.pythons[-1].replace(".", ""))
+    # the newest interpreter this machine has (the image holds those only: no free-threaded one here)
+    found, _ = images.image_interpreters(recipe.pythons)
+    home = python(list(found)[-1]).manylinux_path()
     imports = "import json, ssl, ctypes, email.parser"
     script = f"{home}/bin/python -m venv --without-pip /tmp/v && /tmp/v/bin/python -c '{imports}'"
     try:

@@ -119,6 +119,6 @@ def test_every_problem_names_the_file_and_the_fix(
     assert proc.returncode == 8
     err = proc.stderr
     assert "tag-version: cpu/xfer_engine_cpu-0.1.0-cp310" in err and "the tag says 0.1.1" in err
-    assert "expected-files: cpu/xfer_engine_cpu-0.1.1-cp313-*.whl: missing (build job cp313-cpu-" in err
+    assert "expected-files: cpu/xfer_engine_cpu-0.1.1-cp313-cp313-*.whl: missing (build job cp313-cpu-" in err
     assert "size-limit: rocm/xfer_engine_rocm-0.1.0-cp310" in err and "per-file limit" in err
     assert "Traceback" not in err

@@ -174,8 +174,14 @@ class WheelSpec:
     tag: str = "cp312-cp312-manylinux_2_28_x86_64"
     files: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     metadata_name: str | None = None
+    requires_python: str | None = ">=3.12"
+    """METADATA's Requires-Python (None: no such field)."""
     sbom: bool = True
     """auditwheel's SBOM, naming the wheel and every grafted library (when it grafts any)."""
+
+    @property
+    def requires(self) -> str:
+        return "" if self.requires_python is None else f"Requires-Python: {self.requires_python}\n"
 
     def build(self, directory: Path) -> Path:
         dist_info = f"{self.distribution}-{self.version}.dist-info"
@@ -187,7 +193,7 @@ class WheelSpec:
             sbom = cyclonedx(self.distribution, self.version, path.name, origins)
             files[f"{dist_info}/sboms/auditwheel.cdx.json"] = (sbom, 0o644)
         files[f"{dist_info}/METADATA"] = (
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {self.version}\n".encode(),
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {self.version}\n{self.requires}".encode(),
             0o644,
         )
         files[f"{dist_info}/WHEEL"] = (
@@ -248,6 +254,13 @@ def _chain(
 def _file(member: str, data: bytes, mode: int) -> Callable[[WheelSpec, dict[str, bytes]], None]:
     def change(spec: WheelSpec, libs: dict[str, bytes]) -> None:
         spec.files[member] = (data, mode)
+
+    return change
+
+
+def _rename(member: str, new: str) -> Callable[[WheelSpec, dict[str, bytes]], None]:
+    def change(spec: WheelSpec, libs: dict[str, bytes]) -> None:
+        spec.files[new] = spec.files.pop(member)
 
     return change
 
@@ -374,7 +387,13 @@ CASES = [
         "not-applicable",
     ),
     Case(
-        "python tag outside the matrix", _set(tag="cp311-cp311-manylinux_2_28_x86_64"), "wheel-name", "fail"
+        "python tag outside the matrix",
+        _chain(
+            _set(tag="cp311-cp311-manylinux_2_28_x86_64", requires_python=">=3.11"),
+            _rename(EXT, EXT.replace("cpython-312", "cpython-311")),
+        ),
+        "wheel-name",
+        "fail",
     ),
     Case(
         "version other than the release tag",
@@ -478,8 +497,9 @@ def test_good_wheel_passes(
     report = _report(good_rocm(libs), tmp_path, loaded)
     # consistency compares the wheels of a release: a wheel verified alone has nothing to compare;
     # stable-abi: the good wheel is a per-Python wheel of a variant without stable_abi;
-    # variant-metadata: it is a plain wheel, not a PEP 825 variant wheel.
-    alone = rule in {"consistency", "stable-abi", "variant-metadata"}
+    # variant-metadata: it is a plain wheel, not a PEP 825 variant wheel;
+    # free-threading-classifier: a cp312 wheel is for the GIL build.
+    alone = rule in {"consistency", "stable-abi", "variant-metadata", "free-threading-classifier"}
     assert _status(report, rule)["status"] == ("not-applicable" if alone else "pass")
     assert report["ok"] is True
     assert report["releasable"] is True
