@@ -259,6 +259,8 @@ def run_cibuildwheel(
         images.ensure(engine, variant.build_image.local_recipe, log=say)
     lacking: list[str] = []
     if local:
+        if not images.exists(engine, chosen) and (image is None or image == variant.build_image.local):
+            raise ToolchainError(variant.build_image.missing(chosen, engine))
         wanted = tuple(s.python for s in steps)
         lacking = images.missing_interpreters(engine, chosen, wanted) if skip_absent_pythons else []
         steps = tuple(s for s in steps if s.python not in lacking)

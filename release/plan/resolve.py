@@ -149,6 +149,26 @@ class ResolvedBuildImage:
     """cibuildwheel's image option: `manylinux_2_28` (its pinned image) or a full reference."""
     local: str
     local_recipe: LocalImage | None
+    declared_at: str = ""
+    """Where the matrix declares it: `matrix.yaml:50 (variants.cpu.build_image)`, or the variant's
+    line when it declares none; what a missing image's one-line error names."""
+    variant: str = ""
+
+    def missing(self, image: str, engine: object) -> str:
+        """The one line for a local build whose image is not in `engine`'s store and that no recipe
+        makes: where the matrix declares it, and the fixes."""
+        if self.local_recipe is None and image == self.local:
+            recipe = "`build_image: {debian: {suite: trixie}}`"
+            fix = (
+                f"declare one to make here: {recipe} under variants.{self.variant} "
+                "(`release init` writes it), or pull an image and pass --image"
+            )
+            if "/" not in image:
+                fix += f" (`{image}` is cibuildwheel's name of a manylinux image: --release-image uses it)"
+        else:
+            fix = "make it (a matrix `build_image.debian` recipe does) or name another with --image"
+        where = f"{self.declared_at}: " if self.declared_at else ""
+        return f"{where}the build image {image} is not in {engine}'s store: {fix}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -437,7 +457,12 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant, backend: Bac
         if recipe
         else None
     )
-    return ResolvedBuildImage(release=release, local=local_tag, local_recipe=local)
+    key = f"variants.{name}.build_image" if declared else f"variants.{name}"
+    line = loaded.lines.get(key) or loaded.lines.get(f"variants.{name}")
+    at = f"{loaded.path.name}:{line} ({key})" if line else f"{loaded.path.name} ({key})"
+    return ResolvedBuildImage(
+        release=release, local=local_tag, local_recipe=local, declared_at=at, variant=name
+    )
 
 
 def _apt_packages(loaded: LoadedMatrix, variant: Variant) -> tuple[str, ...]:

@@ -42,6 +42,7 @@ import pytest
 from release import settings
 from release.builder.prebuild import source_date_epoch
 from release.machine import imaging
+from release.machine.containers import ContainerEngine
 from release.machine.recipe import Recipe
 from tests.readme import readme_commands
 
@@ -75,7 +76,8 @@ def make_image(log: Path) -> None:
     """A fresh Debian 12: minbase plus ca-certificates (with this host's CA certificates, which
     this network's TLS needs); the toolkit's image maker keeps it while its inputs are unchanged."""
     with log.open("w", encoding="utf-8") as out:
-        imaging.make("podman", Recipe(tag=IMAGE, suite=SUITE), log=lambda line: print(line, file=out))
+        podman = ContainerEngine("podman")
+        imaging.make(podman, Recipe(tag=IMAGE, suite=SUITE), log=lambda line: print(line, file=out))
 
 
 @pytest.fixture(scope="session")
