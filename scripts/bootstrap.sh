@@ -108,8 +108,13 @@ if [ -n "$missing" ]; then
   [ -x "$venv/bin/uv" ] || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check uv \
     || log "uv could not be installed from PyPI; trying the other ways"
   for version in $missing; do
-    "$release" toolchain install python "$version" \
-      || log "Python $version is not available here: builds skip it locally (CI=true fails instead)"
+    case "$version" in
+      # A free-threaded CPython that cannot be had here: its steps are GitHub-only (release/plan/github_only.py)
+      *t) "$release" toolchain install python "$version" \
+            || log "Python $version (free-threaded) is not available here: its steps are GitHub-only (manylinux builds and smokes them)" ;;
+      *) "$release" toolchain install python "$version" \
+            || log "Python $version is not available here: builds skip it locally (CI=true fails instead)" ;;
+    esac
   done
 fi
 
