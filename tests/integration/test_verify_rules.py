@@ -396,6 +396,12 @@ CASES = [
         "fail",
     ),
     Case(
+        "Requires-Python that excludes the wheel's Python",
+        _set(requires_python=">=3.13"),
+        "requires-python",
+        "fail",
+    ),
+    Case(
         "version other than the release tag",
         lambda s, libs: None,
         "wheel-name",
@@ -826,7 +832,7 @@ def test_stable_abi_an_audit_past_its_deadline_fails_the_rule(
 
 # A library larger than the stream keeps whole (8 MiB), unstripped: its .symtab and .strtab lie
 # past 24 MiB of data, outside every range the one pass keeps, and are read again for abi3audit.
-LARGE_PAD = '\n__attribute__((used)) static const unsigned char pad[24 << 20] = {1};\n'
+LARGE_PAD = "\n__attribute__((used)) static const unsigned char pad[24 << 20] = {1};\n"
 
 
 @pytest.fixture(scope="module")
