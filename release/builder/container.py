@@ -44,6 +44,7 @@ from release.inspect.verify import verify_wheel, write_report
 from release.machine import images
 from release.machine.containers import ContainerEngine
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
+from release.plan.build_image import missing_image
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep
 from release.wheel.names import parse_wheel_name, report_path
@@ -245,13 +246,10 @@ def run_cibuildwheel(
     verifies them; the Pythons skipped because the image lacks them).
 
     With `reuse` (`release build`; never `reproduce`, which must compile again), a step whose
-    inputs are all unchanged since the last container build of it takes that build's wheel, as a
-    host build does (`container_key`).
-
-    `image` overrides the matrix's image; `release_image` picks the release image (what GitHub
-    Actions uses) instead of the local one. Release-mode verification applies to the release image.
-    An interpreter the image lacks fails the build, or with `skip_absent_pythons` skips its steps.
-    """
+    inputs are all unchanged since its last container build takes that build's wheel (`container_key`).
+    `image` overrides the matrix's image; `release_image` picks the release image (GitHub Actions').
+    The matrix's local image absent, with no recipe: one line naming its matrix key (`missing_image`).
+    An interpreter the image lacks fails the build, or with `skip_absent_pythons` skips its steps."""
     variant = one_variant(steps)
     chosen = image or (variant.build_image.release if release_image else variant.build_image.local)
     local = not release_image or image is not None
@@ -260,7 +258,7 @@ def run_cibuildwheel(
     lacking: list[str] = []
     if local:
         if not images.exists(engine, chosen) and (image is None or image == variant.build_image.local):
-            raise ToolchainError(variant.build_image.missing(chosen, engine))
+            raise ToolchainError(missing_image(variant.build_image, chosen, engine))
         wanted = tuple(s.python for s in steps)
         lacking = images.missing_interpreters(engine, chosen, wanted) if skip_absent_pythons else []
         steps = tuple(s for s in steps if s.python not in lacking)

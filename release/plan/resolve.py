@@ -154,22 +154,6 @@ class ResolvedBuildImage:
     line when it declares none; what a missing image's one-line error names."""
     variant: str = ""
 
-    def missing(self, image: str, engine: object) -> str:
-        """The one line for a local build whose image is not in `engine`'s store and that no recipe
-        makes: where the matrix declares it, and the fixes."""
-        if self.local_recipe is None and image == self.local:
-            recipe = "`build_image: {debian: {suite: trixie}}`"
-            fix = (
-                f"declare one to make here: {recipe} under variants.{self.variant} "
-                "(`release init` writes it), or pull an image and pass --image"
-            )
-            if "/" not in image:
-                fix += f" (`{image}` is cibuildwheel's name of a manylinux image: --release-image uses it)"
-        else:
-            fix = "make it (a matrix `build_image.debian` recipe does) or name another with --image"
-        where = f"{self.declared_at}: " if self.declared_at else ""
-        return f"{where}the build image {image} is not in {engine}'s store: {fix}"
-
 
 @dataclass(frozen=True, kw_only=True)
 class ResolvedHardware:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from release.config.matrix import loads
+from release.plan.build_image import missing_image
 from release.plan.resolve import ResolvedBuildImage
 from release.plan.steps import make_plan
 
@@ -33,7 +34,7 @@ def test_a_variant_without_a_build_image_names_its_line_and_the_recipe_to_add() 
     text = MATRIX.replace(CPU_IMAGE, "")
     image = _build_image(text, "cpu")
     assert image.local_recipe is None and image.local == "manylinux_2_28"
-    line = image.missing(image.local, "podman")
+    line = missing_image(image, image.local, "podman")
     where = f"matrix.yaml:{_line(text, 'cpu:')} (variants.cpu)"
     assert line.startswith(f"{where}: the build image manylinux_2_28 "), line
     assert "is not in podman's store" in line
@@ -48,7 +49,7 @@ def test_a_declared_recipe_names_the_build_image_key() -> None:
     lines = MATRIX.splitlines()
     after = range(_line(MATRIX, "rocm:"), len(lines))
     declared = next(n for n in after if lines[n].split("#")[0].strip() == "build_image:") + 1
-    line = image.missing(image.local, "podman")
+    line = missing_image(image, image.local, "podman")
     where = f"matrix.yaml:{declared} (variants.rocm.build_image)"
     assert line.startswith(f"{where}: the build image {image.local} "), line
     assert "make it" in line and "--image" in line
