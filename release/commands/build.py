@@ -15,23 +15,23 @@ from pathlib import Path
 
 from release import flags, table
 from release.builder.host import WheelResult, build_variant, summary
-from release.builder.prebuild import say
 from release.config.machines import MACHINES, host_machine
 from release.config.matrix import LoadedMatrix
 from release.config.names import seconds, whole
-from release.config.resources import setup_podman_command
 from release.errors import BuildError, ReleaseError, ToolchainError, UsageError, VerifyError
 from release.machine.containers import ContainerEngine, require_engine
-from release.machine.interpreters import Interpreter, find_interpreter, interpreter, missing_table
+from release.machine.interpreters import Interpreter, interpreter, missing_table
 from release.machine.lock import DEFAULT_WAIT_S
-from release.machine.toolchain import host_toolkit
-from release.plan.github_only import github_only_line, split_github_only
+from release.machine.probes import host_probes
 from release.plan.machine import machine_of
-from release.plan.placement import place
+from release.plan.placement import StepPlacement, place_steps
 from release.plan.source import check_engine_source
 from release.plan.steps import BuildStep, make_plan, select
 from release.plan.version import build_version
 from release.settings import in_ci, in_github_actions
+from release.table import printable
+
+Steps = dict[str, tuple[BuildStep, ...]]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,28 +94,6 @@ def chosen_steps(args: argparse.Namespace, loaded: LoadedMatrix) -> dict[str, tu
     return by_variant
 
 
-def _here(planned: dict[str, tuple[BuildStep, ...]]) -> dict[str, tuple[BuildStep, ...]]:
-    """The steps this machine can build; the free-threaded ones it has no interpreter for are
-    GitHub-only, said in one line (an error when nothing else is left). On GitHub's runners the
-    manylinux image carries them: nothing is left out there."""
-    if in_github_actions():
-        return planned
-    kept: dict[str, tuple[BuildStep, ...]] = {}
-    github: list[BuildStep] = []
-    for name, steps in planned.items():
-        here, elsewhere = split_github_only(steps, lambda p: find_interpreter(p) is not None)
-        github += elsewhere
-        if here:
-            kept[name] = here
-    line = github_only_line(github)
-    if line and not kept:
-        msg = f"nothing to build here: {line}"
-        raise ToolchainError(msg)
-    if line:
-        print(line, flush=True)
-    return kept
-
-
 def _of_machine(steps: tuple[BuildStep, ...], machine: str, loaded: LoadedMatrix) -> tuple[BuildStep, ...]:
     """The steps of one machine: this one's, or another's, cross-compiled in the local image
     (`release.builder.cross`); GitHub Actions builds each machine's natively."""
@@ -139,24 +117,36 @@ def usable_interpreters(pythons: list[str]) -> tuple[set[str], list[Interpreter]
     return {i.version for i in found if i.usable}, missing
 
 
+def placed_steps(
+    args: argparse.Namespace, loaded: LoadedMatrix
+) -> tuple[Steps, StepPlacement[ContainerEngine]]:
+    """(the steps this machine builds, by variant; where every chosen step runs): the record
+    `release plan` prints, made by the same function from the same probes
+    (`release.machine.probes`), and its lines printed as `release plan` prints them."""
+    chosen = chosen_steps(args, loaded)
+    steps = [s for selected in chosen.values() for s in selected]
+    placed = place_steps(steps, host_probes(allow_toolkit_mismatch=args.allow_toolkit_mismatch))
+    return _here(chosen, placed, container=args.container), placed
+
+
 def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     check_engine_source(loaded)
     every = not args.variant
-    planned = _here(chosen_steps(args, loaded))
+    planned, placed = placed_steps(args, loaded)
     version = build_version(loaded, args.tag)
     root = args.wheelhouse or loaded.root / "wheelhouse"
     started = time.monotonic()
     if args.arch != host_machine():
         return _report(
-            _cross(args, planned, root, version), root, started, missing=[], skipped=[], failures=[]
+            _cross(args, planned, placed, root, version), root, started, missing=[], skipped=[], failures=[]
         )
     if args.container:
-        chosen = require_engine()
+        answering = require_engine()
         built: list[WheelResult] = []
         for steps in planned.values():
-            built += _in_container(args, steps, root, version, chosen, missing=[])
+            built += _in_container(args, steps, root, version, answering, missing=[])
         return _report(built, root, started, missing=[], skipped=[], failures=[])
-    on_host, in_image, skipped_variants, overrides, engine = _placement(args, planned, every=every)
+    on_host, in_image, skipped_variants, overrides, engine = _carry_out(placed, planned, every=every)
     missing: list[Interpreter] = []
     pythons: set[str] = set()
     if on_host:
@@ -180,36 +170,49 @@ def run(args: argparse.Namespace, loaded: LoadedMatrix) -> int:
     return _report(results, root, started, missing=missing, skipped=skipped_variants, failures=failures)
 
 
-Steps = dict[str, tuple[BuildStep, ...]]
+def _here(planned: Steps, placed: StepPlacement[ContainerEngine], *, container: bool) -> Steps:
+    """The steps this machine can build, after saying where each runs (`placed.lines()`, the lines
+    `release plan` prints under its table; with `--container`, only the GitHub-only line: every
+    variant builds in its image). The GitHub-only steps are left out, an error when nothing else is
+    left."""
+    github = placed.github_only
+    kept: Steps = {}
+    for name, steps in planned.items():
+        here = tuple(s for s in steps if s not in github)
+        if here:
+            kept[name] = here
+    lines = placed.lines()
+    if github and not kept:
+        msg = f"nothing to build here: {lines[-1]}"
+        raise ToolchainError(msg)
+    for line in lines[-1:] if container and github else [] if container else lines:
+        print(printable(line), flush=True)
+    return kept
 
 
-def _placement(
-    args: argparse.Namespace, planned: Steps, *, every: bool
+def _carry_out(
+    placed: StepPlacement[ContainerEngine], planned: Steps, *, every: bool
 ) -> tuple[Steps, Steps, list[tuple[str, str]], dict[str, str | None], ContainerEngine | None]:
-    """Where each variant builds (`release.plan.placement`, decided once from what this host has):
-    (on the host, in its local image, skipped with why, the host builds' toolkit overrides, the
-    container engine the image builds use)."""
-    variants = {name: selected[0].variant for name, selected in planned.items()}
-    toolkits = {name: host_toolkit(v, allow=args.allow_toolkit_mismatch) for name, v in variants.items()}
-    placed = place(variants, toolkits, engine=ContainerEngine.answering, setup_podman=setup_podman_command())
+    """The placement carried out: (on the host, in its local image, skipped with why, the host
+    builds' toolkit overrides, the container engine the image builds use). A variant not buildable
+    here fails when it was asked for by name or under `CI=true`."""
     on_host: Steps = {}
     in_image: Steps = {}
     skipped_variants: list[tuple[str, str]] = []
     overrides: dict[str, str | None] = {}
     engine: ContainerEngine | None = None
-    for placement in placed:
-        name = placement.variant
-        if placement.where == "host":
-            overrides[name] = placement.override
-            on_host[name] = planned[name]
-        elif placement.where == "image":
-            say(placement.why)
-            engine = placement.engine
-            in_image[name] = planned[name]
+    for name, steps in planned.items():
+        where = placed.of(steps[0])
+        if where.where == "host":
+            overrides[name] = where.override
+            on_host[name] = steps
+        elif where.where == "image":
+            engine = where.engine
+            in_image[name] = steps
         elif not every or in_ci():
-            raise ToolchainError(placement.why)
+            raise ToolchainError(where.why)
         else:
-            skipped_variants.append((name, placement.why))
+            skipped_variants.append((name, where.why))
     return on_host, in_image, skipped_variants, overrides, engine
 
 
@@ -289,8 +292,11 @@ def _in_container(
     return results
 
 
-def _cross(args: argparse.Namespace, planned: Steps, root: Path, version: str) -> list[WheelResult]:
-    """Another machine's wheels, cross-compiled in each variant's local Debian image."""
+def _cross(
+    args: argparse.Namespace, planned: Steps, placed: StepPlacement[ContainerEngine], root: Path, version: str
+) -> list[WheelResult]:
+    """Another machine's wheels, cross-compiled in each variant's local Debian image (where the
+    placement says `cross`)."""
     from release.builder.cross import run_cross  # noqa: PLC0415
 
     if args.release_image or args.image:
@@ -301,13 +307,13 @@ def _cross(args: argparse.Namespace, planned: Steps, root: Path, version: str) -
             "local image (leave out --release-image and --image)"
         )
         raise UsageError(msg)
-    engine = require_engine()
     built: list[WheelResult] = []
     for steps in planned.values():
-        if steps[0].variant.build_image.local_recipe is None:
-            name = steps[0].variant.name
-            msg = f"--arch {args.arch}: {name} has no local Debian build image to cross-compile in"
+        where = placed.of(steps[0])
+        if where.where != "cross" or where.engine is None:
+            msg = f"--arch {args.arch}: {where.why}"
             raise ToolchainError(msg)
+        engine = where.engine
         built += run_cross(
             steps, args.arch, wheelhouse=root / steps[0].variant.name, version=version, engine=engine,
             lock_wait_s=args.lock_wait, reuse=True,

@@ -41,6 +41,7 @@ from release.hardware.leg import ROLES, Check, Leg, Where, in_container, python_
 from release.inspect.verify import verify_wheel, write_report
 from release.machine.containers import STANDINS_ENV, ContainerEngine, image_python, standins
 from release.machine.containers import interpreter as image_interpreter_path
+from release.plan.placement import place_leg
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke.selection import wheels_for
@@ -321,9 +322,10 @@ def _place(
     target: Path,
     log: Callable[[str], None],
 ) -> contextlib.AbstractContextManager[tuple[Where | None, str, list[Check]]]:
-    """Where the leg runs: here, in a container of --image, or, for another machine's wheel, under
+    """Carry out where the leg runs (`release.plan.placement.place_leg`, the decision `release plan
+    --smoke` shows): here, in a container of --image, or, for another machine's wheel, under
     emulation (`release.hardware.emulated`)."""
-    if not _emulated(args):
+    if place_leg(image=args.image, machine=_machine(args), host=host_machine()).where != "emulated":
         return _where(args, loaded, variant, wheel, target=target, log=log)
     folder = Path(args.address_file).resolve().parent if args.address_file is not None else None
     machine, version = _machine(args), _named_version(args.python)

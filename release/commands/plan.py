@@ -13,18 +13,20 @@ import sys
 
 from release import flags, table
 from release.config.checks import unpinned_serving_images
+from release.config.machines import host_machine
 from release.config.matrix import LoadedMatrix
 from release.config.placeholders import unfilled
 from release.config.pythons import newest, sort_key
 from release.errors import MatrixError, Problem, UsageError
-from release.machine.interpreters import find_interpreter
-from release.plan.github_only import github_only_line, split_github_only
+from release.machine.probes import host_probes
 from release.plan.imagefacts import refuse_missing_pythons
 from release.plan.inputs import environment
 from release.plan.machine import machine_of
+from release.plan.placement import place_leg, place_steps
 from release.plan.source import check_engine_source
 from release.plan.steps import BuildStep, Plan, awaiting_line, make_plan, select
 from release.plan.version import is_prerelease, route, version_from_tag
+from release.table import printable
 from release.variants.make import variant_set
 
 WORKFLOWS = ("release", "ci", "hardware")
@@ -41,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"print the $GITHUB_OUTPUT lines of one workflow ({', '.join(WORKFLOWS)})",
     )
     parser.add_argument("--tag", help="with --github release: the release tag (checked against the matrix)")
+    parser.add_argument(
+        "--no-probe",
+        action="store_true",
+        help="do not ask this host where each step would run (its toolkits, Pythons, podman or "
+        "docker): the runs column says 'not probed'",
+    )
     flags.variant(parser, "with --github: only this variant (a backfill)")
     flags.python(parser, "with --github ci: the toolkit's Python (the one PR builds use)")
 
@@ -222,25 +230,37 @@ def _run(args: argparse.Namespace, plan: Plan) -> int:
         if args.json:
             print(_line({"include": [s.to_json() for s in smoke]}))
             return 0
+        here = host_machine()
         rows = [
             (s.identifier, s.container or f"(the runner's own Python {s.python})", s.gpu, s.architecture,
-             " ".join(s.runner), s.nodes)
+             " ".join(s.runner), s.nodes,
+             place_leg(image=s.container or None, machine=machine_of(s.variant), host=here).runs)
             for s in smoke
         ]  # fmt: skip
-        print(table.render(("identifier", "image", "gpu", "arch", "runner labels", "nodes"), rows))
+        header = ("identifier", "image", "gpu", "arch", "runner labels", "nodes", "runs here")
+        print(table.render(header, rows))
         print(f"\n{len(smoke)} smoke jobs")
         return 0
+    return _print_builds(args, plan)
+
+
+def _print_builds(args: argparse.Namespace, plan: Plan) -> int:
+    """The build steps, each with where it runs on this host (`runs`), and one line per variant
+    saying why: the lines `release build` prints first (`release.plan.placement`)."""
     steps = select(plan.builds, args.select)
+    placed = place_steps(steps, None if args.no_probe else host_probes())
     if args.json:
-        print(_line({"include": [s.to_json() for s in steps]}))
+        placed_json = [{**s.to_json(), "runs": placed.runs(s), "why": placed.why(s)} for s in steps]
+        print(_line({"include": placed_json}))
         return 0
     build_rows = [
-        (s.identifier, s.variant.distribution, s.variant.backend_name, s.python, s.variant.floor)
+        (s.identifier, s.variant.distribution, s.variant.backend_name, s.python, s.variant.floor,
+         placed.runs(s))
         for s in steps
-    ]
-    print(table.render(("identifier", "distribution", "backend", "python", "platform floor"), build_rows))
-    print(f"\n{len(steps)} build steps from {loaded.path.name}")
-    line = github_only_line(split_github_only(steps, lambda p: find_interpreter(p) is not None)[1])
-    if line:
-        print(line)
+    ]  # fmt: skip
+    header = ("identifier", "distribution", "backend", "python", "platform floor", "runs")
+    print(table.render(header, build_rows))
+    print(f"\n{len(steps)} build steps from {plan.loaded.path.name}")
+    for line in placed.lines():
+        print(printable(line))
     return 0

@@ -241,6 +241,8 @@ def host_toolkit(variant: ResolvedVariant, *, allow: bool) -> HostToolkit:
     """What this host has for `variant`: its declared toolkit (or, with `allow`, another one as an
     override), or the one-line problem of a missing or mismatched one."""
     try:
-        return HostToolkit(None, check_toolkit(variant, find_toolchain(variant.backend), allow=allow))
+        found = find_toolchain(variant.backend)
+        said = f"the declared toolkit is here: {found.describe()}" if found.prefix else "no toolkit needed"
+        return HostToolkit(None, check_toolkit(variant, found, allow=allow), found=said)
     except ToolchainError as exc:
         return HostToolkit(str(exc))

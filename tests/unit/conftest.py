@@ -27,6 +27,16 @@ def _no_processes(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.setattr(os, name, _forbidden)
 
 
+@pytest.fixture(autouse=True)
+def _no_engine_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stand-in for the engine probe (`podman info` is a process): no podman or docker answers in
+    a unit test unless the test puts its own stand-in in. `release plan` probes this host, and
+    would otherwise ask."""
+    from release.machine.containers import ContainerEngine
+
+    monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: None))
+
+
 @pytest.fixture
 def fake_interpreters(monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     """Self-contained interpreters as `make-image.sh` would be given them, whatever this machine

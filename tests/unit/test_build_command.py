@@ -14,7 +14,7 @@ from release.commands import build
 from release.config.backends import Backend
 from release.config.matrix import load
 from release.errors import ToolchainError, UsageError
-from release.machine import toolchain
+from release.machine import probes, toolchain
 from release.machine.containers import ContainerEngine
 from release.machine.interpreters import Interpreter
 from release.machine.toolchain import Toolchain
@@ -108,7 +108,7 @@ def test_every_variant_builds_what_it_can_and_ends_with_what_it_skipped(
     loaded = load(ROOT / "matrix.yaml")
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setattr(build, "interpreter", missing("3.10", "3.12", "3.13", "3.14", "3.15"))
-    monkeypatch.setattr(build, "find_interpreter", lambda _p: None)  # no free-threaded CPython here
+    monkeypatch.setattr(probes, "find_interpreter", lambda _p: None)  # no free-threaded CPython here
     monkeypatch.setattr(build, "build_variant", fake_results)
 
     def find_toolchain(backend: Backend) -> Toolchain:
@@ -179,7 +179,7 @@ def test_a_mismatched_toolkit_builds_in_the_local_image_where_an_engine_answers(
     monkeypatch.setattr(toolchain, "find_toolchain", find_toolchain)  # host_toolkit asks it there
     monkeypatch.setattr(ContainerEngine, "answering", staticmethod(lambda: ContainerEngine("podman")))
     monkeypatch.setattr(build, "_in_container", fake_container)
-    monkeypatch.setattr(build, "find_interpreter", lambda _p: None)
+    monkeypatch.setattr(probes, "find_interpreter", lambda _p: None)
     assert build.run(args(wheelhouse=tmp_path), loaded) == 0
     out = capsys.readouterr().out
     assert [e[0] for e in in_image] == [ContainerEngine("podman")], in_image

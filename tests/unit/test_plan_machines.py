@@ -21,6 +21,7 @@ from release.config.machines import MACHINES, floor_for, machine_of_elf, machine
 from release.errors import MatrixError, UsageError
 from release.plan import steps as plan
 from release.plan.machine import for_machine, machine_of
+from release.plan.placement import place_steps
 from release.publish import manifest, preflight
 from release.publish.checked_set import candidates_of, step_of
 from release.smoke import selection
@@ -261,7 +262,7 @@ def test_release_build_builds_this_machines_steps(
     assert crossed["cpu"][0].variant.build_image.local_recipe is not None  # the local image cross-compiles
     release_image = argparse.Namespace(arch="aarch64", release_image=True, image=None)
     with pytest.raises(UsageError, match=r"--arch aarch64: this machine is x86_64; .*ubuntu-24\.04-arm"):
-        build._cross(release_image, crossed, Path("unused"), "0.1.0")
+        build._cross(release_image, crossed, place_steps((), None), Path("unused"), "0.1.0")
     monkeypatch.setattr(build, "host_machine", lambda: "aarch64")  # a Grace host, or GitHub's arm runner
     chosen = build.chosen_steps(_build_args(arch="aarch64", python=["3.12"]), two)
     assert {v: [s.identifier for s in steps] for v, steps in chosen.items()} == {

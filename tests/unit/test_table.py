@@ -63,5 +63,5 @@ def test_every_command_table_reaches_the_summary(
     assert cli.main(["--matrix", str(root / "matrix.yaml"), "plan"]) == 0
     capsys.readouterr()
     text = summary.read_text(encoding="utf-8")
-    assert text.startswith("| identifier | distribution | backend | python | platform floor |\n")
-    assert "| cp312-rocm-manylinux_x86_64 | xfer-engine-rocm | rocm | 3.12 | manylinux_2_28_x86_64 |" in text
+    assert text.startswith("| identifier | distribution | backend | python | platform floor | runs |\n")
+    assert "| cp312-rocm-manylinux_x86_64 | xfer-engine-rocm | rocm | 3.12 | manylinux_2_28_x86_64 | " in text

@@ -411,7 +411,7 @@ def test_publish_uses_trusted_publishing() -> None:
 
 
 def _plan_json(loaded: LoadedMatrix, capsys: pytest.CaptureFixture[str], *, smoke: bool = False) -> list[Any]:
-    args = argparse.Namespace(select=None, json=True, smoke=smoke, github=None, variant=None)
+    args = argparse.Namespace(select=None, json=True, smoke=smoke, github=None, variant=None, no_probe=True)
     assert plan.run(args, loaded) == 0
     include = json.loads(capsys.readouterr().out)["include"]
     assert isinstance(include, list)
