@@ -4,6 +4,9 @@ Without `--variant` every variant of the matrix is built. A Python that is missi
 headers), or, when every variant is built, a variant whose toolkit is missing or is not the
 declared one, is skipped on a local run and listed at the end with the command that gets it; with
 `CI=true` it fails the build instead.
+
+Where each variant builds is the placement `release plan` shows (`release.plan.placement`, from the
+same probes): its lines are printed first, and the build carries them out.
 """
 
 from __future__ import annotations
