@@ -178,17 +178,18 @@ def _here(planned: Steps, placed: StepPlacement[ContainerEngine], *, container: 
     `release plan` prints under its table; with `--container`, only the GitHub-only line: every
     variant builds in its image). The GitHub-only steps are left out, an error when nothing else is
     left."""
-    github = placed.github_only
+    github = {s.identifier for s in placed.github_only}
     kept: Steps = {}
     for name, steps in planned.items():
-        here = tuple(s for s in steps if s not in github)
+        here = tuple(s for s in steps if s.identifier not in github)
         if here:
             kept[name] = here
     lines = placed.lines()
     if github and not kept:
         msg = f"nothing to build here: {lines[-1]}"
         raise ToolchainError(msg)
-    for line in lines[-1:] if container and github else [] if container else lines:
+    shown = ([lines[-1]] if github else []) if container else lines  # the GitHub-only line is last
+    for line in shown:
         print(printable(line), flush=True)
     return kept
 
