@@ -281,3 +281,17 @@ def test_release_plan_smoke_shows_where_each_leg_runs_here(
     assert grace.endswith(" emulated aarch64")  # a GH200 leg rehearsed on an x86_64 host
     mi300x = next(line for line in out if line.startswith("cp312-rocm-vllm-rocm-mi300x "))
     assert mi300x.endswith(" in the image")
+
+
+def test_release_build_container_says_only_the_github_only_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, loaded: LoadedMatrix
+) -> None:
+    """`--container` asks for the image build by name: no host line that it would contradict."""
+    monkeypatch.setattr(build, "host_probes", lambda **_: stand_in())
+    monkeypatch.setattr(build, "host_machine", lambda: "x86_64")
+    monkeypatch.setattr(build, "require_engine", lambda: "podman")
+    monkeypatch.setattr(build, "_in_container", lambda *_a, **_k: [])
+    select = "*-cpu-manylinux_x86_64"
+    assert build.run(_build_args(select=select, wheelhouse=tmp_path, container=True), loaded) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("GitHub-only: ") and not any(line.startswith("cpu x86_64:") for line in out)
