@@ -62,6 +62,11 @@ SETTINGS: tuple[Setting, ...] = (
         "(default: ~/.cache/gpu-wheel-release/minbase-bookworm, made when absent)",
     ),
     Setting(
+        name="DEBIAN_MIRROR", kind="text", default="",
+        help="the Debian mirror of local images, the minbase tree and the install scripts "
+        "(default: the Debian archive this system's apt sources name, else http://deb.debian.org/debian)",
+    ),
+    Setting(
         name="RELEASE_IMAGE_STANDINS", kind="text", default="",
         help="REFERENCE=LOCAL_TAG[,...]: local images that stand in for serving images no registry "
         "gives here (`smoke --pull`, `hardware --image`; the rehearsal sets it)",

@@ -109,14 +109,22 @@ same_release() {
   [ "$(cut -d. -f1-2 <<<"$declared")" = "$(cut -d. -f1-2 <<<"$found")" ]
 }
 
-# debian_mirror: DEBIAN_MIRROR, else the Debian archive the base's apt sources name.
+# debian_mirror: the one Debian mirror setting (release/machine/debian.py debian_mirror reads it the
+# same way): DEBIAN_MIRROR, else the first Debian archive (a URI ending in /debian) this system's apt
+# sources name (sources.list, then sources.list.d's *.list and *.sources by name; one-line and
+# deb822 alike), else http://deb.debian.org/debian.
 debian_mirror() {
-  local uri=""
-  if [ -n "${DEBIAN_MIRROR:-}" ]; then printf '%s' "$DEBIAN_MIRROR"; return; fi
-  uri="$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
-    | sed -nE 's,^deb +(\[[^]]*\] +)?(https?://[^ ]*/debian/?) .*,\2,p' | sed -n 1p || true)"
-  [ -n "$uri" ] || uri="$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null \
-    | sed -nE 's,^URIs: *(https?://[^ ]*/debian/?)( .*)?$,\1,p' | sed -n 1p || true)"
+  local file uri=""
+  if [ -n "${DEBIAN_MIRROR:-}" ]; then printf '%s' "${DEBIAN_MIRROR%/}"; return; fi
+  for file in "${APT_DIR:-/etc/apt}"/sources.list "${APT_DIR:-/etc/apt}"/sources.list.d/*; do  # APT_DIR: tests
+    case "$file" in */sources.list|*.list|*.sources) ;; *) continue ;; esac
+    [ -f "$file" ] || continue
+    uri="$(sed -nE \
+      -e 's,^[[:space:]]*deb[[:space:]]+(\[[^]]*\][[:space:]]+)?([^[:space:]]+/debian)/?[[:space:]].*,\2,p' \
+      -e 's,^[[:space:]]*URIs:[[:space:]]*([^[:space:]]+/debian)/?([[:space:]].*)?$,\1,p' "$file" 2>/dev/null \
+      | sed -n 1p || true)"
+    [ -z "$uri" ] || break
+  done
   printf '%s' "${uri:-http://deb.debian.org/debian}"
 }
 

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# The two leaves of making a local container image that must be shell. Which image to make, over
-# which base, and whether one of the same inputs exists is release/machine/imaging.py's (the only
-# caller): it passes every input and the label (its hash of the recipe), holds the per-tag locks
-# and writes the call log.
+# The leaves of making a local container image that must be shell, and the toolkit's one
+# debootstrap (debootstrap_into: the images' base and the smoke tier's plain tree, rootfs). Which
+# image to make, over which base, and whether one of the same inputs exists is
+# release/machine/imaging.py's (the images' only caller): it passes every input and the label (its
+# hash of the recipe), holds the per-tag locks and writes the call log; release/machine/debian.py
+# calls rootfs.
 #
 #   make-image.sh base  --tag T --label K=V [options]       debootstrap + interpreters + podman import
+#   make-image.sh rootfs --suite S --out DIR [--include a,b] [--mirror URL] [--workdir DIR]
+#     the plain debootstrap --variant=minbase tree of `base` (the same step, cache and lock),
+#     unpacked into DIR (absent or empty): the smoke tier's simulated minimal image
 #   make-image.sh layer --tag T --label K=V --from IMAGE [options] KIND ARGS...
 #     one layer over IMAGE: scripts/image-layers.sh's layer_KIND ARGS run in a container of it,
 #     committed; KIND is toolkit (CMD BINDIR: a toolkit install), packages (MIRROR SUITE ARCHIVE
@@ -13,16 +18,18 @@
 # Options:
 #   --tag NAME, --label K=V      the image's tag (localhost/...) and its inputs label (K=hash)
 #   --pythons 3.10,3.11          the image's CPython versions (label io.xfer.image.pythons)
-#   --suite S, --mirror URL      base: the Debian suite (sid) and mirror (deb.debian.org)
-#   --include a,b                base: extra Debian packages of the suite
+#   --suite S, --mirror URL      base, rootfs: the Debian suite (sid) and mirror (DEBIAN_MIRROR, else
+#                                the Debian archive of this host's apt sources, else deb.debian.org)
+#   --include a,b                base, rootfs: extra Debian packages of the suite
+#   --out DIR                    rootfs: where the tree is unpacked (absent or empty; made 0755)
 #   --python-dir V=DIR           base: CPython V's installation directory (each of --pythons and
 #                                --env-python), copied to the same path, /opt/python/cpXY-cpXY -> it
 #   --env-python V|none          base: the interpreter at /opt/python/cp39-cp39 (build images)
 #   --minbase-only               base: no compilers, build or auditwheel: a runtime image for smoke
 #   --gcc N                      base: gcc-N/g++-N are /usr/local/bin/{cc,c++,gcc,g++,cpp}
 #   --auditwheel SPEC            base, build images: the auditwheel requirement (the toolkit's own)
-#   --workdir DIR                base: scratch and the day-long caches (default /var/tmp/xfer-images)
-#   --refresh-base               base: redo debootstrap and the interpreters' trees even when cached
+#   --workdir DIR                base, rootfs: scratch and the day-long caches (default /var/tmp/xfer-images)
+#   --refresh-base               base, rootfs: redo debootstrap (and base: the interpreters' trees)
 #   --from IMAGE                 layer: the image under it
 #   --drop V=DIR                 layer: CPython V (at DIR) removed in it (repeatable)
 #   --env K=V                    layer: an environment variable it adds (repeatable)
@@ -32,7 +39,8 @@
 # site-packages, test suites, tkinter, the static libpython, the -O/-OO bytecode and the shared
 # libraries' debug sections; the standard library's bytecode stays (a Python in a container
 # compiles nothing it imports). pip (and build) come from the pip wheel ensurepip bundles. The
-# debootstrap result and each interpreter's tree with its pip are kept a day in the workdir.
+# debootstrap result (base and rootfs alike: debootstrap_into) and each interpreter's tree with its
+# pip are kept a day in the workdir.
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
@@ -41,11 +49,11 @@ t_start=$(date +%s)
 step() { log "[$(( $(date +%s) - t_start ))s] $*"; }
 
 case "${1:-}" in
-  base|layer) leaf="$1"; shift ;;
+  base|layer|rootfs) leaf="$1"; shift ;;
   -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-  *) die "the first word is the leaf: base or layer (see --help)" ;;
+  *) die "the first word is the leaf: base, layer or rootfs (see --help)" ;;
 esac
-tag="" label="" suite=sid mirror=http://deb.debian.org/debian include="" pythons="" env_python=none
+tag="" label="" suite=sid mirror="" include="" pythons="" env_python=none rootfs_out=""
 minbase_only=0 gcc_major="" auditwheel_req="" workdir=/var/tmp/xfer-images refresh_base=0 from=""
 extra_env=() dropped=() mounts=()
 declare -A py_dir=()
@@ -56,6 +64,7 @@ while [ $# -gt 0 ]; do
     --suite) suite="$2"; shift 2 ;;
     --mirror) mirror="$2"; shift 2 ;;
     --include) include="$2"; shift 2 ;;
+    --out) rootfs_out="$2"; shift 2 ;;
     --pythons) pythons="$2"; shift 2 ;;
     --python-dir) [[ "$2" == *=/* ]] || die "--python-dir takes V=DIR"; py_dir[${2%%=*}]="${2#*=}"; shift 2 ;;
     --env-python) env_python="$2"; shift 2 ;;
@@ -72,10 +81,54 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-[ -n "$tag" ] && [[ "$label" == ?*=?* ]] || die "--tag and --label KEY=INPUTS are required"
+[ -n "$mirror" ] || mirror="$(debian_mirror)"
+if [ "$leaf" != rootfs ]; then
+  [ -n "$tag" ] && [[ "$label" == ?*=?* ]] || die "--tag and --label KEY=INPUTS are required"
+fi
 [ "$(id -u)" -eq 0 ] || die "run as root (debootstrap, chroot and rootful podman)"
+[ "$leaf" != rootfs ] || tag="rootfs-$suite"
 logs="$workdir/logs/${tag//[^A-Za-z0-9._-]/_}"  # this image's logs, a layer's or a whole image's
 mkdir -p "$logs"
+
+# debootstrap_into ROOT PKG...: `debootstrap --variant=minbase` of $suite from $mirror with PKG...
+# into ROOT (an empty directory), the one debootstrap of the toolkit (base and rootfs). The result
+# is kept as a tarball for a day (keyed on suite, mirror and packages), so images and trees that
+# share a package set (and reruns after a failure) skip the 1-2 minute debootstrap; one flock per
+# package set: a second maker waits for the first, then unpacks its tarball.
+debootstrap_into() {
+  local root="$1" key tarball tmp lock include=()
+  shift
+  [ $# -eq 0 ] || include=(--include="$(IFS=,; echo "$*")")
+  command -v debootstrap >/dev/null || die "debootstrap not found: apt-get install debootstrap (or run scripts/setup-podman.sh)"
+  key="$(printf '%s %s %s\n' "$suite" "$mirror" "$*" | sha256sum | cut -c1-16)"
+  tarball="$workdir/base-$suite-$key.tar"
+  exec {lock}>"$tarball.lock"
+  flock "$lock"
+  if [ "$refresh_base" -eq 0 ] && [ -f "$tarball" ] && [ -n "$(find "$tarball" -mmin -1440)" ]; then
+    step "debootstrap result from $tarball (less than a day old; --refresh-base to redo)"
+    tar --numeric-owner -C "$root" -xf "$tarball" || die "unpacking $tarball failed"
+  else
+    step "debootstrap --variant=minbase $suite from $mirror${*:+ (+ $*)}"
+    debootstrap --variant=minbase "${include[@]}" "$suite" "$root" "$mirror" \
+      >"$logs/debootstrap.log" 2>&1 \
+      || die "debootstrap failed: $(grep -E '^E:|^W: Failure' "$logs/debootstrap.log" | tail -n 1) (full log: $logs/debootstrap.log)"
+    tmp="$(mktemp "$tarball.tmp.XXXXXX")"
+    tar --numeric-owner -C "$root" -cf "$tmp" . && mv "$tmp" "$tarball" || rm -f "$tmp"
+  fi
+  exec {lock}>&-
+}
+
+# ---- rootfs: the plain tree, unpacked into --out --------------------------------------------------
+if [ "$leaf" = rootfs ]; then
+  [[ "$rootfs_out" == /* ]] || die "rootfs needs --out DIR (an absolute path)"
+  [ ! -e "$rootfs_out" ] || [ -z "$(ls -A "$rootfs_out")" ] || die "--out $rootfs_out is not empty"
+  mkdir -p "$rootfs_out"
+  extra=(); [ -z "$include" ] || IFS=, read -r -a extra <<<"$include"
+  debootstrap_into "$rootfs_out" "${extra[@]}"
+  chmod 0755 "$rootfs_out"  # readable by a smoke run's user (the tarball's root may be 0700)
+  log "done: $rootfs_out  debootstrap --variant=minbase $suite  $(( $(date +%s) - t_start ))s"
+  exit 0
+fi
 
 # ---- layer: one function of image-layers.sh in a container of --from, committed ----------------
 if [ "$leaf" = layer ]; then
@@ -138,24 +191,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The debootstrap result is kept as a tarball for a day (keyed on suite, mirror and packages), so
-# images that share a package set (and reruns after a failure) skip the 1-2 minute debootstrap.
-base_key="$(printf '%s %s %s\n' "$suite" "$mirror" "${pkgs[*]}" | sha256sum | cut -c1-16)"
-base_tar="$workdir/base-$suite-$base_key.tar"
-exec {base_lock}>"$base_tar.lock"
-flock "$base_lock"  # one debootstrap per package set at a time: a second maker waits, then unpacks it
-if [ "$refresh_base" -eq 0 ] && [ -f "$base_tar" ] && [ -n "$(find "$base_tar" -mmin -1440)" ]; then
-  step "debootstrap result from $base_tar (less than a day old; --refresh-base to redo)"
-  tar --numeric-owner -C "$root" -xf "$base_tar" || die "unpacking $base_tar failed"
-else
-  step "debootstrap --variant=minbase $suite (+ ${pkgs[*]})"
-  debootstrap --variant=minbase --include="$(IFS=,; echo "${pkgs[*]}")" "$suite" "$root" "$mirror" \
-    >"$logs/debootstrap.log" 2>&1 \
-    || die "debootstrap failed: $(grep -E '^E:|^W: Failure' "$logs/debootstrap.log" | tail -n 1) (full log: $logs/debootstrap.log)"
-  base_tmp="$(mktemp "$base_tar.tmp.XXXXXX")"
-  tar --numeric-owner -C "$root" -cf "$base_tmp" . && mv "$base_tmp" "$base_tar" || rm -f "$base_tmp"
-fi
-exec {base_lock}>&-
+debootstrap_into "$root" "${pkgs[@]}"
 
 for m in proc sys dev; do
   mount --bind "/$m" "$root/$m"; mounted=("$root/$m" "${mounted[@]}")

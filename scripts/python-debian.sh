@@ -21,15 +21,19 @@
 # Extensions are built by the host's compiler against the headers and load into it as into any
 # CPython 3.X (the host's libstdc++ and others come through the loader's cache; sid's libc is newer).
 #
-# Environment: PYENV_ROOT (default ~/.pyenv), PYTHON_DEBIAN_MIRROR (default http://deb.debian.org/debian),
+# Environment: PYENV_ROOT (default ~/.pyenv), DEBIAN_MIRROR (the one mirror setting: default the Debian
+# archive this system's apt sources name, else Debian's own; see _common.sh debian_mirror),
 # PYTHON_DEBIAN_SUITE (default sid), PYTHON_DEBIAN_CACHE (default ~/.cache/release/python-debian).
+# PYTHON_DEBIAN_MIRROR, DEBIAN_MIRROR's older name here, is still read (where DEBIAN_MIRROR is unset)
+# for one release, then no longer.
 set -euo pipefail
 # shellcheck source=scripts/_common.sh
 . "$(dirname "$0")/_common.sh"
 
 version="${1:-}"
 [[ "$version" =~ ^3\.[0-9]+$ ]] || die "usage: python-debian.sh 3.X (a CPython minor version, e.g. 3.14)"
-mirror="${PYTHON_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+DEBIAN_MIRROR="${DEBIAN_MIRROR:-${PYTHON_DEBIAN_MIRROR:-}}"  # the older name, for one release
+mirror="$(debian_mirror)"
 suite="${PYTHON_DEBIAN_SUITE:-sid}"
 cache="${PYTHON_DEBIAN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/release/python-debian}"
 versions="${PYENV_ROOT:-$HOME/.pyenv}/versions"

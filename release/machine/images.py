@@ -14,6 +14,7 @@ from release.config.pythons import python, sort_key
 from release.errors import ToolchainError
 from release.machine import imaging
 from release.machine.containers import ContainerEngine
+from release.machine.debian import debian_mirror
 from release.machine.interpreters import self_contained_home
 from release.machine.recipe import RUNTIME_LIBS, Recipe
 from release.plan.resolve import LocalImage
@@ -77,6 +78,7 @@ def recipe_of(image: LocalImage) -> Recipe:
     return Recipe(
         tag=image.tag,
         suite=image.suite,
+        mirror=debian_mirror(),
         include=image.packages,
         pythons=tuple(found),
         homes=tuple((v, str(home)) for v, home in homes.items()),

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
+from release.machine.debian import DEFAULT_MIRROR
+
 RUNTIME_LIBS = ("libamdhip64.so*", "libhsa-runtime64.so*", "libamd_comgr.so*", "libhiprtc.so*")
 """The runtime libraries a layout moves when the recipe names none."""
 CA_DIR = Path("/usr/local/share/ca-certificates")
@@ -35,7 +36,8 @@ class Recipe:
 
     tag: str
     suite: str
-    mirror: str = DEBIAN_MIRROR
+    mirror: str = DEFAULT_MIRROR
+    """The Debian mirror (`images.recipe_of` gives `debian_mirror()`, the one setting)."""
     include: tuple[str, ...] = ()
     """Debian packages of the suite, and `pkg/ARCHIVE` ones from another archive."""
     pythons: tuple[str, ...] = ()

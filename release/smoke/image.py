@@ -17,7 +17,8 @@ never modified and nothing is left to clean up when a check fails or times out. 
   prefix through a file in a private copy of `/etc/ld.so.conf.d` and a private `/etc/ld.so.cache`
   written by `ldconfig` inside the namespace, or through `LD_LIBRARY_PATH` only.
 - `runtime: absent`: the runtime's files hidden, the loader cache rebuilt without them.
-- `rootfs: debootstrap-minbase`: a cached `debootstrap --variant=minbase` tree, used through an
+- `rootfs: debootstrap-minbase`: a cached `debootstrap --variant=minbase` tree (made by
+  make-image.sh `rootfs`, the toolkit's one debootstrap path: `release.machine.debian`), used through an
   overlay (the cache stays pristine) with `chroot`; the host's interpreter directory, the work
   directory and the wheel's directory are bind-mounted at their own paths, read-only where they
   are inputs.
@@ -33,7 +34,7 @@ import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -42,13 +43,13 @@ from release import process, settings
 from release.config.matrix import Simulation
 from release.errors import SmokeError, ToolchainError
 from release.inspect.elf import ElfReadError, read_elf_file
+from release.machine.debian import make_rootfs
 from release.machine.lock import build_lock
 from release.smoke.namespace import namespace_runner, sudo_problem
 from release.smoke.namespace import tool as _tool
 
 MINBASE_SUITE = "bookworm"
 MINBASE_ENV = "RELEASE_MINBASE_DIR"
-DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _LOADER_CACHE = Path("/etc/ld.so.cache")
 _LOADER_CONF_DIR = Path("/etc/ld.so.conf.d")
 _SIM_CONF_NAME = "zz-release-simulated-runtime.conf"
@@ -127,28 +128,14 @@ def minbase_dir() -> Path:
     return cache / "gpu-wheel-release" / f"minbase-{MINBASE_SUITE}"
 
 
-def debian_mirror(sources: Iterable[Path] | None = None) -> str:
-    """The Debian mirror apt is configured with (deb822 `.sources` or one-line `.list` files)."""
-    if sources is None:
-        apt = Path("/etc/apt")
-        sources = [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*"))]
-    for file in sources:
-        try:
-            text = file.read_text(encoding="utf-8")
-        except OSError:
-            continue
-        uris = re.findall(r"^\s*URIs:\s*(\S+)", text, re.MULTILINE)
-        uris += re.findall(r"^\s*deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+\S+", text, re.MULTILINE)
-        for uri in map(str, uris):
-            if uri.rstrip("/").endswith("/debian"):
-                return uri.rstrip("/")
-    return DEFAULT_MIRROR
-
-
-def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = print) -> Path:
-    """The minbase tree, built with debootstrap when absent; returns its path. One process
-    builds it at a time (a lock beside the tree, taken only when the tree is absent): parallel
-    test workers or two smoke runs wait for the first build instead of racing in one directory."""
+def ensure_minbase(
+    path: Path | None = None, *, log: Callable[[str], None] = print, workdir: Path | None = None
+) -> Path:
+    """The minbase tree, made when absent; returns its path. One process makes it at a time (a
+    lock beside the tree, taken only when the tree is absent): parallel test workers or two smoke
+    runs wait for the first instead of racing in one directory. It is made by the toolkit's one
+    debootstrap path, make-image.sh `rootfs` (`release.machine.debian.make_rootfs`), whose
+    tarball cache (`workdir`, default make-image.sh's own) the local images share."""
     target = path or minbase_dir()
     if _minbase_ready(target):
         return target
@@ -157,46 +144,33 @@ def ensure_minbase(path: Path | None = None, *, log: Callable[[str], None] = pri
     with build_lock(target.parent, what=what, name=lock, say=log, error=ToolchainError):
         if _minbase_ready(target):
             return target
-        return _debootstrap_minbase(target, log)
+        return _make_minbase(target, log, workdir)
 
 
 def _minbase_ready(target: Path) -> bool:
     return (target / "usr" / "bin" / "ldd").exists()
 
 
-def _debootstrap_minbase(target: Path, log: Callable[[str], None]) -> Path:
-    debootstrap = shutil.which("debootstrap") or (
-        "/usr/sbin/debootstrap" if Path("/usr/sbin/debootstrap").exists() else None
-    )
-    if debootstrap is None:
-        msg = "building the minbase image needs debootstrap (Debian/Ubuntu: `apt install debootstrap`)"
-        raise ToolchainError(msg)
+def _make_minbase(target: Path, log: Callable[[str], None], workdir: Path | None) -> Path:
     as_root: list[str] = []
     if os.geteuid() != 0:
         no_sudo = sudo_problem()
         if no_sudo is not None:
             msg = (
-                f"building the minbase image (debootstrap) needs root or passwordless sudo ({no_sudo}): "
+                f"making the minbase tree (debootstrap) needs root or passwordless sudo ({no_sudo}): "
                 f"run it once as root, or point {MINBASE_ENV} at a debootstrap --variant=minbase tree"
             )
             raise ToolchainError(msg)
         as_root = [str(shutil.which("sudo")), "-n"]
-    mirror = debian_mirror()
     for stale in target.parent.glob(f"{target.name}.partial*"):  # an interrupted build's (the lock is ours)
         shutil.rmtree(stale, ignore_errors=True)
     partial = Path(tempfile.mkdtemp(prefix=f"{target.name}.partial.", dir=target.parent))
-    partial.chmod(0o755)  # mkdtemp's 0700 would make the tree's root unreadable to any other user
-    log(f"building {target} (debootstrap --variant=minbase {MINBASE_SUITE} from {mirror})")
     started = time.monotonic()
-    proc = process.run(
-        [*as_root, debootstrap, "--variant=minbase", MINBASE_SUITE, str(partial), mirror],
-        timeout=process.INSTALL_S,
-    )
-    if proc.returncode != 0:
+    try:
+        make_rootfs(partial, MINBASE_SUITE, as_root=as_root, workdir=workdir, log=log)
+    except ToolchainError:
         shutil.rmtree(partial, ignore_errors=True)
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-15:])
-        msg = f"debootstrap failed (exit {proc.returncode}):\n{tail}"
-        raise ToolchainError(msg)
+        raise
     partial.rename(target)
     log(f"built {target} in {time.monotonic() - started:.0f}s")
     return target

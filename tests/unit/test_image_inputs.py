@@ -12,19 +12,37 @@ import pytest
 
 from release.config.matrix import load
 from release.machine import images
+from release.machine.debian import DEFAULT_MIRROR
 from release.machine.recipe import Digests, Recipe, inputs_hash, inputs_text, read_digests
 from release.plan.steps import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = json.loads((Path(__file__).parent / "data" / "image_inputs.json").read_text(encoding="utf-8"))
-LEAF = "d9755ea8daf66b4590487ebd8371f7fc5da7caae960dd4bf28e3e2bc4d8f9d48"
+LEAF = "c5c18b9047bf02cc3d15cc4e1c1689235dcfc736363a249e78106b8a0adecafe"
 """The digest of today's leaf scripts (make-image.sh, _common.sh): a change to them makes every local
 image again, so it is written here on purpose, with the change."""
 
 
 @pytest.fixture(autouse=True)
-def _interpreters(fake_interpreters: object) -> None:
-    """The interpreters the goldens were recorded with (/opt/test-pythons/3.X.0)."""
+def _interpreters(fake_interpreters: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interpreters the goldens were recorded with (/opt/test-pythons/3.X.0), and the default
+    mirror they were recorded with (whatever this machine's apt sources name)."""
+    monkeypatch.setenv("DEBIAN_MIRROR", DEFAULT_MIRROR)
+
+
+def test_the_recipe_mirror_is_the_one_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """images.recipe_of takes the mirror from debian_mirror (DEBIAN_MIRROR first): the goldens above
+    are the default mirror's, so the images of the default mirror keep their inputs."""
+    default = _matrix_recipes()
+    assert {recipe.mirror for recipe in default} == {"http://deb.debian.org/debian"}
+    monkeypatch.setenv("DEBIAN_MIRROR", "http://mirror.example/debian")
+    moved = _matrix_recipes()
+    assert {recipe.mirror for recipe in moved} == {"http://mirror.example/debian"}
+    digests = Digests(leaf="a" * 64, toolkit="b" * 64)
+    for before, after in zip(default, moved, strict=True):
+        assert inputs_hash(inputs_text(before, digests)) != inputs_hash(inputs_text(after, digests)), (
+            after.tag
+        )
 
 
 def _matrix_recipes() -> list[Recipe]:

@@ -10,7 +10,7 @@ import pytest
 from release.config.matrix import Simulation, load
 from release.errors import SmokeError, ToolchainError, UsageError
 from release.plan.steps import make_plan
-from release.smoke.image import Bind, Sandbox, debian_mirror, minbase_dir, missing_libraries
+from release.smoke.image import Bind, Sandbox, minbase_dir, missing_libraries
 from release.smoke.outcome import Outcome, Step, report, summary
 from release.smoke.runner import interpreter_home
 from release.smoke.selection import images_for, wheel_python, wheels_for
@@ -87,18 +87,6 @@ def test_missing_libraries_from_ldd_and_loader_errors() -> None:
     assert missing_libraries(ldd) == ("libstdc++.so.6", "libamdhip64.so.5")
     loader = "xfer-master: error while loading shared libraries: libnuma.so.1: cannot open shared object file"
     assert missing_libraries(loader) == ("libnuma.so.1",)
-
-
-def test_debian_mirror_from_deb822_and_one_line_sources(tmp_path: Path) -> None:
-    deb822 = tmp_path / "debian.sources"
-    deb822.write_text("Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm\n")
-    other = tmp_path / "node.sources"
-    other.write_text("Types: deb\nURIs: https://deb.nodesource.com/node_20.x\n")
-    one_line = tmp_path / "sources.list"
-    one_line.write_text("deb [arch=amd64] http://ftp.example/debian bookworm main\n")
-    assert debian_mirror([other, deb822]) == "http://mirror.example/debian"
-    assert debian_mirror([one_line]) == "http://ftp.example/debian"
-    assert debian_mirror([other]) == "http://deb.debian.org/debian"
 
 
 def test_minbase_dir_override(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
