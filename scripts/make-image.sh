@@ -99,7 +99,6 @@ debootstrap_into() {
   local root="$1" key tarball tmp lock include=()
   shift
   [ $# -eq 0 ] || include=(--include="$(IFS=,; echo "$*")")
-  command -v debootstrap >/dev/null || die "debootstrap not found: apt-get install debootstrap (or run scripts/setup-podman.sh)"
   key="$(printf '%s %s %s\n' "$suite" "$mirror" "$*" | sha256sum | cut -c1-16)"
   tarball="$workdir/base-$suite-$key.tar"
   exec {lock}>"$tarball.lock"
@@ -108,6 +107,7 @@ debootstrap_into() {
     step "debootstrap result from $tarball (less than a day old; --refresh-base to redo)"
     tar --numeric-owner -C "$root" -xf "$tarball" || die "unpacking $tarball failed"
   else
+    command -v debootstrap >/dev/null || die "debootstrap not found: apt-get install debootstrap (or run scripts/setup-podman.sh)"
     step "debootstrap --variant=minbase $suite from $mirror${*:+ (+ $*)}"
     debootstrap --variant=minbase "${include[@]}" "$suite" "$root" "$mirror" \
       >"$logs/debootstrap.log" 2>&1 \

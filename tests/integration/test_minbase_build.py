@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -102,3 +103,26 @@ def test_a_failed_build_leaves_no_partial_tree(
     monkeypatch.delenv("FAIL")
     assert image.ensure_minbase(target, log=lambda _line: None, workdir=work) == target
     assert len(_calls(standin)) == 2
+
+
+def test_no_debootstrap_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PATH of the tools the leaf needs, debootstrap not among them (nor /usr/sbin)."""
+    if os.geteuid() != 0:
+        pytest.skip("make-image.sh rootfs runs as root (the smoke tier asks sudo -n for it)")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("bash", "basename", "dirname", "readlink", "date", "id", "mkdir", "ls", "sha256sum", "cut",
+                 "flock", "find", "tar", "rm", "sed", "cat"):  # fmt: skip
+        found = shutil.which(name)
+        assert found, name
+        (tools / name).symlink_to(found)
+    monkeypatch.setenv("PATH", str(tools))
+    target, work = tmp_path / "cache" / "minbase-bookworm", tmp_path / "work"
+    work.mkdir()
+    with pytest.raises(ToolchainError) as failed:
+        image.ensure_minbase(target, log=lambda _line: None, workdir=work)
+    assert str(failed.value).endswith(
+        "debootstrap not found: apt-get install debootstrap (or run scripts/setup-podman.sh)"
+    )
+    assert "\n" not in str(failed.value)
+    assert [p.name for p in target.parent.iterdir()] == [".minbase-bookworm.lock"]
