@@ -10,10 +10,10 @@ S_ISREG, a cap): point it at the read boundary module when one exists.
 from __future__ import annotations
 
 import bisect
-import os
 from collections.abc import Callable
 from pathlib import Path
 
+from release.wheel import files
 from release.wheel.files import read_bounded
 
 MAX_SOURCE_BYTES = 4 << 20
@@ -42,37 +42,17 @@ def walk(
     max_depth: int = MAX_DEPTH,
 ) -> list[Path]:
     """The files below `root` whose name is `wanted`, in sorted order per directory, entering only
-    directories whose name `enter` accepts; iterative, links never followed, at most `most`
-    files, `max_depth` levels and `MAX_ENTRIES` entries seen."""
+    directories whose name `enter` accepts: `release.wheel.files.walk` (iterative, links never
+    followed), stopped at `most` files, `max_depth` levels or `MAX_ENTRIES` entries seen."""
     found: list[Path] = []
-    stack: list[tuple[Path, int]] = [(root, 0)]
-    seen = 0
-    while stack and len(found) < most and seen < MAX_ENTRIES:
-        directory, depth = stack.pop()
-        try:
-            with os.scandir(directory) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
-        except OSError:
-            continue
-        below: list[tuple[Path, int]] = []
-        for entry in entries:
-            seen += 1
-            if seen > MAX_ENTRIES:
-                break
-            try:
-                if entry.is_symlink():
-                    continue
-                is_dir = entry.is_dir(follow_symlinks=False)
-            except OSError:
-                continue
-            if is_dir:
-                if depth < max_depth and enter(entry.name):
-                    below.append((Path(entry.path), depth + 1))
-            elif wanted(entry.name):
-                found.append(Path(entry.path))
+    try:
+        for path in files.walk(root, max_entries=MAX_ENTRIES, max_depth=max_depth + 1, enter=enter):
+            if wanted(path.name) and not path.is_symlink() and path.is_file():
+                found.append(path)
                 if len(found) >= most:
                     break
-        stack.extend(reversed(below))
+    except files.TooManyEntries:
+        pass  # the entries seen so far: a bound, not an error (init reports what it found)
     return found
 
 

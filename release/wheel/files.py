@@ -17,7 +17,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 _CHUNK = 1 << 20
@@ -192,12 +192,16 @@ class TooManyEntries(OSError):
 
 
 def walk(
-    root: Path, *, max_entries: int = MAX_WALK_ENTRIES, max_depth: int = MAX_WALK_DEPTH
+    root: Path,
+    *,
+    max_entries: int = MAX_WALK_ENTRIES,
+    max_depth: int = MAX_WALK_DEPTH,
+    enter: Callable[[str], bool] | None = None,
 ) -> Iterator[Path]:
     """Every path below `root` (not `root` itself), in sorted order per directory, iteratively: a
     link is yielded, never followed (so a walk cannot leave the tree or loop), directories deeper
-    than `max_depth` are not entered, unreadable directories are skipped, and more than
-    `max_entries` entries raise `TooManyEntries` (an OSError)."""
+    than `max_depth` or whose name `enter` refuses are yielded but not entered, unreadable
+    directories are skipped, and more than `max_entries` entries raise `TooManyEntries` (an OSError)."""
     seen = 0
     stack: list[tuple[Path, int]] = [(root, 0)]
     while stack:
@@ -218,16 +222,23 @@ def walk(
                 is_directory = entry.is_dir(follow_symlinks=False)
             except OSError:
                 continue
-            if is_directory and depth + 1 < max_depth:
+            if is_directory and depth + 1 < max_depth and (enter is None or enter(entry.name)):
                 below.append((path, depth + 1))
         stack.extend(reversed(below))
 
 
-def walk_files(root: Path, suffix: str = "", *, links: bool = False, **limits: int) -> list[Path]:
+def walk_files(
+    root: Path,
+    suffix: str = "",
+    *,
+    links: bool = False,
+    max_entries: int = MAX_WALK_ENTRIES,
+    max_depth: int = MAX_WALK_DEPTH,
+) -> list[Path]:
     """The files below `root` whose names end with `suffix`, sorted (`walk`): regular files, and
     with `links` links to files too (a link to a directory is never entered)."""
     found = []
-    for path in walk(root, **limits):
+    for path in walk(root, max_entries=max_entries, max_depth=max_depth):
         if path.name.endswith(suffix) and (links or not path.is_symlink()) and path.is_file():
             found.append(path)
     return sorted(found)
