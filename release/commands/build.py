@@ -26,7 +26,7 @@ from release.machine.containers import ContainerEngine, require_engine
 from release.machine.interpreters import Interpreter, interpreter, missing_table
 from release.machine.lock import DEFAULT_WAIT_S
 from release.machine.probes import host_probes
-from release.plan.image_tags import TAG_RULE
+from release.plan.buildimage import TAG_RULE
 from release.plan.machine import machine_of
 from release.plan.placement import StepPlacement, place_steps
 from release.plan.source import check_engine_source

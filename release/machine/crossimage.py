@@ -1,6 +1,6 @@
 """A variant's cross image (`<build image>-cross-<machine>`, which `release.builder.cross` makes over
 the local build image): what it is made of (its label), and finding it for a checkout that did not
-make it. A build image's tag carries its checkout (`release.plan.image_tags`), so its cross image's
+make it. A build image's tag carries its checkout (`release.plan.buildimage`), so its cross image's
 does too: a checkout takes, by tagging it, the cross layer another made over the same recipe."""
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def made_over(engine: ContainerEngine, label: str) -> str:
 
 def cross_image_present(engine: ContainerEngine, variant: ResolvedVariant, machine: str) -> bool:
     """Whether the variant's cross image for `machine` is here (a cross build makes it). A build
-    image's tag carries its checkout (`release.plan.image_tags`): the cross layer another checkout
+    image's tag carries its checkout (`release.plan.buildimage`): the cross layer another checkout
     made over the image of the same recipe, with the same scripts and packages, is tagged here;
     failing that, the newest one of this project's variant that another checkout made."""
     tag = cross_image_tag(variant.build_image.local, machine)

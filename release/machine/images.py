@@ -17,7 +17,7 @@ from release.machine.containers import ContainerEngine, ContainerStepFailed
 from release.machine.debian import debian_mirror
 from release.machine.interpreters import self_contained_home
 from release.machine.recipe import RUNTIME_LIBS, Recipe
-from release.plan.image_tags import checkouts_form
+from release.plan.buildimage import checkouts_form
 from release.plan.resolve import LocalImage
 from release.wheel.names import manylinux_interpreter
 
@@ -29,7 +29,7 @@ def exists(engine: ContainerEngine, tag: str) -> bool:
 def another_checkouts(engine: ContainerEngine, tag: str, suffix: str = "") -> tuple[str, str]:
     """(ID, name) of the newest image that another checkout of this project gave the tag `tag`
     names here (`suffix`: `-cross-aarch64` for its cross image), or ('', ''): a default tag
-    carries its checkout's digest (`release.plan.image_tags`)."""
+    carries its checkout's digest (`release.plan.buildimage`)."""
     form = checkouts_form(tag, suffix)
     proc = engine.listed("{{.Id}} {{.Repository}}") if form is not None else None
     rows = [line.split() for line in proc.stdout.splitlines()] if proc and proc.returncode == 0 else []

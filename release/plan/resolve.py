@@ -24,7 +24,7 @@ from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebu
 from release.config.pythons import supported_pythons
 from release.config.sysdeps import SystemPackage, merged, packages_of, pkg_config_modules
 from release.errors import UsageError
-from release.plan.image_tags import default_build_tag, slug
+from release.plan.buildimage import build_gcc, default_build_tag, slug
 from release.plan.imagefacts import current
 from release.plan.runtimes import debian_runtime_packages, runtime_requirements
 from release.wheel.names import parse_platform_tag
@@ -85,22 +85,6 @@ class BuildSettings:
         raise UsageError(msg)
 
 
-RELEASE_IMAGE_GCC: Mapping[str, str] = {
-    "manylinux_2_28": "14",
-    "manylinux_2_34": "14",
-}
-"""The GCC major each release image compiles with (cibuildwheel's manylinux images: gcc-toolset-14),
-which a local build image matches unless the matrix names another (`build_image.debian.gcc`)."""
-
-
-def release_image_gcc(release: str) -> str | None:
-    """The GCC major of a release image, named (`manylinux_2_28`) or by reference
-    (`quay.io/pypa/manylinux_2_28_x86_64:2025.01.01-1`); None when it is not known."""
-    name = release.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
-    known = (gcc for image, gcc in RELEASE_IMAGE_GCC.items() if name == image or name.startswith(f"{image}_"))
-    return next(known, None)
-
-
 @dataclass(frozen=True, kw_only=True)
 class LocalImage:
     """A container image the toolkit makes from Debian packages when it is absent."""
@@ -155,7 +139,7 @@ class ResolvedBuildImage:
     line when it declares none; what a missing image's one-line error names."""
     variant: str = ""
     default_tag: bool = False
-    """`local` is the tag the toolkit gave the recipe's image (`image_tags.TAG_RULE`), not a declared one."""
+    """`local` is the tag the toolkit gave the recipe's image (`buildimage.TAG_RULE`), not a declared one."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -433,7 +417,7 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant, backend: Bac
             packages=_unique(recipe.packages, _apt_packages(loaded, variant)),
             pythons=loaded.matrix.python,
             toolchain=True,
-            gcc=_gcc(recipe.gcc, release),
+            gcc=build_gcc(recipe.gcc, release),
             toolkit_install=_toolkit_install(recipe.toolkit_install, variant, backend),
         )
         if recipe
@@ -466,12 +450,6 @@ def _toolkit_install(arguments: tuple[str, ...] | None, variant: Variant, backen
     if arguments is None or backend.toolkit is None or variant.toolkit is None:
         return None
     return shlex.join([*shlex.split(backend.toolkit.install), variant.toolkit, *arguments])
-
-
-def _gcc(declared: str | None, release: str) -> str | None:
-    if declared == "suite":
-        return None
-    return declared or release_image_gcc(release)
 
 
 def variant_for_distribution(

@@ -250,7 +250,7 @@ class LocalImages:
 
 def build_image_tag(variant: str, matrix: Path = ROOT / "matrix.yaml") -> str:
     """The local build image `matrix` gives `variant`: a recipe's default tag carries a digest of the
-    matrix's directory (`release.plan.image_tags`), so a copy of the project elsewhere has its own."""
+    matrix's directory (`release.plan.buildimage`), so a copy of the project elsewhere has its own."""
     return make_plan(load(matrix)).variant(variant).build_image.local
 
 

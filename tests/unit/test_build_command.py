@@ -18,7 +18,7 @@ from release.machine import probes, toolchain
 from release.machine.containers import ContainerEngine
 from release.machine.interpreters import Interpreter
 from release.machine.toolchain import Toolchain
-from release.plan.image_tags import project_digest
+from release.plan.buildimage import project_digest
 from release.plan.steps import BuildStep
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from release.config.matrix import loads
 from release.machine import images
 from release.machine.crossimage import cross_image_present
 from release.machine.emulation import CROSS_LABEL, cross_image_tag
-from release.plan.image_tags import project_digest
+from release.plan.buildimage import project_digest
 from release.plan.steps import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]

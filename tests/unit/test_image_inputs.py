@@ -14,7 +14,7 @@ from release.config.matrix import load
 from release.machine import images
 from release.machine.debian import DEFAULT_MIRROR
 from release.machine.recipe import Digests, Recipe, inputs_hash, inputs_text, read_digests
-from release.plan.image_tags import project_digest
+from release.plan.buildimage import project_digest
 from release.plan.steps import make_plan
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from release.config.matrix import load
-from release.plan.image_tags import project_digest
+from release.plan.buildimage import project_digest
 from release.plan.placement import HostToolkit, Placement, place
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan

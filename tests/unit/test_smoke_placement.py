@@ -11,7 +11,7 @@ import yaml
 from release.config.matrix import Image, LoadedMatrix, Simulation, loads
 from release.errors import SmokeError
 from release.machine.containers import ContainerEngine
-from release.plan.image_tags import project_digest
+from release.plan.buildimage import project_digest
 from release.plan.resolve import LocalImage, ResolvedImage, ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke import runner

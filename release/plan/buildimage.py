@@ -1,4 +1,5 @@
-"""The tags of local build images: one made from the matrix's recipe carries a short digest of the
+"""What a build image's name tells: the tag of one made from the matrix's recipe, and the GCC a
+release image compiles with. A local build image's default tag carries a short digest of the
 project's directory, so two checkouts of one project never replace each other's image
 (`release.machine.imaging` tags the image of the same inputs instead of making it again)."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from release.config.matrix import LoadedMatrix
@@ -17,7 +19,7 @@ TAG_RULE = (
     "(one made from the same recipe is tagged, not made again); a declared build_image.local is kept "
     "as written"
 )
-"""The rule in one sentence: `release build --container` prints it, docs/local-builds.md says it."""
+"""The rule in one sentence: `release build --container` and `release images` print it, the docs say it."""
 
 
 def slug(text: str) -> str:
@@ -46,3 +48,27 @@ def checkouts_form(tag: str, suffix: str = "") -> re.Pattern[str] | None:
     if match is None:
         return None
     return re.compile(re.escape(match.group(1)) + r"-[0-9a-f]{8}" + re.escape(suffix))
+
+
+RELEASE_IMAGE_GCC: Mapping[str, str] = {
+    "manylinux_2_28": "14",
+    "manylinux_2_34": "14",
+}
+"""The GCC major each release image compiles with (cibuildwheel's manylinux images: gcc-toolset-14),
+which a local build image matches unless the matrix names another (`build_image.debian.gcc`)."""
+
+
+def release_image_gcc(release: str) -> str | None:
+    """The GCC major of a release image, named (`manylinux_2_28`) or by reference
+    (`quay.io/pypa/manylinux_2_28_x86_64:2025.01.01-1`); None when it is not known."""
+    name = release.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+    known = (gcc for image, gcc in RELEASE_IMAGE_GCC.items() if name == image or name.startswith(f"{image}_"))
+    return next(known, None)
+
+
+def build_gcc(declared: str | None, release: str) -> str | None:
+    """A local build image's GCC major: the declared one, none for the suite's own, else the
+    release image's."""
+    if declared == "suite":
+        return None
+    return declared or release_image_gcc(release)
