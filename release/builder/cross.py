@@ -34,7 +34,6 @@ from release.config.resources import toolkit_scripts
 from release.errors import BuildError, ToolchainError, UsageError
 from release.machine import images
 from release.machine.containers import ContainerEngine, ContainerStepFailed
-from release.machine.crossimage import cross_label, cross_packages, made_over
 from release.machine.emulation import CROSS_LABEL, DIST_PYTHON, cross_image_tag
 from release.machine.lock import DEFAULT_WAIT_S, build_lock
 from release.plan.machine import machine_of
@@ -51,6 +50,19 @@ def _checked(proc: process.Result, *, what: str) -> None:
         print("\n".join((proc.stdout + proc.stderr).strip().splitlines()[-40:]), flush=True)
         msg = f"{what} failed (exit {proc.returncode}): its output's end is above"
         raise BuildError(msg)
+
+
+def _scripts_digest(toolkit: str | None) -> str:
+    """What the cross layer's making reads of the toolkit's scripts: cross-build.sh, and the install
+    script the toolkit command names (with the helpers both source)."""
+    scripts = toolkit_scripts()
+    names = ["cross-build.sh", "_common.sh"]
+    names += [Path(word).name for word in shlex.split(toolkit or "") if word.endswith(".sh")]
+    digest = hashlib.sha256()
+    for name in dict.fromkeys(names):
+        path = scripts / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b""))
+    return digest.hexdigest()[:16]
 
 
 def setup_script(machine: str, packages: tuple[str, ...], toolkit: str | None) -> str:
@@ -80,16 +92,8 @@ def ensure_cross_image(
     if base_id is None:
         msg = f"the build image {base} is not here (make it with `release build --variant {variant}` first)"
         raise ToolchainError(msg)
-    wanted = cross_label(base_id, packages, toolkit)
+    wanted = f"{base_id}:{_scripts_digest(toolkit)}:{' '.join(packages)}:{toolkit or ''}"
     if engine.label(tag, CROSS_LABEL) == wanted:
-        return tag
-    same = made_over(engine, wanted)
-    if same:  # another checkout's tag of the same layer (a build image's tag carries its project)
-        try:
-            engine.tag(same, tag)
-        except ContainerStepFailed as exc:
-            raise ToolchainError(str(exc)) from None
-        say(f"[{variant}] {tag}: the cross layer of the same base, scripts, packages ({same[:12]}), tagged")
         return tag
     target = MACHINES[machine]
     say(f"[{variant}] making the cross image {tag} over {base} ({target.debian} toolchain)")
@@ -107,6 +111,15 @@ def ensure_cross_image(
         msg = f"the cross layer of {base} for {machine}: {exc}"
         raise BuildError(msg) from exc
     return tag
+
+
+def _cross_packages(steps: tuple[BuildStep, ...], debian_arch: str) -> tuple[str, ...]:
+    """The `:arm64` form of every apt package of the variant's system_packages."""
+    variant = one_variant(steps)
+    found: list[str] = []
+    for package in variant.system_packages.values():
+        found += [f"{name.split('/')[0]}:{debian_arch}" for name in package.apt]
+    return tuple(dict.fromkeys(found))
 
 
 def wheel_script(step: BuildStep, machine: str, *, epoch: str) -> str:
@@ -175,7 +188,7 @@ def run_cross(
     ):
         recipe = variant.build_image.local_recipe
         image = ensure_cross_image(
-            engine, variant.build_image.local, machine, variant.name, cross_packages(variant, target.debian),
+            engine, variant.build_image.local, machine, variant.name, _cross_packages(steps, target.debian),
             toolkit=recipe.toolkit_install if recipe is not None else None,
         )  # fmt: skip
         shutil.rmtree(work, ignore_errors=True)

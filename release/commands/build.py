@@ -26,7 +26,6 @@ from release.machine.containers import ContainerEngine, require_engine
 from release.machine.interpreters import Interpreter, interpreter, missing_table
 from release.machine.lock import DEFAULT_WAIT_S
 from release.machine.probes import host_probes
-from release.plan.buildimage import TAG_RULE
 from release.plan.machine import machine_of
 from release.plan.placement import StepPlacement, place_steps
 from release.plan.source import check_engine_source
@@ -272,9 +271,6 @@ def _in_container(
     image lacks are skipped and added to `missing`, with the command that gets them."""
     from release.builder.container import run_cibuildwheel  # noqa: PLC0415
 
-    built = steps[0].variant.build_image
-    if args.image is None and not args.release_image and built.default_tag and built.local_recipe is not None:
-        print(f"local image {built.local}: {TAG_RULE}")
     results, lacking = run_cibuildwheel(
         steps,
         wheelhouse=root / steps[0].variant.name,

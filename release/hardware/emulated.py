@@ -17,8 +17,7 @@ from release.errors import SmokeError
 from release.hardware import container as containers
 from release.hardware.leg import Check, Where, in_container
 from release.machine.containers import ContainerEngine
-from release.machine.crossimage import cross_image_present
-from release.machine.emulation import DIST_PYTHON, cross_image_tag, emulation_missing
+from release.machine.emulation import DIST_PYTHON, cross_image_present, cross_image_tag, emulation_missing
 from release.plan.resolve import ResolvedVariant
 
 PYTHON = "{python}"

@@ -124,10 +124,6 @@ class ContainerEngine:
         argv = self._argv("images", "--noheading", "--filter", f"label={key}={value}", "--format", template)
         return process.run(argv, timeout=300)
 
-    def listed(self, template: str) -> process.Result:
-        """`images`, newest first, one `template` line each."""
-        return process.run(self._argv("images", "--noheading", "--format", template), timeout=300)
-
     def tag(self, source: str, tag: str) -> None:
         """`source` also named `tag`; ContainerStepFailed naming both when it cannot be."""
         proc = process.run(self._argv("tag", source, tag), timeout=300)

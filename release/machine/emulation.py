@@ -30,6 +30,11 @@ def cross_image_tag(base: str, machine: str) -> str:
     return f"{base}-cross-{machine}"
 
 
+def cross_image_present(engine: ContainerEngine, variant: ResolvedVariant, machine: str) -> bool:
+    """Whether the variant's cross image for `machine` is here (a cross build makes it)."""
+    return engine.has_image(cross_image_tag(variant.build_image.local, machine))
+
+
 def emulation_missing(machine: str, binfmt: Path = BINFMT) -> str:
     """'' when binfmt_misc runs `machine`'s programs through qemu-user here, in containers too (the
     entry's F flag: the interpreter is opened at registration); else what is missing and the fix."""

@@ -13,41 +13,16 @@ from release.config.pins import requirement
 from release.config.pythons import python, sort_key
 from release.errors import ToolchainError
 from release.machine import imaging
-from release.machine.containers import ContainerEngine, ContainerStepFailed
+from release.machine.containers import ContainerEngine
 from release.machine.debian import debian_mirror
 from release.machine.interpreters import self_contained_home
 from release.machine.recipe import RUNTIME_LIBS, Recipe
-from release.plan.buildimage import checkouts_form
 from release.plan.resolve import LocalImage
 from release.wheel.names import manylinux_interpreter
 
 
 def exists(engine: ContainerEngine, tag: str) -> bool:
     return engine.has_image(tag)
-
-
-def another_checkouts(engine: ContainerEngine, tag: str, suffix: str = "") -> tuple[str, str]:
-    """(ID, name) of the newest image that another checkout of this project gave the tag `tag`
-    names here (`suffix`: `-cross-aarch64` for its cross image), or ('', ''): a default tag
-    carries its checkout's digest (`release.plan.buildimage`)."""
-    form = checkouts_form(tag, suffix)
-    proc = engine.listed("{{.Id}} {{.Repository}}") if form is not None else None
-    rows = [line.split() for line in proc.stdout.splitlines()] if proc and proc.returncode == 0 else []
-    found = (row for row in rows if len(row) == 2 and form is not None and form.fullmatch(row[1]))
-    return next(((row[0], row[1]) for row in found if row[1] != tag + suffix), ("", ""))
-
-
-def _take_another_checkouts(engine: ContainerEngine, tag: str, *, log: Callable[[str], None]) -> None:
-    """Where this machine cannot make `tag` (no root, not the recipe's interpreters, docker), the image
-    another checkout of the project made is tagged `tag`, as one tag shared by every checkout was."""
-    other, name = another_checkouts(engine, tag)
-    if not other:
-        return
-    try:
-        engine.tag(other, tag)
-    except ContainerStepFailed as exc:
-        raise ToolchainError(str(exc)) from None
-    log(f"image {tag}: the image {name} (another checkout's of this project), tagged")
 
 
 ENV_PYTHON = "3.9"
@@ -155,17 +130,15 @@ def image_glibc(engine: ContainerEngine, tag: str) -> tuple[int, int] | None:
 
 
 def _made(engine: ContainerEngine, image: LocalImage, *, log: Callable[[str], None]) -> None:
-    _found, lacking = image_interpreters(image.pythons)
-    # A free-threaded CPython no machine of ours has (its steps run on GitHub only) is left out of
-    # the recipe, never a reason to keep an image made from an older one.
-    lacking = [v for v in lacking if not python(v).free_threaded]
-    if (os.geteuid() != 0 or lacking or engine.name != "podman") and not exists(engine, image.tag):
-        _take_another_checkouts(engine, image.tag, log=log)
     if os.geteuid() != 0 and exists(engine, image.tag):
         # make-image.sh needs root (debootstrap): an unprivileged build (a CI runner) uses the
         # image that is there, as it would one pulled from a registry.
         log(f"image {image.tag}: present; not re-checking its recipe (making images needs root)")
         return
+    _found, lacking = image_interpreters(image.pythons)
+    # A free-threaded CPython no machine of ours has (its steps run on GitHub only) is left out of
+    # the recipe, never a reason to keep an image made from an older one.
+    lacking = [v for v in lacking if not python(v).free_threaded]
     if lacking and exists(engine, image.tag):
         # Its recipe names interpreters this machine cannot give it (a container reaching the
         # host's engine, a machine without pyenv): the image made elsewhere is used as it is.

@@ -102,7 +102,7 @@ def _make(engine: ContainerEngine, recipe: Recipe, digests: Digests, *, log: Log
         return done("up-to-date")
     old = engine.image_id(recipe.tag) or ""
     with _one_recipe(inputs):
-        same = "" if force else with_inputs(engine, inputs)
+        same = "" if force else _with_inputs(engine, inputs)
         if same:
             try:
                 engine.tag(same, recipe.tag)
@@ -201,7 +201,7 @@ def _run_streamed(argv: list[str], *, log: Log) -> tuple[int, str]:
     return proc.returncode, last
 
 
-def with_inputs(engine: ContainerEngine, inputs: str) -> str:
+def _with_inputs(engine: ContainerEngine, inputs: str) -> str:
     """The newest image (any tag) labelled `inputs`, or ''; never one committed over such an image
     (a cross image: an older toolkit's kept its base's label, and no DERIVED_LABEL), which is
     not the recipe's. `podman images` fails now and then while another process removes an image

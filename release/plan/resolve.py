@@ -24,7 +24,6 @@ from release.config.matrix import Hardware, Image, LoadedMatrix, Metadata, Prebu
 from release.config.pythons import supported_pythons
 from release.config.sysdeps import SystemPackage, merged, packages_of, pkg_config_modules
 from release.errors import UsageError
-from release.plan.buildimage import build_gcc, default_build_tag, slug
 from release.plan.imagefacts import current
 from release.plan.runtimes import debian_runtime_packages, runtime_requirements
 from release.wheel.names import parse_platform_tag
@@ -85,6 +84,22 @@ class BuildSettings:
         raise UsageError(msg)
 
 
+RELEASE_IMAGE_GCC: Mapping[str, str] = {
+    "manylinux_2_28": "14",
+    "manylinux_2_34": "14",
+}
+"""The GCC major each release image compiles with (cibuildwheel's manylinux images: gcc-toolset-14),
+which a local build image matches unless the matrix names another (`build_image.debian.gcc`)."""
+
+
+def release_image_gcc(release: str) -> str | None:
+    """The GCC major of a release image, named (`manylinux_2_28`) or by reference
+    (`quay.io/pypa/manylinux_2_28_x86_64:2025.01.01-1`); None when it is not known."""
+    name = release.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+    known = (gcc for image, gcc in RELEASE_IMAGE_GCC.items() if name == image or name.startswith(f"{image}_"))
+    return next(known, None)
+
+
 @dataclass(frozen=True, kw_only=True)
 class LocalImage:
     """A container image the toolkit makes from Debian packages when it is absent."""
@@ -138,8 +153,6 @@ class ResolvedBuildImage:
     """Where the matrix declares it: `matrix.yaml:50 (variants.cpu.build_image)`, or the variant's
     line when it declares none; what a missing image's one-line error names."""
     variant: str = ""
-    default_tag: bool = False
-    """`local` is the tag the toolkit gave the recipe's image (`buildimage.TAG_RULE`), not a declared one."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -338,6 +351,10 @@ def _requirement_source(loaded: LoadedMatrix) -> RequirementSource:
     return RequirementSource(index_url=declared.index_url, find_links=links, skip=declared.skip)
 
 
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
 def _image(
     loaded: LoadedMatrix, name: str, variant: Variant, backend: Backend, globs: tuple[str, ...]
 ) -> ResolvedImage:
@@ -390,7 +407,7 @@ def _runtime_image(
     if facts is not None and facts.layout is not None and facts.layout.runtime == "prefix":
         prefix, via = facts.layout.prefix, facts.layout.via
     return LocalImage(
-        tag=f"localhost/{slug(loaded.matrix.engine.import_name)}-{kind}-{slug(name)}",
+        tag=f"localhost/{_slug(loaded.matrix.engine.import_name)}-{kind}-{_slug(name)}",
         suite=suite,
         packages=packages,
         pythons=pythons,
@@ -407,8 +424,9 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant, backend: Bac
     floor = parse_platform_tag(loaded.matrix.platform.floor_of(loaded.matrix.platform.machines[0]))
     release = (declared.release if declared else None) or floor.image_name
     recipe = declared.debian if declared else None
-    default = default_build_tag(loaded, name) if recipe else release
-    local_tag = (declared.local if declared else None) or default
+    local_tag = (declared.local if declared else None) or (
+        f"localhost/{_slug(loaded.matrix.engine.import_name)}-build-{_slug(name)}" if recipe else release
+    )
     local = (
         LocalImage(
             tag=local_tag,
@@ -417,7 +435,7 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant, backend: Bac
             packages=_unique(recipe.packages, _apt_packages(loaded, variant)),
             pythons=loaded.matrix.python,
             toolchain=True,
-            gcc=build_gcc(recipe.gcc, release),
+            gcc=_gcc(recipe.gcc, release),
             toolkit_install=_toolkit_install(recipe.toolkit_install, variant, backend),
         )
         if recipe
@@ -427,12 +445,7 @@ def _build_image(loaded: LoadedMatrix, name: str, variant: Variant, backend: Bac
     line = loaded.lines.get(key) or loaded.lines.get(f"variants.{name}")
     at = f"{loaded.path.name}:{line} ({key})" if line else f"{loaded.path.name} ({key})"
     return ResolvedBuildImage(
-        release=release,
-        local=local_tag,
-        local_recipe=local,
-        declared_at=at,
-        variant=name,
-        default_tag=recipe is not None and not (declared and declared.local),
+        release=release, local=local_tag, local_recipe=local, declared_at=at, variant=name
     )
 
 
@@ -450,6 +463,12 @@ def _toolkit_install(arguments: tuple[str, ...] | None, variant: Variant, backen
     if arguments is None or backend.toolkit is None or variant.toolkit is None:
         return None
     return shlex.join([*shlex.split(backend.toolkit.install), variant.toolkit, *arguments])
+
+
+def _gcc(declared: str | None, release: str) -> str | None:
+    if declared == "suite":
+        return None
+    return declared or release_image_gcc(release)
 
 
 def variant_for_distribution(

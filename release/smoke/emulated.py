@@ -14,9 +14,9 @@ from pathlib import Path
 from release.config.machines import MACHINES, host_machine, machine_of_tags
 from release.errors import SmokeError
 from release.machine.containers import ContainerEngine
-from release.machine.crossimage import cross_image_present
 from release.machine.emulation import (
     DIST_PYTHON,
+    cross_image_present,
     cross_image_tag,
     emulated_command,
     emulation_missing,

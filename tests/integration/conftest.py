@@ -248,21 +248,6 @@ class LocalImages:
         return recipe.tag
 
 
-def build_image_tag(variant: str, matrix: Path = ROOT / "matrix.yaml") -> str:
-    """The local build image `matrix` gives `variant`: a recipe's default tag carries a digest of the
-    matrix's directory (`release.plan.buildimage`), so a copy of the project elsewhere has its own."""
-    return make_plan(load(matrix)).variant(variant).build_image.local
-
-
-def use_build_image(matrix: Path, variant: str, tag: str) -> Path:
-    """A copied stand-in's matrix with `variant`'s `build_image.local` set to `tag` (the reference
-    engine's image, whose tag carries this checkout's digest: a stand-in cannot spell it)."""
-    data = yaml.safe_load(matrix.read_text(encoding="utf-8"))
-    data["variants"][variant]["build_image"]["local"] = tag
-    matrix.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-    return matrix
-
-
 @pytest.fixture(scope="session")
 def local_images() -> LocalImages:
     """Local images of the real matrix, made on request and reused for the whole session."""

@@ -104,7 +104,7 @@ def make_repo(
 
 
 def cpu_build_image() -> dict[str, Any]:
-    """matrix.yaml's cpu build image under the tag it gets there (`localhost/xfer-build-cpu-<digest>`): the
+    """matrix.yaml's cpu build image under the tag it gets there (`localhost/xfer-build-cpu`): the
     real matrix's rehearsal and the adopter's use the same image, so a run makes it once."""
     declared: dict[str, Any] = matrix_data()["variants"]["cpu"]["build_image"]
     return {"local": make_plan(load(ROOT / "matrix.yaml")).variant("cpu").build_image.local, **declared}

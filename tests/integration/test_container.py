@@ -26,7 +26,7 @@ from release.inspect.elf import inspect_elf, is_elf
 from release.machine.containers import ContainerEngine
 from release.plan.steps import make_plan
 from release.settings import in_ci
-from tests.integration.conftest import ROOT, LocalImages, build_image_tag, toolkit
+from tests.integration.conftest import ROOT, LocalImages, toolkit
 
 PYTHONS = tuple(python(v) for v in load(ROOT / "matrix.yaml").matrix.python)
 TAGS = tuple(p.interpreter_tag for p in PYTHONS if not p.free_threaded)
@@ -36,8 +36,6 @@ FREE_THREADED = tuple(p.key for p in PYTHONS if p.free_threaded)
 
 ENGINE = ContainerEngine.answering()
 PODMAN = ContainerEngine("podman")
-ROCM_IMAGE = build_image_tag("rocm")
-"""matrix.yaml's rocm build image, under the tag this checkout gives it."""
 if ENGINE is None:
     if in_ci():
         pytest.fail("podman is not working here: .ci/run must install it (scripts/setup-podman.sh)")
@@ -76,12 +74,14 @@ def container_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
         r"^(cp3\d+-rocm-\S+): up to date, nothing changed since its build in (\S+)", proc.stdout, re.M
     )
     if settings.switch("RELEASE_CI_SETUP_RAN"):
-        assert len(reused) == len(TAGS) and {image for _, image in reused} == {ROCM_IMAGE}, proc.stdout
+        assert len(reused) == len(TAGS) and {image for _, image in reused} == {"localhost/xfer-build-rocm"}, (
+            proc.stdout
+        )
     if FREE_THREADED:
         line = f"GitHub-only: {len(FREE_THREADED)} build steps of Python {', '.join(FREE_THREADED)} ("
         assert any(text.startswith(line) for text in proc.stdout.splitlines()), proc.stdout
     else:
-        assert reused or f"cibuildwheel in {ROCM_IMAGE} through" in proc.stdout, proc.stdout
+        assert reused or "cibuildwheel in localhost/xfer-build-rocm through" in proc.stdout, proc.stdout
     return wheelhouse
 
 
@@ -106,10 +106,14 @@ def test_an_unchanged_container_build_takes_its_last_wheel_and_a_change_builds_a
     steps = tuple(s for s in plan.builds if s.variant.name == "rocm")[:2]
     project = tmp_path / "project"
     shutil.copytree(ROOT / "engine", project / "src")
-    keys = container_keys(steps, project, engine=PODMAN, image=ROCM_IMAGE, toolkit="x", epoch="1")
+    keys = container_keys(
+        steps, project, engine=PODMAN, image="localhost/xfer-build-rocm", toolkit="x", epoch="1"
+    )
     assert len(set(keys.values())) == 2  # one key a step
     (project / "src" / "CMakeLists.txt").write_text("# changed\n", encoding="utf-8")
-    changed = container_keys(steps, project, engine=PODMAN, image=ROCM_IMAGE, toolkit="x", epoch="1")
+    changed = container_keys(
+        steps, project, engine=PODMAN, image="localhost/xfer-build-rocm", toolkit="x", epoch="1"
+    )
     assert not set(changed.values()) & set(keys.values())
     assert (
         container_keys(
@@ -202,7 +206,7 @@ def test_a_mismatched_host_without_an_engine_stops_naming_setup_podman(tmp_path:
     assert "the matrix declares toolkit 7.2 (matrix.yaml:" in lines[0]
     assert "but the toolkit found is 5.2" in lines[0]
     assert "`release toolchain install rocm 7.2`" in lines[0]
-    assert f"local image {build_image_tag('rocm', matrix)}, which needs podman or docker: `bash " in lines[0]
+    assert "local image localhost/xfer-build-rocm, which needs podman or docker: `bash " in lines[0]
     assert "setup-podman.sh`" in lines[0]
 
 

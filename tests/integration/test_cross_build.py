@@ -19,11 +19,11 @@ import yaml
 from release.config.matrix import load
 from release.inspect.elf import ElfInfo, inspect_elf, is_elf
 from release.machine.containers import ContainerEngine
-from release.machine.emulation import DIST_PYTHON, cross_image_tag, emulated_command
+from release.machine.emulation import DIST_PYTHON, emulated_command
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import make_plan
 from release.settings import in_ci
-from tests.integration.conftest import ROOT, build_image_tag, toolkit
+from tests.integration.conftest import ROOT, toolkit
 
 ENGINE = ContainerEngine.answering()
 if ENGINE is None:
@@ -32,11 +32,7 @@ if ENGINE is None:
     pytest.skip("no podman or docker answers (run scripts/setup-podman.sh)", allow_module_level=True)
 
 pytestmark = pytest.mark.slow
-
-
-def _cuda_cross(matrix: Path) -> str:
-    """The cuda cross image of `matrix`: its build image's tag (its checkout's) and `-cross-aarch64`."""
-    return cross_image_tag(build_image_tag("cuda", matrix), "aarch64")
+CUDA_CROSS_IMAGE = "localhost/xfer-build-cuda-cross-aarch64"
 
 
 def _matrix(directory: Path, variant: str = "cpu") -> Path:
@@ -126,8 +122,8 @@ def test_the_cuda_aarch64_wheel_binds_the_sbsa_runtime_and_is_verified(
 ) -> None:
     """Built against libcudart of NVIDIA's aarch64 (sbsa) wheel, bound and never vendored, as the
     x86_64 cuda wheel is: NEEDED libcudart.so.13, excluded by repair, named in Requires-External."""
-    matrix, wheel, output = cuda_aarch64
-    assert f"{_cuda_cross(matrix)} (cross, aarch64)" in output, output
+    _matrix_path, wheel, output = cuda_aarch64
+    assert f"{CUDA_CROSS_IMAGE} (cross, aarch64)" in output, output
     assert wheel.name.startswith("xfer_engine-0.1.0-cp313-cp313-manylinux_") and wheel.name.endswith(
         "_aarch64.whl"
     ), wheel.name
@@ -150,7 +146,7 @@ def test_the_cuda_aarch64_wheel_binds_the_sbsa_runtime_and_is_verified(
     stub = "/usr/local/cuda-13.0/targets/sbsa-linux/lib/stubs/libcuda.so"
     assert ENGINE is not None
     read = subprocess.run(
-        [ENGINE.command, "run", "--rm", "--network=none", "--entrypoint", "cat", _cuda_cross(matrix), stub],
+        [ENGINE.command, "run", "--rm", "--network=none", "--entrypoint", "cat", CUDA_CROSS_IMAGE, stub],
         capture_output=True, check=True, timeout=120,
     )  # fmt: skip
     elf = inspect_elf("libcuda.so", read.stdout)
@@ -186,7 +182,6 @@ def test_an_engine_script_that_calls_g_plus_plus_by_name_links_for_the_target(
     directories (install-cuda.sh --target's aarch64 driver stub), as LIBRARY_PATH gives a native
     build; the image's own g++ is this machine's and finds no libcuda there."""
     assert ENGINE is not None
-    image = _cuda_cross(cuda_aarch64[0])
     source = 'extern "C" int cuInit(unsigned int); extern "C" int probe() { return cuInit(0); }'
     script = (
         f"printf '%s' '{source}' > /tmp/a.cpp && bash /toolkit-scripts/cross-build.sh compilers "
@@ -197,7 +192,7 @@ def test_an_engine_script_that_calls_g_plus_plus_by_name_links_for_the_target(
     for path in ("PATH=/tmp/tools:$PATH ", ""):
         runs[path] = subprocess.run(
             [ENGINE.command, "run", "--rm", "--network=none", "-v", f"{ROOT / 'scripts'}:/toolkit-scripts:ro",
-             "--entrypoint", "bash", image, "-c", script.replace("{path}", path)],
+             "--entrypoint", "bash", CUDA_CROSS_IMAGE, "-c", script.replace("{path}", path)],
             capture_output=True, check=False, timeout=300,
         )  # fmt: skip
     crossed = runs["PATH=/tmp/tools:$PATH "]

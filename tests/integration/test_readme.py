@@ -28,7 +28,6 @@ and pip's downloads are kept between runs in RELEASE_README_CACHE (default
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -237,21 +236,7 @@ def test_readme_commands_pass_on_a_fresh_debian_12(
     # The main job built the declared toolkit's wheels in the local ROCm image (the host's HIP 5.2
     # is not the declared 7.2), through the host's engine: at least cp311, each bound to the
     # declared runtime (libamdhip64.so.7) and verified; the summary names the image.
-    # At /src the project's image tag carries /src's digest: the host's image of the recipe, tagged
-    # (the container has no self-contained CPython to check the recipe with), never made again.
-    image = re.sub(r"-[0-9a-f]{8}$", "", rocm_build_image) + "-" + hashlib.sha256(b"/src").hexdigest()[:8]
-    assert f"building in the declared toolkit's local image {image}" in output, tail
-    assert re.search(
-        rf"^\s*image {re.escape(image)}: the image \S+ \(another checkout's of this project\), tagged",
-        output,
-        re.M,
-    ) or (f"image {image}: present; used as it is" in output), tail
-    ids = [
-        subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True,
-                       text=True, check=True, timeout=120).stdout.strip()
-        for tag in (image, rocm_build_image)
-    ]  # fmt: skip
-    assert ids[0] == ids[1], (image, rocm_build_image, ids)
+    assert f"building in the declared toolkit's local image {rocm_build_image}" in output, tail
     assert "used as it is (this machine has no self-contained CPython" in output, tail
     wheels = sorted((src / "wheelhouse" / "rocm").glob("*.whl"))
     assert any(w.name.startswith("xfer_engine_rocm-0.1.0-cp311-cp311-manylinux_2_") for w in wheels), tail
@@ -260,7 +245,7 @@ def test_readme_commands_pass_on_a_fresh_debian_12(
         assert report["runtime_bound"] == ["libamdhip64.so.7"], (wheel.name, report["runtime_bound"])
         failed = {r["id"] for r in report["rules"] if r["status"] == "fail"}
         assert not failed, (wheel.name, failed)
-    assert any(image in line for line in output.splitlines() if "xfer_engine_rocm-" in line), tail
+    assert any(rocm_build_image in line for line in output.splitlines() if "xfer_engine_rocm-" in line), tail
     # Seeded (.ci/run): each wheel was the set-up phase's, taken up to date after the inputs check
     # in the container; else compiled there.
     taken = re.findall(r"^(cp3\d+)-rocm-\S+: up to date, nothing changed since its build in", output, re.M)

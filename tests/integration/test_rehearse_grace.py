@@ -32,8 +32,7 @@ need_podman()
 
 GRACE = ("gh200", "gb200-pd")
 PY = "cp" + DIST_PYTHON.replace(".", "")
-IMAGE = r"localhost/xfer-build-cuda-[0-9a-f]{8}-cross-aarch64"
-"""The cuda cross image, under the tag of the job's checkout (a build image's tag carries its digest)."""
+IMAGE = "localhost/xfer-build-cuda-cross-aarch64"
 FLOOR = LOCAL_FLOOR.removesuffix("_x86_64")  # a policy, as the narrowed checkout's: each machine its tag
 
 
@@ -75,7 +74,7 @@ def test_the_grace_runner_legs_rehearse_up_to_the_device_under_emulation(tmp_pat
     assert proc.stdout.count(set_up) == 3, proc.stdout[-4000:]  # on each runner, before the leg
     for job, role in ((single, "single"), (f"{pair} prefill", "prefill"), (f"{pair} decode", "decode")):
         text = (work / "logs" / f"{job.replace(' ', '-')}.log").read_text(encoding="utf-8")
-        assert re.search(f"aarch64 wheel on this x86_64 machine: qemu-user in {IMAGE}", text), text[-3000:]
+        assert f"aarch64 wheel on this x86_64 machine: qemu-user in {IMAGE}" in text, text[-3000:]
         assert re.search(rf"selftest \({role}\)\s+skip\s+device: no GPU \(.+\)", text), text[-3000:]
         assert "xfer-master --version  pass" in text and "matches; releasable" in text
     calls = [json.loads(line) for line in (work / "github" / "calls.jsonl").read_text().splitlines()]

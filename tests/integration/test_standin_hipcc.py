@@ -1,7 +1,7 @@
 """`hipcc` in the default local ROCm build image, and the CI stand-in for engines that call it.
 
 Real ROCm engines compile host-only files with `hipcc` by name (Mooncake's nvlink allocator). The
-local ROCm image (the toolkit's matrix.yaml recipe, localhost/xfer-build-rocm-<digest>) gets the toolkit's
+local ROCm image (the toolkit's matrix.yaml recipe, localhost/xfer-build-rocm) gets the toolkit's
 host-only hipcc from `install-rocm.sh 7.2` (docs/records/rocm-hipcc.md). The stand-in engine
 (tests/standins/hipcc_host: CMake, scikit-build-core, a TEST STAND-IN, not a real engine) compiles
 one such file with it, links it into its extension, and goes through build, repair, verify and
@@ -20,7 +20,7 @@ import pytest
 from release.inspect.elf import inspect_elf, is_elf
 from release.machine.containers import ContainerEngine
 from release.settings import in_ci
-from tests.integration.conftest import ROOT, LocalImages, toolkit, use_build_image
+from tests.integration.conftest import ROOT, LocalImages, toolkit
 
 ENGINE = ContainerEngine.answering()
 if ENGINE is None:
@@ -103,7 +103,7 @@ def _needed(wheel: Path) -> dict[str, tuple[str, ...]]:
 def test_standin_engine_compiles_with_hipcc_and_binds_the_runtime(rocm_image: str, tmp_path: Path) -> None:
     project = tmp_path / "hipcc_host"
     shutil.copytree(STANDIN, project)
-    matrix = use_build_image(project / "matrix.yaml", "rocm", rocm_image)
+    matrix = project / "matrix.yaml"
     wheelhouse = tmp_path / "wheelhouse"
     build = toolkit("--matrix", str(matrix), "build", "--variant", "rocm", "--python", "3.12", "--container",
                     "--wheelhouse", str(wheelhouse), timeout=3000)  # fmt: skip

@@ -18,7 +18,6 @@ from release.machine import probes, toolchain
 from release.machine.containers import ContainerEngine
 from release.machine.interpreters import Interpreter
 from release.machine.toolchain import Toolchain
-from release.plan.buildimage import project_digest
 from release.plan.steps import BuildStep
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,12 +187,11 @@ def test_a_mismatched_toolkit_builds_in_the_local_image_where_an_engine_answers(
     gil = [p for p in loaded.matrix.python if not p.endswith("t")]  # the t steps are GitHub-only here
     assert len(in_image[0]) == 1 + len(gil)
     assert "rocm: the matrix declares toolkit 7.2" in out
-    image = f"localhost/xfer-build-rocm-{project_digest(ROOT)}"
-    assert f"building in the declared toolkit's local image {image} through podman" in out
+    assert "building in the declared toolkit's local image localhost/xfer-build-rocm through podman" in out
     header = next(line for line in out.splitlines() if line.startswith("wheel "))
     assert "built in" in header
     rows = [line for line in out.splitlines() if "-rocm-manylinux" in line]
-    assert rows and all(image in row for row in rows)
+    assert rows and all("localhost/xfer-build-rocm" in row for row in rows)
     cuda_rows = [line for line in out.splitlines() if "-cuda-manylinux" in line]
     assert cuda_rows and all(" host " in row for row in cuda_rows)
     # --allow-toolkit-mismatch is the explicit host experiment: nothing goes to a container

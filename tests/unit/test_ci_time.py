@@ -74,14 +74,14 @@ def test_the_account_names_each_shared_fixture_and_image() -> None:
          "worker": "gw1", "first": "tests/integration/test_build.py::test_x"},
         {"kind": "fixture", "fixture": "tiny", "scope": "module", "seconds": 0.1,
          "worker": "main", "first": "m"},
-        {"kind": "image", "image": "localhost/xfer-build-rocm-3fa2c1d0", "state": "made", "seconds": 420.0,
+        {"kind": "image", "image": "localhost/xfer-build-rocm", "state": "made", "seconds": 420.0,
          "worker": "gw0", "by": "fixture local_images"},
     ]  # fmt: skip
     lines = ci_time.account_lines(entries)
     assert lines[0] == "shared fixtures: 2 set up, 300 s in all (1 took 1 s or more)"
     assert "host_wheelhouse (session, gw1) for tests/integration/test_build.py::test_x" in lines[1]
     assert not any("tiny" in line for line in lines)
-    assert "localhost/xfer-build-rocm-3fa2c1d0: made (gw0) by fixture local_images" in lines[-1]
+    assert "localhost/xfer-build-rocm: made (gw0) by fixture local_images" in lines[-1]
 
 
 def test_the_account_ends_with_when_each_worker_went_idle() -> None:

@@ -11,7 +11,6 @@ import yaml
 from release.config.matrix import Image, LoadedMatrix, Simulation, loads
 from release.errors import SmokeError
 from release.machine.containers import ContainerEngine
-from release.plan.buildimage import project_digest
 from release.plan.resolve import LocalImage, ResolvedImage, ResolvedVariant
 from release.plan.steps import make_plan
 from release.smoke import runner
@@ -44,11 +43,6 @@ def _loaded(tmp_path: Path, edit: object = None) -> LoadedMatrix:
 
 def _rocm(tmp_path: Path, edit: object = None) -> ResolvedVariant:
     return make_plan(_loaded(tmp_path, edit)).variants["rocm"]
-
-
-def _build_tag(tmp_path: Path) -> str:
-    """The rocm build image's tag for the matrix at `tmp_path`: the project's digest is its path's."""
-    return f"localhost/xfer-build-rocm-{project_digest(tmp_path)}"
 
 
 def _image(variant: ResolvedVariant, name: str) -> ResolvedImage:
@@ -220,11 +214,11 @@ def _host_image() -> Image:
 def test_a_wheel_the_host_cannot_install_runs_its_host_leg_in_the_build_image(tmp_path: Path) -> None:
     rocm = _rocm(tmp_path)
     build = rocm.build_image.local_recipe
-    assert build is not None and build.tag == _build_tag(tmp_path)
+    assert build is not None and build.tag == "localhost/xfer-build-rocm"
     where = place(HOST_IMAGE, _host_image(), None, "3.12", engine="podman", pull=False,
                   usable=_everything_usable, cannot_install=REFUSED, build_image=build)  # fmt: skip
     assert (where.container, where.recipe) == (build.tag, build)
-    assert where.runner == f"podman container {build.tag} ({REFUSED})"
+    assert where.runner == f"podman container localhost/xfer-build-rocm ({REFUSED})"
     # The build image carries the declared runtime where the distribution puts it.
     assert where.image.simulate == Simulation(runtime="system") and where.image.expect == "pass"
     # An installable wheel stays on the host.
@@ -239,13 +233,13 @@ def test_a_simulated_leg_moves_only_where_the_build_image_has_its_layout(tmp_pat
     system = Image(simulate=Simulation(runtime="system"))
     where = place("somewhere", system, None, "3.12", engine="podman", pull=False,
                   usable=_everything_usable, cannot_install=REFUSED, build_image=build)  # fmt: skip
-    assert where.container == _build_tag(tmp_path) and where.image is system
+    assert where.container == "localhost/xfer-build-rocm" and where.image is system
     prefix = Image(simulate=Simulation(runtime="prefix", prefix="/opt/rocm/lib"))
     where = place("prefixed", prefix, None, "3.12", engine="podman", pull=False,
                   usable=_everything_usable, cannot_install=REFUSED, build_image=build)  # fmt: skip
     assert where.container is None
     layout = "does not have this image's layout (prefix runtime)"
-    assert where.install_hint == f"{REFUSED}, and the build image {_build_tag(tmp_path)} {layout}"
+    assert where.install_hint == f"{REFUSED}, and the build image localhost/xfer-build-rocm {layout}"
 
 
 @pytest.mark.parametrize(
@@ -308,13 +302,13 @@ def test_the_smoke_table_names_stand_ins_and_the_build_image(
     serving = ["sglang-rocm"]
     outcomes += runner.smoke_variant(rocm, wheelhouse=wheelhouse, python="3.10", images=serving, log=print)
     assert [(image, tag) for image, tag, _ in legs] == [
-        ("host", _build_tag(tmp_path)),
+        ("host", "localhost/xfer-build-rocm"),
         ("rocm-distro", "localhost/xfer-smoke-rocm-distro"),
         ("vllm-rocm", "localhost/xfer-standin-vllm-rocm"),
         ("sglang-rocm", "localhost/xfer-standin-sglang-rocm"),
     ]
     table = summary(outcomes)
-    assert f"podman container {_build_tag(tmp_path)} ({REFUSED})" in table
+    assert f"podman container localhost/xfer-build-rocm ({REFUSED})" in table
     assert f"stand-in for {VLLM}: podman container localhost/xfer-standin-vllm-rocm" in table
     assert f"stand-in for {SGLANG}: podman container localhost/xfer-standin-sglang-rocm" in table
 
