@@ -184,7 +184,7 @@ def _here(planned: Steps, placed: StepPlacement[ContainerEngine], *, container: 
         here = tuple(s for s in steps if s.identifier not in github)
         if here:
             kept[name] = here
-    lines = placed.lines()
+    lines = placed.lines(placed_only=True)
     if github and not kept:
         msg = f"nothing to build here: {lines[-1]}"
         raise ToolchainError(msg)

@@ -157,12 +157,14 @@ class StepPlacement(Generic[Engine]):
     def _github(self, step: BuildStep) -> bool:
         return any(s.identifier == step.identifier for s in self.github_only)
 
-    def lines(self) -> list[str]:
+    def lines(self, *, placed_only: bool = False) -> list[str]:
         """One line per variant and machine (`rocm x86_64: image TAG via podman: why`), then the
-        GitHub-only line."""
+        GitHub-only line; `placed_only` leaves out the `not here` ones (`release build` says those
+        once, as its error or in its summary's skipped list)."""
         if not self.probed:
             return [NOT_PROBED]
-        said = [f"{p.variant} {p.machine}: {p.runs}: {p.why}" for p in self.placements]
+        chosen = [p for p in self.placements if not (placed_only and p.where == "not here")]
+        said = [f"{p.variant} {p.machine}: {p.runs}: {p.why}" for p in chosen]
         github = github_only_line(self.github_only)
         return [*said, *([github] if github else [])]
 

@@ -36,6 +36,7 @@ import yaml
 
 from release import requirement
 from release.config.matrix import load
+from release.config.pythons import python
 from release.machine.containers import STANDINS_ENV
 from release.machine.interpreters import find_interpreter
 from release.plan.resolve import LocalImage
@@ -93,7 +94,8 @@ def edit_matrix(repo: Path, edit: Any, message: str) -> None:
 def fill_in(data: dict[str, Any], images: LocalImages) -> None:
     """The maintainer's `yours:` lines: the toolkits, the local build images (our recipes, under
     our tags), an image with the HIP runtime for rocm, the smoke self-test."""
-    assert data["python"] == OURS["python"], data["python"]
+    # init proposes the GIL Pythons; the free-threaded rows are the maintainer's choice
+    assert data["python"] == [v for v in OURS["python"] if not python(v).free_threaded], data["python"]
     for name in VARIANTS:
         variant = data["variants"][name]
         ours = OURS["variants"][name]

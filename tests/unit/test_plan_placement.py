@@ -249,7 +249,7 @@ def test_release_build_prints_the_plans_lines_first_and_carries_them_out(
 
 
 def test_release_build_of_a_variant_not_here_fails_with_the_plans_why(
-    monkeypatch: pytest.MonkeyPatch, loaded: LoadedMatrix, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], loaded: LoadedMatrix, tmp_path: Path
 ) -> None:
     probes = stand_in(engine=None)
     monkeypatch.setattr(build, "host_probes", lambda **_: probes)
@@ -259,6 +259,7 @@ def test_release_build_of_a_variant_not_here_fails_with_the_plans_why(
     with pytest.raises(ToolchainError) as caught:
         build.run(_build_args(variant=["rocm"], wheelhouse=tmp_path), loaded)
     assert str(caught.value) == why
+    assert why not in capsys.readouterr().out  # said once, as the error (nox sessions: one line)
 
 
 def test_a_hardware_leg_is_placed_here_in_its_image_or_emulated() -> None:
