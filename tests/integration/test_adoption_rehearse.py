@@ -96,6 +96,7 @@ def fill_in(data: dict[str, Any], images: LocalImages) -> None:
     our tags), an image with the HIP runtime for rocm, the smoke self-test."""
     # init proposes the GIL Pythons; the free-threaded rows are the maintainer's choice
     assert data["python"] == [v for v in OURS["python"] if not python(v).free_threaded], data["python"]
+    data["python"] = list(OURS["python"])  # the maintainer adds the free-threaded rows, as ours has
     for name in VARIANTS:
         variant = data["variants"][name]
         ours = OURS["variants"][name]
