@@ -5,7 +5,6 @@ asked, and no process starts."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,7 @@ from release.plan.placement import (
 )
 from release.plan.resolve import ResolvedVariant
 from release.plan.steps import BuildStep, make_plan
+from tests.unit.test_build_command import args as build_args
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "matrix.yaml"
@@ -196,15 +196,6 @@ def test_release_plan_no_probe_says_not_probed(
     assert NOT_PROBED in out
 
 
-def _build_args(**given: object) -> argparse.Namespace:
-    defaults: dict[str, object] = {
-        "variant": None, "python": None, "select": None, "wheelhouse": None, "tag": None, "jobs": 2,
-        "container": False, "image": None, "release_image": False, "allow_toolkit_mismatch": False,
-        "lock_wait": 5.0, "arch": "x86_64",
-    }  # fmt: skip
-    return argparse.Namespace(**{**defaults, **given})
-
-
 def test_release_build_prints_the_plans_lines_first_and_carries_them_out(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, loaded: LoadedMatrix
 ) -> None:
@@ -240,7 +231,7 @@ def test_release_build_prints_the_plans_lines_first_and_carries_them_out(
     monkeypatch.setattr(build, "build_variant", record("host"))
     monkeypatch.setattr(build, "_in_container", record("image"))
     monkeypatch.setattr(build, "usable_interpreters", lambda pythons: (set(pythons), []))
-    assert build.run(_build_args(select=select, wheelhouse=tmp_path), loaded) == 0
+    assert build.run(build_args(select=select, wheelhouse=tmp_path), loaded) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[: len(why)] == why and len(why) == 3  # cpu, rocm, the GitHub-only line
     assert {where for where, i in went if "-cpu-" in i} == {"host"}
@@ -254,10 +245,10 @@ def test_release_build_of_a_variant_not_here_fails_with_the_plans_why(
     probes = stand_in(engine=None)
     monkeypatch.setattr(build, "host_probes", lambda **_: probes)
     monkeypatch.setattr(build, "host_machine", lambda: "x86_64")
-    chosen = build.chosen_steps(_build_args(variant=["rocm"]), loaded)
+    chosen = build.chosen_steps(build_args(variant=["rocm"]), loaded)
     why = place_steps(chosen["rocm"], probes).of(chosen["rocm"][0]).why
     with pytest.raises(ToolchainError) as caught:
-        build.run(_build_args(variant=["rocm"], wheelhouse=tmp_path), loaded)
+        build.run(build_args(variant=["rocm"], wheelhouse=tmp_path), loaded)
     assert str(caught.value) == why
     assert why not in capsys.readouterr().out  # said once, as the error (nox sessions: one line)
 
@@ -293,6 +284,6 @@ def test_release_build_container_says_only_the_github_only_line(
     monkeypatch.setattr(build, "require_engine", lambda: "podman")
     monkeypatch.setattr(build, "_in_container", lambda *_a, **_k: [])
     select = "*-cpu-manylinux_x86_64"
-    assert build.run(_build_args(select=select, wheelhouse=tmp_path, container=True), loaded) == 0
+    assert build.run(build_args(select=select, wheelhouse=tmp_path, container=True), loaded) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("GitHub-only: ") and not any(line.startswith("cpu x86_64:") for line in out)
