@@ -23,7 +23,10 @@ from release.errors import EXIT_CODES, ReleaseError, UsageError, os_error_line
 
 # command -> (module in release.commands, help).
 COMMANDS: dict[str, tuple[str, str]] = {
-    "plan": ("plan", "expand the matrix into build (or smoke) steps, or a workflow's plan"),
+    "plan": (
+        "plan",
+        "expand the matrix into build (or smoke) steps and where each runs here, or a workflow's plan",
+    ),
     "build": ("build", "build, repair and verify wheels for selected steps"),
     "repair": ("repair", "auditwheel repair one wheel with a variant's (or explicit) excludes"),
     "verify": ("verify", "inspect wheels and apply the rules (a wheel beside its intact report: a hash)"),
